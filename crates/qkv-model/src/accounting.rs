@@ -1,0 +1,230 @@
+//! Parameter and KV-cache accounting, computed from a config alone: a 1.2B model is counted
+//! without allocating a single weight. Tests check every figure against instantiated modules.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::attention::{ASYMMETRY_CHANNELS, projection_width};
+use crate::config::{GptConfig, Norm};
+
+/// Parameters of one part of the model, summed over all layers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Component {
+    pub name: String,
+    pub params: usize,
+    /// Per-layer parts say how much of `params` one layer holds.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub per_layer: Option<usize>,
+    /// Counted in the attention total.
+    #[serde(skip)]
+    pub attention: bool,
+    /// Counted in the embedding total.
+    #[serde(skip)]
+    pub embedding: bool,
+}
+
+/// Every component name, in the order reports list them.
+pub const COMPONENT_NAMES: [&str; 17] = [
+    "token embedding",
+    "position embedding",
+    "W_Q",
+    "W_K",
+    "W_V",
+    "W_QK",
+    "W_KV",
+    "W_QKV",
+    "W_O",
+    "attention biases",
+    "asymmetry term",
+    "MLP in",
+    "MLP out",
+    "MLP biases",
+    "block norms",
+    "final norm",
+    "LM head",
+];
+
+/// Position of a component name in [`COMPONENT_NAMES`] (unknown names sort last).
+pub fn component_rank(name: &str) -> usize {
+    COMPONENT_NAMES.iter().position(|n| *n == name).unwrap_or(COMPONENT_NAMES.len())
+}
+
+/// Where a model's parameters are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamReport {
+    pub components: Vec<Component>,
+    pub total_params: usize,
+    /// Token and position embeddings (an untied LM head counts as non-embedding).
+    pub embedding_params: usize,
+    pub non_embedding_params: usize,
+    /// Attention projections, W_O, their biases and the (Q=K-V)+ term, all layers.
+    pub attention_params: usize,
+}
+
+impl ParamReport {
+    pub fn new(config: &GptConfig) -> Self {
+        let d = config.n_embd;
+        let layers = config.n_layer;
+        let bias = usize::from(config.bias);
+        let mut components = Vec::new();
+        let mut push = |name: &str, per_layer: Option<usize>, params: usize, attention: bool, embedding: bool| {
+            if params > 0 {
+                components.push(Component { name: name.to_string(), params, per_layer, attention, embedding });
+            }
+        };
+        let layered = |per_layer: usize| (Some(per_layer), per_layer * layers);
+
+        push("token embedding", None, config.vocab_size * d, false, true);
+        push("position embedding", None, config.block_size * d, false, true);
+
+        let mut attention_biases = d * bias; // W_O's bias
+        for &projection in config.attention.variant.projections() {
+            let width = projection_width(config, projection);
+            let (per, all) = layered(d * width);
+            push(projection.name(), per, all, true, false);
+            attention_biases += width * bias;
+        }
+        let (per, all) = layered(d * d);
+        push("W_O", per, all, true, false);
+        let (per, all) = layered(attention_biases);
+        push("attention biases", per, all, true, false);
+        if config.attention.variant == crate::AttentionVariant::SharedQueryKeyAsym {
+            let (per, all) = layered(ASYMMETRY_CHANNELS + 1);
+            push("asymmetry term", per, all, true, false);
+        }
+
+        let (per, all) = layered(d * config.mlp_hidden);
+        push("MLP in", per, all, false, false);
+        let (per, all) = layered(config.mlp_hidden * d);
+        push("MLP out", per, all, false, false);
+        let (per, all) = layered((config.mlp_hidden + d) * bias);
+        push("MLP biases", per, all, false, false);
+
+        let norm = match config.norm {
+            Norm::LayerNorm => d * (1 + bias),
+            Norm::None => 0,
+        };
+        let (per, all) = layered(2 * norm);
+        push("block norms", per, all, false, false);
+        push("final norm", None, norm, false, false);
+        if !config.tie_embeddings {
+            push("LM head", None, d * config.vocab_size, false, false);
+        }
+
+        components.sort_by_key(|c| component_rank(&c.name));
+        let sum = |keep: fn(&Component) -> bool| components.iter().filter(|c| keep(c)).map(|c| c.params).sum();
+        let total_params: usize = sum(|_| true);
+        let embedding_params: usize = sum(|c| c.embedding);
+        Self {
+            attention_params: sum(|c| c.attention),
+            non_embedding_params: total_params - embedding_params,
+            embedding_params,
+            total_params,
+            components,
+        }
+    }
+
+    pub fn component(&self, name: &str) -> Option<&Component> {
+        self.components.iter().find(|c| c.name == name)
+    }
+}
+
+/// Element type of a KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheDType {
+    #[default]
+    F32,
+    F16,
+    Bf16,
+}
+
+impl CacheDType {
+    pub fn bytes(self) -> usize {
+        match self {
+            CacheDType::F32 => 4,
+            CacheDType::F16 | CacheDType::Bf16 => 2,
+        }
+    }
+}
+
+impl fmt::Display for CacheDType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CacheDType::F32 => "f32",
+            CacheDType::F16 => "f16",
+            CacheDType::Bf16 => "bf16",
+        })
+    }
+}
+
+impl FromStr for CacheDType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" => Ok(CacheDType::F32),
+            "f16" => Ok(CacheDType::F16),
+            "bf16" => Ok(CacheDType::Bf16),
+            _ => Err(format!("unknown dtype '{s}': use f32, f16 or bf16")),
+        }
+    }
+}
+
+/// Bytes the KV cache holds per token: every layer caches K and V (one tensor when K = V),
+/// each with kv_heads·d_k channels.
+pub fn kv_cache_bytes_per_token(config: &GptConfig, dtype: CacheDType) -> usize {
+    config.n_layer
+        * config.attention.variant.cached_tensors()
+        * config.kv_heads()
+        * config.head_dim()
+        * dtype.bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presets::Preset;
+    use crate::variant::AttentionVariant;
+
+    #[test]
+    fn gpt2_small_matches_the_hand_count() {
+        // 50304·768 + 1024·768 + 12·(4·768² + 2·768·3072 + 2·768) + 768, no biases, tied.
+        let config = Preset::Gpt2Small.config();
+        let report = ParamReport::new(&config);
+        let per_layer = 4 * 768 * 768 + 2 * 768 * 3072 + 2 * 768;
+        assert_eq!(report.total_params, 50304 * 768 + 1024 * 768 + 12 * per_layer + 768);
+        assert_eq!(report.attention_params, 12 * 4 * 768 * 768);
+        assert_eq!(report.embedding_params, 50304 * 768 + 1024 * 768);
+    }
+
+    #[test]
+    fn kv_cache_reductions_match_paper_2() {
+        // Paper 2, 16 heads: Q-K=V 50%, GQA-4 75%, MQA 93.75%, Q-GQA-4 87.5%, Q-MQA 96.875%.
+        let base = Preset::Paper2_300m.config();
+        let full = kv_cache_bytes_per_token(&base, CacheDType::F32) as f64;
+        let reduction = |variant: AttentionVariant, kv_heads: usize| {
+            let c = base.clone().with_variant(variant).with_kv_heads(kv_heads);
+            100.0 * (1.0 - kv_cache_bytes_per_token(&c, CacheDType::F32) as f64 / full)
+        };
+        assert_eq!(reduction(AttentionVariant::SharedKeyValue, 16), 50.0);
+        assert_eq!(reduction(AttentionVariant::Standard, 4), 75.0);
+        assert_eq!(reduction(AttentionVariant::Standard, 1), 93.75);
+        assert_eq!(reduction(AttentionVariant::SharedKeyValue, 4), 87.5);
+        assert_eq!(reduction(AttentionVariant::SharedKeyValue, 1), 96.875);
+        assert_eq!(reduction(AttentionVariant::SharedQueryKey, 16), 0.0);
+    }
+
+    #[test]
+    fn dtype_halves_the_cache() {
+        let c = Preset::Gpt2Small.config();
+        assert_eq!(
+            kv_cache_bytes_per_token(&c, CacheDType::F32),
+            2 * kv_cache_bytes_per_token(&c, CacheDType::Bf16)
+        );
+        assert_eq!("BF16".parse::<CacheDType>().unwrap(), CacheDType::Bf16);
+        assert!("f8".parse::<CacheDType>().unwrap_err().contains("f32, f16 or bf16"));
+    }
+}

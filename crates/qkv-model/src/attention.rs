@@ -1,0 +1,377 @@
+//! Causal self-attention in every variant of `AttentionVariant`, with optional head sharing.
+//!
+//! Shapes: x is [batch, time, n_embd]; per-head tensors are [batch, heads, time, d_k].
+
+use burn::module::Module;
+use burn::nn::{Dropout, DropoutConfig, Initializer, Linear};
+use burn::tensor::activation::softmax;
+use burn::tensor::module::attention;
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{Bool, Device, Tensor, TensorData};
+
+use crate::config::GptConfig;
+use crate::variant::{AttentionVariant, Projection};
+
+/// Channels of the (Q=K-V)+ positional encoding p_ij: half encode the query position i, half the
+/// key position j.
+pub const ASYMMETRY_CHANNELS: usize = 10;
+
+/// nanoGPT's initialisation: N(0, std) weights, zero biases.
+pub(crate) fn init_linear(d_in: usize, d_out: usize, bias: bool, std: f64, device: &Device) -> Linear {
+    Linear {
+        weight: Initializer::Normal { mean: 0.0, std }.init([d_in, d_out], device),
+        bias: bias.then(|| Initializer::Zeros.init([d_out], device)),
+    }
+}
+
+/// The learned asymmetric logit term of (Q=K-V)+: `a'_ij = Linear_10→1(a_ij·1 + p_ij)`, one per
+/// layer, shared by its heads. Because the map is linear this equals
+/// `(Σw)·a_ij + w·p_ij + b`: a learned gain on the symmetric logits plus a positional bias.
+#[derive(Module, Debug)]
+pub struct AsymmetricLogits {
+    /// Linear(10 → 1) with bias.
+    pub mix: Linear,
+}
+
+impl AsymmetricLogits {
+    fn new(device: &Device) -> Self {
+        // The weights start at 1/10 so that Σw = 1: training starts from the plain symmetric
+        // logits instead of from a random gain that could switch attention off.
+        let weight = Initializer::Constant { value: 1.0 / ASYMMETRY_CHANNELS as f64 }
+            .init([ASYMMETRY_CHANNELS, 1], device);
+        Self { mix: Linear { weight, bias: Some(Initializer::Zeros.init([1], device)) } }
+    }
+
+    /// The gain Σw as a [1, 1, 1, 1] tensor, ready to multiply the logits (or the queries).
+    fn gain(&self) -> Tensor<4> {
+        self.mix.weight.val().sum().reshape([1, 1, 1, 1])
+    }
+
+    /// `w·p_ij + b` for query positions `query_offset..query_offset+t_q` and key positions
+    /// `0..t_k`, shape [1, 1, t_q, t_k].
+    ///
+    /// p_ij is separable (channels 0..5 depend on i only, 5..10 on j only), so the bias is
+    /// `r_i + c_j + b`. The r_i half is constant along a softmax row and cancels; the asymmetry
+    /// comes from c_j, which makes a'_ij differ from a'_ji.
+    fn positional_bias(&self, query_offset: usize, t_q: usize, t_k: usize) -> Tensor<4> {
+        let device = self.mix.weight.device();
+        let half = ASYMMETRY_CHANNELS / 2;
+        let w = self.mix.weight.val();
+        let w_query = w.clone().slice([0..half, 0..1]);
+        let w_key = w.slice([half..ASYMMETRY_CHANNELS, 0..1]);
+        let rows = sinusoid(query_offset, t_q, half, &device).matmul(w_query); // [t_q, 1]
+        let cols = sinusoid(0, t_k, half, &device).matmul(w_key).transpose(); // [1, t_k]
+        let b = self.mix.bias.as_ref().expect("asymmetry mix has a bias").val().reshape([1, 1]);
+        (rows + cols + b).reshape([1, 1, t_q, t_k])
+    }
+}
+
+/// Transformer sinusoids for positions `start..start+len` in `channels` channels:
+/// channel 2m is sin(p·ω_m), 2m+1 is cos(p·ω_m), with ω_m = 10000^(-2m/channels).
+fn sinusoid(start: usize, len: usize, channels: usize, device: &Device) -> Tensor<2> {
+    let mut values = Vec::with_capacity(len * channels);
+    for p in start..start + len {
+        for c in 0..channels {
+            let m = (c / 2) as f64;
+            let angle = p as f64 * 10000f64.powf(-2.0 * m / channels as f64);
+            values.push(if c % 2 == 0 { angle.sin() } else { angle.cos() } as f32);
+        }
+    }
+    Tensor::from_data(TensorData::new(values, [len, channels]), device)
+}
+
+/// Output channels of a projection: n_head·d_k, or kv_heads·d_k for keys and values.
+pub fn projection_width(config: &GptConfig, projection: Projection) -> usize {
+    let heads = if projection.serves_kv_heads_only() { config.kv_heads() } else { config.n_head };
+    heads * config.head_dim()
+}
+
+/// Queries, keys and values of one forward pass, each [batch, heads, time, d_k]; keys and values
+/// have `kv_heads` heads.
+pub struct Projected {
+    pub query: Tensor<4>,
+    pub key: Tensor<4>,
+    pub value: Tensor<4>,
+}
+
+/// Causal self-attention. Which projection fields exist depends on the variant; a shared
+/// projection is one parameter tensor used for several roles, so its gradient sums both.
+#[derive(Module, Debug)]
+pub struct CausalSelfAttention {
+    /// W_Q (standard, shared-kv).
+    pub w_q: Option<Linear>,
+    /// W_K (standard, wq-identity).
+    pub w_k: Option<Linear>,
+    /// W_V (standard, wq-identity, shared-qk, shared-qk-asym).
+    pub w_v: Option<Linear>,
+    /// One projection for query and key (shared-qk, shared-qk-asym).
+    pub w_qk: Option<Linear>,
+    /// One projection for key and value (shared-kv).
+    pub w_kv: Option<Linear>,
+    /// One projection for query, key and value (shared-qkv).
+    pub w_qkv: Option<Linear>,
+    /// W_O, back to the residual stream.
+    pub w_o: Linear,
+    /// The (Q=K-V)+ positional logit term.
+    pub asymmetry: Option<AsymmetricLogits>,
+    pub resid_dropout: Dropout,
+    #[module(skip)]
+    pub variant: AttentionVariant,
+    pub n_head: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub scale: f64,
+}
+
+impl CausalSelfAttention {
+    /// Builds the layer of a validated config.
+    pub fn new(config: &GptConfig, device: &Device) -> Self {
+        let d = config.n_embd;
+        let std = 0.02;
+        let variant = config.attention.variant;
+        let mut layer = Self {
+            w_q: None,
+            w_k: None,
+            w_v: None,
+            w_qk: None,
+            w_kv: None,
+            w_qkv: None,
+            // Residual projections start smaller so the residual stream's variance does not grow
+            // with depth (GPT-2).
+            w_o: init_linear(d, d, config.bias, std / (2.0 * config.n_layer as f64).sqrt(), device),
+            asymmetry: None,
+            resid_dropout: DropoutConfig::new(config.dropout).init(),
+            variant,
+            n_head: config.n_head,
+            kv_heads: config.kv_heads(),
+            head_dim: config.head_dim(),
+            scale: config.attention_scale(),
+        };
+        for &projection in variant.projections() {
+            *layer.slot(projection) = Some(init_linear(d, projection_width(config, projection), config.bias, std, device));
+        }
+        if variant == AttentionVariant::SharedQueryKeyAsym {
+            layer.asymmetry = Some(AsymmetricLogits::new(device));
+        }
+        layer
+    }
+
+    fn slot(&mut self, projection: Projection) -> &mut Option<Linear> {
+        match projection {
+            Projection::Query => &mut self.w_q,
+            Projection::Key => &mut self.w_k,
+            Projection::Value => &mut self.w_v,
+            Projection::QueryKey => &mut self.w_qk,
+            Projection::KeyValue => &mut self.w_kv,
+            Projection::QueryKeyValue => &mut self.w_qkv,
+        }
+    }
+
+    /// [batch, time, heads·d_k] → [batch, heads, time, d_k].
+    fn split_heads(&self, x: Tensor<3>, heads: usize) -> Tensor<4> {
+        let [b, t, _] = x.dims();
+        x.reshape([b, t, heads, self.head_dim]).swap_dims(1, 2)
+    }
+
+    fn apply(projection: &Option<Linear>, x: &Tensor<3>) -> Tensor<3> {
+        projection.as_ref().expect("the variant's projections exist").forward(x.clone())
+    }
+
+    /// Queries, keys and values for the input `x`, keys and values with `kv_heads` heads.
+    pub fn project(&self, x: Tensor<3>) -> Projected {
+        use AttentionVariant::*;
+        let (h, g) = (self.n_head, self.kv_heads);
+        let (query, key, value) = match self.variant {
+            Standard => (Self::apply(&self.w_q, &x), Self::apply(&self.w_k, &x), Self::apply(&self.w_v, &x)),
+            // The query is the attention input itself: head h reads channels [h·d_k, (h+1)·d_k).
+            QueryIdentity => (x.clone(), Self::apply(&self.w_k, &x), Self::apply(&self.w_v, &x)),
+            SharedQueryKey | SharedQueryKeyAsym => {
+                let qk = Self::apply(&self.w_qk, &x);
+                (qk.clone(), qk, Self::apply(&self.w_v, &x))
+            }
+            SharedKeyValue => {
+                let kv = Self::apply(&self.w_kv, &x);
+                (Self::apply(&self.w_q, &x), kv.clone(), kv)
+            }
+            SharedAll => {
+                let qkv = Self::apply(&self.w_qkv, &x);
+                (qkv.clone(), qkv.clone(), qkv)
+            }
+        };
+        Projected {
+            query: self.split_heads(query, h),
+            key: self.split_heads(key, g),
+            value: self.split_heads(value, g),
+        }
+    }
+
+    /// GQA/MQA: each key/value head serves n_head / kv_heads consecutive query heads.
+    fn repeat_kv(&self, x: Tensor<4>) -> Tensor<4> {
+        let group = self.n_head / self.kv_heads;
+        if group == 1 {
+            return x;
+        }
+        let [b, g, t, d] = x.dims();
+        x.reshape([b, g, 1, t, d]).expand([b, g, group, t, d]).reshape([b, g * group, t, d])
+    }
+
+    /// Attention over projected tensors whose queries sit at positions
+    /// `query_offset..query_offset + t_q` and keys at `0..t_k` (query_offset > 0 when decoding
+    /// with a KV cache). Returns the output [batch, time, n_embd] and, when asked, the attention
+    /// probabilities [batch, n_head, t_q, t_k].
+    pub fn attend(
+        &self,
+        projected: Projected,
+        query_offset: usize,
+        with_probabilities: bool,
+    ) -> (Tensor<3>, Option<Tensor<4>>) {
+        let Projected { mut query, key, value } = projected;
+        let [b, _, t_q, _] = query.dims();
+        let t_k = key.dims()[2];
+        let key = self.repeat_kv(key);
+        let value = self.repeat_kv(value);
+
+        let mut bias = None;
+        if let Some(asymmetry) = &self.asymmetry {
+            // Scaling the queries scales every logit: the same as scaling a_ij by Σw.
+            query = query * asymmetry.gain();
+            bias = Some(
+                asymmetry
+                    .positional_bias(query_offset, t_q, t_k)
+                    .expand([b, self.n_head, t_q, t_k]),
+            );
+        }
+
+        let (context, probabilities) = if with_probabilities {
+            let mut logits = query.matmul(key.swap_dims(2, 3)) * self.scale;
+            if let Some(bias) = bias {
+                logits = logits + bias;
+            }
+            let future = causal_mask(query_offset, t_q, t_k, &logits.device())
+                .reshape([1, 1, t_q, t_k])
+                .expand([b, self.n_head, t_q, t_k]);
+            let probabilities = softmax(logits.mask_fill(future, f32::NEG_INFINITY), 3);
+            (probabilities.clone().matmul(value), Some(probabilities))
+        } else {
+            // The fused kernel's causal mask aligns the last query with the last key, which is
+            // exactly our layout: queries are the newest t_q of the t_k positions.
+            let options = AttentionModuleOptions { scale: Some(self.scale), softcap: None, is_causal: true };
+            (attention(query, key, value, None, bias, options), None)
+        };
+
+        let y = context.swap_dims(1, 2).reshape([b, t_q, self.n_head * self.head_dim]);
+        (self.resid_dropout.forward(self.w_o.forward(y)), probabilities)
+    }
+
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        self.attend(self.project(x), 0, false).0
+    }
+
+    pub fn forward_with_probabilities(&self, x: Tensor<3>) -> (Tensor<3>, Tensor<4>) {
+        let (y, probabilities) = self.attend(self.project(x), 0, true);
+        (y, probabilities.expect("probabilities were requested"))
+    }
+}
+
+/// True where key position j lies in the future of query position `query_offset + i`.
+fn causal_mask(query_offset: usize, t_q: usize, t_k: usize, device: &Device) -> Tensor<2, Bool> {
+    debug_assert_eq!(query_offset + t_q, t_k, "queries are the newest positions");
+    // tril_mask is true above the diagonal shifted by the offset: j > i + query_offset.
+    Tensor::<2, Bool>::tril_mask([t_q, t_k], query_offset as i64, device)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpt::tests::{tiny_config, values};
+
+    fn input(device: &Device) -> Tensor<3> {
+        let data: Vec<f32> = (0..2 * 5 * 16).map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0).collect();
+        Tensor::from_data(TensorData::new(data, [2, 5, 16]), device)
+    }
+
+    #[test]
+    fn identity_query_is_exactly_the_input_head_slices() {
+        let device = Device::flex();
+        let config = tiny_config(AttentionVariant::QueryIdentity);
+        let layer = CausalSelfAttention::new(&config, &device);
+        let x = input(&device);
+        let query = layer.project(x.clone()).query;
+        assert_eq!(query.dims(), [2, 4, 5, 4]);
+        let (q, x) = (values(query), values(x));
+        for b in 0..2 {
+            for h in 0..4 {
+                for t in 0..5 {
+                    for c in 0..4 {
+                        assert_eq!(q[((b * 4 + h) * 5 + t) * 4 + c], x[(b * 5 + t) * 16 + h * 4 + c]);
+                    }
+                }
+            }
+        }
+        assert_eq!(layer.scale, 1.0 / (2.0 * 2.0));
+    }
+
+    #[test]
+    fn gqa_and_mqa_project_kv_heads_and_serve_all_query_heads() {
+        let device = Device::flex();
+        for variant in [AttentionVariant::Standard, AttentionVariant::QueryIdentity, AttentionVariant::SharedKeyValue] {
+            for kv_heads in [4, 2, 1] {
+                let config = tiny_config(variant).with_kv_heads(kv_heads);
+                let layer = CausalSelfAttention::new(&config, &device);
+                let projected = layer.project(input(&device));
+                assert_eq!(projected.query.dims(), [2, 4, 5, 4], "{variant}");
+                assert_eq!(projected.key.dims(), [2, kv_heads, 5, 4], "{variant}");
+                assert_eq!(projected.value.dims(), [2, kv_heads, 5, 4], "{variant}");
+                let kv_weight = layer.w_k.as_ref().or(layer.w_kv.as_ref()).unwrap();
+                assert_eq!(kv_weight.weight.dims(), [16, kv_heads * 4]);
+                let (y, p) = layer.forward_with_probabilities(input(&device));
+                assert_eq!(y.dims(), [2, 5, 16]);
+                assert_eq!(p.dims(), [2, 4, 5, 5]);
+            }
+        }
+    }
+
+    #[test]
+    fn mqa_heads_read_the_same_keys() {
+        // With one key/value head, heads differ only through their queries: with the identity
+        // query and an input equal across head slices, every head's map is the same.
+        let device = Device::flex();
+        let config = tiny_config(AttentionVariant::QueryIdentity).with_kv_heads(1);
+        let layer = CausalSelfAttention::new(&config, &device);
+        let slice: Vec<f32> = (0..5 * 4).map(|i| (i as f32 * 0.37).sin()).collect();
+        let data: Vec<f32> = (0..5).flat_map(|t| (0..4).flat_map(|_| slice[t * 4..t * 4 + 4].to_vec()).collect::<Vec<_>>()).collect();
+        let x = Tensor::from_data(TensorData::new(data, [1, 5, 16]), &device);
+        let p = values(layer.forward_with_probabilities(x).1);
+        let head = |h: usize| p[h * 25..(h + 1) * 25].to_vec();
+        for h in 1..4 {
+            assert_eq!(head(h), head(0));
+        }
+    }
+
+    #[test]
+    fn shared_qk_logits_are_symmetric_and_the_asymmetric_term_breaks_them() {
+        let device = Device::flex();
+        let logits = |variant| {
+            let layer = CausalSelfAttention::new(&tiny_config(variant), &device);
+            let Projected { query, key, .. } = layer.project(input(&device));
+            let mut logits = query.matmul(key.swap_dims(2, 3));
+            if let Some(asymmetry) = &layer.asymmetry {
+                // Move the weights off their symmetric start so that the positional term shows.
+                let trained = Tensor::from_data(
+                    TensorData::new((0..10).map(|i| 0.1 + 0.05 * i as f32).collect::<Vec<_>>(), [10, 1]),
+                    &device,
+                );
+                let asymmetry = AsymmetricLogits { mix: Linear { weight: burn::module::Param::from_tensor(trained), bias: asymmetry.mix.bias.clone() } };
+                logits = logits * asymmetry.gain() + asymmetry.positional_bias(0, 5, 5);
+            }
+            values(logits)
+        };
+        let is_symmetric = |l: &[f32]| {
+            (0..2 * 4).all(|m| (0..5).all(|i| (0..5).all(|j| (l[m * 25 + i * 5 + j] - l[m * 25 + j * 5 + i]).abs() < 1e-5)))
+        };
+        assert!(is_symmetric(&logits(AttentionVariant::SharedQueryKey)));
+        assert!(is_symmetric(&logits(AttentionVariant::SharedAll)));
+        assert!(!is_symmetric(&logits(AttentionVariant::SharedQueryKeyAsym)));
+        assert!(!is_symmetric(&logits(AttentionVariant::Standard)));
+    }
+}

@@ -1,0 +1,299 @@
+//! `GptConfig`: the architecture of one model, validated before anything is allocated.
+
+use serde::{Deserialize, Serialize};
+
+use crate::variant::AttentionVariant;
+
+/// Normalisation before attention, before the MLP and before the LM head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Norm {
+    /// Pre-LN, as in GPT-2 and both papers.
+    #[default]
+    LayerNorm,
+    /// No normalisation at all: the setting in which paper 1's W_Q elimination is exact.
+    None,
+}
+
+/// How one attention layer is built.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionConfig {
+    pub variant: AttentionVariant,
+    /// Key/value heads: `None` or `n_head` is multi-head attention, 1 < g < n_head is GQA-g,
+    /// 1 is MQA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_heads: Option<usize>,
+    /// Multiplies q·k before the softmax; `None` takes the variant's default
+    /// (see [`AttentionVariant::default_scale`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<f64>,
+}
+
+impl AttentionConfig {
+    pub fn new(variant: AttentionVariant) -> Self {
+        Self { variant, kv_heads: None, scale: None }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// A decoder-only GPT: token and learned position embeddings, `n_layer` blocks, LM head.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GptConfig {
+    pub vocab_size: usize,
+    /// Longest context the model accepts (rows of the position embedding).
+    pub block_size: usize,
+    pub n_layer: usize,
+    pub n_head: usize,
+    pub n_embd: usize,
+    /// Width of the MLP's hidden layer; free so that the papers' reallocation runs can move the
+    /// parameters W_Q gave up into the MLP.
+    pub mlp_hidden: usize,
+    /// Biases in every Linear and LayerNorm.
+    pub bias: bool,
+    /// The LM head reuses the token embedding.
+    pub tie_embeddings: bool,
+    /// Dropout on the embeddings and on the attention and MLP outputs.
+    #[serde(default)]
+    pub dropout: f64,
+    #[serde(default)]
+    pub norm: Norm,
+    /// The skip connection around the MLP; without it the theory's telescoping construction
+    /// applies.
+    #[serde(default = "default_true")]
+    pub mlp_skip: bool,
+    pub attention: AttentionConfig,
+}
+
+/// Why a configuration cannot be built, with the field at fault and how to fix it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{field} is 0: it must be at least 1")]
+    Zero { field: &'static str },
+    #[error(
+        "n_embd ({n_embd}) is not divisible by n_head ({n_head}): every head gets n_embd / n_head \
+         channels, so choose n_head among the divisors of n_embd or change n_embd"
+    )]
+    EmbdNotDivisibleByHeads { n_embd: usize, n_head: usize },
+    #[error("attention.kv_heads is 0: use 1 for MQA, a divisor of n_head for GQA, or n_head for MHA")]
+    ZeroKvHeads,
+    #[error(
+        "attention.kv_heads ({kv_heads}) is more than n_head ({n_head}): each key/value head serves \
+         at least one query head, so use at most {n_head}"
+    )]
+    MoreKvHeadsThanHeads { kv_heads: usize, n_head: usize },
+    #[error(
+        "n_head ({n_head}) is not divisible by attention.kv_heads ({kv_heads}): every key/value head \
+         serves the same number of query heads, so use a divisor of {n_head}"
+    )]
+    HeadsNotDivisibleByKvHeads { n_head: usize, kv_heads: usize },
+    #[error(
+        "attention.variant {variant} computes queries with the key projection, so it cannot share \
+         key/value heads (kv_heads {kv_heads} < n_head {n_head}): set kv_heads to {n_head} or pick \
+         standard, wq-identity or shared-kv for GQA/MQA"
+    )]
+    VariantCannotShareHeads { variant: AttentionVariant, kv_heads: usize, n_head: usize },
+    #[error("dropout ({0}) must be in [0, 1)")]
+    Dropout(f64),
+    #[error("attention.scale ({0}) must be a positive finite number, or left out for the variant's default")]
+    Scale(f64),
+    #[error("the configuration is not valid JSON for a GptConfig: {0}")]
+    Json(String),
+}
+
+impl GptConfig {
+    /// Checks every constraint the model relies on; a model is only built from a config that
+    /// passed this.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (field, value) in [
+            ("vocab_size", self.vocab_size),
+            ("block_size", self.block_size),
+            ("n_layer", self.n_layer),
+            ("n_head", self.n_head),
+            ("n_embd", self.n_embd),
+            ("mlp_hidden", self.mlp_hidden),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Zero { field });
+            }
+        }
+        if self.n_embd % self.n_head != 0 {
+            return Err(ConfigError::EmbdNotDivisibleByHeads { n_embd: self.n_embd, n_head: self.n_head });
+        }
+        let kv_heads = self.kv_heads();
+        if kv_heads == 0 {
+            return Err(ConfigError::ZeroKvHeads);
+        }
+        if kv_heads > self.n_head {
+            return Err(ConfigError::MoreKvHeadsThanHeads { kv_heads, n_head: self.n_head });
+        }
+        if self.n_head % kv_heads != 0 {
+            return Err(ConfigError::HeadsNotDivisibleByKvHeads { n_head: self.n_head, kv_heads });
+        }
+        let variant = self.attention.variant;
+        if variant.query_shares_key() && kv_heads != self.n_head {
+            return Err(ConfigError::VariantCannotShareHeads { variant, kv_heads, n_head: self.n_head });
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(ConfigError::Dropout(self.dropout));
+        }
+        if let Some(scale) = self.attention.scale
+            && !(scale.is_finite() && scale > 0.0)
+        {
+            return Err(ConfigError::Scale(scale));
+        }
+        Ok(())
+    }
+
+    /// Parses and validates a JSON configuration.
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        let config: GptConfig =
+            serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Channels per head (d_k).
+    pub fn head_dim(&self) -> usize {
+        self.n_embd / self.n_head
+    }
+
+    pub fn kv_heads(&self) -> usize {
+        self.attention.kv_heads.unwrap_or(self.n_head)
+    }
+
+    /// The scale actually applied to q·k.
+    pub fn attention_scale(&self) -> f64 {
+        self.attention.scale.unwrap_or_else(|| self.attention.variant.default_scale(self.head_dim()))
+    }
+
+    /// The same architecture with another attention variant (its default scale, same kv_heads).
+    pub fn with_variant(mut self, variant: AttentionVariant) -> Self {
+        self.attention.variant = variant;
+        self
+    }
+
+    pub fn with_kv_heads(mut self, kv_heads: usize) -> Self {
+        self.attention.kv_heads = Some(kv_heads);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> GptConfig {
+        GptConfig {
+            vocab_size: 11,
+            block_size: 8,
+            n_layer: 2,
+            n_head: 4,
+            n_embd: 16,
+            mlp_hidden: 32,
+            bias: true,
+            tie_embeddings: true,
+            dropout: 0.0,
+            norm: Norm::LayerNorm,
+            mlp_skip: true,
+            attention: AttentionConfig::new(AttentionVariant::Standard),
+        }
+    }
+
+    #[test]
+    fn a_sound_config_passes() {
+        tiny().validate().unwrap();
+        tiny().with_variant(AttentionVariant::SharedKeyValue).with_kv_heads(1).validate().unwrap();
+        tiny().with_variant(AttentionVariant::QueryIdentity).with_kv_heads(2).validate().unwrap();
+    }
+
+    #[test]
+    fn each_zero_field_is_named() {
+        for field in ["vocab_size", "block_size", "n_layer", "n_head", "n_embd", "mlp_hidden"] {
+            let mut c = tiny();
+            match field {
+                "vocab_size" => c.vocab_size = 0,
+                "block_size" => c.block_size = 0,
+                "n_layer" => c.n_layer = 0,
+                "n_head" => c.n_head = 0,
+                "n_embd" => c.n_embd = 0,
+                _ => c.mlp_hidden = 0,
+            }
+            assert_eq!(c.validate(), Err(ConfigError::Zero { field }));
+        }
+    }
+
+    #[test]
+    fn embd_must_split_into_heads() {
+        let mut c = tiny();
+        c.n_head = 3;
+        let err = c.validate().unwrap_err();
+        assert_eq!(err, ConfigError::EmbdNotDivisibleByHeads { n_embd: 16, n_head: 3 });
+        assert!(err.to_string().contains("divisors of n_embd"));
+    }
+
+    #[test]
+    fn kv_heads_errors() {
+        assert_eq!(tiny().with_kv_heads(0).validate(), Err(ConfigError::ZeroKvHeads));
+        assert_eq!(
+            tiny().with_kv_heads(8).validate(),
+            Err(ConfigError::MoreKvHeadsThanHeads { kv_heads: 8, n_head: 4 })
+        );
+        let mut c = tiny();
+        c.n_head = 8;
+        c.n_embd = 24;
+        assert_eq!(
+            c.with_kv_heads(3).validate(),
+            Err(ConfigError::HeadsNotDivisibleByKvHeads { n_head: 8, kv_heads: 3 })
+        );
+    }
+
+    #[test]
+    fn query_sharing_variants_refuse_gqa() {
+        for variant in [
+            AttentionVariant::SharedQueryKey,
+            AttentionVariant::SharedQueryKeyAsym,
+            AttentionVariant::SharedAll,
+        ] {
+            let err = tiny().with_variant(variant).with_kv_heads(2).validate().unwrap_err();
+            assert_eq!(err, ConfigError::VariantCannotShareHeads { variant, kv_heads: 2, n_head: 4 });
+            assert!(err.to_string().contains("shared-kv"), "{err}");
+        }
+    }
+
+    #[test]
+    fn dropout_and_scale_ranges() {
+        let mut c = tiny();
+        c.dropout = 1.0;
+        assert_eq!(c.validate(), Err(ConfigError::Dropout(1.0)));
+        let mut c = tiny();
+        c.attention.scale = Some(0.0);
+        assert_eq!(c.validate(), Err(ConfigError::Scale(0.0)));
+        c.attention.scale = Some(f64::NAN);
+        assert!(matches!(c.validate(), Err(ConfigError::Scale(_))));
+    }
+
+    #[test]
+    fn json_round_trip_and_malformed_json() {
+        let c = tiny().with_variant(AttentionVariant::QueryIdentity);
+        let text = serde_json::to_string(&c).unwrap();
+        assert_eq!(GptConfig::from_json(&text).unwrap(), c);
+        let err = GptConfig::from_json("{\"vocab_size\": 3").unwrap_err();
+        assert!(matches!(err, ConfigError::Json(_)), "{err}");
+        let err = GptConfig::from_json(&text.replace("\"n_head\":4", "\"n_head\":5")).unwrap_err();
+        assert!(matches!(err, ConfigError::EmbdNotDivisibleByHeads { .. }), "{err}");
+    }
+
+    #[test]
+    fn identity_default_scale_and_override() {
+        let c = tiny().with_variant(AttentionVariant::QueryIdentity);
+        assert_eq!(c.attention_scale(), 1.0 / (2.0 * 2.0));
+        let mut c = c;
+        c.attention.scale = Some(0.3);
+        assert_eq!(c.attention_scale(), 0.3);
+    }
+}

@@ -1,0 +1,409 @@
+//! The GPT: embeddings, pre-LN blocks, final norm, LM head (nanoGPT's `model.py`, with the
+//! attention variants and the theory's options).
+
+use burn::module::Module;
+use burn::nn::{Dropout, DropoutConfig, Embedding, Initializer, LayerNorm, LayerNormConfig, Linear};
+use burn::tensor::activation::gelu;
+use burn::tensor::module::linear;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::attention::{CausalSelfAttention, init_linear};
+use crate::config::{ConfigError, GptConfig, Norm};
+
+const INIT_STD: f64 = 0.02;
+
+/// GELU MLP: n_embd → mlp_hidden → n_embd.
+#[derive(Module, Debug)]
+pub struct Mlp {
+    pub c_fc: Linear,
+    pub c_proj: Linear,
+    pub dropout: Dropout,
+}
+
+impl Mlp {
+    fn new(config: &GptConfig, device: &Device) -> Self {
+        let residual_std = INIT_STD / (2.0 * config.n_layer as f64).sqrt();
+        Self {
+            c_fc: init_linear(config.n_embd, config.mlp_hidden, config.bias, INIT_STD, device),
+            c_proj: init_linear(config.mlp_hidden, config.n_embd, config.bias, residual_std, device),
+            dropout: DropoutConfig::new(config.dropout).init(),
+        }
+    }
+
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        self.dropout.forward(self.c_proj.forward(gelu(self.c_fc.forward(x))))
+    }
+}
+
+fn layer_norm(config: &GptConfig, device: &Device) -> Option<LayerNorm> {
+    match config.norm {
+        Norm::LayerNorm => Some(LayerNormConfig::new(config.n_embd).with_bias(config.bias).init(device)),
+        Norm::None => None,
+    }
+}
+
+fn normalise(norm: &Option<LayerNorm>, x: Tensor<3>) -> Tensor<3> {
+    match norm {
+        Some(norm) => norm.forward(x),
+        None => x,
+    }
+}
+
+/// One pre-LN transformer block.
+#[derive(Module, Debug)]
+pub struct Block {
+    pub ln_1: Option<LayerNorm>,
+    pub attn: CausalSelfAttention,
+    pub ln_2: Option<LayerNorm>,
+    pub mlp: Mlp,
+    pub mlp_skip: bool,
+}
+
+impl Block {
+    fn new(config: &GptConfig, device: &Device) -> Self {
+        Self {
+            ln_1: layer_norm(config, device),
+            attn: CausalSelfAttention::new(config, device),
+            ln_2: layer_norm(config, device),
+            mlp: Mlp::new(config, device),
+            mlp_skip: config.mlp_skip,
+        }
+    }
+
+    /// The block's output and, when asked, its attention probabilities.
+    fn run(&self, x: Tensor<3>, with_probabilities: bool) -> (Tensor<3>, Option<Tensor<4>>) {
+        let projected = self.attn.project(normalise(&self.ln_1, x.clone()));
+        let (attended, probabilities) = self.attn.attend(projected, 0, with_probabilities);
+        let x = x + attended;
+        let mlp_out = self.mlp.forward(normalise(&self.ln_2, x.clone()));
+        let x = if self.mlp_skip { x + mlp_out } else { mlp_out };
+        (x, probabilities)
+    }
+}
+
+/// A decoder-only transformer. Built only from a validated [`GptConfig`].
+#[derive(Module, Debug)]
+pub struct Gpt {
+    /// Token embedding [vocab_size, n_embd]; also the LM head when tied.
+    pub wte: Embedding,
+    /// Learned position embedding [block_size, n_embd].
+    pub wpe: Embedding,
+    pub drop: Dropout,
+    pub blocks: Vec<Block>,
+    pub ln_f: Option<LayerNorm>,
+    /// The LM head [n_embd, vocab_size] when it is not tied to `wte`.
+    pub lm_head: Option<Linear>,
+    pub block_size: usize,
+}
+
+/// Logits and, when requested, the attention probabilities of every layer
+/// ([batch, n_head, time, time] each).
+pub struct GptOutput {
+    pub logits: Tensor<3>,
+    pub attention: Vec<Tensor<4>>,
+}
+
+impl Gpt {
+    /// Validates `config` and builds the model with nanoGPT's initialisation on `device`.
+    pub fn new(config: &GptConfig, device: &Device) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let embedding = |rows: usize| Embedding {
+            weight: Initializer::Normal { mean: 0.0, std: INIT_STD }.init([rows, config.n_embd], device),
+        };
+        Ok(Self {
+            wte: embedding(config.vocab_size),
+            wpe: embedding(config.block_size),
+            drop: DropoutConfig::new(config.dropout).init(),
+            blocks: (0..config.n_layer).map(|_| Block::new(config, device)).collect(),
+            ln_f: layer_norm(config, device),
+            lm_head: (!config.tie_embeddings)
+                .then(|| init_linear(config.n_embd, config.vocab_size, false, INIT_STD, device)),
+            block_size: config.block_size,
+        })
+    }
+
+    /// Token plus position embeddings for positions `offset..offset + time`.
+    pub fn embed(&self, tokens: Tensor<2, Int>, offset: usize) -> Tensor<3> {
+        let [_, time] = tokens.dims();
+        assert!(
+            offset + time <= self.block_size,
+            "a sequence of {} tokens is longer than the model's block_size {}: crop the context",
+            offset + time,
+            self.block_size
+        );
+        let device = tokens.device();
+        let positions = Tensor::<1, Int>::from_data(
+            TensorData::new((offset as i64..(offset + time) as i64).collect(), [time]),
+            &device,
+        )
+        .reshape([1, time]);
+        self.drop.forward(self.wte.forward(tokens) + self.wpe.forward(positions))
+    }
+
+    /// Final norm and LM head: hidden states [batch, time, n_embd] → logits [batch, time, vocab].
+    pub fn head(&self, x: Tensor<3>) -> Tensor<3> {
+        let x = normalise(&self.ln_f, x);
+        match &self.lm_head {
+            Some(head) => head.forward(x),
+            None => linear(x, self.wte.weight.val().transpose(), None),
+        }
+    }
+
+    fn run(&self, tokens: Tensor<2, Int>, with_attention: bool) -> GptOutput {
+        let mut x = self.embed(tokens, 0);
+        let mut attention = Vec::new();
+        for block in &self.blocks {
+            let (y, probabilities) = block.run(x, with_attention);
+            x = y;
+            attention.extend(probabilities);
+        }
+        GptOutput { logits: self.head(x), attention }
+    }
+
+    /// Logits [batch, time, vocab] for tokens [batch, time], through the fused attention kernel.
+    pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        self.run(tokens, false).logits
+    }
+
+    /// Logits and every layer's attention probabilities (for the attention maps). Slower than
+    /// [`Gpt::forward`]: the probabilities are materialised.
+    pub fn forward_with_attention(&self, tokens: Tensor<2, Int>) -> GptOutput {
+        self.run(tokens, true)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::accounting::ParamReport;
+    use crate::config::AttentionConfig;
+    use crate::variant::AttentionVariant;
+
+    pub(crate) fn tiny_config(variant: AttentionVariant) -> GptConfig {
+        GptConfig {
+            vocab_size: 13,
+            block_size: 8,
+            n_layer: 2,
+            n_head: 4,
+            n_embd: 16,
+            mlp_hidden: 24,
+            bias: true,
+            tie_embeddings: true,
+            dropout: 0.0,
+            norm: Norm::LayerNorm,
+            mlp_skip: true,
+            attention: AttentionConfig::new(variant),
+        }
+    }
+
+    /// Every variant with every head-sharing setting it allows, on the tiny config.
+    pub(crate) fn all_tiny_configs() -> Vec<GptConfig> {
+        let mut configs = Vec::new();
+        for variant in AttentionVariant::ALL {
+            for kv_heads in [4, 2, 1] {
+                let config = tiny_config(variant).with_kv_heads(kv_heads);
+                if config.validate().is_ok() {
+                    configs.push(config);
+                }
+            }
+        }
+        configs
+    }
+
+    pub(crate) fn tokens(rows: &[&[i64]], device: &Device) -> Tensor<2, Int> {
+        let time = rows[0].len();
+        let flat: Vec<i64> = rows.iter().flat_map(|r| r.iter().copied()).collect();
+        Tensor::from_data(TensorData::new(flat, [rows.len(), time]), device)
+    }
+
+    pub(crate) fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+        t.into_data().try_to_vec::<f32>().unwrap()
+    }
+
+    fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len());
+        // NaN counts as an infinite difference: f32::max would silently drop it.
+        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, |m, d| if d.is_nan() { f32::INFINITY } else { m.max(d) })
+    }
+
+    #[test]
+    fn changing_a_later_token_leaves_earlier_logits_unchanged() {
+        let device = Device::flex();
+        for config in all_tiny_configs() {
+            device.seed(1);
+            let model = Gpt::new(&config, &device).unwrap();
+            let a = values(model.forward(tokens(&[&[1, 2, 3, 4, 5, 6]], &device)));
+            let b = values(model.forward(tokens(&[&[1, 2, 3, 4, 12, 0]], &device)));
+            let vocab = config.vocab_size;
+            let prefix = 4 * vocab;
+            assert!(
+                max_abs_diff(&a[..prefix], &b[..prefix]) == 0.0,
+                "{} kv_heads {}: earlier logits moved",
+                config.attention.variant,
+                config.kv_heads()
+            );
+            assert!(max_abs_diff(&a[prefix..], &b[prefix..]) > 1e-6, "later logits must react");
+        }
+    }
+
+    #[test]
+    fn fused_and_explicit_attention_give_the_same_logits() {
+        let device = Device::flex();
+        for config in all_tiny_configs() {
+            device.seed(2);
+            let model = Gpt::new(&config, &device).unwrap();
+            let input = tokens(&[&[3, 1, 4, 1, 5, 9, 2, 6], &[2, 7, 1, 8, 2, 8, 1, 8]], &device);
+            let fused = values(model.forward(input.clone()));
+            let output = model.forward_with_attention(input);
+            let diff = max_abs_diff(&fused, &values(output.logits));
+            assert!(diff < 1e-5, "{}: fused vs explicit differ by {diff}", config.attention.variant);
+        }
+    }
+
+    #[test]
+    fn attention_maps_are_causal_distributions_per_layer_and_head() {
+        let device = Device::flex();
+        for config in all_tiny_configs() {
+            device.seed(3);
+            let model = Gpt::new(&config, &device).unwrap();
+            let output = model.forward_with_attention(tokens(&[&[1, 2, 3, 4, 5]], &device));
+            assert_eq!(output.attention.len(), config.n_layer);
+            for map in output.attention {
+                assert_eq!(map.dims(), [1, config.n_head, 5, 5]);
+                let p = values(map);
+                for row in p.chunks(5).enumerate() {
+                    let (i, row) = (row.0 % 5, row.1);
+                    assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+                    assert!(row[i + 1..].iter().all(|&x| x == 0.0), "row {i} attends to the future");
+                }
+            }
+        }
+    }
+
+    /// Parameter counts of the instantiated module, component by component, in the accounting's
+    /// names.
+    fn instantiated_components(model: &Gpt) -> Vec<(String, usize)> {
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        let mut add = |name: &str, n: usize| {
+            if n == 0 {
+                return;
+            }
+            match counts.iter_mut().find(|(existing, _)| existing == name) {
+                Some((_, total)) => *total += n,
+                None => counts.push((name.to_string(), n)),
+            }
+        };
+        let weight = |l: &Option<Linear>| l.as_ref().map_or(0, |l| l.weight.num_params());
+        let bias = |l: &Linear| l.bias.as_ref().map_or(0, |b| b.num_params());
+        let opt_bias = |l: &Option<Linear>| l.as_ref().map_or(0, bias);
+        add("token embedding", model.wte.num_params());
+        add("position embedding", model.wpe.num_params());
+        for block in &model.blocks {
+            let a = &block.attn;
+            for (name, proj) in [
+                ("W_Q", &a.w_q),
+                ("W_K", &a.w_k),
+                ("W_V", &a.w_v),
+                ("W_QK", &a.w_qk),
+                ("W_KV", &a.w_kv),
+                ("W_QKV", &a.w_qkv),
+            ] {
+                add(name, weight(proj));
+            }
+            add("W_O", a.w_o.weight.num_params());
+            let biases: usize = [&a.w_q, &a.w_k, &a.w_v, &a.w_qk, &a.w_kv, &a.w_qkv].into_iter().map(opt_bias).sum();
+            add("attention biases", biases + bias(&a.w_o));
+            add("asymmetry term", a.asymmetry.as_ref().map_or(0, |t| t.num_params()));
+            add("MLP in", block.mlp.c_fc.weight.num_params());
+            add("MLP out", block.mlp.c_proj.weight.num_params());
+            add("MLP biases", bias(&block.mlp.c_fc) + bias(&block.mlp.c_proj));
+            add("block norms", block.ln_1.num_params() + block.ln_2.num_params());
+        }
+        add("final norm", model.ln_f.num_params());
+        add("LM head", model.lm_head.num_params());
+        counts
+    }
+
+    #[test]
+    fn analytic_counts_equal_instantiated_counts() {
+        let device = Device::flex();
+        let mut configs = all_tiny_configs();
+        for variant in AttentionVariant::ALL {
+            let mut untied_no_bias = tiny_config(variant);
+            untied_no_bias.tie_embeddings = false;
+            untied_no_bias.bias = false;
+            untied_no_bias.mlp_hidden = 40;
+            configs.push(untied_no_bias);
+            let mut no_norm = tiny_config(variant);
+            no_norm.norm = Norm::None;
+            no_norm.n_layer = 3;
+            no_norm.mlp_skip = false;
+            configs.push(no_norm);
+        }
+        for config in configs {
+            let model = Gpt::new(&config, &device).unwrap();
+            let report = ParamReport::new(&config);
+            assert_eq!(report.total_params, model.num_params(), "{config:?}");
+            let mut analytic: Vec<(String, usize)> =
+                report.components.iter().map(|c| (c.name.clone(), c.params)).collect();
+            let mut instantiated = instantiated_components(&model);
+            analytic.sort();
+            instantiated.sort();
+            assert_eq!(analytic, instantiated, "{config:?}");
+            let attention: usize = model.blocks.iter().map(|b| b.attn.num_params()).sum();
+            assert_eq!(report.attention_params, attention);
+        }
+    }
+
+    #[test]
+    fn query_identity_has_no_query_parameter() {
+        let device = Device::flex();
+        let model = Gpt::new(&tiny_config(AttentionVariant::QueryIdentity), &device).unwrap();
+        for block in &model.blocks {
+            let a = &block.attn;
+            assert!(a.w_q.is_none() && a.w_qk.is_none() && a.w_qkv.is_none());
+            assert!(a.w_k.is_some() && a.w_v.is_some());
+        }
+    }
+
+    #[test]
+    fn shared_variants_own_one_tensor_for_the_shared_roles() {
+        let device = Device::flex();
+        let present = |a: &crate::CausalSelfAttention| {
+            [&a.w_q, &a.w_k, &a.w_v, &a.w_qk, &a.w_kv, &a.w_qkv].map(|p| p.is_some())
+        };
+        let expect = [
+            (AttentionVariant::Standard, [true, true, true, false, false, false]),
+            (AttentionVariant::SharedQueryKey, [false, false, true, true, false, false]),
+            (AttentionVariant::SharedQueryKeyAsym, [false, false, true, true, false, false]),
+            (AttentionVariant::SharedKeyValue, [true, false, false, false, true, false]),
+            (AttentionVariant::SharedAll, [false, false, false, false, false, true]),
+        ];
+        for (variant, fields) in expect {
+            let model = Gpt::new(&tiny_config(variant), &device).unwrap();
+            assert_eq!(present(&model.blocks[0].attn), fields, "{variant}");
+            assert_eq!(model.blocks[0].attn.asymmetry.is_some(), variant == AttentionVariant::SharedQueryKeyAsym);
+        }
+    }
+
+    #[test]
+    fn untied_head_and_no_norm_build_what_they_say() {
+        let device = Device::flex();
+        let mut config = tiny_config(AttentionVariant::Standard);
+        config.tie_embeddings = false;
+        config.norm = Norm::None;
+        let model = Gpt::new(&config, &device).unwrap();
+        assert!(model.lm_head.is_some() && model.ln_f.is_none());
+        assert!(model.blocks.iter().all(|b| b.ln_1.is_none() && b.ln_2.is_none()));
+    }
+
+    #[test]
+    fn an_invalid_config_is_refused_before_allocation() {
+        let mut config = tiny_config(AttentionVariant::SharedAll);
+        config.attention.kv_heads = Some(2);
+        assert!(matches!(
+            Gpt::new(&config, &Device::flex()),
+            Err(ConfigError::VariantCannotShareHeads { .. })
+        ));
+    }
+}

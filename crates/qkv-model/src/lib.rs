@@ -1,0 +1,19 @@
+//! QKV Lab's model: a GPT whose attention can drop or share W_Q, W_K, W_V (see
+//! `shared/REFERENCE.md`), and exact parameter and KV-cache accounting for it.
+
+pub mod accounting;
+pub mod attention;
+pub mod config;
+pub mod gpt;
+pub mod presets;
+pub mod variant;
+
+pub use accounting::{CacheDType, Component, ParamReport};
+pub use attention::CausalSelfAttention;
+pub use config::{AttentionConfig, ConfigError, GptConfig, Norm};
+pub use gpt::{Gpt, GptOutput};
+pub use presets::Preset;
+pub use variant::{AttentionVariant, UnknownVariant};
+
+/// Re-exported so that downstream crates use the same Burn.
+pub use burn;

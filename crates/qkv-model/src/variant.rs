@@ -1,0 +1,204 @@
+//! The attention variants QKV Lab compares: which of W_Q, W_K, W_V a layer owns, and which
+//! it shares. Head sharing (GQA, MQA) is orthogonal and lives in `AttentionConfig::kv_heads`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// How a layer turns its input into queries, keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttentionVariant {
+    /// W_Q, W_K and W_V: the transformer as published.
+    Standard,
+    /// Paper 1, "Q=I": no query weight; head h's query is channels [h·d_k, (h+1)·d_k) of the
+    /// attention input.
+    #[serde(rename = "wq-identity")]
+    QueryIdentity,
+    /// Paper 2, "Q=K-V": one projection gives both query and key, so the logits are symmetric.
+    #[serde(rename = "shared-qk")]
+    SharedQueryKey,
+    /// Paper 2, "(Q=K-V)+": as `SharedQueryKey`, plus a learned positional term on the logits
+    /// that breaks their symmetry.
+    #[serde(rename = "shared-qk-asym")]
+    SharedQueryKeyAsym,
+    /// Paper 2, "Q-K=V": key and value share one projection, so only one tensor is cached.
+    #[serde(rename = "shared-kv")]
+    SharedKeyValue,
+    /// Paper 2, "Q=K=V": one projection for all three.
+    #[serde(rename = "shared-qkv")]
+    SharedAll,
+}
+
+/// One learned projection of the attention input, named by the roles it plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Projection {
+    Query,
+    Key,
+    Value,
+    QueryKey,
+    KeyValue,
+    QueryKeyValue,
+}
+
+impl Projection {
+    /// The name used in parameter reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Projection::Query => "W_Q",
+            Projection::Key => "W_K",
+            Projection::Value => "W_V",
+            Projection::QueryKey => "W_QK",
+            Projection::KeyValue => "W_KV",
+            Projection::QueryKeyValue => "W_QKV",
+        }
+    }
+
+    /// Produces keys or values, whose heads GQA/MQA share; a projection that also produces
+    /// queries keeps all n_head heads.
+    pub fn serves_kv_heads_only(self) -> bool {
+        matches!(self, Projection::Key | Projection::Value | Projection::KeyValue)
+    }
+}
+
+impl AttentionVariant {
+    /// The projections a layer of this variant owns. The model builds exactly these and the
+    /// accounting counts exactly these.
+    pub fn projections(self) -> &'static [Projection] {
+        use Projection::*;
+        match self {
+            AttentionVariant::Standard => &[Query, Key, Value],
+            AttentionVariant::QueryIdentity => &[Key, Value],
+            AttentionVariant::SharedQueryKey | AttentionVariant::SharedQueryKeyAsym => &[QueryKey, Value],
+            AttentionVariant::SharedKeyValue => &[Query, KeyValue],
+            AttentionVariant::SharedAll => &[QueryKeyValue],
+        }
+    }
+
+    pub const ALL: [AttentionVariant; 6] = [
+        AttentionVariant::Standard,
+        AttentionVariant::QueryIdentity,
+        AttentionVariant::SharedQueryKey,
+        AttentionVariant::SharedQueryKeyAsym,
+        AttentionVariant::SharedKeyValue,
+        AttentionVariant::SharedAll,
+    ];
+
+    /// The name used on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionVariant::Standard => "standard",
+            AttentionVariant::QueryIdentity => "wq-identity",
+            AttentionVariant::SharedQueryKey => "shared-qk",
+            AttentionVariant::SharedQueryKeyAsym => "shared-qk-asym",
+            AttentionVariant::SharedKeyValue => "shared-kv",
+            AttentionVariant::SharedAll => "shared-qkv",
+        }
+    }
+
+    /// The papers' notation.
+    pub fn notation(self) -> &'static str {
+        match self {
+            AttentionVariant::Standard => "Q-K-V",
+            AttentionVariant::QueryIdentity => "Q=I",
+            AttentionVariant::SharedQueryKey => "Q=K-V",
+            AttentionVariant::SharedQueryKeyAsym => "(Q=K-V)+",
+            AttentionVariant::SharedKeyValue => "Q-K=V",
+            AttentionVariant::SharedAll => "Q=K=V",
+        }
+    }
+
+    /// The query is computed from the key projection, so queries and keys must have the same
+    /// number of heads: such variants cannot use GQA or MQA.
+    pub fn query_shares_key(self) -> bool {
+        matches!(
+            self,
+            AttentionVariant::SharedQueryKey
+                | AttentionVariant::SharedQueryKeyAsym
+                | AttentionVariant::SharedAll
+        )
+    }
+
+    /// Keys and values are one tensor, so the KV cache holds one tensor per layer, not two.
+    pub fn key_is_value(self) -> bool {
+        matches!(self, AttentionVariant::SharedKeyValue | AttentionVariant::SharedAll)
+    }
+
+    /// Tensors the KV cache keeps per layer and token: 2 (K and V), or 1 when K = V.
+    pub fn cached_tensors(self) -> usize {
+        if self.key_is_value() { 1 } else { 2 }
+    }
+
+    /// Paper 1 gives the identity query a halved scale, 1/(2·√d_k), because the query is not
+    /// shrunk by a learned matrix and the logits start larger. Everything else uses 1/√d_k.
+    pub fn default_scale(self, d_k: usize) -> f64 {
+        let standard = 1.0 / (d_k as f64).sqrt();
+        match self {
+            AttentionVariant::QueryIdentity => standard / 2.0,
+            _ => standard,
+        }
+    }
+}
+
+impl fmt::Display for AttentionVariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown variant name, with the accepted ones listed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown attention variant '{0}': use one of standard, wq-identity, shared-qk, shared-qk-asym, \
+     shared-kv, shared-qkv (or the papers' Q=I, Q=K-V, (Q=K-V)+, Q-K=V, Q=K=V)"
+)]
+pub struct UnknownVariant(pub String);
+
+impl FromStr for AttentionVariant {
+    type Err = UnknownVariant;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim();
+        AttentionVariant::ALL
+            .into_iter()
+            .find(|v| {
+                v.name().eq_ignore_ascii_case(wanted) || v.notation().eq_ignore_ascii_case(wanted)
+            })
+            .ok_or_else(|| UnknownVariant(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_paper_notations_parse_to_the_same_variant() {
+        for v in AttentionVariant::ALL {
+            assert_eq!(v.name().parse::<AttentionVariant>().unwrap(), v);
+            assert_eq!(v.notation().parse::<AttentionVariant>().unwrap(), v);
+        }
+        assert_eq!("q=i".parse::<AttentionVariant>().unwrap(), AttentionVariant::QueryIdentity);
+    }
+
+    #[test]
+    fn unknown_name_lists_the_accepted_ones() {
+        let err = "Q=V".parse::<AttentionVariant>().unwrap_err().to_string();
+        assert!(err.contains("'Q=V'") && err.contains("shared-kv"), "{err}");
+    }
+
+    #[test]
+    fn serde_uses_the_cli_names() {
+        for v in AttentionVariant::ALL {
+            let json = serde_json::to_string(&v).unwrap();
+            assert_eq!(json, format!("\"{}\"", v.name()));
+        }
+    }
+
+    #[test]
+    fn identity_scale_is_half_the_standard_scale() {
+        assert_eq!(AttentionVariant::QueryIdentity.default_scale(64), 1.0 / 16.0);
+        assert_eq!(AttentionVariant::Standard.default_scale(64), 1.0 / 8.0);
+    }
+}
