@@ -1,6 +1,10 @@
 //! `qkv`: QKV Lab from the command line.
 
+mod bench;
 mod params;
+mod report;
+mod sample;
+mod train;
 
 use std::process::ExitCode;
 
@@ -17,12 +21,25 @@ struct Cli {
 enum Command {
     /// Count parameters per component and KV-cache bytes, for one variant or all side by side.
     Params(params::ParamsArgs),
+    /// Train one variant; writes metrics.csv, summary.json and checkpoint.qkv.
+    Train(train::TrainCommand),
+    /// Train several variants on identical batches; writes report.md, loss.svg, metrics and checkpoints.
+    Compare(train::CompareCommand),
+    /// Generate text from a checkpoint.
+    Sample(sample::SampleArgs),
+    /// Measure training and generation throughput per variant.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Params(args) => params::run(&args),
+    let invocation = std::env::args().collect::<Vec<_>>().join(" ");
+    let result = match &cli.command {
+        Command::Params(args) => params::run(args),
+        Command::Train(command) => train::run_train(command),
+        Command::Compare(command) => train::run_compare(command, &invocation),
+        Command::Sample(args) => sample::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -273,6 +273,60 @@ impl CausalSelfAttention {
     }
 }
 
+/// The keys and values one layer has seen, in the variant's layout: `value` stays empty when
+/// keys are values (shared-kv, shared-qkv), and both hold `kv_heads` heads.
+#[derive(Debug, Clone, Default)]
+pub struct LayerCache {
+    pub key: Option<Tensor<4>>,
+    pub value: Option<Tensor<4>>,
+}
+
+impl LayerCache {
+    /// Positions cached.
+    pub fn len(&self) -> usize {
+        self.key.as_ref().map_or(0, |k| k.dims()[2])
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes held, from the tensors themselves.
+    pub fn bytes(&self) -> usize {
+        [&self.key, &self.value]
+            .into_iter()
+            .flatten()
+            .map(|t| t.shape().num_elements() * t.dtype().size())
+            .sum()
+    }
+}
+
+fn append(cached: Option<Tensor<4>>, new: Tensor<4>) -> Tensor<4> {
+    match cached {
+        Some(cached) => Tensor::cat(vec![cached, new], 2),
+        None => new,
+    }
+}
+
+impl CausalSelfAttention {
+    /// Attention for new positions `x` [batch, t_new, n_embd] that follow the cached ones,
+    /// appending their keys and values to `cache`.
+    pub fn forward_cached(&self, x: Tensor<3>, cache: &mut LayerCache) -> Tensor<3> {
+        let offset = cache.len();
+        let Projected { query, key, value } = self.project(x);
+        let key = append(cache.key.take(), key);
+        cache.key = Some(key.clone());
+        let value = if self.variant.key_is_value() {
+            key.clone()
+        } else {
+            let value = append(cache.value.take(), value);
+            cache.value = Some(value.clone());
+            value
+        };
+        self.attend(Projected { query, key, value }, offset, false).0
+    }
+}
+
 /// True where key position j lies in the future of query position `query_offset + i`.
 fn causal_mask(query_offset: usize, t_q: usize, t_k: usize, device: &Device) -> Tensor<2, Bool> {
     debug_assert_eq!(query_offset + t_q, t_k, "queries are the newest positions");

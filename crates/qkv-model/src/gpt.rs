@@ -7,7 +7,7 @@ use burn::tensor::activation::gelu;
 use burn::tensor::module::linear;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use crate::attention::{CausalSelfAttention, init_linear};
+use crate::attention::{CausalSelfAttention, LayerCache, init_linear};
 use crate::config::{ConfigError, GptConfig, Norm};
 
 const INIT_STD: f64 = 0.02;
@@ -74,10 +74,36 @@ impl Block {
     fn run(&self, x: Tensor<3>, with_probabilities: bool) -> (Tensor<3>, Option<Tensor<4>>) {
         let projected = self.attn.project(normalise(&self.ln_1, x.clone()));
         let (attended, probabilities) = self.attn.attend(projected, 0, with_probabilities);
+        (self.finish(x, attended), probabilities)
+    }
+
+    /// The block after attention: the attention skip, then the MLP with or without its skip.
+    fn finish(&self, x: Tensor<3>, attended: Tensor<3>) -> Tensor<3> {
         let x = x + attended;
         let mlp_out = self.mlp.forward(normalise(&self.ln_2, x.clone()));
-        let x = if self.mlp_skip { x + mlp_out } else { mlp_out };
-        (x, probabilities)
+        if self.mlp_skip { x + mlp_out } else { mlp_out }
+    }
+}
+
+/// The KV cache of a whole model, one [`LayerCache`] per block.
+#[derive(Debug, Clone, Default)]
+pub struct KvCache {
+    pub layers: Vec<LayerCache>,
+}
+
+impl KvCache {
+    /// Positions cached.
+    pub fn len(&self) -> usize {
+        self.layers.first().map_or(0, LayerCache::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the cache holds, measured on its tensors.
+    pub fn bytes(&self) -> usize {
+        self.layers.iter().map(LayerCache::bytes).sum()
     }
 }
 
@@ -158,6 +184,20 @@ impl Gpt {
             attention.extend(probabilities);
         }
         GptOutput { logits: self.head(x), attention }
+    }
+
+    /// Logits for `tokens` [batch, t_new] that continue the positions in `cache`, which
+    /// receives their keys and values. The total length must stay within block_size.
+    pub fn forward_cached(&self, tokens: Tensor<2, Int>, cache: &mut KvCache) -> Tensor<3> {
+        if cache.layers.len() != self.blocks.len() {
+            cache.layers = vec![LayerCache::default(); self.blocks.len()];
+        }
+        let mut x = self.embed(tokens, cache.len());
+        for (block, layer_cache) in self.blocks.iter().zip(&mut cache.layers) {
+            let attended = block.attn.forward_cached(normalise(&block.ln_1, x.clone()), layer_cache);
+            x = block.finish(x, attended);
+        }
+        self.head(x)
     }
 
     /// Logits [batch, time, vocab] for tokens [batch, time], through the fused attention kernel.
@@ -257,6 +297,35 @@ pub(crate) mod tests {
             let output = model.forward_with_attention(input);
             let diff = max_abs_diff(&fused, &values(output.logits));
             assert!(diff < 1e-5, "{}: fused vs explicit differ by {diff}", config.attention.variant);
+        }
+    }
+
+    #[test]
+    fn cached_forward_matches_full_forward_and_measures_the_accounted_bytes() {
+        let device = Device::flex();
+        let sequence: [i64; 7] = [3, 1, 4, 1, 5, 9, 2];
+        for config in all_tiny_configs() {
+            device.seed(4);
+            let model = Gpt::new(&config, &device).unwrap();
+            let full = values(model.forward(tokens(&[&sequence, &sequence], &device)));
+            let mut cache = KvCache::default();
+            let mut cached = values(model.forward_cached(tokens(&[&sequence[..3], &sequence[..3]], &device), &mut cache));
+            for t in 3..sequence.len() {
+                let step = model.forward_cached(tokens(&[&sequence[t..t + 1], &sequence[t..t + 1]], &device), &mut cache);
+                cached.extend(values(step));
+            }
+            // Cached logits come position by position; reorder the full ones the same way.
+            let vocab = config.vocab_size;
+            let row = |r: usize, from: usize, to: usize| full[(r * 7 + from) * vocab..(r * 7 + to) * vocab].to_vec();
+            let mut expected = [row(0, 0, 3), row(1, 0, 3)].concat();
+            for t in 3..7 {
+                expected.extend([row(0, t, t + 1), row(1, t, t + 1)].concat());
+            }
+            let diff = max_abs_diff(&expected, &cached);
+            assert!(diff < 1e-4, "{} kv_heads {}: cached logits differ by {diff}", config.attention.variant, config.kv_heads());
+            assert_eq!(cache.len(), 7);
+            let per_token = crate::accounting::kv_cache_bytes_per_token(&config, crate::CacheDType::F32);
+            assert_eq!(cache.bytes(), per_token * 7 * 2, "{}", config.attention.variant);
         }
     }
 

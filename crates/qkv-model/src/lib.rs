@@ -11,7 +11,7 @@ pub mod variant;
 pub use accounting::{CacheDType, Component, ParamReport};
 pub use attention::CausalSelfAttention;
 pub use config::{AttentionConfig, ConfigError, GptConfig, Norm};
-pub use gpt::{Gpt, GptOutput};
+pub use gpt::{Gpt, GptOutput, KvCache};
 pub use presets::Preset;
 pub use variant::{AttentionVariant, UnknownVariant};
 

@@ -1,0 +1,171 @@
+//! What a finished comparison writes: metrics CSV, the markdown report and the loss plot.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use qkv_train::Run;
+
+use crate::train::RunSummary;
+
+pub fn fmt_loss(loss: Option<f64>) -> String {
+    loss.map_or("-".into(), |l| format!("{l:.4}"))
+}
+
+/// One row per step and run; val columns are filled at the steps where an evaluation ran.
+pub fn metrics_csv(runs: &[Run]) -> String {
+    let mut out = String::from("run,variant,step,tokens,wall_secs,train_loss,lr,grad_norm,tokens_per_sec,val_loss,accuracy,sequence_accuracy\n");
+    let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
+    for run in runs {
+        let variant = run.spec.model.attention.variant;
+        // Step-0 evaluations have no training step to sit beside.
+        for eval in run.metrics.evals.iter().filter(|e| e.step == 0) {
+            out += &format!(
+                "{},{variant},0,0,0,,,,,{},{},{}\n",
+                run.spec.name,
+                eval.val_loss,
+                opt(eval.accuracy),
+                opt(eval.sequence_accuracy)
+            );
+        }
+        for step in &run.metrics.steps {
+            let eval = run.metrics.evals.iter().find(|e| e.step == step.step);
+            out += &format!(
+                "{},{variant},{},{},{:.4},{},{},{},{:.1},{},{},{}\n",
+                run.spec.name,
+                step.step,
+                step.tokens,
+                step.wall_secs,
+                step.train_loss,
+                step.lr,
+                step.grad_norm,
+                step.tokens_per_sec,
+                opt(eval.map(|e| e.val_loss)),
+                opt(eval.and_then(|e| e.accuracy)),
+                opt(eval.and_then(|e| e.sequence_accuracy)),
+            );
+        }
+    }
+    out
+}
+
+fn percent(value: f64, reference: f64) -> String {
+    format!("{:+.2}%", 100.0 * (value - reference) / reference)
+}
+
+/// The comparison table in markdown; the first run is the reference for the Δ columns.
+pub fn summary_table(summaries: &[RunSummary]) -> String {
+    let reference = &summaries[0];
+    let synthetic = summaries.iter().any(|s| s.accuracy.is_some());
+    let mut out = String::from(
+        "| variant | params | Δparams | KV cache / token | final val loss | best val loss | Δloss (best) | tokens/s |",
+    );
+    out += if synthetic { " accuracy | sequences right | status |\n" } else { " status |\n" };
+    out += "|---|---:|---:|---:|---:|---:|---:|---:|";
+    out += if synthetic { "---:|---:|---|\n" } else { "---|\n" };
+    for s in summaries {
+        let delta_loss = match (s.best_val_loss, reference.best_val_loss) {
+            (Some(v), Some(r)) => percent(v, r),
+            _ => "-".into(),
+        };
+        out += &format!(
+            "| {} | {:.3} M | {} | {} B | {} | {} | {} | {:.0} |",
+            s.name,
+            s.total_params as f64 / 1e6,
+            percent(s.total_params as f64, reference.total_params as f64),
+            s.kv_cache_bytes_per_token,
+            fmt_loss(s.final_val_loss),
+            fmt_loss(s.best_val_loss),
+            delta_loss,
+            s.tokens_per_sec
+        );
+        if synthetic {
+            let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2}%", 100.0 * v));
+            out += &format!(" {} | {} |", pct(s.accuracy), pct(s.sequence_accuracy));
+        }
+        out += &format!(" {} |\n", s.status);
+    }
+    out
+}
+
+pub struct ReportContext {
+    pub command: String,
+    pub backend: String,
+    pub data: String,
+    pub wall_secs: f64,
+}
+
+pub fn report_markdown(summaries: &[RunSummary], context: &ReportContext) -> String {
+    format!(
+        "# QKV Lab comparison\n\n\
+         - command: `{}`\n- data: {}\n- backend: {}\n- wall time: {:.1} s\n\n\
+         Every variant trained on the same batches in the same order. Δ columns are relative to \
+         the first variant ({}); Δloss compares the best validation losses.\n\n{}\n\
+         ![loss curves](loss.svg)\n",
+        context.command,
+        context.data,
+        context.backend,
+        context.wall_secs,
+        summaries[0].name,
+        summary_table(summaries)
+    )
+}
+
+/// Train (thin, smoothed) and validation (thick) loss against step, one colour per run.
+pub fn loss_svg(runs: &[Run], path: &Path) -> Result<(), String> {
+    let failed = |e: String| format!("cannot draw {}: {e}", path.display());
+    let smooth = |values: &[(f64, f64)]| -> Vec<(f64, f64)> {
+        // Exponential moving average: single-batch losses are noisy.
+        let mut average = None;
+        values
+            .iter()
+            .map(|&(x, y)| {
+                let a = average.map_or(y, |a: f64| 0.9 * a + 0.1 * y);
+                average = Some(a);
+                (x, a)
+            })
+            .collect()
+    };
+    let curves: Vec<(String, Vec<(f64, f64)>, Vec<(f64, f64)>)> = runs
+        .iter()
+        .map(|run| {
+            let train: Vec<(f64, f64)> = run.metrics.steps.iter().map(|s| (s.step as f64, s.train_loss)).collect();
+            let val = run.metrics.evals.iter().map(|e| (e.step as f64, e.val_loss)).collect();
+            (run.spec.name.clone(), smooth(&train), val)
+        })
+        .collect();
+    let finite = |p: &&(f64, f64)| p.1.is_finite();
+    let all: Vec<(f64, f64)> = curves.iter().flat_map(|c| c.1.iter().chain(&c.2)).filter(finite).copied().collect();
+    let max_x = all.iter().map(|p| p.0).fold(1.0, f64::max);
+    let (min_y, max_y) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
+    let (min_y, max_y) = if min_y.is_finite() { (min_y * 0.95, max_y * 1.02) } else { (0.0, 1.0) };
+
+    let root = SVGBackend::new(path, (960, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| failed(e.to_string()))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("loss (thin: train, smoothed; thick: validation)", ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..max_x, min_y..max_y)
+        .map_err(|e| failed(e.to_string()))?;
+    chart.configure_mesh().x_desc("step").y_desc("loss").draw().map_err(|e| failed(e.to_string()))?;
+    for (index, (name, train, val)) in curves.into_iter().enumerate() {
+        let color = Palette99::pick(index).to_rgba();
+        chart
+            .draw_series(LineSeries::new(train.into_iter().filter(|p| p.1.is_finite()), color.stroke_width(1)))
+            .map_err(|e| failed(e.to_string()))?;
+        chart
+            .draw_series(LineSeries::new(val.into_iter().filter(|p| p.1.is_finite()), color.stroke_width(3)))
+            .map_err(|e| failed(e.to_string()))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .map_err(|e| failed(e.to_string()))?;
+    root.present().map_err(|e| failed(e.to_string()))
+}

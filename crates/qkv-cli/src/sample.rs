@@ -1,0 +1,73 @@
+//! `qkv sample`: continue a prompt with a trained checkpoint.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use qkv_train::checkpoint::Checkpoint;
+use qkv_train::generate::{SampleOptions, generate};
+use qkv_train::synthetic::SEP;
+
+use crate::train::Backend;
+
+#[derive(Args, Debug)]
+pub struct SampleArgs {
+    /// Checkpoint written by `qkv train` or `qkv compare`.
+    #[arg(long)]
+    checkpoint: PathBuf,
+    /// Text to continue (digits for a synthetic-task checkpoint) [default: a new line].
+    #[arg(long)]
+    prompt: Option<String>,
+    /// Tokens to generate.
+    #[arg(long, default_value_t = 300)]
+    tokens: usize,
+    /// Sampling temperature; 0 always picks the most likely token.
+    #[arg(long, default_value_t = 0.8)]
+    temperature: f64,
+    /// Sample among the k most likely tokens.
+    #[arg(long, default_value_t = 40)]
+    top_k: usize,
+    #[arg(long, default_value_t = 1337)]
+    seed: u64,
+    #[arg(long, default_value = "flex")]
+    backend: Backend,
+}
+
+pub fn run(args: &SampleArgs) -> Result<(), String> {
+    if !(args.temperature.is_finite() && args.temperature >= 0.0) {
+        return Err(format!("--temperature {} must be ≥ 0", args.temperature));
+    }
+    let checkpoint = Checkpoint::read(&args.checkpoint).map_err(|e| e.to_string())?;
+    let tokenizer = checkpoint.header.tokenizer.clone();
+    let device = args.backend.device()?;
+    let model = checkpoint.into_model(&device).map_err(|e| e.to_string())?;
+    let options = SampleOptions {
+        max_new_tokens: args.tokens,
+        temperature: args.temperature,
+        top_k: Some(args.top_k),
+        seed: args.seed,
+        use_cache: true,
+    };
+    match tokenizer {
+        Some(tokenizer) => {
+            let prompt = args.prompt.clone().unwrap_or_else(|| "\n".into());
+            let ids = tokenizer.encode(&prompt).map_err(|e| e.to_string())?;
+            let generation = generate(&model, &ids, &options).map_err(|e| e.to_string())?;
+            println!("{prompt}{}", tokenizer.decode(&generation.tokens));
+        }
+        None => {
+            // A synthetic-task model: digits in, the separator, the model's answer out.
+            let prompt = args.prompt.clone().unwrap_or_else(|| "3141592653589793".into());
+            let mut ids: Vec<u32> = prompt
+                .chars()
+                .map(|c| c.to_digit(10).ok_or_else(|| format!("a synthetic-task prompt is digits only; '{c}' is not a digit")))
+                .collect::<Result<_, _>>()?;
+            ids.push(SEP);
+            let options = SampleOptions { max_new_tokens: prompt.chars().count(), ..options };
+            let generation = generate(&model, &ids, &options).map_err(|e| e.to_string())?;
+            let answer: String = generation.tokens.iter().map(|&t| if t == SEP { '|' } else { char::from(b'0' + t as u8) }).collect();
+            println!("{prompt} → {answer}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,294 @@
+//! `qkv train` and `qkv compare`: train variants on identical batches with progress bars, then
+//! write metrics, summaries, checkpoints, and for a comparison a report with a loss plot.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use qkv_model::burn::tensor::Device;
+use qkv_model::{AttentionVariant, ParamReport, Preset};
+use qkv_train::checkpoint::{to_bytes, write_atomically};
+use qkv_train::{DataSource, Dataset, Experiment, Run, RunEvent, RunSpec, TokenizerKind, TrainingConfig};
+
+use crate::report;
+
+/// Settings shared by `train` and `compare`.
+#[derive(Args, Debug, Clone)]
+pub struct TrainArgs {
+    /// Architecture and recipe preset.
+    #[arg(long)]
+    pub preset: Preset,
+    /// Data: shakespeare (embedded), synthetic:TASK[:L] (copy, reverse, sort, swap, sub) or a path to a UTF-8 text file.
+    #[arg(long, default_value = "shakespeare")]
+    pub data: DataSource,
+    /// Tokenizer for text data: char, or bpe:N (byte-level BPE with N tokens).
+    #[arg(long, default_value = "char")]
+    pub tokenizer: TokenizerKind,
+    /// Optimiser steps [default: the preset's recipe].
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Rows per batch [default: the preset's recipe].
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Peak learning rate; the cosine ends at a tenth of it [default: the preset's recipe].
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Weight decay for every run [default: 0.1, and 2^-5 for wq-identity].
+    #[arg(long)]
+    pub wd: Option<f64>,
+    /// Key/value heads (GQA/MQA) for every run.
+    #[arg(long)]
+    pub kv_heads: Option<usize>,
+    /// Seed for initialisation and batches.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Compute backend: flex (CPU) or wgpu (GPU; lavapipe on a machine without one).
+    #[arg(long, default_value = "flex")]
+    pub backend: Backend,
+    /// Output folder.
+    #[arg(long, default_value = "runs/latest")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Flex,
+    Wgpu,
+}
+
+impl Backend {
+    pub fn device(self) -> Result<Device, String> {
+        match self {
+            Backend::Flex => Ok(Device::flex()),
+            Backend::Wgpu => Device::wgpu_options().init().map_err(|e| {
+                format!("no wgpu device ({e}); without a GPU install Mesa's lavapipe (apt-get install mesa-vulkan-drivers) or use --backend flex")
+            }),
+        }
+    }
+}
+
+/// The run specs for `variants` under `args`, their vocabulary fitted to `dataset`.
+pub fn specs(args: &TrainArgs, variants: &[AttentionVariant], dataset: &Dataset) -> Result<Vec<RunSpec>, String> {
+    variants
+        .iter()
+        .map(|&variant| {
+            let mut model = args.preset.config().with_variant(variant);
+            model.vocab_size = dataset.vocab_size();
+            if let Some(kv_heads) = args.kv_heads {
+                model.attention.kv_heads = Some(kv_heads);
+            }
+            model.validate().map_err(|e| format!("{variant}: {e}"))?;
+            let mut training = TrainingConfig::for_preset(args.preset).for_variant(variant);
+            if let Some(steps) = args.steps {
+                training.steps = steps;
+                training.decay_steps = steps;
+                training.warmup_steps = training.warmup_steps.min(steps / 10);
+                training.eval_interval = training.eval_interval.min(steps.max(1));
+            }
+            if let Some(batch) = args.batch {
+                training.batch_size = batch;
+            }
+            if let Some(lr) = args.lr {
+                training.lr = lr;
+                training.min_lr = lr / 10.0;
+            }
+            if let Some(wd) = args.wd {
+                training.weight_decay = wd;
+            }
+            if let Some(seed) = args.seed {
+                training.seed = seed;
+            }
+            training.validate().map_err(|e| format!("{variant}: {e}"))?;
+            Ok(RunSpec { name: variant.name().to_string(), model, training })
+        })
+        .collect()
+}
+
+/// One run's outcome, as written to summary.json.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub variant: AttentionVariant,
+    pub name: String,
+    pub steps: usize,
+    pub tokens: usize,
+    pub final_train_loss: Option<f64>,
+    pub final_val_loss: Option<f64>,
+    pub best_val_loss: Option<f64>,
+    pub tokens_per_sec: f64,
+    pub wall_secs: f64,
+    pub total_params: usize,
+    pub kv_cache_bytes_per_token: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accuracy: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequence_accuracy: Option<f64>,
+    /// "finished", or why the run stopped.
+    pub status: String,
+}
+
+impl RunSummary {
+    pub fn of(run: &Run) -> Self {
+        let last_eval = run.metrics.evals.last();
+        Self {
+            variant: run.spec.model.attention.variant,
+            name: run.spec.name.clone(),
+            steps: run.step,
+            tokens: run.tokens(),
+            final_train_loss: run.metrics.steps.last().map(|s| s.train_loss),
+            final_val_loss: last_eval.map(|e| e.val_loss),
+            best_val_loss: run.metrics.best_val_loss(),
+            tokens_per_sec: run.tokens() as f64 / run.wall_secs().max(1e-9),
+            wall_secs: run.wall_secs(),
+            total_params: ParamReport::new(&run.spec.model).total_params,
+            kv_cache_bytes_per_token: qkv_model::accounting::kv_cache_bytes_per_token(
+                &run.spec.model,
+                qkv_model::CacheDType::F32,
+            ),
+            accuracy: last_eval.and_then(|e| e.accuracy),
+            sequence_accuracy: last_eval.and_then(|e| e.sequence_accuracy),
+            status: match run.status {
+                qkv_train::RunStatus::Diverged { step } => format!("diverged at step {step}"),
+                _ => "finished".into(),
+            },
+        }
+    }
+}
+
+fn progress_style() -> ProgressStyle {
+    ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos}/{len} {msg}")
+        .expect("valid template")
+        .progress_chars("=> ")
+}
+
+/// Trains `variants` side by side; returns the finished experiment and the wall time.
+pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant]) -> Result<(Experiment, f64), String> {
+    let started = std::time::Instant::now();
+    let seed = args.seed.unwrap_or_else(|| TrainingConfig::for_preset(args.preset).seed);
+    if let TokenizerKind::Bpe { .. } = args.tokenizer {
+        eprintln!("training the {} tokenizer on the training split…", args.tokenizer);
+    }
+    let dataset = Dataset::load(&args.data, args.tokenizer, seed).map_err(|e| e.to_string())?;
+    let specs = specs(args, variants, &dataset)?;
+    let device = args.backend.device()?;
+    let mut experiment = Experiment::new(dataset, specs, &device).map_err(|e| e.to_string())?;
+    experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+
+    let bars = MultiProgress::new();
+    let runs: Vec<ProgressBar> = experiment
+        .runs
+        .iter()
+        .map(|run| {
+            let bar = bars.add(ProgressBar::new(run.spec.training.steps as u64));
+            bar.set_style(progress_style());
+            bar.set_prefix(run.spec.name.clone());
+            bar
+        })
+        .collect();
+    while !experiment.is_done() {
+        for event in experiment.step() {
+            match event {
+                RunEvent::Stepped { run, record, eval } => {
+                    let bar = &runs[run];
+                    bar.set_position(record.step as u64);
+                    let val = experiment.runs[run].metrics.evals.last().map(|e| e.val_loss).unwrap_or(f64::NAN);
+                    bar.set_message(format!(
+                        "loss {:.4}  val {:.4}  {:.0} tok/s",
+                        record.train_loss, val, record.tokens_per_sec
+                    ));
+                    if let Some(accuracy) = eval.and_then(|e| e.accuracy) {
+                        bar.set_message(format!("loss {:.4}  val {val:.4}  acc {:.2}%", record.train_loss, 100.0 * accuracy));
+                    }
+                }
+                RunEvent::Stopped { run, error } => {
+                    runs[run].abandon_with_message(error.to_string());
+                }
+            }
+        }
+    }
+    for bar in &runs {
+        bar.finish();
+    }
+    Ok((experiment, started.elapsed().as_secs_f64()))
+}
+
+/// metrics.csv, summary.json and one checkpoint per run; returns the summaries.
+pub fn write_outputs(args: &TrainArgs, experiment: &Experiment, single: bool) -> Result<Vec<RunSummary>, String> {
+    let out = &args.out;
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let write = |path: &Path, text: &str| std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()));
+    write(&out.join("metrics.csv"), &report::metrics_csv(&experiment.runs))?;
+    let summaries: Vec<RunSummary> = experiment.runs.iter().map(RunSummary::of).collect();
+    let summary_json = if single {
+        serde_json::to_string_pretty(&summaries[0])
+    } else {
+        serde_json::to_string_pretty(&summaries)
+    }
+    .map_err(|e| e.to_string())?;
+    write(&out.join("summary.json"), &summary_json)?;
+    for run in &experiment.runs {
+        let bytes = to_bytes(run, experiment.dataset(), &args.data.to_string()).map_err(|e| e.to_string())?;
+        let path = if single { out.join("checkpoint.qkv") } else { out.join(format!("{}.qkv", run.spec.name)) };
+        write_atomically(&path, &bytes).map_err(|e| e.to_string())?;
+    }
+    Ok(summaries)
+}
+
+/// `qkv train`.
+#[derive(Args, Debug)]
+pub struct TrainCommand {
+    #[command(flatten)]
+    pub args: TrainArgs,
+    /// Attention variant.
+    #[arg(long, default_value = "standard")]
+    pub variant: AttentionVariant,
+}
+
+pub fn run_train(command: &TrainCommand) -> Result<(), String> {
+    let (experiment, wall) = train_variants(&command.args, &[command.variant])?;
+    let summaries = write_outputs(&command.args, &experiment, true)?;
+    let s = &summaries[0];
+    println!(
+        "{}: {} steps, {} tokens in {wall:.1} s ({:.0} tokens/s); final train loss {}, final val loss {}, best val loss {}{}",
+        s.name,
+        s.steps,
+        s.tokens,
+        s.tokens_per_sec,
+        report::fmt_loss(s.final_train_loss),
+        report::fmt_loss(s.final_val_loss),
+        report::fmt_loss(s.best_val_loss),
+        s.accuracy.map(|a| format!(", accuracy {:.2}%", 100.0 * a)).unwrap_or_default()
+    );
+    println!("wrote {}/{{metrics.csv, summary.json, checkpoint.qkv}}", command.args.out.display());
+    Ok(())
+}
+
+/// `qkv compare`.
+#[derive(Args, Debug)]
+pub struct CompareCommand {
+    #[command(flatten)]
+    pub args: TrainArgs,
+    /// Comma-separated variants, e.g. standard,wq-identity.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub variants: Vec<AttentionVariant>,
+}
+
+pub fn run_compare(command: &CompareCommand, invocation: &str) -> Result<(), String> {
+    let (experiment, wall) = train_variants(&command.args, &command.variants)?;
+    let summaries = write_outputs(&command.args, &experiment, false)?;
+    let out = &command.args.out;
+    let context = report::ReportContext {
+        command: invocation.to_string(),
+        backend: format!("{:?}", command.args.backend).to_lowercase(),
+        data: command.args.data.to_string(),
+        wall_secs: wall,
+    };
+    let markdown = report::report_markdown(&summaries, &context);
+    std::fs::write(out.join("report.md"), &markdown).map_err(|e| format!("cannot write report.md: {e}"))?;
+    report::loss_svg(&experiment.runs, &out.join("loss.svg"))?;
+    print!("{}", report::summary_table(&summaries));
+    println!("wrote {}/{{report.md, metrics.csv, summary.json, loss.svg, *.qkv}}", out.display());
+    Ok(())
+}

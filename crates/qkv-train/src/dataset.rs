@@ -1,0 +1,279 @@
+//! What a run trains on, tokenised, and the batches cut from it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::corpus::{DataError, TextCorpus};
+use crate::rng::Rng;
+use crate::synthetic::{self, Split, SyntheticData, SyntheticTask};
+use crate::tokenizer::{Tokenizer, TokenizerKind};
+
+/// Where the data comes from, as the user names it: `shakespeare`, `synthetic:TASK[:L]` or a
+/// file path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DataSource {
+    Shakespeare,
+    Synthetic { task: SyntheticTask, length: usize },
+    File(String),
+}
+
+/// List length when `synthetic:TASK` gives none.
+pub const DEFAULT_SYNTHETIC_LENGTH: usize = 16;
+
+impl fmt::Display for DataSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DataSource::Shakespeare => f.write_str("shakespeare"),
+            DataSource::Synthetic { task, length } => write!(f, "synthetic:{task}:{length}"),
+            DataSource::File(path) => f.write_str(path),
+        }
+    }
+}
+
+impl FromStr for DataSource {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "shakespeare" {
+            return Ok(DataSource::Shakespeare);
+        }
+        if let Some(rest) = s.strip_prefix("synthetic:") {
+            let mut parts = rest.split(':');
+            let task: SyntheticTask = parts.next().unwrap_or_default().parse()?;
+            let length = match parts.next() {
+                Some(l) => l
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&l| l >= 2)
+                    .ok_or_else(|| format!("synthetic list length '{l}' must be a whole number ≥ 2, e.g. synthetic:reverse:16"))?,
+                None => DEFAULT_SYNTHETIC_LENGTH,
+            };
+            return Ok(DataSource::Synthetic { task, length });
+        }
+        if s.is_empty() {
+            return Err("empty data source: use shakespeare, synthetic:TASK[:L] or a path to a UTF-8 text file".into());
+        }
+        Ok(DataSource::File(s.to_string()))
+    }
+}
+
+/// A tokenised corpus split 90/10.
+#[derive(Debug, Clone)]
+pub struct TextData {
+    pub name: String,
+    pub tokenizer: Tokenizer,
+    pub train: Vec<u32>,
+    pub val: Vec<u32>,
+}
+
+/// Training data ready for batching.
+#[derive(Debug, Clone)]
+pub enum Dataset {
+    Text(TextData),
+    Synthetic(SyntheticData),
+}
+
+/// One batch, row-major [rows, time]. `loss_mask` is 1 where the loss counts (the answer of a
+/// synthetic example) and absent when every position counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub rows: usize,
+    pub time: usize,
+    pub inputs: Vec<i64>,
+    pub targets: Vec<i64>,
+    pub loss_mask: Option<Vec<f32>>,
+}
+
+impl Dataset {
+    /// Tokenises a text corpus with a tokeniser trained on its training split.
+    pub fn from_text(corpus: &TextCorpus, tokenizer: TokenizerKind) -> Result<Self, DataError> {
+        let (train_text, val_text) = corpus.split();
+        let tokenizer = Tokenizer::train(tokenizer, train_text)?;
+        let train = tokenizer.encode(train_text)?;
+        // A validation character that never occurs in training has no character token: drop it
+        // from the validation stream rather than refuse the whole text.
+        let val = match tokenizer.encode(val_text) {
+            Ok(ids) => ids,
+            Err(_) => val_text.chars().filter_map(|c| tokenizer.encode(&c.to_string()).ok()).flatten().collect(),
+        };
+        Ok(Dataset::Text(TextData { name: corpus.name.clone(), tokenizer, train, val }))
+    }
+
+    /// Loads a data source (reading a file where it names one).
+    #[cfg(not(target_family = "wasm"))]
+    pub fn load(source: &DataSource, tokenizer: TokenizerKind, seed: u64) -> Result<Self, DataError> {
+        match source {
+            DataSource::Shakespeare => Self::from_text(&TextCorpus::shakespeare(), tokenizer),
+            DataSource::File(path) => Self::from_text(&TextCorpus::from_path(std::path::Path::new(path))?, tokenizer),
+            DataSource::Synthetic { task, length } => {
+                Ok(Dataset::Synthetic(SyntheticData { task: *task, length: *length, seed }))
+            }
+        }
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            Dataset::Text(text) => text.tokenizer.vocab_size(),
+            Dataset::Synthetic(_) => synthetic::VOCAB_SIZE,
+        }
+    }
+
+    pub fn tokenizer(&self) -> Option<&Tokenizer> {
+        match self {
+            Dataset::Text(text) => Some(&text.tokenizer),
+            Dataset::Synthetic(_) => None,
+        }
+    }
+
+    /// Tokens per batch row for a model with this context.
+    pub fn time(&self, block_size: usize) -> usize {
+        match self {
+            Dataset::Text(_) => block_size,
+            Dataset::Synthetic(data) => data.time(),
+        }
+    }
+
+    /// Checks that rows of `block_size` tokens can be cut from both splits.
+    pub fn check_fits(&self, block_size: usize) -> Result<(), DataError> {
+        match self {
+            Dataset::Text(text) => {
+                for (split, tokens) in [("training", text.train.len()), ("validation", text.val.len())] {
+                    if tokens < block_size + 1 {
+                        return Err(DataError::TooShort { name: text.name.clone(), split, tokens, needed: block_size + 1 });
+                    }
+                }
+                Ok(())
+            }
+            Dataset::Synthetic(data) if data.time() > block_size => Err(DataError::Tokenizer(format!(
+                "synthetic lists of length {} need a context of {} tokens but the model's block_size is {}: \
+                 raise block_size or shorten the lists",
+                data.length,
+                data.time(),
+                block_size
+            ))),
+            Dataset::Synthetic(_) => Ok(()),
+        }
+    }
+
+    /// A random batch of `rows` rows from the training split.
+    pub fn train_batch(&self, rng: &mut Rng, rows: usize, block_size: usize) -> Batch {
+        match self {
+            Dataset::Text(text) => text_batch(&text.train, rows, block_size, |n| rng.below(n)),
+            Dataset::Synthetic(data) => synthetic_batch(data, Split::Train, rows, |n| rng.below(n)),
+        }
+    }
+
+    /// The fixed validation batches every evaluation uses: the same for every run of a seed.
+    pub fn val_batches(&self, count: usize, rows: usize, block_size: usize, seed: u64) -> Vec<Batch> {
+        match self {
+            Dataset::Text(text) => {
+                let mut rng = Rng::new(seed ^ 0x5EED_0F_7A1);
+                (0..count).map(|_| text_batch(&text.val, rows, block_size, |n| rng.below(n))).collect()
+            }
+            // The whole validation set, in order, so accuracy is measured on all of it.
+            Dataset::Synthetic(data) => {
+                let mut next = 0;
+                (0..Split::Val.examples().div_ceil(rows))
+                    .map(|_| {
+                        let take = rows.min(Split::Val.examples() - next);
+                        let batch = synthetic_batch(data, Split::Val, take, |_| {
+                            next += 1;
+                            next - 1
+                        });
+                        batch
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+fn text_batch(tokens: &[u32], rows: usize, block_size: usize, mut pick: impl FnMut(usize) -> usize) -> Batch {
+    let mut inputs = Vec::with_capacity(rows * block_size);
+    let mut targets = Vec::with_capacity(rows * block_size);
+    for _ in 0..rows {
+        let start = pick(tokens.len() - block_size);
+        inputs.extend(tokens[start..start + block_size].iter().map(|&t| t as i64));
+        targets.extend(tokens[start + 1..start + block_size + 1].iter().map(|&t| t as i64));
+    }
+    Batch { rows, time: block_size, inputs, targets, loss_mask: None }
+}
+
+fn synthetic_batch(data: &SyntheticData, split: Split, rows: usize, mut pick: impl FnMut(usize) -> usize) -> Batch {
+    let time = data.time();
+    let answer = data.answer_positions();
+    let mut batch = Batch {
+        rows,
+        time,
+        inputs: Vec::with_capacity(rows * time),
+        targets: Vec::with_capacity(rows * time),
+        loss_mask: Some(Vec::with_capacity(rows * time)),
+    };
+    for _ in 0..rows {
+        let sequence = data.example(split, pick(split.examples()));
+        batch.inputs.extend(sequence[..time].iter().map(|&t| t as i64));
+        batch.targets.extend(sequence[1..].iter().map(|&t| t as i64));
+        let mask = batch.loss_mask.as_mut().expect("synthetic batches are masked");
+        mask.extend((0..time).map(|t| if answer.contains(&t) { 1.0 } else { 0.0 }));
+    }
+    batch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_parse() {
+        assert_eq!("shakespeare".parse::<DataSource>().unwrap(), DataSource::Shakespeare);
+        assert_eq!(
+            "synthetic:reverse:16".parse::<DataSource>().unwrap(),
+            DataSource::Synthetic { task: SyntheticTask::Reverse, length: 16 }
+        );
+        assert_eq!(
+            "synthetic:sort".parse::<DataSource>().unwrap(),
+            DataSource::Synthetic { task: SyntheticTask::Sort, length: DEFAULT_SYNTHETIC_LENGTH }
+        );
+        assert!("synthetic:rotate".parse::<DataSource>().unwrap_err().contains("copy, reverse"));
+        assert!("synthetic:copy:x".parse::<DataSource>().unwrap_err().contains("≥ 2"));
+        assert_eq!("my.txt".parse::<DataSource>().unwrap(), DataSource::File("my.txt".into()));
+    }
+
+    #[test]
+    fn text_batches_are_shifted_windows_and_reproducible() {
+        let corpus = TextCorpus::from_bytes("t", "abcdefghijklmnopqrstuvwxyz".repeat(20).as_bytes()).unwrap();
+        let data = Dataset::from_text(&corpus, TokenizerKind::Char).unwrap();
+        let batch = data.train_batch(&mut Rng::new(1), 3, 8);
+        assert_eq!(batch.inputs.len(), 24);
+        for r in 0..3 {
+            assert_eq!(&batch.inputs[r * 8 + 1..r * 8 + 8], &batch.targets[r * 8..r * 8 + 7]);
+        }
+        assert_eq!(batch, data.train_batch(&mut Rng::new(1), 3, 8));
+        assert_eq!(data.val_batches(2, 3, 8, 9), data.val_batches(2, 3, 8, 9));
+    }
+
+    #[test]
+    fn short_text_is_refused_with_the_sizes() {
+        let corpus = TextCorpus::from_bytes("tiny.txt", b"0123456789abcdefghij").unwrap();
+        let data = Dataset::from_text(&corpus, TokenizerKind::Char).unwrap();
+        let err = data.check_fits(8).unwrap_err();
+        assert!(matches!(err, DataError::TooShort { split: "validation", needed: 9, .. }), "{err}");
+        assert!(err.to_string().contains("tiny.txt"));
+    }
+
+    #[test]
+    fn synthetic_batches_mask_everything_but_the_answer() {
+        let data = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Copy, length: 4, seed: 0 });
+        let batch = data.train_batch(&mut Rng::new(2), 2, 64);
+        assert_eq!(batch.time, 8);
+        let mask = batch.loss_mask.unwrap();
+        assert_eq!(&mask[..8], &[0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]);
+        // Where the loss counts, the target is the copied digit.
+        assert_eq!(&batch.targets[4..8], &batch.inputs[0..4]);
+        let val = data.val_batches(1, 64, 64, 0);
+        assert_eq!(val.iter().map(|b| b.rows).sum::<usize>(), synthetic::VAL_EXAMPLES);
+        assert!(data.check_fits(7).is_err());
+    }
+}

@@ -1,0 +1,118 @@
+//! Several runs trained on the very same batch sequence, stepped in turn.
+
+use burn::tensor::Device;
+
+use crate::dataset::{Batch, Dataset};
+use crate::rng::Rng;
+use crate::run::{EvalRecord, Run, RunError, RunSpec, StepRecord};
+
+/// What one experiment step did to one run.
+#[derive(Debug)]
+pub enum RunEvent {
+    Stepped { run: usize, record: StepRecord, eval: Option<EvalRecord> },
+    /// The run stopped (diverged, or an error); the others continue.
+    Stopped { run: usize, error: RunError },
+}
+
+pub struct Experiment {
+    pub runs: Vec<Run>,
+    dataset: Dataset,
+    rng: Rng,
+    val_batches: Vec<Batch>,
+    block_size: usize,
+    batch_size: usize,
+    grad_accum: usize,
+    pub step: usize,
+}
+
+impl Experiment {
+    /// All runs must share the context, the batch shape and the seed, so that they can see the
+    /// same batches; everything else (variant, sizes, optimiser settings) may differ.
+    pub fn new(dataset: Dataset, specs: Vec<RunSpec>, device: &Device) -> Result<Self, RunError> {
+        let first = specs.first().ok_or_else(|| RunError::Training("an experiment needs at least one run".into()))?;
+        let (block_size, batch_size, grad_accum, seed) =
+            (first.model.block_size, first.training.batch_size, first.training.grad_accum, first.training.seed);
+        for spec in &specs {
+            if spec.model.block_size != block_size
+                || spec.training.batch_size != batch_size
+                || spec.training.grad_accum != grad_accum
+                || spec.training.seed != seed
+            {
+                return Err(RunError::Training(format!(
+                    "run {} differs from run {} in block_size, batch_size, grad_accum or seed: runs of one \
+                     experiment share these so that they train on identical batches",
+                    spec.name, first.name
+                )));
+            }
+        }
+        let eval_batches = first.training.eval_batches;
+        let runs = specs.into_iter().map(|spec| Run::new(spec, &dataset, device)).collect::<Result<Vec<_>, _>>()?;
+        let val_batches = dataset.val_batches(eval_batches, batch_size, block_size, seed);
+        Ok(Self { runs, rng: Rng::new(seed), val_batches, dataset, block_size, batch_size, grad_accum, step: 0 })
+    }
+
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+
+    pub fn val_batches(&self) -> &[Batch] {
+        &self.val_batches
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.runs.iter().all(|r| !r.is_active())
+    }
+
+    /// The micro-batches of the next step, drawn once and shared by every run.
+    fn next_batches(&mut self) -> Vec<Batch> {
+        self.step += 1;
+        (0..self.grad_accum).map(|_| self.dataset.train_batch(&mut self.rng, self.batch_size, self.block_size)).collect()
+    }
+
+    /// One step of every active run on the same batches, with an evaluation where one is due.
+    pub fn step(&mut self) -> Vec<RunEvent> {
+        let batches = self.next_batches();
+        let mut events = Vec::new();
+        for (index, run) in self.runs.iter_mut().enumerate() {
+            if !run.is_active() {
+                continue;
+            }
+            let outcome = run.train_step(&batches).and_then(|record| {
+                let eval = if run.eval_due() { Some(run.evaluate(&self.val_batches)?) } else { None };
+                Ok((record, eval))
+            });
+            events.push(match outcome {
+                Ok((record, eval)) => RunEvent::Stepped { run: index, record, eval },
+                Err(error) => RunEvent::Stopped { run: index, error },
+            });
+        }
+        events
+    }
+
+    /// [`Experiment::step`] for the browser: every read-back is awaited.
+    pub async fn step_async(&mut self) -> Vec<RunEvent> {
+        let batches = self.next_batches();
+        let mut events = Vec::new();
+        for (index, run) in self.runs.iter_mut().enumerate() {
+            if !run.is_active() {
+                continue;
+            }
+            let outcome = match run.train_step_async(&batches).await {
+                Ok(record) if run.eval_due() => run.evaluate_async(&self.val_batches).await.map(|e| (record, Some(e))),
+                Ok(record) => Ok((record, None)),
+                Err(error) => Err(error),
+            };
+            events.push(match outcome {
+                Ok((record, eval)) => RunEvent::Stepped { run: index, record, eval },
+                Err(error) => RunEvent::Stopped { run: index, error },
+            });
+        }
+        events
+    }
+
+    /// Evaluates every run now (e.g. before training, for the step-0 point of the curves).
+    pub fn evaluate_all(&mut self) -> Vec<Result<EvalRecord, RunError>> {
+        let val = &self.val_batches;
+        self.runs.iter_mut().map(|run| run.evaluate(val)).collect()
+    }
+}

@@ -1,0 +1,148 @@
+//! Text generation: temperature and top-k sampling, with or without the KV cache.
+
+use burn::tensor::{Int, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+use qkv_model::{Gpt, KvCache};
+
+use crate::rng::Rng;
+use crate::run::RunError;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleOptions {
+    pub max_new_tokens: usize,
+    /// 0 picks the most likely token every time.
+    pub temperature: f64,
+    /// Sample among the k most likely tokens only.
+    pub top_k: Option<usize>,
+    pub seed: u64,
+    /// Reuse past keys and values instead of recomputing the whole context every token.
+    pub use_cache: bool,
+}
+
+impl Default for SampleOptions {
+    fn default() -> Self {
+        Self { max_new_tokens: 200, temperature: 0.8, top_k: Some(40), seed: 1337, use_cache: true }
+    }
+}
+
+/// The generated tokens (after the prompt) and the measured peak size of the KV cache.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    pub tokens: Vec<u32>,
+    pub peak_cache_bytes: usize,
+}
+
+fn row_tensor(tokens: &[u32], device: &burn::tensor::Device) -> Tensor<2, Int> {
+    let ids: Vec<i64> = tokens.iter().map(|&t| t as i64).collect();
+    Tensor::from_data(TensorData::new(ids, [1, tokens.len()]), device)
+}
+
+fn last_logits(logits: Tensor<3>) -> Result<Vec<f32>, RunError> {
+    let [_, time, vocab] = logits.dims();
+    logits
+        .slice([0..1, time - 1..time, 0..vocab])
+        .into_data()
+        .try_into_vec_as::<f32>()
+        .map_err(|e| RunError::Device(format!("{e:?}")))
+}
+
+/// Continues `prompt` with `model` (use a validation model: `run.model().valid()`). Beyond the
+/// model's block_size the context slides; with the cache on, the cache is then rebuilt from the
+/// window so that cached and uncached generation pick the same tokens.
+pub fn generate(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<Generation, RunError> {
+    if prompt.is_empty() {
+        return Err(RunError::Training("the prompt is empty: give at least one token to continue".into()));
+    }
+    let device = model.wte.weight.device();
+    let block_size = model.block_size;
+    let mut tokens = prompt.to_vec();
+    let mut rng = Rng::new(options.seed);
+    let mut cache = KvCache::default();
+    let mut peak_cache_bytes = 0;
+    for _ in 0..options.max_new_tokens {
+        let window = &tokens[tokens.len().saturating_sub(block_size)..];
+        let logits = if !options.use_cache {
+            model.forward(row_tensor(window, &device))
+        } else if cache.is_empty() || cache.len() + 1 > block_size {
+            cache = KvCache::default();
+            model.forward_cached(row_tensor(window, &device), &mut cache)
+        } else {
+            model.forward_cached(row_tensor(&tokens[tokens.len() - 1..], &device), &mut cache)
+        };
+        peak_cache_bytes = peak_cache_bytes.max(cache.bytes());
+        let next = sample(&last_logits(logits)?, options.temperature, options.top_k, &mut rng);
+        tokens.push(next);
+    }
+    Ok(Generation { tokens: tokens[prompt.len()..].to_vec(), peak_cache_bytes })
+}
+
+/// Draws a token from `logits` at `temperature`, among the `top_k` most likely.
+pub fn sample(logits: &[f32], temperature: f64, top_k: Option<usize>, rng: &mut Rng) -> u32 {
+    let argmax = || {
+        logits.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, &l)| if l > best.1 { (i, l) } else { best }).0
+    };
+    if temperature <= 0.0 {
+        return argmax() as u32;
+    }
+    let mut order: Vec<usize> = (0..logits.len()).collect();
+    order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+    order.truncate(top_k.unwrap_or(logits.len()).clamp(1, logits.len()));
+    let max = logits[order[0]] as f64;
+    let weights: Vec<f64> = order.iter().map(|&i| ((logits[i] as f64 - max) / temperature).exp()).collect();
+    let mut target = rng.unit() * weights.iter().sum::<f64>();
+    for (&i, w) in order.iter().zip(&weights) {
+        if target < *w {
+            return i as u32;
+        }
+        target -= w;
+    }
+    order[order.len() - 1] as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::module::Module;
+    use burn::tensor::Device;
+    use qkv_model::accounting::kv_cache_bytes_per_token;
+    use qkv_model::{AttentionVariant, CacheDType, Preset};
+
+    #[test]
+    fn greedy_and_top_1_pick_the_argmax_and_temperature_spreads() {
+        let logits = [0.1f32, 2.0, 0.3, 1.9];
+        let mut rng = Rng::new(0);
+        assert_eq!(sample(&logits, 0.0, None, &mut rng), 1);
+        assert_eq!(sample(&logits, 1.0, Some(1), &mut rng), 1);
+        let picks: std::collections::HashSet<u32> = (0..200).map(|_| sample(&logits, 1.0, Some(2), &mut rng)).collect();
+        assert_eq!(picks, [1, 3].into_iter().collect());
+    }
+
+    #[test]
+    fn cached_and_uncached_generation_give_identical_tokens_past_the_context() {
+        let device = Device::flex();
+        for variant in AttentionVariant::ALL {
+            for kv_heads in [4, 1] {
+                let mut config = Preset::Classroom.config().with_variant(variant).with_kv_heads(kv_heads);
+                if config.validate().is_err() {
+                    continue;
+                }
+                config.block_size = 12;
+                device.seed(9);
+                let model = Gpt::new(&config, &device).unwrap().valid();
+                let options = SampleOptions { max_new_tokens: 20, temperature: 1.0, top_k: Some(10), seed: 5, use_cache: true };
+                let cached = generate(&model, &[1, 2, 3], &options).unwrap();
+                let plain = generate(&model, &[1, 2, 3], &SampleOptions { use_cache: false, ..options }).unwrap();
+                assert_eq!(cached.tokens, plain.tokens, "{variant} kv_heads {kv_heads}");
+                let per_token = kv_cache_bytes_per_token(&config, CacheDType::F32);
+                assert_eq!(cached.peak_cache_bytes, per_token * config.block_size, "{variant}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_prompt_is_refused() {
+        let model = Gpt::new(&Preset::Classroom.config(), &Device::flex()).unwrap();
+        assert!(generate(&model, &[], &SampleOptions::default()).unwrap_err().to_string().contains("prompt is empty"));
+    }
+}

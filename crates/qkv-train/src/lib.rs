@@ -1,0 +1,25 @@
+//! QKV Lab's training engine: data and tokenisers, AdamW recipes, runs that advance one step
+//! per call (blocking natively, awaiting in the browser), experiments on identical batches,
+//! generation with a KV cache, and checkpoints.
+
+pub mod checkpoint;
+pub mod corpus;
+pub mod dataset;
+pub mod experiment;
+pub mod export;
+pub mod generate;
+pub mod loss;
+pub mod optimizer;
+pub mod recipe;
+pub mod rng;
+pub mod run;
+pub mod synthetic;
+pub mod tokenizer;
+
+pub use corpus::{DataError, TextCorpus};
+pub use dataset::{Batch, DataSource, Dataset};
+pub use experiment::{Experiment, RunEvent};
+pub use recipe::TrainingConfig;
+pub use run::{EvalRecord, Metrics, Run, RunError, RunSpec, RunStatus, StepRecord};
+pub use synthetic::{SyntheticData, SyntheticTask};
+pub use tokenizer::{Tokenizer, TokenizerKind};

@@ -1,0 +1,449 @@
+//! One training run: a model, its optimiser and its metrics, advanced one optimiser step per
+//! call. Native callers may block ([`Run::train_step`]); the browser awaits the read-back
+//! ([`Run::train_step_async`]) so that the UI thread never waits on the GPU.
+
+use burn::module::Module;
+use burn::optim::GradientsAccumulator;
+use burn::optim::GradientsParams;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+use web_time::Instant;
+
+use qkv_model::{ConfigError, Gpt, GptConfig};
+
+use crate::corpus::DataError;
+use crate::dataset::{Batch, Dataset};
+use crate::loss::{accuracy_counts, cross_entropy};
+use crate::optimizer::Optimiser;
+use crate::recipe::TrainingConfig;
+
+/// What a run is: a name, a model and how to train it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSpec {
+    pub name: String,
+    pub model: GptConfig,
+    pub training: TrainingConfig,
+}
+
+/// Metrics of one optimiser step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// 1-based: the number of optimiser steps taken.
+    pub step: usize,
+    pub train_loss: f64,
+    pub lr: f64,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// Training tokens seen so far.
+    pub tokens: usize,
+    pub tokens_per_sec: f64,
+    /// Seconds this run has spent training so far.
+    pub wall_secs: f64,
+}
+
+/// Metrics of one evaluation on the fixed validation batches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalRecord {
+    pub step: usize,
+    pub tokens: usize,
+    pub wall_secs: f64,
+    pub val_loss: f64,
+    /// Per-token accuracy on the answer positions (synthetic tasks).
+    pub accuracy: Option<f64>,
+    /// Share of validation examples answered entirely right (synthetic tasks).
+    pub sequence_accuracy: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub steps: Vec<StepRecord>,
+    pub evals: Vec<EvalRecord>,
+}
+
+impl Metrics {
+    pub fn best_val_loss(&self) -> Option<f64> {
+        self.evals.iter().map(|e| e.val_loss).filter(|l| l.is_finite()).reduce(f64::min)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum RunStatus {
+    Training,
+    Finished,
+    /// The loss became NaN or infinite at this step; the run stops, the others go on.
+    Diverged { step: usize },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("model configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("training configuration: {0}")]
+    Training(String),
+    #[error(transparent)]
+    Data(#[from] DataError),
+    #[error("diverged at step {step}: the loss became {loss}; lower the learning rate or raise the weight decay")]
+    Diverged { step: usize, loss: f64 },
+    #[error("the run already finished its {0} steps")]
+    Finished(usize),
+    #[error("reading results from the device failed: {0}")]
+    Device(String),
+}
+
+pub struct Run {
+    pub spec: RunSpec,
+    model: Option<Gpt>,
+    optimiser: Optimiser,
+    /// The autodiff device the model trains on.
+    device: Device,
+    pub step: usize,
+    pub metrics: Metrics,
+    pub status: RunStatus,
+    tokens: usize,
+    wall_secs: f64,
+}
+
+/// Device-side results of a step that have not been read back yet: [loss, grad_norm].
+struct PendingStep {
+    values: Tensor<1>,
+    lr: f64,
+    tokens: usize,
+}
+
+/// Device-side results of an evaluation: per-batch losses and accuracy counts.
+struct PendingEval {
+    values: Tensor<1>,
+    batches: usize,
+    with_accuracy: bool,
+}
+
+pub(crate) fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>, Option<Tensor<2>>) {
+    let shape = [batch.rows, batch.time];
+    let inputs = Tensor::from_data(TensorData::new(batch.inputs.clone(), shape), device);
+    let targets = Tensor::from_data(TensorData::new(batch.targets.clone(), shape), device);
+    let mask = batch.loss_mask.as_ref().map(|m| Tensor::from_data(TensorData::new(m.clone(), shape), device));
+    (inputs, targets, mask)
+}
+
+fn read_values(data: TensorData) -> Result<Vec<f64>, RunError> {
+    data.try_into_vec_as::<f32>()
+        .map(|v| v.into_iter().map(f64::from).collect())
+        .map_err(|e| RunError::Device(format!("{e:?}")))
+}
+
+impl Run {
+    /// Builds the model (seeded by the training seed) on `device` with autodiff.
+    pub fn new(spec: RunSpec, dataset: &Dataset, device: &Device) -> Result<Self, RunError> {
+        spec.training.validate().map_err(RunError::Training)?;
+        spec.model.validate()?;
+        if spec.model.vocab_size < dataset.vocab_size() {
+            return Err(RunError::Training(format!(
+                "the model's vocab_size {} is smaller than the data's vocabulary {}",
+                spec.model.vocab_size,
+                dataset.vocab_size()
+            )));
+        }
+        dataset.check_fits(spec.model.block_size)?;
+        let device = device.clone().autodiff();
+        device.seed(spec.training.seed);
+        let model = Gpt::new(&spec.model, &device)?;
+        let optimiser = Optimiser::new(&model, &spec.training);
+        Ok(Self {
+            spec,
+            model: Some(model),
+            optimiser,
+            device,
+            step: 0,
+            metrics: Metrics::default(),
+            status: RunStatus::Training,
+            tokens: 0,
+            wall_secs: 0.0,
+        })
+    }
+
+    pub fn model(&self) -> &Gpt {
+        self.model.as_ref().expect("the model is only taken during a step")
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.status == RunStatus::Training
+    }
+
+    fn launch_step(&mut self, batches: &[Batch]) -> Result<PendingStep, RunError> {
+        match self.status {
+            RunStatus::Finished => return Err(RunError::Finished(self.step)),
+            RunStatus::Diverged { step } => return Err(RunError::Diverged { step, loss: f64::NAN }),
+            RunStatus::Training => {}
+        }
+        let model = self.model.take().expect("the model is present between steps");
+        let mut accumulator = GradientsAccumulator::<Gpt>::new();
+        let mut loss_sum: Option<Tensor<1>> = None;
+        let micro = batches.len() as f64;
+        let mut tokens = 0;
+        for batch in batches {
+            let (inputs, targets, mask) = batch_tensors(batch, &self.device);
+            let loss = cross_entropy(model.forward(inputs), targets, mask) / micro;
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            accumulator.accumulate(&model, grads);
+            let loss = loss.inner();
+            loss_sum = Some(match loss_sum {
+                Some(sum) => sum + loss,
+                None => loss,
+            });
+            tokens += batch.rows * batch.time;
+        }
+        let lr = self.spec.training.lr_at(self.step);
+        let (model, grad_norm) = self.optimiser.step(model, accumulator.grads(), lr);
+        self.model = Some(model);
+        let loss = loss_sum.ok_or_else(|| RunError::Training("a step needs at least one batch".into()))?;
+        Ok(PendingStep { values: Tensor::cat(vec![loss, grad_norm], 0), lr, tokens })
+    }
+
+    fn finish_step(&mut self, pending: PendingStep, values: &[f64], started: Instant) -> Result<StepRecord, RunError> {
+        let (loss, grad_norm) = (values[0], values[1]);
+        self.step += 1;
+        let elapsed = started.elapsed().as_secs_f64();
+        self.wall_secs += elapsed;
+        self.tokens += pending.tokens;
+        if !loss.is_finite() {
+            self.status = RunStatus::Diverged { step: self.step };
+            return Err(RunError::Diverged { step: self.step, loss });
+        }
+        let record = StepRecord {
+            step: self.step,
+            train_loss: loss,
+            lr: pending.lr,
+            grad_norm,
+            tokens: self.tokens,
+            tokens_per_sec: pending.tokens as f64 / elapsed.max(1e-9),
+            wall_secs: self.wall_secs,
+        };
+        self.metrics.steps.push(record.clone());
+        if self.step >= self.spec.training.steps {
+            self.status = RunStatus::Finished;
+        }
+        Ok(record)
+    }
+
+    /// One optimiser step over `batches` (its `grad_accum` micro-batches), blocking until the
+    /// loss is read back.
+    pub fn train_step(&mut self, batches: &[Batch]) -> Result<StepRecord, RunError> {
+        let started = Instant::now();
+        let pending = self.launch_step(batches)?;
+        let values = read_values(pending.values.clone().into_data())?;
+        self.finish_step(pending, &values, started)
+    }
+
+    /// [`Run::train_step`] for the browser: the read-back is awaited, never blocked on.
+    pub async fn train_step_async(&mut self, batches: &[Batch]) -> Result<StepRecord, RunError> {
+        let started = Instant::now();
+        let pending = self.launch_step(batches)?;
+        let data = pending.values.clone().into_data_async().await.map_err(|e| RunError::Device(format!("{e:?}")))?;
+        let values = read_values(data)?;
+        self.finish_step(pending, &values, started)
+    }
+
+    fn launch_eval(&self, val: &[Batch]) -> PendingEval {
+        let model = self.model().valid();
+        let device = self.device.clone().without_autodiff();
+        let mut parts = Vec::new();
+        let mut counts: Option<Tensor<1>> = None;
+        for batch in val {
+            let (inputs, targets, mask) = batch_tensors(batch, &device);
+            let logits = model.forward(inputs);
+            if let Some(mask) = &mask {
+                let c = accuracy_counts(logits.clone(), targets.clone(), mask.clone());
+                counts = Some(match counts {
+                    Some(sum) => sum + c,
+                    None => c,
+                });
+            }
+            parts.push(cross_entropy(logits, targets, mask));
+        }
+        let with_accuracy = counts.is_some();
+        parts.extend(counts);
+        PendingEval { values: Tensor::cat(parts, 0), batches: val.len(), with_accuracy }
+    }
+
+    fn finish_eval(&mut self, pending: PendingEval, values: &[f64]) -> EvalRecord {
+        let losses = &values[..pending.batches];
+        let val_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
+        let (accuracy, sequence_accuracy) = if pending.with_accuracy {
+            let c = &values[pending.batches..];
+            (Some(c[0] / c[1].max(1.0)), Some(c[2] / c[3].max(1.0)))
+        } else {
+            (None, None)
+        };
+        let record =
+            EvalRecord { step: self.step, tokens: self.tokens, wall_secs: self.wall_secs, val_loss, accuracy, sequence_accuracy };
+        self.metrics.evals.push(record.clone());
+        record
+    }
+
+    /// Loss (and accuracy, for synthetic tasks) on the validation batches, without dropout.
+    pub fn evaluate(&mut self, val: &[Batch]) -> Result<EvalRecord, RunError> {
+        let pending = self.launch_eval(val);
+        let values = read_values(pending.values.clone().into_data())?;
+        Ok(self.finish_eval(pending, &values))
+    }
+
+    pub async fn evaluate_async(&mut self, val: &[Batch]) -> Result<EvalRecord, RunError> {
+        let pending = self.launch_eval(val);
+        let data = pending.values.clone().into_data_async().await.map_err(|e| RunError::Device(format!("{e:?}")))?;
+        let values = read_values(data)?;
+        Ok(self.finish_eval(pending, &values))
+    }
+
+    /// Whether an evaluation is due after the step just taken.
+    pub fn eval_due(&self) -> bool {
+        self.step > 0
+            && (self.step % self.spec.training.eval_interval == 0 || self.step >= self.spec.training.steps)
+    }
+
+    pub(crate) fn parts_mut(&mut self) -> (&mut Option<Gpt>, &mut Optimiser) {
+        (&mut self.model, &mut self.optimiser)
+    }
+
+    pub(crate) fn restore(&mut self, step: usize, tokens: usize, wall_secs: f64, metrics: Metrics) {
+        self.step = step;
+        self.tokens = tokens;
+        self.wall_secs = wall_secs;
+        self.metrics = metrics;
+        self.status = if step >= self.spec.training.steps { RunStatus::Finished } else { RunStatus::Training };
+    }
+
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+
+    pub fn wall_secs(&self) -> f64 {
+        self.wall_secs
+    }
+
+    pub(crate) fn optimiser(&self) -> &Optimiser {
+        &self.optimiser
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::corpus::TextCorpus;
+    use crate::experiment::{Experiment, RunEvent};
+    use crate::tokenizer::TokenizerKind;
+    use qkv_model::{AttentionVariant, Preset};
+
+    pub(crate) fn tiny_text() -> Dataset {
+        let corpus = TextCorpus::from_bytes("tiny", crate::corpus::SHAKESPEARE[..20_000].as_bytes()).unwrap();
+        Dataset::from_text(&corpus, TokenizerKind::Char).unwrap()
+    }
+
+    pub(crate) fn tiny_spec(variant: AttentionVariant, dataset: &Dataset) -> RunSpec {
+        let mut model = Preset::Classroom.config().with_variant(variant);
+        model.vocab_size = dataset.vocab_size();
+        model.block_size = 16;
+        model.n_embd = 32;
+        model.mlp_hidden = 64;
+        let training = TrainingConfig {
+            steps: 30,
+            batch_size: 8,
+            warmup_steps: 3,
+            eval_interval: 10,
+            eval_batches: 2,
+            ..TrainingConfig::for_preset(Preset::Classroom)
+        }
+        .for_variant(variant);
+        RunSpec { name: variant.name().into(), model, training }
+    }
+
+    #[test]
+    fn loss_falls_on_tiny_data_for_every_variant() {
+        let dataset = tiny_text();
+        let specs: Vec<RunSpec> = AttentionVariant::ALL.into_iter().map(|v| tiny_spec(v, &dataset)).collect();
+        let mut experiment = Experiment::new(dataset, specs, &Device::flex()).unwrap();
+        let before: Vec<f64> = experiment.evaluate_all().into_iter().map(|e| e.unwrap().val_loss).collect();
+        while !experiment.is_done() {
+            for event in experiment.step() {
+                assert!(matches!(event, RunEvent::Stepped { .. }), "{event:?}");
+            }
+        }
+        for (run, before) in experiment.runs.iter().zip(before) {
+            let after = run.metrics.evals.last().unwrap().val_loss;
+            assert!(after < before - 0.5, "{}: val loss {before:.3} → {after:.3}", run.spec.name);
+            assert_eq!(run.status, RunStatus::Finished);
+            assert_eq!(run.metrics.steps.len(), 30);
+        }
+    }
+
+    #[test]
+    fn same_seed_gives_identical_losses() {
+        let losses = || {
+            let dataset = tiny_text();
+            let spec = tiny_spec(AttentionVariant::SharedKeyValue, &dataset);
+            let mut experiment = Experiment::new(dataset, vec![spec], &Device::flex()).unwrap();
+            (0..5).for_each(|_| drop(experiment.step()));
+            experiment.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>()
+        };
+        assert_eq!(losses(), losses());
+    }
+
+    #[test]
+    fn a_diverging_run_stops_and_the_others_go_on() {
+        let dataset = tiny_text();
+        let healthy = tiny_spec(AttentionVariant::Standard, &dataset);
+        let mut exploding = tiny_spec(AttentionVariant::QueryIdentity, &dataset);
+        exploding.name = "exploding".into();
+        exploding.training.lr = 1e30;
+        exploding.training.min_lr = 1e29;
+        exploding.training.warmup_steps = 0;
+        exploding.training.grad_clip = None;
+        let mut experiment = Experiment::new(dataset, vec![healthy, exploding], &Device::flex()).unwrap();
+        let mut diverged = None;
+        for _ in 0..10 {
+            for event in experiment.step() {
+                if let RunEvent::Stopped { run: 1, error } = event {
+                    diverged = Some(error.to_string());
+                }
+            }
+        }
+        let message = diverged.expect("the exploding run diverges");
+        assert!(message.starts_with("diverged at step"), "{message}");
+        assert!(matches!(experiment.runs[1].status, RunStatus::Diverged { .. }));
+        assert_eq!(experiment.runs[0].metrics.steps.len(), 10);
+    }
+
+    #[test]
+    fn runs_that_cannot_share_batches_are_refused() {
+        let dataset = tiny_text();
+        let a = tiny_spec(AttentionVariant::Standard, &dataset);
+        let mut b = tiny_spec(AttentionVariant::SharedKeyValue, &dataset);
+        b.training.batch_size = 4;
+        let err = Experiment::new(dataset, vec![a, b], &Device::flex()).err().unwrap().to_string();
+        assert!(err.contains("identical batches"), "{err}");
+    }
+
+    #[test]
+    fn weight_decay_spares_norms_and_biases() {
+        // With zero gradients (lr only decays), rank-1 parameters must stay where they are.
+        let dataset = tiny_text();
+        let mut spec = tiny_spec(AttentionVariant::Standard, &dataset);
+        spec.model.bias = true;
+        spec.training.weight_decay = 0.5;
+        let mut run = Run::new(spec, &dataset, &Device::flex()).unwrap();
+        let gain_before = run.model().blocks[0].ln_1.as_ref().unwrap().gamma.val().into_data();
+        let batch = dataset.train_batch(&mut crate::rng::Rng::new(0), 4, 16);
+        run.train_step(&[batch]).unwrap();
+        let gain_after = run.model().blocks[0].ln_1.as_ref().unwrap().gamma.val().into_data();
+        // AdamW moves every parameter by ~lr·sign(grad); decay would add lr·wd·1 on top. The
+        // update of a gain of 1 is then at most lr (plus rounding), never lr·(1 + wd).
+        let lr = run.spec.training.lr_at(0);
+        let before = gain_before.try_into_vec_as::<f32>().unwrap();
+        let after = gain_after.try_into_vec_as::<f32>().unwrap();
+        let max_move = before.iter().zip(&after).map(|(a, b)| (a - b).abs() as f64).fold(0.0, f64::max);
+        assert!(max_move <= lr * 1.01, "gain moved {max_move}, lr {lr}");
+    }
+}

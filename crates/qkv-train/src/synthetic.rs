@@ -1,0 +1,167 @@
+//! The list tasks of paper 2's predecessor: L random digits in, a transformed list out,
+//! framed decoder-only as `x SEP y` with the loss on `y` only.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::rng::Rng;
+
+/// Token of the separator between input and output lists; digits are tokens 0-9.
+pub const SEP: u32 = 10;
+/// Digits and the separator.
+pub const VOCAB_SIZE: usize = 11;
+/// Examples per split, as in the reference setup.
+pub const TRAIN_EXAMPLES: usize = 50_000;
+pub const VAL_EXAMPLES: usize = 1_000;
+pub const TEST_EXAMPLES: usize = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyntheticTask {
+    /// y = x
+    Copy,
+    /// y = flip(x)
+    Reverse,
+    /// y = x sorted ascending
+    Sort,
+    /// y = x[L/2:] ++ x[:L/2]
+    Swap,
+    /// y_i = 9 - x_i
+    Sub,
+}
+
+impl SyntheticTask {
+    pub const ALL: [SyntheticTask; 5] =
+        [SyntheticTask::Copy, SyntheticTask::Reverse, SyntheticTask::Sort, SyntheticTask::Swap, SyntheticTask::Sub];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SyntheticTask::Copy => "copy",
+            SyntheticTask::Reverse => "reverse",
+            SyntheticTask::Sort => "sort",
+            SyntheticTask::Swap => "swap",
+            SyntheticTask::Sub => "sub",
+        }
+    }
+
+    /// The target list for input `x`.
+    pub fn target(self, x: &[u32]) -> Vec<u32> {
+        match self {
+            SyntheticTask::Copy => x.to_vec(),
+            SyntheticTask::Reverse => x.iter().rev().copied().collect(),
+            SyntheticTask::Sort => {
+                let mut y = x.to_vec();
+                y.sort_unstable();
+                y
+            }
+            SyntheticTask::Swap => {
+                let half = x.len() / 2;
+                x[half..].iter().chain(&x[..half]).copied().collect()
+            }
+            SyntheticTask::Sub => x.iter().map(|d| 9 - d).collect(),
+        }
+    }
+}
+
+impl fmt::Display for SyntheticTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for SyntheticTask {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SyntheticTask::ALL
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("unknown synthetic task '{s}': use copy, reverse, sort, swap or sub"))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    Train,
+    Val,
+    Test,
+}
+
+impl Split {
+    fn stream(self) -> u64 {
+        match self {
+            Split::Train => 1,
+            Split::Val => 2,
+            Split::Test => 3,
+        }
+    }
+
+    pub fn examples(self) -> usize {
+        match self {
+            Split::Train => TRAIN_EXAMPLES,
+            Split::Val => VAL_EXAMPLES,
+            Split::Test => TEST_EXAMPLES,
+        }
+    }
+}
+
+/// A task at list length L, its examples fixed by a seed. Example i of a split is generated on
+/// demand, so long lists cost no memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyntheticData {
+    pub task: SyntheticTask,
+    pub length: usize,
+    pub seed: u64,
+}
+
+impl SyntheticData {
+    /// The full sequence `x SEP y` of example `index` of `split`, 2L + 1 tokens.
+    pub fn example(&self, split: Split, index: usize) -> Vec<u32> {
+        let mut rng = Rng::for_item(self.seed, split.stream(), index as u64);
+        let x: Vec<u32> = (0..self.length).map(|_| rng.below(10) as u32).collect();
+        let y = self.task.target(&x);
+        let mut sequence = x;
+        sequence.push(SEP);
+        sequence.extend(y);
+        sequence
+    }
+
+    /// Tokens the model reads per example: the sequence without its last token.
+    pub fn time(&self) -> usize {
+        2 * self.length
+    }
+
+    /// Positions (of the model's input) whose next token is part of `y`.
+    pub fn answer_positions(&self) -> std::ops::Range<usize> {
+        self.length..2 * self.length
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_follow_the_reference_definitions() {
+        let x = [3, 1, 4, 1, 5, 9];
+        assert_eq!(SyntheticTask::Copy.target(&x), x);
+        assert_eq!(SyntheticTask::Reverse.target(&x), [9, 5, 1, 4, 1, 3]);
+        assert_eq!(SyntheticTask::Sort.target(&x), [1, 1, 3, 4, 5, 9]);
+        assert_eq!(SyntheticTask::Swap.target(&x), [1, 5, 9, 3, 1, 4]);
+        assert_eq!(SyntheticTask::Sub.target(&x), [6, 8, 5, 8, 4, 0]);
+    }
+
+    #[test]
+    fn examples_are_framed_and_reproducible() {
+        let data = SyntheticData { task: SyntheticTask::Reverse, length: 8, seed: 3 };
+        let e = data.example(Split::Train, 17);
+        assert_eq!(e.len(), 17);
+        assert_eq!(e[8], SEP);
+        assert_eq!(&e[9..], SyntheticTask::Reverse.target(&e[..8]).as_slice());
+        assert_eq!(e, data.example(Split::Train, 17));
+        assert_ne!(e, data.example(Split::Val, 17));
+        assert!(e.iter().all(|&t| (t as usize) < VOCAB_SIZE));
+    }
+}
