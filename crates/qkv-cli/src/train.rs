@@ -1,6 +1,7 @@
 //! `qkv train` and `qkv compare`: train variants on identical batches with progress bars, then
 //! write metrics, summaries, checkpoints, and for a comparison a report with a loss plot.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -176,6 +177,7 @@ pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant]) -> Result
     let mut experiment = Experiment::new(dataset, specs, &device).map_err(|e| e.to_string())?;
     experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
 
+    let plain_log = !std::io::stderr().is_terminal();
     let bars = MultiProgress::new();
     let runs: Vec<ProgressBar> = experiment
         .runs
@@ -198,11 +200,24 @@ pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant]) -> Result
                         "loss {:.4}  val {:.4}  {:.0} tok/s",
                         record.train_loss, val, record.tokens_per_sec
                     ));
-                    if let Some(accuracy) = eval.and_then(|e| e.accuracy) {
+                    if let Some(accuracy) = eval.as_ref().and_then(|e| e.accuracy) {
                         bar.set_message(format!("loss {:.4}  val {val:.4}  acc {:.2}%", record.train_loss, 100.0 * accuracy));
+                    }
+                    // Progress bars only draw on a terminal; logs get a line per evaluation.
+                    if plain_log && eval.is_some() {
+                        eprintln!(
+                            "{} step {}/{}: {}",
+                            experiment.runs[run].spec.name,
+                            record.step,
+                            experiment.runs[run].spec.training.steps,
+                            bar.message()
+                        );
                     }
                 }
                 RunEvent::Stopped { run, error } => {
+                    if plain_log {
+                        eprintln!("{} stopped: {error}", experiment.runs[run].spec.name);
+                    }
                     runs[run].abandon_with_message(error.to_string());
                 }
             }
