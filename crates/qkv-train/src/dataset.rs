@@ -178,11 +178,10 @@ impl Dataset {
                 (0..Split::Val.examples().div_ceil(rows))
                     .map(|_| {
                         let take = rows.min(Split::Val.examples() - next);
-                        let batch = synthetic_batch(data, Split::Val, take, |_| {
+                        synthetic_batch(data, Split::Val, take, |_| {
                             next += 1;
                             next - 1
-                        });
-                        batch
+                        })
                     })
                     .collect()
             }
