@@ -156,40 +156,47 @@ impl Checkpoint {
         Self::from_bytes(&name, &bytes)
     }
 
-    /// The run as it was saved, ready to take its next step on `device`.
-    pub fn into_run(self, dataset: &Dataset, device: &Device) -> Result<Run, CheckpointError> {
-        let mismatch = |message: String| CheckpointError::Mismatch { name: self.name.clone(), message };
-        let header = self.header.clone();
-        let mut run = Run::new(header.spec.clone(), dataset, device).map_err(|e| mismatch(e.to_string()))?;
+    fn mismatch(&self, message: String) -> CheckpointError {
+        CheckpointError::Mismatch { name: self.name.clone(), message }
+    }
+
+    /// Puts the saved weights (and their parameter ids) into `model`, which must have every
+    /// tensor the file has and no other.
+    fn load_weights(&self, model: &mut qkv_model::Gpt) -> Result<(), CheckpointError> {
         let mut store = BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(self.weights.clone())));
-        let (model_slot, optimiser) = run.parts_mut();
-        let model = model_slot.as_mut().expect("a new run has its model");
-        let applied = model.load_from(&mut store).map_err(|e| mismatch(format!("{e:?}")))?;
+        let applied = model.load_from(&mut store).map_err(|e| self.mismatch(format!("{e:?}")))?;
         if !applied.is_success() || !applied.missing.is_empty() || !applied.unused.is_empty() {
-            return Err(mismatch(format!(
+            return Err(self.mismatch(format!(
                 "{} errors, missing {:?}, unexpected {:?}",
                 applied.errors.len(),
                 applied.missing.iter().map(|m| &m.0).collect::<Vec<_>>(),
                 applied.unused
             )));
         }
+        Ok(())
+    }
+
+    /// The run as it was saved, ready to take its next step on `device`.
+    pub fn into_run(self, dataset: &Dataset, device: &Device) -> Result<Run, CheckpointError> {
+        let header = self.header.clone();
+        let mut run = Run::new(header.spec.clone(), dataset, device).map_err(|e| self.mismatch(e.to_string()))?;
+        let (model_slot, optimiser) = run.parts_mut();
+        let model = model_slot.as_mut().expect("a new run has its model");
+        self.load_weights(model)?;
         // The optimiser is built anew for the loaded parameters: they carry their saved ids, which
         // its decay groups and its saved state are keyed by.
-        *optimiser =
-            Optimiser::new(model, &header.spec.training).load_bytes(self.optimiser.clone()).map_err(mismatch)?;
+        *optimiser = Optimiser::new(model, &header.spec.training)
+            .load_bytes(self.optimiser.clone())
+            .map_err(|e| self.mismatch(e))?;
         run.restore(header.step, header.tokens, header.wall_secs, header.metrics);
         Ok(run)
     }
 
     /// Only the model, for sampling and export (no optimiser, no dataset needed).
     pub fn into_model(self, device: &Device) -> Result<qkv_model::Gpt, CheckpointError> {
-        let mismatch = |message: String| CheckpointError::Mismatch { name: self.name.clone(), message };
-        let mut model = qkv_model::Gpt::new(&self.header.spec.model, device).map_err(|e| mismatch(e.to_string()))?;
-        let mut store = BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(self.weights.clone())));
-        let applied = model.load_from(&mut store).map_err(|e| mismatch(format!("{e:?}")))?;
-        if !applied.is_success() || !applied.missing.is_empty() {
-            return Err(mismatch(format!("{applied}")));
-        }
+        let mut model =
+            qkv_model::Gpt::new(&self.header.spec.model, device).map_err(|e| self.mismatch(e.to_string()))?;
+        self.load_weights(&mut model)?;
         Ok(model.valid())
     }
 }
