@@ -1,33 +1,178 @@
-//! QKV Lab's desktop shell: opens the window and hosts the panels of `qkv-ui`.
+//! QKV Lab's desktop shell: opens the window, picks the compute device (sharing eframe's wgpu
+//! device with Burn), persists the setup, and hosts the `qkv-ui` playground.
+//!
+//! `qkv-lab --train-for SECS [--lesson N]` starts training at once, prints frame-time and
+//! training figures after SECS seconds and exits: the smoke test and the frame-time benchmark.
+
+use std::time::Instant;
 
 use eframe::egui;
-use qkv_ui::ParamsPanel;
+use qkv_model::burn::tensor::Device;
+use qkv_model::burn::tensor::wgpu::WgpuSetup;
+use qkv_ui::{Compute, Playground};
 
+const SETUP_KEY: &str = "setup";
+
+/// What the command line asked for.
 #[derive(Default)]
-struct QkvLab {
-    params: ParamsPanel,
+struct ShellArgs {
+    train_for: Option<f64>,
+    lesson: Option<usize>,
 }
 
-impl eframe::App for QkvLab {
-    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
-        egui::CentralPanel::default().show(ui, |ui| {
-            ui.heading("QKV Lab");
-            ui.label("Does a transformer need all three of W_Q, W_K and W_V?");
-            ui.label(
-                "Live side-by-side training, loss curves and attention maps are being built; \
-                 for now the counts below show what each attention variant costs.",
+impl ShellArgs {
+    fn parse() -> Result<Self, String> {
+        let mut parsed = ShellArgs::default();
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+            match arg.as_str() {
+                "--train-for" => {
+                    let v = value("--train-for")?;
+                    parsed.train_for =
+                        Some(v.parse().map_err(|_| format!("--train-for takes seconds, e.g. 10 (got '{v}')"))?);
+                }
+                "--lesson" => {
+                    let v = value("--lesson")?;
+                    let n: usize = v.parse().map_err(|_| format!("--lesson takes a number from 1 to {}", qkv_ui::lessons::LESSONS.len()))?;
+                    if !(1..=qkv_ui::lessons::LESSONS.len()).contains(&n) {
+                        return Err(format!("--lesson takes a number from 1 to {}", qkv_ui::lessons::LESSONS.len()));
+                    }
+                    parsed.lesson = Some(n - 1);
+                }
+                "--help" | "-h" => {
+                    println!("qkv-lab [--train-for SECS] [--lesson N]\n  opens the QKV Lab playground");
+                    std::process::exit(0);
+                }
+                other => return Err(format!("unknown argument '{other}': try --help")),
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+/// The devices to offer, preferred first. A software GPU adapter (lavapipe, SwiftShader) is
+/// offered but not preferred: on this project's reference machine flex multiplies matrices about
+/// ten times faster than lavapipe.
+fn computes(cc: &eframe::CreationContext<'_>) -> Vec<Compute> {
+    let flex = Compute { label: "flex (CPU)".into(), device: Device::flex() };
+    let Some(render) = &cc.wgpu_render_state else { return vec![flex] };
+    let info = render.adapter.get_info();
+    let setup = WgpuSetup {
+        instance: render.instance.clone(),
+        adapter: render.adapter.clone(),
+        device: render.device.clone(),
+        queue: render.queue.clone(),
+        backend: info.backend,
+    };
+    match Device::wgpu_options().setup(setup).init() {
+        Ok(device) => {
+            let gpu = Compute { label: format!("wgpu: {} ({})", info.name, info.backend), device };
+            if info.device_type == eframe::wgpu::DeviceType::Cpu { vec![flex, gpu] } else { vec![gpu, flex] }
+        }
+        Err(e) => {
+            eprintln!("qkv-lab: the window's GPU device cannot train ({e}); training on the CPU");
+            vec![flex]
+        }
+    }
+}
+
+struct Shell {
+    playground: Playground,
+    train_for: Option<f64>,
+    started: Instant,
+    smoke_started: bool,
+}
+
+impl Shell {
+    fn smoke(&mut self, ctx: &egui::Context) {
+        let Some(limit) = self.train_for else { return };
+        if !self.smoke_started {
+            self.playground.train();
+            self.smoke_started = true;
+            self.started = Instant::now();
+        }
+        ctx.request_repaint();
+        if self.started.elapsed().as_secs_f64() < limit {
+            return;
+        }
+        let mut frames = self.playground.frames.all.clone();
+        // The first frames build fonts and pipelines; they are not what a user sees while training.
+        let skip = frames.len().min(5);
+        frames.drain(..skip);
+        frames.sort_by(f64::total_cmp);
+        let mean = frames.iter().sum::<f64>() / frames.len().max(1) as f64;
+        let p95 = frames.get(frames.len() * 95 / 100).copied().unwrap_or(f64::NAN);
+        println!(
+            "qkv-lab smoke: {:.1} s, compute {}, {} frames, mean frame {:.1} ms ({:.0} fps), p95 {:.1} ms",
+            limit,
+            self.playground.compute_label(),
+            frames.len(),
+            mean * 1e3,
+            1.0 / mean,
+            p95 * 1e3
+        );
+        for run in &self.playground.view.runs {
+            println!(
+                "qkv-lab smoke: {}: {} steps, train loss {:.4}, {}",
+                run.name(),
+                run.steps.len(),
+                run.steps.last().map_or(f64::NAN, |s| s.train_loss),
+                run.recent_tokens_per_sec().map_or("no steps".into(), |r| format!("{r:.0} tokens/s"))
             );
-            ui.separator();
-            self.params.ui(ui);
-        });
+        }
+        if let Some(error) = &self.playground.view.error {
+            println!("qkv-lab smoke: error: {error}");
+        }
+        ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+        self.train_for = None;
+    }
+}
+
+impl eframe::App for Shell {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.playground.ui(ui);
+        let ctx = ui.ctx().clone();
+        self.smoke(&ctx);
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        storage.set_string(SETUP_KEY, self.playground.saved_setup());
     }
 }
 
 fn main() -> eframe::Result {
+    let args = match ShellArgs::parse() {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("qkv-lab: {message}");
+            std::process::exit(2);
+        }
+    };
+    // Training runs on flex's thread pool; one core stays with the window so it keeps drawing.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let _ = rayon::ThreadPoolBuilder::new().num_threads(cores.saturating_sub(1).max(1)).build_global();
+
     let options = eframe::NativeOptions {
-        viewport: egui::ViewportBuilder::default().with_inner_size([1100.0, 520.0]).with_title("QKV Lab"),
+        viewport: egui::ViewportBuilder::default().with_inner_size([1500.0, 920.0]).with_title("QKV Lab"),
         renderer: eframe::Renderer::Wgpu,
         ..Default::default()
     };
-    eframe::run_native("QKV Lab", options, Box::new(|_cc| Ok(Box::new(QkvLab::default()))))
+    eframe::run_native(
+        "QKV Lab",
+        options,
+        Box::new(move |cc| {
+            let saved = cc.storage.and_then(|s| s.get_string(SETUP_KEY));
+            let mut playground = Playground::new(&cc.egui_ctx, computes(cc), saved.as_deref());
+            if let Some(lesson) = args.lesson {
+                playground.load_lesson(lesson);
+            }
+            Ok(Box::new(Shell {
+                playground,
+                train_for: args.train_for,
+                started: Instant::now(),
+                smoke_started: false,
+            }))
+        }),
+    )
 }

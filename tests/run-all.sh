@@ -6,14 +6,17 @@ cd "$(dirname "$0")/.."
 
 have_lavapipe() { compgen -G "/usr/share/vulkan/icd.d/lvp_icd*.json" > /dev/null; }
 
-if ! have_lavapipe; then
+# Mesa's lavapipe gives wgpu a Vulkan adapter without a GPU; Xvfb gives the desktop app a screen.
+missing=()
+have_lavapipe || missing+=(mesa-vulkan-drivers)
+command -v xvfb-run > /dev/null || missing+=(xvfb xauth)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
-    echo "== installing mesa-vulkan-drivers (lavapipe) for the wgpu tests"
+    echo "== installing ${missing[*]}"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers > /dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > /dev/null
   else
-    echo "error: the wgpu tests need a Vulkan driver; without a GPU install Mesa's lavapipe:" >&2
-    echo "       sudo apt-get install mesa-vulkan-drivers" >&2
+    echo "error: the tests need ${missing[*]}: sudo apt-get install ${missing[*]}" >&2
     exit 1
   fi
 fi

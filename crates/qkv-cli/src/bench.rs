@@ -10,9 +10,9 @@ use qkv_model::AttentionVariant;
 use qkv_model::burn::module::Module;
 use qkv_train::generate::{SampleOptions, generate};
 use qkv_train::rng::Rng;
-use qkv_train::{DataSource, Dataset, Run, TokenizerKind};
+use qkv_train::{DataSource, Run, TokenizerKind};
 
-use crate::train::{Backend, TrainArgs, specs};
+use crate::train::{Backend, TrainArgs};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -74,9 +74,11 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         backend: args.backend,
         out: Default::default(),
     };
-    let dataset = Dataset::load(&train_args.data, train_args.tokenizer, 0).map_err(|e| e.to_string())?;
+    let plan = train_args.plan(&args.variants);
+    let dataset = plan.dataset()?;
     let device = args.backend.device()?;
-    let mut runs: Vec<Run> = specs(&train_args, &args.variants, &dataset)?
+    let mut runs: Vec<Run> = plan
+        .specs(&dataset)?
         .into_iter()
         .map(|spec| Run::new(spec, &dataset, &device).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;

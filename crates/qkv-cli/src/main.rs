@@ -2,6 +2,7 @@
 
 mod bench;
 mod params;
+mod reparam;
 mod report;
 mod sample;
 mod train;
@@ -29,6 +30,8 @@ enum Command {
     Sample(sample::SampleArgs),
     /// Measure training and generation throughput per variant.
     Bench(bench::BenchArgs),
+    /// Train a standard model, eliminate its W_Q by a change of basis, compare logits and loss.
+    Reparam(reparam::ReparamArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
         Command::Compare(command) => train::run_compare(command, &invocation),
         Command::Sample(args) => sample::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Reparam(args) => reparam::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,7 +11,8 @@ use serde::Serialize;
 use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, ParamReport, Preset};
 use qkv_train::checkpoint::{to_bytes, write_atomically};
-use qkv_train::{DataSource, Dataset, Experiment, Run, RunEvent, RunSpec, TokenizerKind, TrainingConfig};
+use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
+use qkv_train::{DataSource, Experiment, Run, RunEvent, TokenizerKind};
 
 use crate::report;
 
@@ -71,41 +72,28 @@ impl Backend {
     }
 }
 
-/// The run specs for `variants` under `args`, their vocabulary fitted to `dataset`.
-pub fn specs(args: &TrainArgs, variants: &[AttentionVariant], dataset: &Dataset) -> Result<Vec<RunSpec>, String> {
-    variants
-        .iter()
-        .map(|&variant| {
-            let mut model = args.preset.config().with_variant(variant);
-            model.vocab_size = dataset.vocab_size();
-            if let Some(kv_heads) = args.kv_heads {
-                model.attention.kv_heads = Some(kv_heads);
-            }
-            model.validate().map_err(|e| format!("{variant}: {e}"))?;
-            let mut training = TrainingConfig::for_preset(args.preset).for_variant(variant);
-            if let Some(steps) = args.steps {
-                training.steps = steps;
-                training.decay_steps = steps;
-                training.warmup_steps = training.warmup_steps.min(steps / 10);
-                training.eval_interval = training.eval_interval.min(steps.max(1));
-            }
-            if let Some(batch) = args.batch {
-                training.batch_size = batch;
-            }
-            if let Some(lr) = args.lr {
-                training.lr = lr;
-                training.min_lr = lr / 10.0;
-            }
-            if let Some(wd) = args.wd {
-                training.weight_decay = wd;
-            }
-            if let Some(seed) = args.seed {
-                training.seed = seed;
-            }
-            training.validate().map_err(|e| format!("{variant}: {e}"))?;
-            Ok(RunSpec { name: variant.name().to_string(), model, training })
-        })
-        .collect()
+impl TrainArgs {
+    /// The experiment these flags describe: one run per variant, the flags shared by all.
+    pub fn plan(&self, variants: &[AttentionVariant]) -> ExperimentPlan {
+        let runs = variants
+            .iter()
+            .map(|&variant| RunPlan { kv_heads: self.kv_heads, ..RunPlan::new(variant) }.named(variant.name()))
+            .collect();
+        ExperimentPlan {
+            preset: self.preset,
+            data: self.data.clone(),
+            tokenizer: self.tokenizer,
+            model: Default::default(),
+            training: TrainingOverrides {
+                steps: self.steps,
+                batch_size: self.batch,
+                lr: self.lr,
+                weight_decay: self.wd,
+                seed: self.seed,
+            },
+            runs,
+        }
+    }
 }
 
 /// One run's outcome, as written to summary.json.
@@ -167,12 +155,12 @@ fn progress_style() -> ProgressStyle {
 /// Trains `variants` side by side; returns the finished experiment and the wall time.
 pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant]) -> Result<(Experiment, f64), String> {
     let started = std::time::Instant::now();
-    let seed = args.seed.unwrap_or_else(|| TrainingConfig::for_preset(args.preset).seed);
     if let TokenizerKind::Bpe { .. } = args.tokenizer {
         eprintln!("training the {} tokenizer on the training split…", args.tokenizer);
     }
-    let dataset = Dataset::load(&args.data, args.tokenizer, seed).map_err(|e| e.to_string())?;
-    let specs = specs(args, variants, &dataset)?;
+    let plan = args.plan(variants);
+    let dataset = plan.dataset()?;
+    let specs = plan.specs(&dataset)?;
     let device = args.backend.device()?;
     let mut experiment = Experiment::new(dataset, specs, &device).map_err(|e| e.to_string())?;
     experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
@@ -234,7 +222,7 @@ pub fn write_outputs(args: &TrainArgs, experiment: &Experiment, single: bool) ->
     let out = &args.out;
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let write = |path: &Path, text: &str| std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()));
-    write(&out.join("metrics.csv"), &report::metrics_csv(&experiment.runs))?;
+    write(&out.join("metrics.csv"), &qkv_train::csv::metrics_csv(&experiment.runs))?;
     let summaries: Vec<RunSummary> = experiment.runs.iter().map(RunSummary::of).collect();
     let summary_json = if single {
         serde_json::to_string_pretty(&summaries[0])

@@ -66,7 +66,8 @@ pub struct ParamReport {
 impl ParamReport {
     pub fn new(config: &GptConfig) -> Self {
         let d = config.n_embd;
-        let layers = config.n_layer;
+        // Shared layers hold one block's weights, however often it is applied.
+        let layers = if config.shared_layers { 1 } else { config.n_layer };
         let bias = usize::from(config.bias);
         let mut components = Vec::new();
         let mut push = |name: &str, per_layer: Option<usize>, params: usize, attention: bool, embedding: bool| {

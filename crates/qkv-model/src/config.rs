@@ -66,6 +66,10 @@ pub struct GptConfig {
     /// applies.
     #[serde(default = "default_true")]
     pub mlp_skip: bool,
+    /// Every layer reuses one block's weights (ALBERT style): the theory's third case, where
+    /// one change of basis serves the whole network.
+    #[serde(default)]
+    pub shared_layers: bool,
     pub attention: AttentionConfig,
 }
 
@@ -200,6 +204,7 @@ mod tests {
             dropout: 0.0,
             norm: Norm::LayerNorm,
             mlp_skip: true,
+            shared_layers: false,
             attention: AttentionConfig::new(AttentionVariant::Standard),
         }
     }

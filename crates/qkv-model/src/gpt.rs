@@ -115,11 +115,13 @@ pub struct Gpt {
     /// Learned position embedding [block_size, n_embd].
     pub wpe: Embedding,
     pub drop: Dropout,
+    /// One block per layer, or a single block every layer reuses (`shared_layers`).
     pub blocks: Vec<Block>,
     pub ln_f: Option<LayerNorm>,
     /// The LM head [n_embd, vocab_size] when it is not tied to `wte`.
     pub lm_head: Option<Linear>,
     pub block_size: usize,
+    pub n_layer: usize,
 }
 
 /// Logits and, when requested, the attention probabilities of every layer
@@ -140,12 +142,20 @@ impl Gpt {
             wte: embedding(config.vocab_size),
             wpe: embedding(config.block_size),
             drop: DropoutConfig::new(config.dropout).init(),
-            blocks: (0..config.n_layer).map(|_| Block::new(config, device)).collect(),
+            blocks: (0..if config.shared_layers { 1 } else { config.n_layer })
+                .map(|_| Block::new(config, device))
+                .collect(),
             ln_f: layer_norm(config, device),
             lm_head: (!config.tie_embeddings)
                 .then(|| init_linear(config.n_embd, config.vocab_size, false, INIT_STD, device)),
             block_size: config.block_size,
+            n_layer: config.n_layer,
         })
+    }
+
+    /// The block applied at each layer, in order (the same one throughout for shared layers).
+    pub fn layers(&self) -> impl Iterator<Item = &Block> {
+        (0..self.n_layer).map(|layer| &self.blocks[layer % self.blocks.len()])
     }
 
     /// Token plus position embeddings for positions `offset..offset + time`.
@@ -178,7 +188,7 @@ impl Gpt {
     fn run(&self, tokens: Tensor<2, Int>, with_attention: bool) -> GptOutput {
         let mut x = self.embed(tokens, 0);
         let mut attention = Vec::new();
-        for block in &self.blocks {
+        for block in self.layers() {
             let (y, probabilities) = block.run(x, with_attention);
             x = y;
             attention.extend(probabilities);
@@ -189,11 +199,11 @@ impl Gpt {
     /// Logits for `tokens` [batch, t_new] that continue the positions in `cache`, which
     /// receives their keys and values. The total length must stay within block_size.
     pub fn forward_cached(&self, tokens: Tensor<2, Int>, cache: &mut KvCache) -> Tensor<3> {
-        if cache.layers.len() != self.blocks.len() {
-            cache.layers = vec![LayerCache::default(); self.blocks.len()];
+        if cache.layers.len() != self.n_layer {
+            cache.layers = vec![LayerCache::default(); self.n_layer];
         }
         let mut x = self.embed(tokens, cache.len());
-        for (block, layer_cache) in self.blocks.iter().zip(&mut cache.layers) {
+        for (block, layer_cache) in self.layers().zip(&mut cache.layers) {
             let attended = block.attn.forward_cached(normalise(&block.ln_1, x.clone()), layer_cache);
             x = block.finish(x, attended);
         }
@@ -232,6 +242,7 @@ pub(crate) mod tests {
             dropout: 0.0,
             norm: Norm::LayerNorm,
             mlp_skip: true,
+            shared_layers: false,
             attention: AttentionConfig::new(variant),
         }
     }
@@ -394,6 +405,26 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn shared_layers_apply_one_block_at_every_layer() {
+        let device = Device::flex();
+        let mut config = tiny_config(AttentionVariant::Standard);
+        config.n_layer = 3;
+        config.shared_layers = true;
+        device.seed(3);
+        let model = Gpt::new(&config, &device).unwrap();
+        assert_eq!(model.blocks.len(), 1);
+        let input = tokens(&[&[1, 2, 3, 4]], &device);
+        let mut x = model.embed(input.clone(), 0);
+        for _ in 0..3 {
+            x = model.blocks[0].run(x, false).0;
+        }
+        let by_hand = values(model.head(x));
+        assert_eq!(max_abs_diff(&values(model.forward(input.clone())), &by_hand), 0.0);
+        let output = model.forward_with_attention(input);
+        assert_eq!(output.attention.len(), 3, "one map per layer applied");
+    }
+
+    #[test]
     fn analytic_counts_equal_instantiated_counts() {
         let device = Device::flex();
         let mut configs = all_tiny_configs();
@@ -407,7 +438,11 @@ pub(crate) mod tests {
             no_norm.norm = Norm::None;
             no_norm.n_layer = 3;
             no_norm.mlp_skip = false;
-            configs.push(no_norm);
+            configs.push(no_norm.clone());
+            let mut shared = no_norm;
+            shared.shared_layers = true;
+            shared.mlp_skip = true;
+            configs.push(shared);
         }
         for config in configs {
             let model = Gpt::new(&config, &device).unwrap();

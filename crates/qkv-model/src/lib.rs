@@ -6,6 +6,7 @@ pub mod attention;
 pub mod config;
 pub mod gpt;
 pub mod presets;
+pub mod reparam;
 pub mod variant;
 
 pub use accounting::{CacheDType, Component, ParamReport};

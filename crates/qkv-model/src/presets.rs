@@ -93,6 +93,7 @@ impl Preset {
             dropout,
             norm: Norm::LayerNorm,
             mlp_skip: true,
+            shared_layers: false,
             attention: AttentionConfig::new(AttentionVariant::Standard),
         };
         match self {

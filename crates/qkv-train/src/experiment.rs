@@ -14,6 +14,19 @@ pub enum RunEvent {
     Stopped { run: usize, error: RunError },
 }
 
+fn check_shared_batches(specs: &[RunSpec]) -> Result<(), RunError> {
+    let first = specs.first().ok_or_else(|| RunError::Training("an experiment needs at least one run".into()))?;
+    let shape = |s: &RunSpec| (s.model.block_size, s.training.batch_size, s.training.grad_accum, s.training.seed);
+    match specs.iter().find(|s| shape(s) != shape(first)) {
+        Some(spec) => Err(RunError::Training(format!(
+            "run {} differs from run {} in block_size, batch_size, grad_accum or seed: runs of one \
+             experiment share these so that they train on identical batches",
+            spec.name, first.name
+        ))),
+        None => Ok(()),
+    }
+}
+
 pub struct Experiment {
     pub runs: Vec<Run>,
     dataset: Dataset,
@@ -29,26 +42,27 @@ impl Experiment {
     /// All runs must share the context, the batch shape and the seed, so that they can see the
     /// same batches; everything else (variant, sizes, optimiser settings) may differ.
     pub fn new(dataset: Dataset, specs: Vec<RunSpec>, device: &Device) -> Result<Self, RunError> {
-        let first = specs.first().ok_or_else(|| RunError::Training("an experiment needs at least one run".into()))?;
-        let (block_size, batch_size, grad_accum, seed) =
-            (first.model.block_size, first.training.batch_size, first.training.grad_accum, first.training.seed);
-        for spec in &specs {
-            if spec.model.block_size != block_size
-                || spec.training.batch_size != batch_size
-                || spec.training.grad_accum != grad_accum
-                || spec.training.seed != seed
-            {
-                return Err(RunError::Training(format!(
-                    "run {} differs from run {} in block_size, batch_size, grad_accum or seed: runs of one \
-                     experiment share these so that they train on identical batches",
-                    spec.name, first.name
-                )));
-            }
-        }
-        let eval_batches = first.training.eval_batches;
+        check_shared_batches(&specs)?;
         let runs = specs.into_iter().map(|spec| Run::new(spec, &dataset, device)).collect::<Result<Vec<_>, _>>()?;
+        Self::from_runs(dataset, runs)
+    }
+
+    /// An experiment of existing runs (e.g. loaded from checkpoints). Batches are drawn afresh
+    /// from the seed: a resumed run sees new batches, not the ones it would have seen.
+    pub fn from_runs(dataset: Dataset, runs: Vec<Run>) -> Result<Self, RunError> {
+        let specs: Vec<RunSpec> = runs.iter().map(|r| r.spec.clone()).collect();
+        check_shared_batches(&specs)?;
+        let first = &specs[0];
+        let (block_size, batch_size, grad_accum, seed, eval_batches) = (
+            first.model.block_size,
+            first.training.batch_size,
+            first.training.grad_accum,
+            first.training.seed,
+            first.training.eval_batches,
+        );
         let val_batches = dataset.val_batches(eval_batches, batch_size, block_size, seed);
-        Ok(Self { runs, rng: Rng::new(seed), val_batches, dataset, block_size, batch_size, grad_accum, step: 0 })
+        let step = runs.iter().map(|r| r.step).max().unwrap_or(0);
+        Ok(Self { runs, rng: Rng::new(seed ^ step as u64), val_batches, dataset, block_size, batch_size, grad_accum, step })
     }
 
     pub fn dataset(&self) -> &Dataset {

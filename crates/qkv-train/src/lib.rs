@@ -4,21 +4,26 @@
 
 pub mod checkpoint;
 pub mod corpus;
+pub mod csv;
 pub mod dataset;
 pub mod experiment;
 pub mod export;
 pub mod generate;
 pub mod loss;
 pub mod optimizer;
+pub mod plan;
 pub mod recipe;
 pub mod rng;
 pub mod run;
+pub mod session;
 pub mod synthetic;
+pub mod theory;
 pub mod tokenizer;
 
 pub use corpus::{DataError, TextCorpus};
 pub use dataset::{Batch, DataSource, Dataset};
 pub use experiment::{Experiment, RunEvent};
+pub use plan::{ExperimentPlan, RunPlan};
 pub use recipe::TrainingConfig;
 pub use run::{EvalRecord, Metrics, Run, RunError, RunSpec, RunStatus, StepRecord};
 pub use synthetic::{SyntheticData, SyntheticTask};

@@ -161,6 +161,18 @@ impl Run {
         })
     }
 
+    /// A run that trains `model` (e.g. a converted one, in validation mode) from where
+    /// `previous` stopped: step, tokens, time and metrics carry over so that curves continue; the
+    /// optimiser starts fresh.
+    pub fn from_model(spec: RunSpec, model: Gpt, previous: &Run, dataset: &Dataset) -> Result<Self, RunError> {
+        let mut run = Self::new(spec, dataset, &previous.device.clone().without_autodiff())?;
+        let model = model.fork(&run.device).train();
+        run.optimiser = Optimiser::new(&model, &run.spec.training);
+        run.model = Some(model);
+        run.restore(previous.step, previous.tokens, previous.wall_secs, previous.metrics.clone());
+        Ok(run)
+    }
+
     pub fn model(&self) -> &Gpt {
         self.model.as_ref().expect("the model is only taken during a step")
     }

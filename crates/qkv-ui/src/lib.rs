@@ -1,6 +1,17 @@
-//! QKV Lab's panels. Each panel is a struct with its own state and a `ui(&mut self, ui)` method;
-//! panels show what the model and training crates compute and hold no training logic.
+//! QKV Lab's panels. Each panel is a struct with its own state and a `ui` method; panels show
+//! what the model and training crates compute and hold no training logic. [`Playground`] puts
+//! them around one training session.
 
+pub mod app;
+pub mod attention_panel;
+pub mod costs_panel;
+pub mod lessons;
+pub mod loss_panel;
+pub mod palette;
 pub mod params_panel;
+pub mod samples_panel;
+pub mod setup_panel;
+pub mod view;
 
+pub use app::{Compute, Playground, Tab};
 pub use params_panel::ParamsPanel;

@@ -59,7 +59,7 @@ impl ParamsPanel {
             });
             let mut kv_heads = self.kv_heads.unwrap_or(n_head);
             ui.label("kv heads");
-            if ui.add(DragValue::new(&mut kv_heads).range(1..=n_head)).changed() {
+            if ui.add(DragValue::new(&mut kv_heads).range(1..=n_head)).accessible_name("kv heads").changed() {
                 self.kv_heads = Some(kv_heads);
             }
             ComboBox::from_label("KV dtype").selected_text(self.dtype.to_string()).show_ui(ui, |ui| {

@@ -1,0 +1,107 @@
+//! `qkv reparam`: train a standard model, eliminate its W_Q by a change of basis (paper 1's
+//! theory), and show that the converted model computes the same logits with fewer parameters.
+
+use clap::Args;
+
+use qkv_model::Preset;
+use qkv_model::burn::tensor::Device;
+use qkv_train::experiment::Experiment;
+use qkv_train::recipe::TrainingConfig;
+use qkv_train::run::RunSpec;
+use qkv_train::theory::{ReparamReport, TheoryCase, continue_converted, convert_and_measure};
+use qkv_train::{DataSource, Dataset, TokenizerKind};
+
+#[derive(Args, Debug)]
+pub struct ReparamArgs {
+    /// Architecture preset; the case then removes its normalisation, MLP skip or layer count as needed.
+    #[arg(long, default_value = "theory")]
+    pub preset: Preset,
+    /// Training steps before the conversion.
+    #[arg(long, default_value_t = 300)]
+    pub steps: usize,
+    /// single (one layer), no-mlp-skip (one Θ per layer), shared (shared layers, one Θ), or
+    /// layernorm (the approximate mode).
+    #[arg(long, default_value = "single")]
+    pub case: TheoryCase,
+    /// Fine-tuning steps after an approximate conversion, to show the recovery.
+    #[arg(long, default_value_t = 100)]
+    pub finetune: usize,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn progress(label: &str, step: usize, total: usize, loss: f64) {
+    if step % 50 == 0 || step == total {
+        eprintln!("{label} step {step}/{total}: loss {loss:.4}");
+    }
+}
+
+pub fn run(args: &ReparamArgs) -> Result<(), String> {
+    if args.steps == 0 {
+        return Err("--steps must be at least 1: the conversion needs a trained model".into());
+    }
+    let mut training = TrainingConfig::for_preset(args.preset);
+    training.steps = args.steps + args.finetune;
+    training.decay_steps = training.steps;
+    training.warmup_steps = training.warmup_steps.min(args.steps / 10);
+    training.eval_interval = training.steps;
+    if let Some(seed) = args.seed {
+        training.seed = seed;
+    }
+    let dataset = Dataset::load(&DataSource::Shakespeare, TokenizerKind::Char, training.seed).map_err(|e| e.to_string())?;
+    let model = args.case.config(args.preset, dataset.vocab_size());
+    model.validate().map_err(|e| e.to_string())?;
+    let spec = RunSpec { name: "standard".into(), model, training };
+    let mut experiment = Experiment::new(dataset.clone(), vec![spec], &Device::flex()).map_err(|e| e.to_string())?;
+    for _ in 0..args.steps {
+        let events = experiment.step();
+        let record = &experiment.runs[0].metrics.steps.last().ok_or_else(|| format!("training failed: {events:?}"))?;
+        progress("train", record.step, args.steps, record.train_loss);
+    }
+    let (conversion, mut report) = convert_and_measure(args.case, &experiment.runs[0], experiment.val_batches())?;
+    if !args.case.is_exact() && args.finetune > 0 {
+        let converted = continue_converted(&experiment.runs[0], conversion, "converted", &dataset)?;
+        let mut finetune = Experiment::from_runs(dataset, vec![converted]).map_err(|e| e.to_string())?;
+        for _ in 0..args.finetune {
+            finetune.step();
+            if let Some(record) = finetune.runs[0].metrics.steps.last() {
+                progress("fine-tune", record.step - args.steps, args.finetune, record.train_loss);
+            }
+        }
+        let val = finetune.val_batches().to_vec();
+        let eval = finetune.runs[0].evaluate(&val).map_err(|e| e.to_string())?;
+        report.finetune_steps = Some(args.finetune);
+        report.val_loss_after_finetune = Some(eval.val_loss);
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+    } else {
+        print!("{}", text(&report));
+    }
+    Ok(())
+}
+
+fn text(r: &ReparamReport) -> String {
+    let mut out = format!(
+        "case {} ({}): standard model trained {} steps, then W_Q eliminated\n",
+        r.case,
+        if r.exact { "exact" } else { "approximate: LayerNorm" },
+        r.steps
+    );
+    out += &format!(
+        "parameters        {} → {} ({:+.2}%)\n",
+        r.params_before,
+        r.params_after,
+        100.0 * (r.params_after as f64 - r.params_before as f64) / r.params_before as f64
+    );
+    let conditions: Vec<String> = r.condition_numbers.iter().map(|c| format!("{c:.1}")).collect();
+    out += &format!("cond₁(W_Q)        {}\n", conditions.join(", "));
+    out += &format!("max |Δ logit|     {:.3e} (mean {:.3e}) on the val batches\n", r.max_abs_logit_diff, r.mean_abs_logit_diff);
+    out += &format!("val loss          {:.4} → {:.4}\n", r.val_loss_before, r.val_loss_after);
+    if let (Some(steps), Some(loss)) = (r.finetune_steps, r.val_loss_after_finetune) {
+        out += &format!("after fine-tune   {loss:.4} ({steps} steps)\n");
+    }
+    out
+}

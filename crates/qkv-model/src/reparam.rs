@@ -1,0 +1,523 @@
+//! Paper 1's theory, carried out on a model: for any invertible Θ, attention sees its input X
+//! only through XW_Q, XW_K, XW_V, so `(X, W) → (XΘ, Θ⁻¹W)` changes nothing. With Θ = W_Q the
+//! query weight becomes I, and whatever writes X must write XΘ instead. Which neighbours can
+//! absorb Θ depends on the architecture (REFERENCE.md, "The theory"):
+//!
+//! - one layer without normalisation;
+//! - many layers without normalisation whose MLPs have no skip: each layer gets its own Θ_l and
+//!   the MLP of layer l−1 writes straight into layer l's basis (the construction telescopes);
+//! - layers sharing one set of weights: one Θ throughout, the unembedding absorbs Θ⁻¹.
+//!
+//! The same algebra removes W_K or W_V instead (Graef's skipless tricks). With LayerNorm the
+//! conversion can only be approximate; [`eliminate_query_approx`] does it anyway and the caller
+//! measures the damage.
+//!
+//! The algebra runs in f64 on the host: these are d×d matrices, and exactness is the point.
+
+use burn::module::Param;
+use burn::tensor::{Device, Tensor, TensorData};
+use burn::nn::Linear;
+
+use crate::config::{GptConfig, Norm};
+use crate::gpt::Gpt;
+use crate::variant::AttentionVariant;
+
+/// Above this 1-norm condition number an f32 model loses too many digits to be "the same".
+pub const MAX_CONDITION: f64 = 1e6;
+
+/// Which projection to turn into the identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eliminated {
+    Query,
+    Key,
+    Value,
+}
+
+impl Eliminated {
+    pub fn name(self) -> &'static str {
+        match self {
+            Eliminated::Query => "W_Q",
+            Eliminated::Key => "W_K",
+            Eliminated::Value => "W_V",
+        }
+    }
+}
+
+/// Which of the theory's exact constructions applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReparamCase {
+    /// One layer, no normalisation.
+    Single,
+    /// Several layers, no normalisation, no skip around the MLP: one Θ per layer.
+    NoMlpSkip,
+    /// Layers sharing one set of weights: one Θ for the whole network.
+    Shared,
+}
+
+impl ReparamCase {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReparamCase::Single => "single",
+            ReparamCase::NoMlpSkip => "no-mlp-skip",
+            ReparamCase::Shared => "shared",
+        }
+    }
+
+    /// The case a configuration falls under, or why none does.
+    pub fn of(config: &GptConfig) -> Result<Self, ReparamError> {
+        if config.norm != Norm::None {
+            return Err(ReparamError::Precondition(
+                "the model has LayerNorm, and LN(XΘ) ≠ LN(X)Θ: no exact conversion exists; use the approximate mode".into(),
+            ));
+        }
+        if config.shared_layers {
+            Ok(ReparamCase::Shared)
+        } else if config.n_layer == 1 {
+            Ok(ReparamCase::Single)
+        } else if !config.mlp_skip {
+            Ok(ReparamCase::NoMlpSkip)
+        } else {
+            Err(ReparamError::Precondition(format!(
+                "{} layers with skips around both attention and MLP keep the residual stream in one basis, so one Θ \
+                 would have to serve every layer: exact only when the layers share weights (shared_layers), or \
+                 without the MLP skip (mlp_skip false); otherwise use the approximate mode",
+                config.n_layer
+            )))
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReparamError {
+    #[error("cannot convert: {0}")]
+    Precondition(String),
+    #[error("{projection} of layer {layer} is singular: no Θ⁻¹ exists, so this model has no equivalent without it")]
+    Singular { projection: &'static str, layer: usize },
+    #[error(
+        "{projection} of layer {layer} is badly conditioned (condition number {condition:.3e} > {MAX_CONDITION:.0e}): \
+         in f32 the converted model would not compute the same logits"
+    )]
+    BadlyConditioned { projection: &'static str, layer: usize, condition: f64 },
+}
+
+/// A converted model and what the conversion did.
+pub struct Conversion {
+    pub model: Gpt,
+    pub config: GptConfig,
+    pub case: Option<ReparamCase>,
+    /// 1-norm condition number of each layer's Θ.
+    pub conditions: Vec<f64>,
+}
+
+/// A dense row-major f64 matrix: just what the change of basis needs.
+#[derive(Debug, Clone, PartialEq)]
+struct Matrix {
+    rows: usize,
+    cols: usize,
+    data: Vec<f64>,
+}
+
+impl Matrix {
+    fn identity(n: usize) -> Self {
+        let mut data = vec![0.0; n * n];
+        (0..n).for_each(|i| data[i * n + i] = 1.0);
+        Self { rows: n, cols: n, data }
+    }
+
+    fn read<const D: usize>(tensor: Tensor<D>) -> Self {
+        let dims = tensor.dims();
+        let (rows, cols) = if D == 1 { (1, dims[0]) } else { (dims[0], dims[1]) };
+        let data = tensor.into_data().try_into_vec_as::<f32>().expect("weights read back as f32");
+        Self { rows, cols, data: data.into_iter().map(f64::from).collect() }
+    }
+
+    fn tensor<const D: usize>(&self, device: &Device) -> Tensor<D> {
+        let values: Vec<f32> = self.data.iter().map(|&v| v as f32).collect();
+        let shape: Vec<usize> = if D == 1 { vec![self.cols] } else { vec![self.rows, self.cols] };
+        Tensor::from_data(TensorData::new(values, shape), device)
+    }
+
+    fn matmul(&self, other: &Matrix) -> Matrix {
+        assert_eq!(self.cols, other.rows, "matrix shapes");
+        let mut data = vec![0.0; self.rows * other.cols];
+        for i in 0..self.rows {
+            for k in 0..self.cols {
+                let a = self.data[i * self.cols + k];
+                if a == 0.0 {
+                    continue;
+                }
+                let row = &other.data[k * other.cols..][..other.cols];
+                for (out, &b) in data[i * other.cols..][..other.cols].iter_mut().zip(row) {
+                    *out += a * b;
+                }
+            }
+        }
+        Matrix { rows: self.rows, cols: other.cols, data }
+    }
+
+    /// Largest column sum of absolute values.
+    fn norm1(&self) -> f64 {
+        (0..self.cols).map(|j| (0..self.rows).map(|i| self.data[i * self.cols + j].abs()).sum::<f64>()).fold(0.0, f64::max)
+    }
+
+    /// Gauss–Jordan with partial pivoting; `None` when singular.
+    fn inverse(&self) -> Option<Matrix> {
+        let n = self.rows;
+        let mut a = self.clone();
+        let mut inv = Matrix::identity(n);
+        let scale = self.data.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(f64::MIN_POSITIVE);
+        for col in 0..n {
+            let pivot = (col..n).max_by(|&x, &y| a.data[x * n + col].abs().total_cmp(&a.data[y * n + col].abs()))?;
+            if a.data[pivot * n + col].abs() <= scale * 1e-13 {
+                return None;
+            }
+            for m in [&mut a, &mut inv] {
+                for j in 0..n {
+                    m.data.swap(col * n + j, pivot * n + j);
+                }
+            }
+            let p = a.data[col * n + col];
+            for j in 0..n {
+                a.data[col * n + j] /= p;
+                inv.data[col * n + j] /= p;
+            }
+            for row in 0..n {
+                let factor = a.data[row * n + col];
+                if row == col || factor == 0.0 {
+                    continue;
+                }
+                for j in 0..n {
+                    a.data[row * n + j] -= factor * a.data[col * n + j];
+                    inv.data[row * n + j] -= factor * inv.data[col * n + j];
+                }
+            }
+        }
+        Some(inv)
+    }
+}
+
+fn linear_weight(linear: &Linear) -> Matrix {
+    Matrix::read(linear.weight.val())
+}
+
+fn set_weight(linear: &mut Linear, weight: &Matrix, device: &Device) {
+    linear.weight = Param::from_tensor(weight.tensor(device));
+}
+
+/// b' = b·M for a bias written into a changed basis.
+fn transform_bias(linear: &mut Linear, m: &Matrix, device: &Device) {
+    if let Some(bias) = &linear.bias {
+        let b = Matrix::read(bias.val()).matmul(m);
+        linear.bias = Some(Param::from_tensor(b.tensor(device)));
+    }
+}
+
+/// Θ of one layer with its inverse and condition number, or why it cannot serve.
+fn theta(linear: &Linear, projection: &'static str, layer: usize) -> Result<(Matrix, Matrix, f64), ReparamError> {
+    let t = linear_weight(linear);
+    if t.rows != t.cols {
+        return Err(ReparamError::Precondition(format!(
+            "{projection} is {}×{}, not square: with shared key/value heads only W_Q can be eliminated",
+            t.rows, t.cols
+        )));
+    }
+    let inverse = t.inverse().ok_or(ReparamError::Singular { projection, layer })?;
+    let condition = t.norm1() * inverse.norm1();
+    if !condition.is_finite() || condition > MAX_CONDITION {
+        return Err(ReparamError::BadlyConditioned { projection, layer, condition });
+    }
+    Ok((t, inverse, condition))
+}
+
+/// `basis_changes`: the residual stream changes basis, so the embeddings and the LM head must
+/// be separate matrices.
+fn check_standard(config: &GptConfig, role: Eliminated, basis_changes: bool) -> Result<(), ReparamError> {
+    if config.attention.variant != AttentionVariant::Standard {
+        return Err(ReparamError::Precondition(format!(
+            "the model is {}, not standard: only a model with its own W_Q, W_K and W_V has one to eliminate",
+            config.attention.variant
+        )));
+    }
+    if config.bias {
+        return Err(ReparamError::Precondition(format!(
+            "the model has biases, and {}'s bias cannot follow into an identity projection: train with bias off",
+            role.name()
+        )));
+    }
+    if basis_changes && config.tie_embeddings {
+        return Err(ReparamError::Precondition(
+            "the embeddings are tied to the LM head, which must absorb Θ⁻¹ while the embedding absorbs Θ: untie them".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The projection `role` of a standard layer.
+fn projection_mut(attn: &mut crate::attention::CausalSelfAttention, role: Eliminated) -> &mut Linear {
+    match role {
+        Eliminated::Query => attn.w_q.as_mut(),
+        Eliminated::Key => attn.w_k.as_mut(),
+        Eliminated::Value => attn.w_v.as_mut(),
+    }
+    .expect("a standard layer owns W_Q, W_K and W_V")
+}
+
+/// Exactly equivalent model whose `role` projection is the identity. For W_Q the result is the
+/// `wq-identity` variant (no query parameters, the original attention scale kept); W_K or W_V
+/// stay in the standard layout with an identity matrix in their place, since QKV Lab has no
+/// variant without them.
+pub fn eliminate(model: &Gpt, config: &GptConfig, role: Eliminated) -> Result<Conversion, ReparamError> {
+    check_standard(config, role, true)?;
+    let case = ReparamCase::of(config)?;
+    let device = model.wte.weight.device();
+    let mut converted = model.clone();
+    let n_layer = config.n_layer;
+
+    // Θ_l for every layer as applied (one unique block when shared).
+    let mut thetas = Vec::new();
+    for (layer, block) in model.layers().enumerate() {
+        let attn = &block.attn;
+        let linear = match role {
+            Eliminated::Query => attn.w_q.as_ref(),
+            Eliminated::Key => attn.w_k.as_ref(),
+            Eliminated::Value => attn.w_v.as_ref(),
+        }
+        .expect("a standard layer owns W_Q, W_K and W_V");
+        thetas.push(theta(linear, role.name(), layer)?);
+    }
+    // basis[l]: the residual stream's basis entering layer l; basis[n_layer]: after the last.
+    let mut basis: Vec<(Matrix, Matrix)> = Vec::with_capacity(n_layer + 1);
+    basis.push((thetas[0].0.clone(), thetas[0].1.clone()));
+    for layer in 0..n_layer {
+        let next = if layer + 1 < n_layer {
+            (thetas[layer + 1].0.clone(), thetas[layer + 1].1.clone())
+        } else if case == ReparamCase::Shared || config.mlp_skip {
+            // The MLP's skip carries the current basis to the end; the LM head absorbs it.
+            basis[layer].clone()
+        } else {
+            let identity = Matrix::identity(config.n_embd);
+            (identity.clone(), identity)
+        };
+        basis.push(next);
+    }
+
+    let embedding = |weight: &Param<Tensor<2>>| Param::from_tensor(Matrix::read(weight.val()).matmul(&basis[0].0).tensor(&device));
+    converted.wte.weight = embedding(&model.wte.weight);
+    converted.wpe.weight = embedding(&model.wpe.weight);
+
+    let unique_blocks = converted.blocks.len();
+    for (layer, block) in converted.blocks.iter_mut().enumerate() {
+        debug_assert!(unique_blocks == n_layer || layer == 0);
+        let (b, b_inv) = &basis[layer];
+        let (next, _) = &basis[layer + 1];
+        let attn = &mut block.attn;
+        for projection in [Eliminated::Query, Eliminated::Key, Eliminated::Value] {
+            let linear = projection_mut(attn, projection);
+            let w = b_inv.matmul(&linear_weight(linear));
+            set_weight(linear, &w, &device);
+        }
+        let w_o = linear_weight(&attn.w_o).matmul(b);
+        set_weight(&mut attn.w_o, &w_o, &device);
+        transform_bias(&mut attn.w_o, b, &device);
+        if role == Eliminated::Query {
+            attn.w_q = None;
+            attn.variant = AttentionVariant::QueryIdentity;
+        } else {
+            // Θ⁻¹Θ in f64 is I up to rounding; store the exact identity.
+            set_weight(projection_mut(attn, role), &Matrix::identity(config.n_embd), &device);
+        }
+        let mlp = &mut block.mlp;
+        let w_in = b_inv.matmul(&linear_weight(&mlp.c_fc));
+        set_weight(&mut mlp.c_fc, &w_in, &device);
+        let w_out = linear_weight(&mlp.c_proj).matmul(next);
+        set_weight(&mut mlp.c_proj, &w_out, &device);
+        transform_bias(&mut mlp.c_proj, next, &device);
+    }
+    let (_, last_inv) = &basis[n_layer];
+    let head = converted.lm_head.as_mut().expect("untied models have an LM head");
+    let w_head = last_inv.matmul(&linear_weight(head));
+    set_weight(head, &w_head, &device);
+
+    let mut converted_config = config.clone();
+    if role == Eliminated::Query {
+        converted_config.attention.variant = AttentionVariant::QueryIdentity;
+        // The identity variant's default scale is halved; the converted model keeps the original's.
+        converted_config.attention.scale = Some(config.attention_scale());
+    }
+    Ok(Conversion {
+        model: converted,
+        config: converted_config,
+        case: Some(case),
+        conditions: thetas.iter().map(|t| t.2).collect(),
+    })
+}
+
+/// [`eliminate`] for W_Q.
+pub fn eliminate_query(model: &Gpt, config: &GptConfig) -> Result<Conversion, ReparamError> {
+    eliminate(model, config, Eliminated::Query)
+}
+
+/// W_Q = I for a model with LayerNorm, where no exact conversion exists. Each layer's attention
+/// input LN(x) would have to become LN(x)·Θ_l; LayerNorm's elementwise gain can only hold Θ_l's
+/// diagonal (the least-squares choice for decorrelated normalised channels), its bias takes βΘ_l
+/// exactly, and W_K, W_V take Θ_l⁻¹. The residual stream keeps its basis. The caller measures the
+/// error; a short fine-tune recovers it.
+pub fn eliminate_query_approx(model: &Gpt, config: &GptConfig) -> Result<Conversion, ReparamError> {
+    check_standard(config, Eliminated::Query, false)?;
+    if config.norm != Norm::LayerNorm {
+        return Err(ReparamError::Precondition("the model has no LayerNorm: use the exact conversion".into()));
+    }
+    let device = model.wte.weight.device();
+    let mut converted = model.clone();
+    let mut conditions = Vec::new();
+    for (layer, block) in converted.blocks.iter_mut().enumerate() {
+        let attn = &mut block.attn;
+        let (t, t_inv, condition) = theta(attn.w_q.as_ref().expect("standard"), "W_Q", layer)?;
+        conditions.push(condition);
+        for projection in [Eliminated::Key, Eliminated::Value] {
+            let linear = projection_mut(attn, projection);
+            let w = t_inv.matmul(&linear_weight(linear));
+            set_weight(linear, &w, &device);
+        }
+        attn.w_q = None;
+        attn.variant = AttentionVariant::QueryIdentity;
+        let norm = block.ln_1.as_mut().expect("LayerNorm models have ln_1");
+        let gamma = Matrix::read(norm.gamma.val());
+        let diagonal: Vec<f64> = (0..t.rows).map(|i| gamma.data[i] * t.data[i * t.cols + i]).collect();
+        norm.gamma = Param::from_tensor(Matrix { rows: 1, cols: t.rows, data: diagonal }.tensor(&device));
+        if let Some(beta) = &norm.beta {
+            let b = Matrix::read(beta.val()).matmul(&t);
+            norm.beta = Some(Param::from_tensor(b.tensor(&device)));
+        }
+    }
+    let mut converted_config = config.clone();
+    converted_config.attention.variant = AttentionVariant::QueryIdentity;
+    converted_config.attention.scale = Some(config.attention_scale());
+    Ok(Conversion { model: converted, config: converted_config, case: None, conditions })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpt::tests::{tokens, values};
+    use burn::module::Module;
+
+    fn theory_config(n_layer: usize, mlp_skip: bool, shared_layers: bool) -> GptConfig {
+        let mut config = crate::Preset::Theory.config();
+        config.vocab_size = 13;
+        config.block_size = 8;
+        config.n_layer = n_layer;
+        config.mlp_skip = mlp_skip;
+        config.shared_layers = shared_layers;
+        config
+    }
+
+    fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    }
+
+    fn logits(model: &Gpt, device: &Device) -> Vec<f32> {
+        values(model.forward(tokens(&[&[1, 2, 3, 4, 5, 6, 7, 8], &[8, 3, 3, 0, 12, 5, 1, 2]], device)))
+    }
+
+    #[test]
+    fn matrix_inverse_and_condition() {
+        let m = Matrix { rows: 2, cols: 2, data: vec![4.0, 7.0, 2.0, 6.0] };
+        let inv = m.inverse().unwrap();
+        let product = m.matmul(&inv);
+        for (p, i) in product.data.iter().zip(Matrix::identity(2).data) {
+            assert!((p - i).abs() < 1e-12);
+        }
+        assert!(Matrix { rows: 2, cols: 2, data: vec![1.0, 2.0, 2.0, 4.0] }.inverse().is_none());
+    }
+
+    #[test]
+    fn every_exact_case_keeps_the_logits_and_drops_the_query() {
+        let device = Device::flex();
+        for (config, case) in [
+            (theory_config(1, true, false), ReparamCase::Single),
+            (theory_config(1, false, false), ReparamCase::Single),
+            (theory_config(3, false, false), ReparamCase::NoMlpSkip),
+            (theory_config(3, true, true), ReparamCase::Shared),
+            (theory_config(3, false, true), ReparamCase::Shared),
+        ] {
+            device.seed(7);
+            let model = Gpt::new(&config, &device).unwrap();
+            let conversion = eliminate_query(&model, &config).unwrap();
+            assert_eq!(conversion.case, Some(case));
+            let diff = max_abs_diff(&logits(&model, &device), &logits(&conversion.model, &device));
+            assert!(diff < 1e-4, "{case:?}: logits differ by {diff}");
+            assert!(conversion.model.blocks.iter().all(|b| b.attn.w_q.is_none()));
+            let saved = crate::ParamReport::new(&conversion.config).total_params;
+            assert_eq!(saved, conversion.model.num_params(), "the converted config describes the converted model");
+            assert_eq!(
+                crate::ParamReport::new(&config).total_params - saved,
+                config.n_embd * config.n_embd * model.blocks.len()
+            );
+            // The converted config rebuilds the same architecture.
+            let rebuilt = Gpt::new(&conversion.config, &device).unwrap();
+            assert_eq!(rebuilt.blocks[0].attn.scale, conversion.model.blocks[0].attn.scale);
+        }
+    }
+
+    #[test]
+    fn keys_or_values_can_go_instead() {
+        let device = Device::flex();
+        let config = theory_config(3, false, false);
+        device.seed(11);
+        let model = Gpt::new(&config, &device).unwrap();
+        for role in [Eliminated::Key, Eliminated::Value] {
+            let conversion = eliminate(&model, &config, role).unwrap();
+            let diff = max_abs_diff(&logits(&model, &device), &logits(&conversion.model, &device));
+            assert!(diff < 1e-4, "{role:?}: {diff}");
+            let attn = &conversion.model.blocks[1].attn;
+            let w = Matrix::read(match role {
+                Eliminated::Key => attn.w_k.as_ref().unwrap().weight.val(),
+                _ => attn.w_v.as_ref().unwrap().weight.val(),
+            });
+            assert_eq!(w, Matrix::identity(config.n_embd));
+        }
+    }
+
+    #[test]
+    fn preconditions_are_named() {
+        let device = Device::flex();
+        let both_skips = theory_config(2, true, false);
+        let model = Gpt::new(&both_skips, &device).unwrap();
+        let err = eliminate_query(&model, &both_skips).err().unwrap().to_string();
+        assert!(err.contains("shared_layers"), "{err}");
+
+        let mut layer_norm = theory_config(1, true, false);
+        layer_norm.norm = Norm::LayerNorm;
+        let err = eliminate_query(&Gpt::new(&layer_norm, &device).unwrap(), &layer_norm).err().unwrap().to_string();
+        assert!(err.contains("approximate"), "{err}");
+
+        let mut tied = theory_config(1, true, false);
+        tied.tie_embeddings = true;
+        let err = eliminate_query(&Gpt::new(&tied, &device).unwrap(), &tied).err().unwrap().to_string();
+        assert!(err.contains("untie"), "{err}");
+
+        // A singular W_Q: zero its first column.
+        let config = theory_config(1, true, false);
+        let mut model = Gpt::new(&config, &device).unwrap();
+        let q = model.blocks[0].attn.w_q.as_mut().unwrap();
+        let mut w = linear_weight(q);
+        (0..w.rows).for_each(|i| w.data[i * w.cols] = 0.0);
+        set_weight(q, &w, &device);
+        let err = eliminate_query(&model, &config).err().unwrap();
+        assert!(matches!(err, ReparamError::Singular { layer: 0, .. }), "{err}");
+    }
+
+    #[test]
+    fn the_approximate_mode_converts_a_layer_norm_model() {
+        let device = Device::flex();
+        let mut config = theory_config(2, true, false);
+        config.norm = Norm::LayerNorm;
+        let model = Gpt::new(&config, &device).unwrap();
+        let conversion = eliminate_query_approx(&model, &config).unwrap();
+        assert!(conversion.model.blocks.iter().all(|b| b.attn.w_q.is_none()));
+        let converted = logits(&conversion.model, &device);
+        assert!(converted.iter().all(|v| v.is_finite()));
+        assert_eq!(converted.len(), logits(&model, &device).len());
+    }
+}

@@ -1,0 +1,243 @@
+//! An experiment as a user describes it: a base (preset, data, shared recipe overrides) and a
+//! list of runs, each an attention variant with its own overrides. The CLI builds one from its
+//! flags, the app from its setup panel (and persists it); both turn it into [`RunSpec`]s here,
+//! so a run means the same thing everywhere.
+
+use serde::{Deserialize, Serialize};
+
+use qkv_model::{AttentionVariant, Preset};
+
+use crate::dataset::{DataSource, Dataset};
+use crate::recipe::TrainingConfig;
+use crate::run::RunSpec;
+use crate::tokenizer::TokenizerKind;
+
+/// Changes to the preset's architecture, shared by every run (runs of one experiment must see
+/// the same batches, so the context is shared too).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ModelOverrides {
+    pub n_layer: Option<usize>,
+    pub n_head: Option<usize>,
+    pub n_embd: Option<usize>,
+    pub block_size: Option<usize>,
+}
+
+/// Changes to the preset's recipe, shared by every run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrainingOverrides {
+    pub steps: Option<usize>,
+    pub batch_size: Option<usize>,
+    /// Peak learning rate; the cosine ends at a tenth of it.
+    pub lr: Option<f64>,
+    /// Weight decay for every run that sets none of its own.
+    pub weight_decay: Option<f64>,
+    pub seed: Option<u64>,
+}
+
+/// One run: a variant and what it changes for itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunPlan {
+    /// Unique within the experiment; the variant's name when empty.
+    pub name: String,
+    pub variant: AttentionVariant,
+    /// Key/value heads (GQA, MQA); `None` for one per query head.
+    pub kv_heads: Option<usize>,
+    /// Attention scale; `None` for the variant's default.
+    pub scale: Option<f64>,
+    /// Overrides the recipe's (and the variant's) weight decay.
+    pub weight_decay: Option<f64>,
+    pub mlp_hidden: Option<usize>,
+}
+
+impl Default for RunPlan {
+    fn default() -> Self {
+        Self::new(AttentionVariant::Standard)
+    }
+}
+
+impl RunPlan {
+    pub fn new(variant: AttentionVariant) -> Self {
+        Self { name: String::new(), variant, kv_heads: None, scale: None, weight_decay: None, mlp_hidden: None }
+    }
+
+    pub fn with_kv_heads(mut self, kv_heads: usize) -> Self {
+        self.kv_heads = Some(kv_heads);
+        self
+    }
+
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The name shown for the run: its own, or one built from the variant and head sharing.
+    pub fn display_name(&self) -> String {
+        if !self.name.trim().is_empty() {
+            return self.name.trim().to_string();
+        }
+        match self.kv_heads {
+            Some(1) => format!("{}+mqa", self.variant.name()),
+            Some(k) => format!("{}+gqa{k}", self.variant.name()),
+            None => self.variant.name().to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExperimentPlan {
+    pub preset: Preset,
+    pub data: DataSource,
+    pub tokenizer: TokenizerKind,
+    pub model: ModelOverrides,
+    pub training: TrainingOverrides,
+    pub runs: Vec<RunPlan>,
+}
+
+impl Default for ExperimentPlan {
+    /// The desktop app's first screen: does attention need W_Q, on Shakespeare, in seconds.
+    fn default() -> Self {
+        Self {
+            preset: Preset::Classroom,
+            data: DataSource::Shakespeare,
+            tokenizer: TokenizerKind::Char,
+            model: ModelOverrides::default(),
+            training: TrainingOverrides::default(),
+            runs: vec![RunPlan::new(AttentionVariant::Standard), RunPlan::new(AttentionVariant::QueryIdentity)],
+        }
+    }
+}
+
+impl ExperimentPlan {
+    /// The seed batches and initialisation use.
+    pub fn seed(&self) -> u64 {
+        self.training.seed.unwrap_or_else(|| TrainingConfig::for_preset(self.preset).seed)
+    }
+
+    /// Loads (or generates) the plan's data.
+    #[cfg(not(target_family = "wasm"))]
+    pub fn dataset(&self) -> Result<Dataset, String> {
+        Dataset::load(&self.data, self.tokenizer, self.seed()).map_err(|e| e.to_string())
+    }
+
+    /// Every run's spec, its vocabulary fitted to `dataset`. Each error names the run and the
+    /// setting to change.
+    pub fn specs(&self, dataset: &Dataset) -> Result<Vec<RunSpec>, String> {
+        if self.runs.is_empty() {
+            return Err("the experiment has no runs: add at least one".into());
+        }
+        let mut names: Vec<String> = Vec::new();
+        self.runs
+            .iter()
+            .map(|run| {
+                let mut name = run.display_name();
+                // Two runs of the same variant get distinct names, so reports and files differ.
+                let base = name.clone();
+                let mut n = 2;
+                while names.contains(&name) {
+                    name = format!("{base}-{n}");
+                    n += 1;
+                }
+                names.push(name.clone());
+                self.spec(run, name, dataset)
+            })
+            .collect()
+    }
+
+    fn spec(&self, run: &RunPlan, name: String, dataset: &Dataset) -> Result<RunSpec, String> {
+        let preset = self.preset.config();
+        let mut model = preset.clone().with_variant(run.variant);
+        model.vocab_size = dataset.vocab_size();
+        let o = &self.model;
+        model.n_layer = o.n_layer.unwrap_or(model.n_layer);
+        model.n_head = o.n_head.unwrap_or(model.n_head);
+        model.block_size = o.block_size.unwrap_or(model.block_size);
+        if let Some(n_embd) = o.n_embd {
+            // The MLP keeps the preset's width ratio unless the run sets its own.
+            model.mlp_hidden = preset.mlp_hidden * n_embd / preset.n_embd.max(1);
+            model.n_embd = n_embd;
+        }
+        model.mlp_hidden = run.mlp_hidden.unwrap_or(model.mlp_hidden);
+        model.attention.kv_heads = run.kv_heads;
+        model.attention.scale = run.scale;
+        model.validate().map_err(|e| format!("{name}: {e}"))?;
+
+        let mut training = TrainingConfig::for_preset(self.preset).for_variant(run.variant);
+        let t = &self.training;
+        if let Some(steps) = t.steps {
+            training.steps = steps;
+            training.decay_steps = steps;
+            training.warmup_steps = training.warmup_steps.min(steps / 10);
+            training.eval_interval = training.eval_interval.min(steps.max(1));
+        }
+        training.batch_size = t.batch_size.unwrap_or(training.batch_size);
+        if let Some(lr) = t.lr {
+            training.lr = lr;
+            training.min_lr = lr / 10.0;
+        }
+        training.weight_decay = run.weight_decay.or(t.weight_decay).unwrap_or(training.weight_decay);
+        training.seed = self.seed();
+        training.validate().map_err(|e| format!("{name}: {e}"))?;
+        Ok(RunSpec { name, model, training })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic::{SyntheticData, SyntheticTask};
+
+    fn digits() -> Dataset {
+        Dataset::Synthetic(SyntheticData { task: SyntheticTask::Reverse, length: 8, seed: 1 })
+    }
+
+    #[test]
+    fn runs_get_their_own_overrides_and_distinct_names() {
+        let mut plan = ExperimentPlan {
+            runs: vec![
+                RunPlan::new(AttentionVariant::Standard),
+                RunPlan::new(AttentionVariant::Standard),
+                RunPlan { weight_decay: Some(0.0), mlp_hidden: Some(100), ..RunPlan::new(AttentionVariant::QueryIdentity) },
+                RunPlan::new(AttentionVariant::SharedKeyValue).with_kv_heads(1),
+            ],
+            ..ExperimentPlan::default()
+        };
+        plan.model.n_embd = Some(32);
+        plan.training.steps = Some(40);
+        let specs = plan.specs(&digits()).unwrap();
+        let names: Vec<_> = specs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["standard", "standard-2", "wq-identity", "shared-kv+mqa"]);
+        assert!(specs.iter().all(|s| s.model.vocab_size == 11 && s.training.steps == 40 && s.model.n_embd == 32));
+        // The classroom MLP is 4× wide; the narrower embedding keeps the ratio...
+        assert_eq!(specs[0].model.mlp_hidden, 128);
+        // ...unless the run sets its own width, and its own decay beats the variant's 2^-5.
+        assert_eq!(specs[2].model.mlp_hidden, 100);
+        assert_eq!(specs[2].training.weight_decay, 0.0);
+        assert_eq!(specs[3].model.attention.kv_heads, Some(1));
+    }
+
+    #[test]
+    fn bad_settings_name_the_run() {
+        let plan = ExperimentPlan {
+            runs: vec![RunPlan::new(AttentionVariant::SharedQueryKey).with_kv_heads(2)],
+            ..ExperimentPlan::default()
+        };
+        let err = plan.specs(&digits()).unwrap_err();
+        assert!(err.starts_with("shared-qk+gqa2:"), "{err}");
+        let empty = ExperimentPlan { runs: vec![], ..ExperimentPlan::default() };
+        assert!(empty.specs(&digits()).unwrap_err().contains("no runs"));
+    }
+
+    #[test]
+    fn a_plan_survives_json() {
+        let plan = ExperimentPlan::default();
+        let text = serde_json::to_string(&plan).unwrap();
+        assert_eq!(serde_json::from_str::<ExperimentPlan>(&text).unwrap(), plan);
+        // Settings saved by an older app (fields missing) still load.
+        let old: ExperimentPlan = serde_json::from_str(r#"{"preset":"classroom"}"#).unwrap();
+        assert_eq!(old.runs, ExperimentPlan::default().runs);
+    }
+}

@@ -1,0 +1,506 @@
+//! A training session driven by messages, for interactive front ends: commands in (load a plan,
+//! play, pause, step, sample, export), results out (step records, evaluations, attention maps,
+//! samples). The app never touches a tensor; it sends [`Command`]s and draws [`Message`]s.
+//!
+//! Natively [`spawn`] runs a session on its own thread, so the UI never waits on training.
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+use qkv_model::ParamReport;
+
+use crate::checkpoint::{self, Checkpoint};
+use crate::dataset::{DataSource, Dataset};
+use crate::experiment::{Experiment, RunEvent};
+use crate::generate::{SampleOptions, generate};
+use crate::plan::ExperimentPlan;
+use crate::run::{EvalRecord, RunSpec, StepRecord};
+use crate::synthetic::{SEP, Split};
+
+/// Prompt tokens shown in the attention maps of text data: enough to read, few enough to see.
+const ATTENTION_PROMPT_TOKENS: usize = 32;
+
+#[derive(Debug, Clone)]
+pub enum Command {
+    /// Builds a new experiment from the plan, replacing the current one.
+    Load(ExperimentPlan),
+    /// Continues a saved run (checkpoint file contents) as a one-run experiment.
+    Import { name: String, bytes: Vec<u8> },
+    Play,
+    Pause,
+    /// One step of every run, then pause.
+    Step,
+    /// The prompt of the attention maps (empty: the default line); maps are sent at once.
+    AttentionPrompt(String),
+    /// Refresh the attention maps every this many steps while training.
+    AttentionEvery(usize),
+    Sample { run: usize, prompt: String, options: SampleOptions },
+    Export { run: usize },
+}
+
+/// What a front end needs to show a run before it has trained.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    pub spec: RunSpec,
+    pub params: ParamReport,
+    /// Metrics the run already had (an imported checkpoint), so curves continue.
+    pub steps: Vec<StepRecord>,
+    pub evals: Vec<EvalRecord>,
+}
+
+/// Every run's attention probabilities on one prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttentionMaps {
+    /// The experiment step they were taken at.
+    pub step: usize,
+    /// One label per prompt token.
+    pub tokens: Vec<String>,
+    /// Per run: [layer][head] → row-major [query, key] probabilities (T × T).
+    pub runs: Vec<Vec<Vec<Vec<f32>>>>,
+}
+
+impl AttentionMaps {
+    pub fn time(&self) -> usize {
+        self.tokens.len()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Message {
+    Loaded { runs: Vec<RunInfo>, data: String, backend: String },
+    Stepped { run: usize, record: StepRecord, eval: Option<EvalRecord> },
+    Evaluated { run: usize, record: EvalRecord },
+    Stopped { run: usize, error: String },
+    Attention(AttentionMaps),
+    Sampled { run: usize, text: String },
+    Exported { run: usize, name: String, checkpoint: Vec<u8>, metrics_csv: String },
+    /// Playing or paused, as the session now is.
+    Playing(bool),
+    /// Every run has finished or stopped.
+    Finished,
+    /// A command failed; the session carries on as before it.
+    Failed(String),
+}
+
+pub struct Session {
+    device: Device,
+    backend: String,
+    experiment: Option<Experiment>,
+    data: String,
+    playing: bool,
+    attention_prompt: String,
+    attention_every: usize,
+}
+
+impl Session {
+    /// `backend` names the device for people ("flex (CPU)", "wgpu: NVIDIA …").
+    pub fn new(device: Device, backend: impl Into<String>) -> Self {
+        Self {
+            device,
+            backend: backend.into(),
+            experiment: None,
+            data: String::new(),
+            playing: false,
+            attention_prompt: String::new(),
+            attention_every: 25,
+        }
+    }
+
+    /// Whether the session wants to take steps without being asked.
+    pub fn is_busy(&self) -> bool {
+        self.playing && self.experiment.as_ref().is_some_and(|e| !e.is_done())
+    }
+
+    pub fn experiment(&self) -> Option<&Experiment> {
+        self.experiment.as_ref()
+    }
+
+    pub fn handle(&mut self, command: Command) -> Vec<Message> {
+        let result = match command {
+            Command::Load(plan) => self.load(&plan),
+            Command::Import { name, bytes } => self.import(&name, &bytes),
+            Command::Play => {
+                self.playing = self.experiment.is_some();
+                Ok(vec![Message::Playing(self.playing)])
+            }
+            Command::Pause => {
+                self.playing = false;
+                Ok(vec![Message::Playing(false)])
+            }
+            Command::Step => {
+                self.playing = false;
+                let mut messages = vec![Message::Playing(false)];
+                messages.extend(self.advance());
+                Ok(messages)
+            }
+            Command::AttentionPrompt(prompt) => {
+                self.attention_prompt = prompt;
+                self.attention().map(|maps| vec![Message::Attention(maps)])
+            }
+            Command::AttentionEvery(every) => {
+                self.attention_every = every.max(1);
+                Ok(vec![])
+            }
+            Command::Sample { run, prompt, options } => self.sample(run, &prompt, &options),
+            Command::Export { run } => self.export(run),
+        };
+        result.unwrap_or_else(|error| vec![Message::Failed(error)])
+    }
+
+    fn loaded(&mut self, experiment: Experiment, data: String) -> Result<Vec<Message>, String> {
+        let runs = experiment
+            .runs
+            .iter()
+            .map(|run| RunInfo {
+                spec: run.spec.clone(),
+                params: ParamReport::new(&run.spec.model),
+                steps: run.metrics.steps.clone(),
+                evals: run.metrics.evals.clone(),
+            })
+            .collect();
+        self.experiment = Some(experiment);
+        self.data = data.clone();
+        self.playing = false;
+        let mut messages = vec![Message::Loaded { runs, data, backend: self.backend.clone() }, Message::Playing(false)];
+        // The step-0 point of every curve: what an untrained model scores.
+        let experiment = self.experiment.as_mut().expect("just set");
+        let fresh: Vec<bool> = experiment.runs.iter().map(|r| r.step == 0).collect();
+        for (run, result) in experiment.evaluate_all().into_iter().enumerate() {
+            match result {
+                Ok(record) if fresh[run] => messages.push(Message::Evaluated { run, record }),
+                Ok(_) => {}
+                Err(error) => messages.push(Message::Stopped { run, error: error.to_string() }),
+            }
+        }
+        messages.push(Message::Attention(self.attention()?));
+        Ok(messages)
+    }
+
+    fn load(&mut self, plan: &ExperimentPlan) -> Result<Vec<Message>, String> {
+        let dataset = load_dataset(plan)?;
+        let specs = plan.specs(&dataset)?;
+        let experiment = Experiment::new(dataset, specs, &self.device).map_err(|e| e.to_string())?;
+        self.loaded(experiment, plan.data.to_string())
+    }
+
+    fn import(&mut self, name: &str, bytes: &[u8]) -> Result<Vec<Message>, String> {
+        let checkpoint = Checkpoint::from_bytes(name, bytes).map_err(|e| e.to_string())?;
+        let header = &checkpoint.header;
+        let source: DataSource = header.data.parse()?;
+        if let DataSource::File(path) = &source {
+            if !std::path::Path::new(path).exists() {
+                return Err(format!(
+                    "{name} was trained on {path}, which is not here: put the file back at that path to continue training it"
+                ));
+            }
+        }
+        let plan = ExperimentPlan {
+            data: source,
+            tokenizer: header.tokenizer.as_ref().map_or(crate::TokenizerKind::Char, |t| t.kind()),
+            ..ExperimentPlan::default()
+        };
+        let dataset = load_dataset(&plan)?;
+        let run = checkpoint.into_run(&dataset, &self.device).map_err(|e| e.to_string())?;
+        let experiment = Experiment::from_runs(dataset, vec![run]).map_err(|e| e.to_string())?;
+        self.loaded(experiment, plan.data.to_string())
+    }
+
+    /// One step of every active run (blocking until its loss is read back).
+    pub fn advance(&mut self) -> Vec<Message> {
+        let Some(experiment) = self.experiment.as_mut() else { return vec![] };
+        if experiment.is_done() {
+            return vec![Message::Finished];
+        }
+        let mut messages: Vec<Message> = experiment.step().into_iter().map(event_message).collect();
+        let step = experiment.step;
+        if step % self.attention_every == 0 || experiment.is_done() {
+            match self.attention() {
+                Ok(maps) => messages.push(Message::Attention(maps)),
+                Err(error) => messages.push(Message::Failed(error)),
+            }
+        }
+        if self.experiment.as_ref().is_some_and(Experiment::is_done) {
+            self.playing = false;
+            messages.extend([Message::Playing(false), Message::Finished]);
+        }
+        messages
+    }
+
+    /// The prompt tokens of the attention maps and their labels.
+    fn attention_tokens(&self, experiment: &Experiment) -> Result<(Vec<u32>, Vec<String>), String> {
+        let block_size = experiment.runs.iter().map(|r| r.spec.model.block_size).min().unwrap_or(1);
+        match experiment.dataset() {
+            Dataset::Synthetic(data) => {
+                // One validation example in full: the maps show how the answer reads the input.
+                let example = data.example(Split::Val, 0);
+                let labels = example.iter().map(|&t| if t == SEP { "|".to_string() } else { t.to_string() }).collect();
+                Ok((example, labels))
+            }
+            Dataset::Text(text) => {
+                let tokens = if self.attention_prompt.is_empty() {
+                    // The first full line of the validation split.
+                    let newline = text.tokenizer.encode("\n").ok().and_then(|t| t.first().copied());
+                    let start = newline.and_then(|nl| text.val.iter().position(|&t| t == nl)).map_or(0, |p| p + 1);
+                    text.val[start..].iter().copied().take(ATTENTION_PROMPT_TOKENS).collect()
+                } else {
+                    text.tokenizer.encode(&self.attention_prompt).map_err(|e| e.to_string())?
+                };
+                if tokens.is_empty() {
+                    return Err("the attention prompt is empty: type a few words".into());
+                }
+                let tokens: Vec<u32> = tokens.into_iter().take(block_size.min(64)).collect();
+                let labels = tokens.iter().map(|&t| text.tokenizer.decode(&[t])).collect();
+                Ok((tokens, labels))
+            }
+        }
+    }
+
+    fn attention(&self) -> Result<AttentionMaps, String> {
+        let Some(experiment) = &self.experiment else { return Err("load an experiment first".into()) };
+        let (tokens, labels) = self.attention_tokens(experiment)?;
+        let time = tokens.len();
+        let ids: Vec<i64> = tokens.iter().map(|&t| t as i64).collect();
+        let mut runs = Vec::new();
+        for run in &experiment.runs {
+            let model = burn::module::Module::valid(run.model());
+            let device = run.device().clone().without_autodiff();
+            let input = Tensor::<2, Int>::from_data(TensorData::new(ids.clone(), [1, time]), &device);
+            let layers = model.forward_with_attention(input).attention;
+            let n_layer = layers.len();
+            let n_head = layers.first().map_or(0, |l| l.dims()[1]);
+            let values = Tensor::cat(layers.into_iter().map(|l| l.reshape([-1])).collect(), 0)
+                .into_data()
+                .try_into_vec_as::<f32>()
+                .map_err(|e| format!("reading attention maps: {e:?}"))?;
+            let per_map = time * time;
+            let maps = (0..n_layer)
+                .map(|l| (0..n_head).map(|h| values[(l * n_head + h) * per_map..][..per_map].to_vec()).collect())
+                .collect();
+            runs.push(maps);
+        }
+        Ok(AttentionMaps { step: experiment.step, tokens: labels, runs })
+    }
+
+    fn sample(&self, run: usize, prompt: &str, options: &SampleOptions) -> Result<Vec<Message>, String> {
+        let experiment = self.experiment.as_ref().ok_or("load an experiment first")?;
+        let model = burn::module::Module::valid(experiment.runs.get(run).ok_or("no such run")?.model());
+        let text = match experiment.dataset() {
+            Dataset::Text(data) => {
+                let prompt = if prompt.is_empty() { "\n" } else { prompt };
+                let ids = data.tokenizer.encode(prompt).map_err(|e| e.to_string())?;
+                let generation = generate(&model, &ids, options).map_err(|e| e.to_string())?;
+                format!("{prompt}{}", data.tokenizer.decode(&generation.tokens))
+            }
+            Dataset::Synthetic(data) => {
+                // Answer a validation list: the model writes y after `x SEP`.
+                let example = data.example(Split::Val, options.seed as usize % Split::Val.examples());
+                let question = &example[..data.length + 1];
+                let options = SampleOptions { max_new_tokens: data.length, temperature: 0.0, ..options.clone() };
+                let answer = generate(&model, question, &options).map_err(|e| e.to_string())?.tokens;
+                let digits = |t: &[u32]| t.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" ");
+                let expected = &example[data.length + 1..];
+                let right = answer.iter().zip(expected).filter(|(a, b)| a == b).count();
+                format!(
+                    "input    {}\nanswer   {}\nexpected {}\n{right}/{} digits right",
+                    digits(&question[..data.length]),
+                    digits(&answer),
+                    digits(expected),
+                    data.length
+                )
+            }
+        };
+        Ok(vec![Message::Sampled { run, text }])
+    }
+
+    fn export(&self, run: usize) -> Result<Vec<Message>, String> {
+        let experiment = self.experiment.as_ref().ok_or("load an experiment first")?;
+        let r = experiment.runs.get(run).ok_or("no such run")?;
+        let checkpoint = checkpoint::to_bytes(r, experiment.dataset(), &self.data).map_err(|e| e.to_string())?;
+        let metrics_csv = crate::csv::metrics_csv(std::slice::from_ref(r));
+        Ok(vec![Message::Exported { run, name: r.spec.name.clone(), checkpoint, metrics_csv }])
+    }
+}
+
+fn event_message(event: RunEvent) -> Message {
+    match event {
+        RunEvent::Stepped { run, record, eval } => Message::Stepped { run, record, eval },
+        RunEvent::Stopped { run, error } => Message::Stopped { run, error: error.to_string() },
+    }
+}
+
+#[cfg(not(target_family = "wasm"))]
+fn load_dataset(plan: &ExperimentPlan) -> Result<Dataset, String> {
+    plan.dataset()
+}
+
+#[cfg(target_family = "wasm")]
+fn load_dataset(plan: &ExperimentPlan) -> Result<Dataset, String> {
+    match &plan.data {
+        DataSource::Shakespeare => {
+            Dataset::from_text(&crate::TextCorpus::shakespeare(), plan.tokenizer).map_err(|e| e.to_string())
+        }
+        DataSource::Synthetic { task, length } => {
+            Ok(Dataset::Synthetic(crate::SyntheticData { task: *task, length: *length, seed: plan.seed() }))
+        }
+        DataSource::File(name) => Err(format!("{name}: upload the file again (the browser cannot reopen it by name)")),
+    }
+}
+
+/// A session on its own thread: send commands, receive messages.
+#[cfg(not(target_family = "wasm"))]
+pub struct SessionHandle {
+    commands: std::sync::mpsc::Sender<Command>,
+    messages: std::sync::mpsc::Receiver<Message>,
+}
+
+#[cfg(not(target_family = "wasm"))]
+impl SessionHandle {
+    /// False once the session's thread has gone (it only ends when the handle is dropped, or
+    /// on a panic inside the engine).
+    pub fn send(&self, command: Command) -> bool {
+        self.commands.send(command).is_ok()
+    }
+
+    pub fn try_recv(&self) -> Option<Message> {
+        self.messages.try_recv().ok()
+    }
+
+    /// Waits up to `timeout` for the next message (for tests and headless drivers).
+    pub fn recv_timeout(&self, timeout: std::time::Duration) -> Option<Message> {
+        self.messages.recv_timeout(timeout).ok()
+    }
+}
+
+/// Starts a session thread. `notify` is called after every batch of messages (the app asks for
+/// a repaint there), so the UI wakes only when something changed.
+#[cfg(not(target_family = "wasm"))]
+pub fn spawn(session: Session, notify: impl Fn() + Send + 'static) -> SessionHandle {
+    use std::sync::mpsc::{TryRecvError, channel};
+    let (commands, command_rx) = channel::<Command>();
+    let (message_tx, messages) = channel::<Message>();
+    std::thread::Builder::new()
+        .name("qkv-session".into())
+        .spawn(move || {
+            let mut session = session;
+            loop {
+                // Commands first, so Pause takes effect before the next step; idle, wait for one.
+                let command = if session.is_busy() {
+                    match command_rx.try_recv() {
+                        Ok(command) => Some(command),
+                        Err(TryRecvError::Empty) => None,
+                        Err(TryRecvError::Disconnected) => return,
+                    }
+                } else {
+                    match command_rx.recv() {
+                        Ok(command) => Some(command),
+                        Err(_) => return,
+                    }
+                };
+                let batch = match command {
+                    Some(command) => session.handle(command),
+                    None => session.advance(),
+                };
+                for message in batch {
+                    if message_tx.send(message).is_err() {
+                        return;
+                    }
+                }
+                notify();
+            }
+        })
+        .expect("the OS can start a thread");
+    SessionHandle { commands, messages }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
+    use qkv_model::{AttentionVariant, Preset};
+
+    fn tiny_plan() -> ExperimentPlan {
+        ExperimentPlan {
+            preset: Preset::Classroom,
+            data: "synthetic:reverse:6".parse().unwrap(),
+            model: crate::plan::ModelOverrides { n_embd: Some(32), block_size: Some(16), ..Default::default() },
+            training: TrainingOverrides { steps: Some(4), batch_size: Some(8), ..Default::default() },
+            runs: vec![RunPlan::new(AttentionVariant::Standard), RunPlan::new(AttentionVariant::SharedQueryKey)],
+            ..ExperimentPlan::default()
+        }
+    }
+
+    #[test]
+    fn a_threaded_session_trains_to_the_end_and_reports_every_step() {
+        let handle = spawn(Session::new(Device::flex(), "flex"), || {});
+        handle.send(Command::Load(tiny_plan()));
+        handle.send(Command::Play);
+        let mut steps = [0usize; 2];
+        let mut maps = None;
+        loop {
+            match handle.recv_timeout(std::time::Duration::from_secs(60)).expect("the session answers") {
+                Message::Stepped { run, record, .. } => {
+                    steps[run] += 1;
+                    assert_eq!(record.step, steps[run]);
+                }
+                Message::Attention(m) => maps = Some(m),
+                Message::Finished => break,
+                Message::Failed(error) => panic!("{error}"),
+                _ => {}
+            }
+        }
+        assert_eq!(steps, [4, 4]);
+        let maps = maps.expect("attention maps arrive");
+        assert_eq!(maps.step, 4);
+        // The whole example (6 digits, SEP, 6 digits); 2 layers of 4 heads per run.
+        assert_eq!(maps.time(), 13);
+        assert_eq!(maps.tokens[6], "|");
+        for run in &maps.runs {
+            assert_eq!((run.len(), run[0].len()), (2, 4));
+            for map in run.iter().flatten() {
+                for query in 0..13 {
+                    let row = &map[query * 13..][..13];
+                    let sum: f32 = row.iter().sum();
+                    assert!((sum - 1.0).abs() < 1e-4, "row {query} sums to {sum}");
+                    assert!(row[query + 1..].iter().all(|&p| p == 0.0), "attends to the future");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn export_then_import_continues_the_run() {
+        let mut session = Session::new(Device::flex(), "flex");
+        session.handle(Command::Load(tiny_plan()));
+        session.handle(Command::Step);
+        let exported = session.handle(Command::Export { run: 1 });
+        let Some(Message::Exported { checkpoint, metrics_csv, name, .. }) = exported.into_iter().next() else {
+            panic!("no export")
+        };
+        assert_eq!(name, "shared-qk");
+        assert_eq!(metrics_csv.lines().count(), 1 + 1 + 1, "header, step 0 and step 1");
+        let messages = session.handle(Command::Import { name: name.clone(), bytes: checkpoint.clone() });
+        let Some(Message::Loaded { runs, .. }) = messages.first() else { panic!("{messages:?}") };
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].steps.len(), 1, "the imported run keeps its curve");
+        let next = session.handle(Command::Step);
+        assert!(next.iter().any(|m| matches!(m, Message::Stepped { record, .. } if record.step == 2)), "{next:?}");
+
+        let mut broken = checkpoint;
+        broken.truncate(broken.len() / 2);
+        let messages = session.handle(Command::Import { name: "half.qkv".into(), bytes: broken });
+        assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("truncated")), "{messages:?}");
+        // The session still holds the imported run.
+        assert_eq!(session.experiment().unwrap().runs.len(), 1);
+    }
+
+    #[test]
+    fn a_bad_plan_is_refused_and_the_session_keeps_its_experiment() {
+        let mut session = Session::new(Device::flex(), "flex");
+        session.handle(Command::Load(tiny_plan()));
+        let mut bad = tiny_plan();
+        bad.model.n_head = Some(5);
+        let messages = session.handle(Command::Load(bad));
+        assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("n_head")), "{messages:?}");
+        assert_eq!(session.experiment().unwrap().runs.len(), 2);
+    }
+}

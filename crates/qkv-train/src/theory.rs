@@ -1,0 +1,232 @@
+//! The theory lab: train a standard model, eliminate its W_Q by a change of basis, and measure
+//! how far the converted model's logits and loss moved (nowhere, in the exact cases).
+
+use std::fmt;
+use std::str::FromStr;
+
+use burn::module::Module;
+use burn::tensor::Device;
+use serde::Serialize;
+
+use qkv_model::reparam::{Conversion, eliminate_query, eliminate_query_approx};
+use qkv_model::{Gpt, GptConfig, Norm, ParamReport, Preset};
+
+use crate::dataset::{Batch, Dataset};
+use crate::loss::cross_entropy;
+use crate::run::{Run, RunSpec};
+
+/// The architectures the theory covers, and a LayerNorm model for the approximate mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TheoryCase {
+    /// One layer, no normalisation.
+    Single,
+    /// The theory preset's layers without the MLP skip: one Θ per layer.
+    NoMlpSkip,
+    /// The theory preset's layers sharing one set of weights.
+    Shared,
+    /// The theory preset with LayerNorm: no exact conversion, the approximate mode.
+    LayerNorm,
+}
+
+impl TheoryCase {
+    pub const ALL: [TheoryCase; 4] = [TheoryCase::Single, TheoryCase::NoMlpSkip, TheoryCase::Shared, TheoryCase::LayerNorm];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TheoryCase::Single => "single",
+            TheoryCase::NoMlpSkip => "no-mlp-skip",
+            TheoryCase::Shared => "shared",
+            TheoryCase::LayerNorm => "layernorm",
+        }
+    }
+
+    pub fn is_exact(self) -> bool {
+        self != TheoryCase::LayerNorm
+    }
+
+    /// `preset` (normally `theory`) shaped for this case, its vocabulary fitted to the data.
+    pub fn config(self, preset: Preset, vocab_size: usize) -> GptConfig {
+        let mut config = preset.config();
+        config.vocab_size = vocab_size;
+        match self {
+            TheoryCase::Single => config.n_layer = 1,
+            TheoryCase::NoMlpSkip => config.mlp_skip = false,
+            TheoryCase::Shared => config.shared_layers = true,
+            TheoryCase::LayerNorm => config.norm = Norm::LayerNorm,
+        }
+        config
+    }
+
+    pub fn convert(self, model: &Gpt, config: &GptConfig) -> Result<Conversion, String> {
+        let converted = if self.is_exact() { eliminate_query(model, config) } else { eliminate_query_approx(model, config) };
+        converted.map_err(|e| e.to_string())
+    }
+}
+
+impl fmt::Display for TheoryCase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for TheoryCase {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TheoryCase::ALL.into_iter().find(|c| c.name() == s.trim()).ok_or_else(|| {
+            format!("unknown case '{s}': use {}", TheoryCase::ALL.map(TheoryCase::name).join(", "))
+        })
+    }
+}
+
+/// How two models differ on the same batches.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Agreement {
+    pub max_abs_logit_diff: f64,
+    pub mean_abs_logit_diff: f64,
+    pub loss_a: f64,
+    pub loss_b: f64,
+}
+
+/// Logit differences and losses of two (validation-mode) models on `batches`.
+pub fn compare(a: &Gpt, b: &Gpt, batches: &[Batch], device: &Device) -> Agreement {
+    let (mut max, mut sum, mut count, mut loss_a, mut loss_b) = (0.0f64, 0.0f64, 0usize, 0.0, 0.0);
+    for batch in batches {
+        let (inputs, targets, mask) = crate::run::batch_tensors(batch, device);
+        let logits_a = a.forward(inputs.clone());
+        let logits_b = b.forward(inputs);
+        let diff = (logits_a.clone() - logits_b.clone()).abs();
+        count += diff.shape().num_elements();
+        let stats: Vec<f32> = burn::tensor::Tensor::cat(
+            vec![
+                diff.clone().max().reshape([1]),
+                diff.sum().reshape([1]),
+                cross_entropy(logits_a, targets.clone(), mask.clone()),
+                cross_entropy(logits_b, targets, mask),
+            ],
+            0,
+        )
+        .into_data()
+        .try_into_vec_as::<f32>()
+        .expect("f32 read-back");
+        max = max.max(stats[0] as f64);
+        sum += stats[1] as f64;
+        loss_a += stats[2] as f64 / batches.len() as f64;
+        loss_b += stats[3] as f64 / batches.len() as f64;
+    }
+    Agreement { max_abs_logit_diff: max, mean_abs_logit_diff: sum / count.max(1) as f64, loss_a, loss_b }
+}
+
+/// What `qkv reparam` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReparamReport {
+    pub case: TheoryCase,
+    pub exact: bool,
+    pub steps: usize,
+    pub params_before: usize,
+    pub params_after: usize,
+    pub max_abs_logit_diff: f64,
+    pub mean_abs_logit_diff: f64,
+    pub val_loss_before: f64,
+    pub val_loss_after: f64,
+    /// 1-norm condition number of each layer's W_Q (Θ).
+    pub condition_numbers: Vec<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finetune_steps: Option<usize>,
+    /// Val loss of the converted model after `finetune_steps` more steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub val_loss_after_finetune: Option<f64>,
+}
+
+/// Converts a trained run's model and measures the conversion on `val`.
+pub fn convert_and_measure(case: TheoryCase, run: &Run, val: &[Batch]) -> Result<(Conversion, ReparamReport), String> {
+    let original = run.model().valid();
+    let conversion = case.convert(&original, &run.spec.model)?;
+    let device = run.device().clone().without_autodiff();
+    let agreement = compare(&original, &conversion.model, val, &device);
+    let report = ReparamReport {
+        case,
+        exact: case.is_exact(),
+        steps: run.step,
+        params_before: ParamReport::new(&run.spec.model).total_params,
+        params_after: ParamReport::new(&conversion.config).total_params,
+        max_abs_logit_diff: agreement.max_abs_logit_diff,
+        mean_abs_logit_diff: agreement.mean_abs_logit_diff,
+        val_loss_before: agreement.loss_a,
+        val_loss_after: agreement.loss_b,
+        condition_numbers: conversion.conditions.clone(),
+        finetune_steps: None,
+        val_loss_after_finetune: None,
+    };
+    Ok((conversion, report))
+}
+
+/// A run that continues training a converted model: its own spec (the converted architecture),
+/// the original's metrics so curves continue, a fresh optimiser.
+pub fn continue_converted(original: &Run, conversion: Conversion, name: &str, dataset: &Dataset) -> Result<Run, String> {
+    let spec = RunSpec { name: name.to_string(), model: conversion.config, training: original.spec.training.clone() };
+    Run::from_model(spec, conversion.model, original, dataset).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::Experiment;
+    use crate::recipe::TrainingConfig;
+    use crate::run::tests::tiny_text;
+
+    fn trained(case: TheoryCase, steps: usize) -> Experiment {
+        let dataset = tiny_text();
+        let mut model = case.config(Preset::Theory, dataset.vocab_size());
+        model.block_size = 16;
+        let training = TrainingConfig {
+            steps: 1000,
+            batch_size: 8,
+            warmup_steps: 5,
+            eval_batches: 2,
+            ..TrainingConfig::for_preset(Preset::Theory)
+        };
+        let spec = RunSpec { name: "standard".into(), model, training };
+        let mut experiment = Experiment::new(dataset, vec![spec], &Device::flex()).unwrap();
+        (0..steps).for_each(|_| drop(experiment.step()));
+        experiment
+    }
+
+    #[test]
+    fn trained_models_convert_exactly_in_every_exact_case() {
+        for case in [TheoryCase::Single, TheoryCase::NoMlpSkip, TheoryCase::Shared] {
+            let experiment = trained(case, 30);
+            let (conversion, report) = convert_and_measure(case, &experiment.runs[0], experiment.val_batches()).unwrap();
+            assert!(report.max_abs_logit_diff < 1e-4, "{case}: {report:?}");
+            assert!((report.val_loss_before - report.val_loss_after).abs() < 1e-4, "{case}: {report:?}");
+            assert!(report.params_after < report.params_before);
+            assert!(conversion.model.blocks.iter().all(|b| b.attn.w_q.is_none()));
+        }
+    }
+
+    #[test]
+    fn a_converted_model_keeps_training_from_where_it_was() {
+        let experiment = trained(TheoryCase::LayerNorm, 30);
+        let original = &experiment.runs[0];
+        let (conversion, report) = convert_and_measure(TheoryCase::LayerNorm, original, experiment.val_batches()).unwrap();
+        assert!(report.max_abs_logit_diff > 1e-3, "LayerNorm makes the conversion approximate: {report:?}");
+        let mut run = continue_converted(original, conversion, "converted", experiment.dataset()).unwrap();
+        assert_eq!(run.step, 30);
+        assert_eq!(run.metrics.steps.len(), 30, "the curve continues the original's");
+        let mut rng = crate::rng::Rng::new(5);
+        let before = run.evaluate(experiment.val_batches()).unwrap().val_loss;
+        for _ in 0..40 {
+            let batch = experiment.dataset().train_batch(&mut rng, 8, 16);
+            run.train_step(&[batch]).unwrap();
+        }
+        let after = run.evaluate(experiment.val_batches()).unwrap().val_loss;
+        assert!(after < before, "fine-tuning recovers: {before} → {after}");
+    }
+
+    #[test]
+    fn cases_parse_by_name() {
+        assert_eq!("no-mlp-skip".parse::<TheoryCase>().unwrap(), TheoryCase::NoMlpSkip);
+        assert!("both".parse::<TheoryCase>().unwrap_err().contains("single"));
+    }
+}

@@ -1,0 +1,430 @@
+//! The playground: the panels around one training session. It sends the session commands and
+//! draws its messages; it never computes anything itself.
+
+use burn::tensor::Device;
+use egui::{RichText, Ui};
+use web_time::Instant;
+
+use qkv_train::session::{self, Command, Session, SessionHandle};
+
+use crate::attention_panel::{AttentionPanel, AttentionRequest};
+use crate::costs_panel::CostsPanel;
+use crate::lessons::LESSONS;
+use crate::loss_panel::LossPanel;
+use crate::params_panel::ParamsPanel;
+use crate::samples_panel::SamplesPanel;
+use crate::setup_panel::{Setup, SetupAction, SetupPanel};
+use crate::view::SessionView;
+
+/// A device training can run on, named for people.
+#[derive(Clone)]
+pub struct Compute {
+    pub label: String,
+    pub device: Device,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    Playground,
+    Samples,
+    AllVariants,
+}
+
+/// Frame-to-frame times of the last couple of seconds.
+#[derive(Default)]
+pub struct FrameTimer {
+    last: Option<Instant>,
+    recent: std::collections::VecDeque<f64>,
+    /// Every frame time since the start, for the smoke test's summary.
+    pub all: Vec<f64>,
+}
+
+impl FrameTimer {
+    pub fn tick(&mut self) {
+        let now = Instant::now();
+        if let Some(last) = self.last.replace(now) {
+            let secs = now.duration_since(last).as_secs_f64();
+            self.recent.push_back(secs);
+            self.all.push(secs);
+            if self.recent.len() > 120 {
+                self.recent.pop_front();
+            }
+        }
+    }
+
+    /// Mean frame time of the recent frames, in seconds.
+    pub fn mean(&self) -> Option<f64> {
+        (!self.recent.is_empty()).then(|| self.recent.iter().sum::<f64>() / self.recent.len() as f64)
+    }
+}
+
+pub struct Playground {
+    pub setup: Setup,
+    /// The setup the session was last loaded with.
+    applied: Option<Setup>,
+    session: SessionHandle,
+    pub view: SessionView,
+    computes: Vec<Compute>,
+    compute: usize,
+    repaint: egui::Context,
+    pub tab: Tab,
+    pub lesson: Option<usize>,
+    setup_panel: SetupPanel,
+    pub loss: LossPanel,
+    pub costs: CostsPanel,
+    pub attention: AttentionPanel,
+    pub samples: SamplesPanel,
+    pub variants: ParamsPanel,
+    pub export_dir: String,
+    pub import_path: String,
+    /// The latest note for the user (saved files, errors of the shell's own work).
+    pub notice: Option<(String, bool)>,
+    pub frames: FrameTimer,
+}
+
+fn start_session(ctx: &egui::Context, compute: &Compute) -> SessionHandle {
+    let ctx = ctx.clone();
+    session::spawn(Session::new(compute.device.clone(), compute.label.clone()), move || ctx.request_repaint())
+}
+
+impl Playground {
+    /// `computes` lists the devices offered, the preferred first. `saved` is the setup stored
+    /// by a previous run of the app (JSON); an unreadable one is replaced by the default.
+    pub fn new(ctx: &egui::Context, computes: Vec<Compute>, saved: Option<&str>) -> Self {
+        assert!(!computes.is_empty(), "the playground needs at least one device");
+        let (setup, notice) = match saved.map(serde_json::from_str::<Setup>) {
+            Some(Ok(setup)) => (setup, None),
+            Some(Err(e)) => (Setup::default(), Some((format!("the saved setup could not be read ({e}); starting from the default"), true))),
+            None => (Setup::default(), None),
+        };
+        let session = start_session(ctx, &computes[0]);
+        Self {
+            setup,
+            applied: None,
+            session,
+            view: SessionView::default(),
+            computes,
+            compute: 0,
+            repaint: ctx.clone(),
+            tab: Tab::Playground,
+            lesson: None,
+            setup_panel: SetupPanel,
+            loss: LossPanel::default(),
+            costs: CostsPanel::default(),
+            attention: AttentionPanel::default(),
+            samples: SamplesPanel::default(),
+            variants: ParamsPanel::default(),
+            export_dir: default_export_dir(),
+            import_path: String::new(),
+            notice,
+            frames: FrameTimer::default(),
+        }
+    }
+
+    /// The setup to persist.
+    pub fn saved_setup(&self) -> String {
+        serde_json::to_string(&self.setup).unwrap_or_default()
+    }
+
+    pub fn compute_label(&self) -> &str {
+        &self.computes[self.compute].label
+    }
+
+    fn send(&mut self, command: Command) {
+        if !self.session.send(command) {
+            self.notice = Some(("the training session stopped unexpectedly; restarting it".into(), true));
+            self.session = start_session(&self.repaint, &self.computes[self.compute]);
+            self.applied = None;
+        }
+    }
+
+    /// Loads the edited setup into the session (training starts from scratch).
+    pub fn apply_setup(&mut self) {
+        self.view = SessionView { exports: std::mem::take(&mut self.view.exports), ..SessionView::default() };
+        self.send(Command::AttentionEvery(self.attention.refresh_every));
+        self.send(Command::Load(self.setup.plan.clone()));
+        self.applied = Some(self.setup.clone());
+    }
+
+    fn ensure_loaded(&mut self) {
+        if self.applied.as_ref() != Some(&self.setup) || !self.view.is_loaded() && self.view.error.is_none() {
+            self.apply_setup();
+        }
+    }
+
+    pub fn train(&mut self) {
+        self.ensure_loaded();
+        self.send(Command::Play);
+    }
+
+    pub fn pause(&mut self) {
+        self.send(Command::Pause);
+    }
+
+    pub fn step(&mut self) {
+        self.ensure_loaded();
+        self.send(Command::Step);
+    }
+
+    pub fn load_lesson(&mut self, index: usize) {
+        self.lesson = Some(index);
+        self.setup = Setup::from_plan((LESSONS[index].plan)());
+        self.apply_setup();
+    }
+
+    /// Applies every message the session has sent since the last frame.
+    pub fn pump(&mut self) {
+        let colours = self.setup.colours32();
+        while let Some(message) = self.session.try_recv() {
+            self.view.apply(message, &colours);
+        }
+        self.save_exports();
+    }
+
+    #[cfg(not(target_family = "wasm"))]
+    fn save_exports(&mut self) {
+        for (_, name, checkpoint, csv) in std::mem::take(&mut self.view.exports) {
+            let dir = std::path::PathBuf::from(&self.export_dir);
+            let result = std::fs::create_dir_all(&dir)
+                .map_err(|e| e.to_string())
+                .and_then(|_| {
+                    qkv_train::checkpoint::write_atomically(&dir.join(format!("{name}.qkv")), &checkpoint)
+                        .map_err(|e| e.to_string())
+                })
+                .and_then(|_| std::fs::write(dir.join(format!("{name}-metrics.csv")), csv).map_err(|e| e.to_string()));
+            self.notice = Some(match result {
+                Ok(()) => (format!("saved {name}.qkv and {name}-metrics.csv in {}", dir.display()), false),
+                Err(e) => (format!("could not save {name} in {}: {e}; choose another folder", dir.display()), true),
+            });
+        }
+    }
+
+    #[cfg(target_family = "wasm")]
+    fn save_exports(&mut self) {}
+
+    #[cfg(not(target_family = "wasm"))]
+    fn import(&mut self) {
+        let path = std::path::PathBuf::from(self.import_path.trim());
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                self.view = SessionView::default();
+                self.send(Command::Import { name: path.display().to_string(), bytes });
+                self.applied = Some(self.setup.clone());
+                self.lesson = None;
+            }
+            Err(e) => self.notice = Some((format!("cannot read {}: {e}", path.display()), true)),
+        }
+    }
+
+    /// The whole app, inside whatever container the shell gives it.
+    pub fn ui(&mut self, ui: &mut Ui) {
+        self.frames.tick();
+        self.pump();
+        if self.view.playing {
+            // Messages wake the UI; this keeps the frame-time readout alive between them.
+            ui.ctx().request_repaint_after(std::time::Duration::from_millis(250));
+        }
+        egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
+        egui::Panel::left("setup_side").resizable(true).default_size(430.0).show(ui, |ui| {
+            egui::ScrollArea::both().id_salt("setup_scroll").show(ui, |ui| self.side_ui(ui));
+        });
+        egui::CentralPanel::default().show(ui, |ui| match self.tab {
+            Tab::Playground => self.playground_ui(ui),
+            Tab::Samples => {
+                for run in self.samples.ui(ui, &self.view) {
+                    let options = qkv_train::generate::SampleOptions { seed: run as u64 + 1, ..self.samples.options.clone() };
+                    self.send(Command::Sample { run, prompt: self.samples.prompt.clone(), options });
+                }
+            }
+            Tab::AllVariants => self.variants.ui(ui),
+        });
+    }
+
+    fn top_bar(&mut self, ui: &mut Ui) {
+        ui.horizontal_wrapped(|ui| {
+            ui.heading("QKV Lab");
+            ui.separator();
+            ui.menu_button("Classroom", |ui| {
+                for (i, lesson) in LESSONS.iter().enumerate() {
+                    if ui.button(lesson.title).clicked() {
+                        self.load_lesson(i);
+                        ui.close();
+                    }
+                }
+            });
+            ui.separator();
+            let playing = self.view.playing;
+            if ui.add_enabled(!playing, egui::Button::new("Train")).clicked() {
+                self.train();
+            }
+            if ui.add_enabled(playing, egui::Button::new("Pause")).clicked() {
+                self.pause();
+            }
+            if ui.add_enabled(!playing, egui::Button::new("Step")).clicked() {
+                self.step();
+            }
+            if ui.button("Reset").clicked() {
+                self.apply_setup();
+            }
+            ui.separator();
+            let total = self.view.runs.iter().map(|r| r.info.spec.training.steps).max().unwrap_or(0);
+            ui.label(format!("step {} / {total}", self.view.step()));
+            if total > 0 {
+                ui.add(egui::ProgressBar::new(self.view.step() as f32 / total as f32).desired_width(120.0));
+            }
+            ui.separator();
+            ui.selectable_value(&mut self.tab, Tab::Playground, "Playground");
+            ui.selectable_value(&mut self.tab, Tab::Samples, "Samples");
+            ui.selectable_value(&mut self.tab, Tab::AllVariants, "All variants");
+            ui.separator();
+            let mut compute = self.compute;
+            egui::ComboBox::from_id_salt("compute")
+                .selected_text(format!("compute: {}", self.computes[compute].label))
+                .show_ui(ui, |ui| {
+                    for (i, c) in self.computes.iter().enumerate() {
+                        ui.selectable_value(&mut compute, i, &c.label);
+                    }
+                })
+                .response
+                .accessible_name("compute device");
+            if compute != self.compute {
+                self.compute = compute;
+                self.session = start_session(&self.repaint, &self.computes[compute]);
+                self.apply_setup();
+            }
+            if let Some(mean) = self.frames.mean() {
+                ui.label(RichText::new(format!("frame {:.1} ms ({:.0} fps)", mean * 1e3, 1.0 / mean)).weak());
+            }
+        });
+        for run in &self.view.runs {
+            if let Some(error) = &run.error {
+                ui.colored_label(ui.visuals().error_fg_color, format!("{}: {error}", run.name()));
+            }
+        }
+        let mut dismiss = false;
+        if let Some(error) = &self.view.error {
+            ui.horizontal(|ui| {
+                ui.colored_label(ui.visuals().error_fg_color, error);
+                dismiss = ui.small_button("dismiss").clicked();
+            });
+        }
+        if dismiss {
+            self.view.error = None;
+        }
+        if let Some((notice, is_error)) = self.notice.clone() {
+            ui.horizontal(|ui| {
+                let colour = if is_error { ui.visuals().error_fg_color } else { ui.visuals().weak_text_color() };
+                ui.colored_label(colour, notice);
+                if ui.small_button("dismiss").clicked() {
+                    self.notice = None;
+                }
+            });
+        }
+    }
+
+    fn side_ui(&mut self, ui: &mut Ui) {
+        if let Some(lesson) = self.lesson.map(|i| &LESSONS[i]) {
+            ui.label(RichText::new(lesson.title).heading());
+            ui.label(lesson.explanation);
+            ui.separator();
+        }
+        egui::CollapsingHeader::new("Experiment setup").default_open(true).show(ui, |ui| {
+            let changed = self.applied.as_ref().is_some_and(|a| a != &self.setup);
+            if self.setup_panel.ui(ui, &mut self.setup, changed) == SetupAction::Apply {
+                self.lesson = None;
+                self.apply_setup();
+            }
+        });
+        egui::CollapsingHeader::new("Throughput").default_open(true).show(ui, |ui| {
+            if self.view.runs.is_empty() {
+                ui.label("no runs yet");
+            }
+            for run in &self.view.runs {
+                let rate = run.recent_tokens_per_sec().map_or("–".into(), |r| format!("{r:.0} tokens/s"));
+                let val = run.evals.last().map_or("–".into(), |e| format!("{:.4}", e.val_loss));
+                let accuracy = run.evals.last().and_then(|e| e.accuracy).map(|a| format!(", accuracy {:.1}%", 100.0 * a));
+                ui.colored_label(run.colour, format!("{}: {rate}, val loss {val}{}", run.name(), accuracy.unwrap_or_default()));
+            }
+            if !self.view.backend.is_empty() {
+                ui.label(RichText::new(format!("trained on {}; data: {}", self.view.backend, self.view.data)).weak());
+            }
+        });
+        egui::CollapsingHeader::new("Export and import").show(ui, |ui| {
+            ui.horizontal(|ui| {
+                ui.label("folder");
+                ui.text_edit_singleline(&mut self.export_dir).accessible_name("export folder");
+            });
+            ui.horizontal_wrapped(|ui| {
+                for i in 0..self.view.runs.len() {
+                    if ui.button(format!("export {}", self.view.runs[i].name())).clicked() {
+                        self.send(Command::Export { run: i });
+                    }
+                }
+            });
+            #[cfg(not(target_family = "wasm"))]
+            ui.horizontal(|ui| {
+                ui.label("checkpoint");
+                ui.add(egui::TextEdit::singleline(&mut self.import_path).hint_text("path/to/run.qkv"))
+                    .accessible_name("checkpoint path");
+                if ui.button("import").clicked() {
+                    self.import();
+                }
+            });
+        });
+    }
+
+    fn playground_ui(&mut self, ui: &mut Ui) {
+        if !self.view.is_loaded() {
+            ui.vertical_centered(|ui| {
+                ui.add_space(40.0);
+                ui.heading("Does a transformer need all three of W_Q, W_K and W_V?");
+                ui.label("Press Train to compare the runs of the setup on the left, or pick a lesson under Classroom.");
+            });
+            return;
+        }
+        // Loss and costs side by side on top, the attention maps across the full width below:
+        // fixed proportions, so that a projector shows all three at once.
+        let width = ui.available_width();
+        let top_height = (ui.available_height() * 0.48).max(220.0);
+        ui.allocate_ui(egui::vec2(width, top_height), |ui| {
+            ui.horizontal_top(|ui| {
+                ui.allocate_ui(egui::vec2(width * 0.52, top_height), |ui| {
+                    ui.set_min_size(egui::vec2(width * 0.52, top_height));
+                    ui.vertical(|ui| {
+                        ui.label(RichText::new("Loss").strong());
+                        self.loss.ui(ui, &self.view);
+                    });
+                });
+                ui.add_space(12.0);
+                ui.allocate_ui(egui::vec2(ui.available_width(), top_height), |ui| {
+                    ui.vertical(|ui| {
+                        ui.label(RichText::new("Parameters and KV cache").strong());
+                        egui::ScrollArea::both()
+                            .id_salt("costs_scroll")
+                            .max_height(top_height - 24.0)
+                            .show(ui, |ui| self.costs.ui(ui, &self.view));
+                    });
+                });
+            });
+        });
+        ui.separator();
+        ui.label(RichText::new("Attention maps").strong());
+        match self.attention.ui(ui, &self.view) {
+            AttentionRequest::None => {}
+            AttentionRequest::Prompt(prompt) => self.send(Command::AttentionPrompt(prompt)),
+            AttentionRequest::RefreshEvery(n) => self.send(Command::AttentionEvery(n)),
+        }
+    }
+}
+
+/// Where exports go unless the user picks another folder.
+fn default_export_dir() -> String {
+    #[cfg(not(target_family = "wasm"))]
+    {
+        std::env::current_dir().map(|d| d.join("qkv-lab-exports").display().to_string()).unwrap_or_else(|_| "qkv-lab-exports".into())
+    }
+    #[cfg(target_family = "wasm")]
+    {
+        String::new()
+    }
+}

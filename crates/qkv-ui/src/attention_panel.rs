@@ -1,0 +1,277 @@
+//! Attention maps: for each run a layer × head grid of heatmaps on one prompt, token labels and
+//! values on hover, a head enlarged on click, and the difference of two runs' maps.
+
+use egui::{Color32, ColorImage, ComboBox, Rect, RichText, Sense, TextureHandle, TextureOptions, Ui, pos2, vec2};
+use qkv_train::session::AttentionMaps;
+
+use crate::palette;
+use crate::view::SessionView;
+
+/// A head picked for the enlarged view: (run, layer, head).
+pub type HeadIndex = (usize, usize, usize);
+
+pub struct AttentionPanel {
+    /// The prompt being edited; sent to the session on Enter.
+    pub prompt: String,
+    pub refresh_every: usize,
+    pub selected: Option<HeadIndex>,
+    /// Runs compared in the difference view.
+    pub diff: (usize, usize),
+    textures: Vec<Vec<Vec<TextureHandle>>>,
+    textures_version: u64,
+    /// Heatmaps drawn in the last frame (for tests).
+    pub maps_drawn: usize,
+}
+
+impl Default for AttentionPanel {
+    fn default() -> Self {
+        Self {
+            prompt: String::new(),
+            refresh_every: 25,
+            selected: None,
+            diff: (0, 1),
+            textures: Vec::new(),
+            textures_version: 0,
+            maps_drawn: 0,
+        }
+    }
+}
+
+/// What the user asked the session for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttentionRequest {
+    None,
+    Prompt(String),
+    RefreshEvery(usize),
+}
+
+fn image(map: &[f32], time: usize, colour: impl Fn(f32) -> Color32) -> ColorImage {
+    ColorImage::new([time, time], map.iter().map(|&p| colour(p)).collect())
+}
+
+/// The cell under `pointer` in a map drawn in `rect`: (query, key).
+fn cell_at(rect: Rect, time: usize, pointer: egui::Pos2) -> Option<(usize, usize)> {
+    if !rect.contains(pointer) || time == 0 {
+        return None;
+    }
+    let col = ((pointer.x - rect.left()) / rect.width() * time as f32) as usize;
+    let row = ((pointer.y - rect.top()) / rect.height() * time as f32) as usize;
+    Some((row.min(time - 1), col.min(time - 1)))
+}
+
+impl AttentionPanel {
+    fn refresh_textures(&mut self, ui: &Ui, maps: &AttentionMaps, version: u64) {
+        if self.textures_version == version && !self.textures.is_empty() {
+            return;
+        }
+        let time = maps.time();
+        self.textures = maps
+            .runs
+            .iter()
+            .enumerate()
+            .map(|(r, layers)| {
+                layers
+                    .iter()
+                    .enumerate()
+                    .map(|(l, heads)| {
+                        heads
+                            .iter()
+                            .enumerate()
+                            .map(|(h, map)| {
+                                ui.ctx().load_texture(
+                                    format!("attention {r} {l} {h}"),
+                                    image(map, time, palette::heat),
+                                    TextureOptions::NEAREST,
+                                )
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        self.textures_version = version;
+    }
+
+    /// Draws one map at `size`; hover shows the query and key tokens and the probability.
+    fn map_widget(ui: &mut Ui, texture: &TextureHandle, map: &[f32], tokens: &[String], size: f32) -> egui::Response {
+        let (rect, response) = ui.allocate_exact_size(vec2(size, size), Sense::click());
+        ui.painter().image(texture.id(), rect, Rect::from_min_max(pos2(0.0, 0.0), pos2(1.0, 1.0)), Color32::WHITE);
+        let time = tokens.len();
+        match response.hover_pos().and_then(|p| cell_at(rect, time, p)) {
+            Some((q, k)) => response.on_hover_text(format!(
+                "query {q} {:?} -> key {k} {:?}: {:.3}",
+                tokens[q],
+                tokens[k],
+                map[q * time + k]
+            )),
+            None => response,
+        }
+    }
+
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> AttentionRequest {
+        let mut request = AttentionRequest::None;
+        ui.horizontal(|ui| {
+            ui.label("prompt");
+            let edit = ui.add(
+                egui::TextEdit::singleline(&mut self.prompt)
+                    .hint_text("a line of the validation text")
+                    .desired_width(320.0),
+            )
+            .accessible_name("attention prompt");
+            if edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) || ui.button("show").clicked() {
+                request = AttentionRequest::Prompt(self.prompt.clone());
+            }
+            ui.label("refresh every");
+            let refresh = ui.add(egui::DragValue::new(&mut self.refresh_every).range(1..=10_000).suffix(" steps"));
+            if refresh.accessible_name("refresh every").changed() {
+                request = AttentionRequest::RefreshEvery(self.refresh_every);
+            }
+        });
+        self.maps_drawn = 0;
+        let Some(maps) = &view.attention else {
+            ui.label("The maps appear once an experiment is loaded.");
+            return request;
+        };
+        self.refresh_textures(ui, maps, view.attention_version);
+        ui.label(RichText::new(format!("step {}: {} tokens; rows are queries, columns keys", maps.step, maps.time())).weak());
+
+        let n_runs = maps.runs.len();
+        // Every run's grid side by side in the width there is, each map between 24 and 96 px.
+        let heads = maps.runs.first().and_then(|r| r.first()).map_or(1, Vec::len);
+        let layers = maps.runs.first().map_or(1, Vec::len);
+        let across = (n_runs * heads) as f32 + n_runs as f32 * 1.2;
+        let by_width = ui.available_width() / across - 3.0;
+        let by_height = ui.available_height() * 0.5 / (layers as f32 + 0.8);
+        let cell = by_width.min(by_height).clamp(24.0, 96.0);
+        egui::ScrollArea::both().id_salt("attention_scroll").max_height(ui.available_height() * 0.55).show(ui, |ui| {
+            ui.horizontal_top(|ui| {
+                for (r, layers) in maps.runs.iter().enumerate() {
+                    let Some(run) = view.runs.get(r) else { continue };
+                    ui.vertical(|ui| {
+                        ui.colored_label(run.colour, RichText::new(run.name()).strong());
+                        egui::Grid::new(("attention_grid", r)).spacing([3.0, 3.0]).show(ui, |ui| {
+                            ui.label("");
+                            for h in 0..layers.first().map_or(0, Vec::len) {
+                                ui.label(RichText::new(format!("head {h}")).small());
+                            }
+                            ui.end_row();
+                            for (l, heads) in layers.iter().enumerate() {
+                                ui.label(RichText::new(format!("layer {l}")).small());
+                                for (h, map) in heads.iter().enumerate() {
+                                    let texture = &self.textures[r][l][h];
+                                    if Self::map_widget(ui, texture, map, &maps.tokens, cell).clicked() {
+                                        self.selected = Some((r, l, h));
+                                    }
+                                    self.maps_drawn += 1;
+                                }
+                                ui.end_row();
+                            }
+                        });
+                    });
+                    ui.add_space(16.0);
+                }
+            });
+        });
+
+        ui.separator();
+        ui.horizontal_top(|ui| {
+            if let Some((r, l, h)) = self.selected.filter(|&(r, l, h)| {
+                maps.runs.get(r).and_then(|layers| layers.get(l)).and_then(|heads| heads.get(h)).is_some()
+            }) {
+                ui.vertical(|ui| {
+                    ui.label(RichText::new(format!("{}: layer {l}, head {h}", view.runs[r].name())).strong());
+                    self.large_map(ui, &self.textures[r][l][h].clone(), &maps.runs[r][l][h], &maps.tokens);
+                });
+                if n_runs >= 2 {
+                    ui.add_space(16.0);
+                    ui.vertical(|ui| self.diff_ui(ui, view, maps, l, h));
+                }
+            } else {
+                ui.label("Click a head to enlarge it and compare it with another run.");
+            }
+        });
+        request
+    }
+
+    fn large_map(&self, ui: &mut Ui, texture: &TextureHandle, map: &[f32], tokens: &[String]) {
+        let label_space = 28.0;
+        let size = (ui.available_height() - label_space).clamp(160.0, 360.0);
+        let time = tokens.len();
+        // Token labels above the columns and left of the rows.
+        let (outer, _) = ui.allocate_exact_size(vec2(size + label_space, 0.0), Sense::hover());
+        let start = outer.min + vec2(label_space, label_space);
+        ui.add_space(label_space);
+        ui.horizontal(|ui| {
+            ui.add_space(label_space);
+            Self::map_widget(ui, texture, map, tokens, size);
+        });
+        let painter = ui.painter();
+        let step = size / time.max(1) as f32;
+        let font = egui::FontId::monospace((step * 0.8).clamp(6.0, 12.0));
+        let colour = ui.visuals().text_color();
+        for (i, token) in tokens.iter().enumerate() {
+            let shown = token.replace('\n', "\\n").replace(' ', "_");
+            let centre = start.y + (i as f32 + 0.5) * step;
+            painter.text(pos2(start.x - 4.0, centre), egui::Align2::RIGHT_CENTER, &shown, font.clone(), colour);
+            let column = start.x + (i as f32 + 0.5) * step;
+            painter.text(pos2(column, start.y - 4.0), egui::Align2::CENTER_BOTTOM, &shown, font.clone(), colour);
+        }
+    }
+
+    fn diff_ui(&mut self, ui: &mut Ui, view: &SessionView, maps: &AttentionMaps, layer: usize, head: usize) {
+        let names: Vec<&str> = view.runs.iter().map(|r| r.name()).collect();
+        let n = names.len().min(maps.runs.len());
+        self.diff = (self.diff.0.min(n - 1), self.diff.1.min(n - 1));
+        ui.horizontal(|ui| {
+            ui.label(RichText::new(format!("difference at layer {layer}, head {head}:")).strong());
+            ComboBox::from_id_salt("diff_a")
+                .selected_text(names[self.diff.0])
+                .show_ui(ui, |ui| {
+                    for (i, name) in names.iter().enumerate().take(n) {
+                        ui.selectable_value(&mut self.diff.0, i, *name);
+                    }
+                })
+                .response
+                .accessible_name("first run of the difference");
+            ui.label("minus");
+            ComboBox::from_id_salt("diff_b")
+                .selected_text(names[self.diff.1])
+                .show_ui(ui, |ui| {
+                    for (i, name) in names.iter().enumerate().take(n) {
+                        ui.selectable_value(&mut self.diff.1, i, *name);
+                    }
+                })
+                .response
+                .accessible_name("second run of the difference");
+        });
+        let a = maps.runs[self.diff.0].get(layer).and_then(|hs| hs.get(head));
+        let b = maps.runs[self.diff.1].get(layer).and_then(|hs| hs.get(head));
+        let (Some(a), Some(b)) = (a, b) else {
+            ui.label("The two runs do not both have this head.");
+            return;
+        };
+        let difference: Vec<f32> = a.iter().zip(b).map(|(x, y)| x - y).collect();
+        let largest = difference.iter().fold(0.0f32, |m, d| m.max(d.abs()));
+        let texture = ui.ctx().load_texture(
+            "attention difference",
+            image(&difference, maps.time(), palette::diverging),
+            TextureOptions::NEAREST,
+        );
+        self.large_map(ui, &texture, &difference, &maps.tokens);
+        ui.label(RichText::new(format!("red: {} attends more, blue: less; largest |difference| {largest:.3}", names[self.diff.0])).weak());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cell_under_the_pointer_is_query_row_key_column() {
+        let rect = Rect::from_min_size(pos2(10.0, 20.0), vec2(40.0, 40.0));
+        assert_eq!(cell_at(rect, 4, pos2(11.0, 21.0)), Some((0, 0)));
+        assert_eq!(cell_at(rect, 4, pos2(45.0, 25.0)), Some((0, 3)));
+        assert_eq!(cell_at(rect, 4, pos2(15.0, 59.0)), Some((3, 0)));
+        assert_eq!(cell_at(rect, 4, pos2(5.0, 25.0)), None);
+    }
+}

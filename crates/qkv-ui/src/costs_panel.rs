@@ -1,0 +1,167 @@
+//! What each run costs: parameters split by component as stacked bars, totals and the change
+//! against the standard run, and the KV cache per token and at a chosen context and dtype.
+//! Every figure comes from the model crate's accounting.
+
+use egui::{Color32, ComboBox, DragValue, Grid, RichText, Sense, Stroke, Ui, vec2};
+use qkv_model::accounting::kv_cache_bytes_per_token;
+use qkv_model::{AttentionVariant, CacheDType, ParamReport};
+
+use crate::view::SessionView;
+
+/// Component groups of the bars, in drawing order.
+const GROUPS: [(&str, Color32, &[&str]); 8] = [
+    ("embeddings", Color32::from_rgb(150, 150, 150), &["token embedding", "position embedding", "LM head"]),
+    ("W_Q", Color32::from_rgb(213, 94, 0), &["W_Q"]),
+    ("W_K", Color32::from_rgb(0, 114, 178), &["W_K"]),
+    ("W_V", Color32::from_rgb(0, 158, 115), &["W_V"]),
+    ("shared W", Color32::from_rgb(204, 121, 167), &["W_QK", "W_KV", "W_QKV"]),
+    ("W_O", Color32::from_rgb(230, 159, 0), &["W_O", "attention biases", "asymmetry term"]),
+    ("MLP", Color32::from_rgb(86, 180, 233), &["MLP in", "MLP out", "MLP biases"]),
+    ("norms", Color32::from_rgb(240, 228, 66), &["block norms", "final norm"]),
+];
+
+/// Parameters of `report` in each of [`GROUPS`].
+pub fn group_params(report: &ParamReport) -> [usize; GROUPS.len()] {
+    GROUPS.map(|(_, _, names)| report.components.iter().filter(|c| names.contains(&c.name.as_str())).map(|c| c.params).sum())
+}
+
+pub struct CostsPanel {
+    pub context: usize,
+    pub dtype: CacheDType,
+}
+
+impl Default for CostsPanel {
+    fn default() -> Self {
+        Self { context: 2048, dtype: CacheDType::F16 }
+    }
+}
+
+fn human_bytes(bytes: f64) -> String {
+    match bytes {
+        b if b >= 1e9 => format!("{:.2} GB", b / 1e9),
+        b if b >= 1e6 => format!("{:.2} MB", b / 1e6),
+        b if b >= 1e3 => format!("{:.1} kB", b / 1e3),
+        b => format!("{b:.0} B"),
+    }
+}
+
+fn percent(value: usize, reference: usize) -> String {
+    if reference == 0 {
+        return String::new();
+    }
+    format!("{:+.2}%", 100.0 * (value as f64 - reference as f64) / reference as f64)
+}
+
+impl CostsPanel {
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) {
+        if !view.is_loaded() {
+            ui.label("Apply a setup to see what each run costs.");
+            return;
+        }
+        // Changes are against the standard run where there is one, else against the first.
+        let reference = view
+            .runs
+            .iter()
+            .find(|r| r.info.spec.model.attention.variant == AttentionVariant::Standard && r.info.spec.model.attention.kv_heads.is_none())
+            .unwrap_or(&view.runs[0]);
+        let widest = view.runs.iter().map(|r| r.info.params.total_params).max().unwrap_or(1).max(1);
+
+        ui.horizontal_wrapped(|ui| {
+            for (name, colour, _) in GROUPS {
+                let (rect, _) = ui.allocate_exact_size(vec2(12.0, 12.0), Sense::hover());
+                ui.painter().rect_filled(rect, 2.0, colour);
+                ui.label(name);
+            }
+        });
+        let bar_width = (ui.available_width() - 300.0).max(80.0);
+        Grid::new("costs_bars").num_columns(4).spacing([10.0, 6.0]).show(ui, |ui| {
+            ui.label(RichText::new("run").weak());
+            ui.label(RichText::new("parameters by component").weak());
+            ui.label(RichText::new("total").weak());
+            ui.label(RichText::new(format!("vs {}", reference.name())).weak());
+            ui.end_row();
+            for run in &view.runs {
+                ui.colored_label(run.colour, run.name());
+                let groups = group_params(&run.info.params);
+                let total = run.info.params.total_params;
+                let (rect, response) = ui.allocate_exact_size(vec2(bar_width, 18.0), Sense::hover());
+                let mut x = rect.left();
+                let mut hovered = None;
+                for (i, &params) in groups.iter().enumerate() {
+                    let w = bar_width * params as f32 / widest as f32;
+                    let segment = egui::Rect::from_min_size(egui::pos2(x, rect.top()), vec2(w, rect.height()));
+                    ui.painter().rect_filled(segment, 0.0, GROUPS[i].1);
+                    if response.hover_pos().is_some_and(|p| segment.contains(p)) {
+                        hovered = Some(i);
+                    }
+                    x += w;
+                }
+                ui.painter().rect_stroke(rect, 0.0, Stroke::new(1.0, ui.visuals().weak_text_color()), egui::StrokeKind::Inside);
+                if let Some(i) = hovered {
+                    response.on_hover_text(format!(
+                        "{}: {} parameters ({:.1}% of the model)",
+                        GROUPS[i].0,
+                        groups[i],
+                        100.0 * groups[i] as f64 / total as f64
+                    ));
+                }
+                ui.label(format!("{total} ({:.3} M)", total as f64 / 1e6));
+                ui.label(percent(total, reference.info.params.total_params));
+                ui.end_row();
+            }
+        });
+
+        ui.separator();
+        ui.horizontal(|ui| {
+            ui.label(RichText::new("KV cache").strong());
+            ui.label("at context");
+            ui.add(DragValue::new(&mut self.context).range(1..=1_000_000)).accessible_name("context length");
+            ComboBox::from_id_salt("costs_dtype")
+                .selected_text(self.dtype.to_string())
+                .show_ui(ui, |ui| {
+                    for dtype in [CacheDType::F32, CacheDType::F16, CacheDType::Bf16] {
+                        ui.selectable_value(&mut self.dtype, dtype, dtype.to_string());
+                    }
+                })
+                .response
+                .accessible_name("cache dtype");
+        });
+        let reference_bytes = kv_cache_bytes_per_token(&reference.info.spec.model, self.dtype);
+        let widest = view.runs.iter().map(|r| kv_cache_bytes_per_token(&r.info.spec.model, self.dtype)).max().unwrap_or(1).max(1);
+        Grid::new("costs_kv").num_columns(5).spacing([10.0, 6.0]).show(ui, |ui| {
+            for header in ["run", "", "per token", "per sequence", "change"] {
+                ui.label(RichText::new(header).weak());
+            }
+            ui.end_row();
+            for run in &view.runs {
+                let per_token = kv_cache_bytes_per_token(&run.info.spec.model, self.dtype);
+                ui.colored_label(run.colour, run.name());
+                let (rect, _) = ui.allocate_exact_size(vec2(bar_width * 0.6, 14.0), Sense::hover());
+                let filled = egui::Rect::from_min_size(rect.min, vec2(rect.width() * per_token as f32 / widest as f32, rect.height()));
+                ui.painter().rect_filled(filled, 0.0, run.colour);
+                ui.label(human_bytes(per_token as f64));
+                ui.label(human_bytes(per_token as f64 * self.context as f64));
+                ui.label(percent(per_token, reference_bytes));
+                ui.end_row();
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qkv_model::Preset;
+
+    #[test]
+    fn the_groups_hold_every_parameter_exactly_once() {
+        for variant in AttentionVariant::ALL {
+            for preset in [Preset::Classroom, Preset::Theory, Preset::Synthetic] {
+                let report = ParamReport::new(&preset.config().with_variant(variant));
+                assert_eq!(group_params(&report).iter().sum::<usize>(), report.total_params, "{variant} {preset}");
+            }
+        }
+        let identity = ParamReport::new(&Preset::Classroom.config().with_variant(AttentionVariant::QueryIdentity));
+        assert_eq!(group_params(&identity)[1], 0, "no W_Q bar for Q = I");
+    }
+}

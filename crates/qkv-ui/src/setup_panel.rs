@@ -1,0 +1,291 @@
+//! The experiment setup: base preset, model size, data, tokenizer, recipe, and the list of runs
+//! (each a variant with its own overrides and colour).
+
+use egui::{Color32, ComboBox, DragValue, Grid, RichText, Ui};
+use serde::{Deserialize, Serialize};
+
+use qkv_model::{AttentionVariant, Preset};
+use qkv_train::dataset::DEFAULT_SYNTHETIC_LENGTH;
+use qkv_train::plan::{ExperimentPlan, RunPlan};
+use qkv_train::recipe::TrainingConfig;
+use qkv_train::{DataSource, SyntheticTask, TokenizerKind};
+
+use crate::palette;
+
+/// Everything the setup panel edits; persisted across restarts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Setup {
+    pub plan: ExperimentPlan,
+    /// One colour per run, in run order.
+    pub colours: Vec<[u8; 3]>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self::from_plan(ExperimentPlan::default())
+    }
+}
+
+impl Setup {
+    pub fn from_plan(plan: ExperimentPlan) -> Self {
+        let colours = (0..plan.runs.len()).map(|i| rgb(palette::colour(i))).collect();
+        Self { plan, colours }
+    }
+
+    pub fn colour(&self, run: usize) -> Color32 {
+        self.colours.get(run).map_or_else(|| palette::colour(run), |&[r, g, b]| Color32::from_rgb(r, g, b))
+    }
+
+    pub fn colours32(&self) -> Vec<Color32> {
+        (0..self.plan.runs.len()).map(|i| self.colour(i)).collect()
+    }
+
+    pub fn add_run(&mut self, run: RunPlan) {
+        let colour = rgb(self.next_free_colour());
+        self.plan.runs.push(run);
+        self.colours.resize(self.plan.runs.len() - 1, [0; 3]);
+        self.colours.push(colour);
+    }
+
+    pub fn duplicate_run(&mut self, index: usize) {
+        let mut copy = self.plan.runs[index].clone();
+        if !copy.name.is_empty() {
+            copy.name = format!("{} copy", copy.name);
+        }
+        self.add_run(copy);
+    }
+
+    pub fn remove_run(&mut self, index: usize) {
+        self.plan.runs.remove(index);
+        if index < self.colours.len() {
+            self.colours.remove(index);
+        }
+    }
+
+    fn next_free_colour(&self) -> Color32 {
+        let used = self.colours32();
+        (0..).map(palette::colour).find(|c| !used.contains(c)).unwrap_or(Color32::GRAY)
+    }
+}
+
+fn rgb(c: Color32) -> [u8; 3] {
+    [c.r(), c.g(), c.b()]
+}
+
+/// A drag value for an optional override: shows the default until the user changes it.
+fn override_value<T: egui::emath::Numeric>(ui: &mut Ui, name: &str, value: &mut Option<T>, default: T, speed: f64) {
+    let mut shown = value.unwrap_or(default);
+    let response = ui.add(DragValue::new(&mut shown).speed(speed)).accessible_name(name);
+    if response.changed() {
+        *value = Some(shown);
+    }
+    if value.is_some() && ui.small_button("reset").on_hover_text(format!("{name} back to the default")).clicked() {
+        *value = None;
+    }
+}
+
+#[derive(Default)]
+pub struct SetupPanel;
+
+/// What the user asked for in the setup panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetupAction {
+    None,
+    /// Build the experiment anew from the edited setup.
+    Apply,
+}
+
+impl SetupPanel {
+    pub fn ui(&mut self, ui: &mut Ui, setup: &mut Setup, changed_since_apply: bool) -> SetupAction {
+        let plan = &mut setup.plan;
+        let preset_config = plan.preset.config();
+        let recipe = TrainingConfig::for_preset(plan.preset);
+
+        Grid::new("setup_base").num_columns(2).spacing([8.0, 4.0]).show(ui, |ui| {
+            ui.label("preset");
+            ComboBox::from_id_salt("preset")
+                .selected_text(plan.preset.name())
+                .show_ui(ui, |ui| {
+                    for preset in Preset::ALL {
+                        ui.selectable_value(&mut plan.preset, preset, preset.name()).on_hover_text(preset.description());
+                    }
+                })
+                .response
+                .accessible_name("preset");
+            ui.end_row();
+
+            ui.label("data");
+            ui.horizontal(|ui| data_ui(ui, &mut plan.data));
+            ui.end_row();
+
+            if !matches!(plan.data, DataSource::Synthetic { .. }) {
+                ui.label("tokenizer");
+                ui.horizontal(|ui| {
+                    let mut bpe = matches!(plan.tokenizer, TokenizerKind::Bpe { .. });
+                    ui.radio_value(&mut bpe, false, "characters");
+                    ui.radio_value(&mut bpe, true, "BPE");
+                    plan.tokenizer = match (bpe, plan.tokenizer) {
+                        (false, _) => TokenizerKind::Char,
+                        (true, TokenizerKind::Bpe { vocab_size }) => {
+                            let mut v = vocab_size;
+                            ui.add(DragValue::new(&mut v).range(257..=8192).prefix("vocab ")).accessible_name("BPE vocabulary size");
+                            TokenizerKind::Bpe { vocab_size: v }
+                        }
+                        (true, TokenizerKind::Char) => TokenizerKind::Bpe { vocab_size: 512 },
+                    };
+                });
+                ui.end_row();
+            }
+
+            ui.label("model");
+            ui.horizontal(|ui| {
+                ui.label("layers");
+                override_value(ui, "layers", &mut plan.model.n_layer, preset_config.n_layer, 0.05);
+                ui.label("heads");
+                override_value(ui, "heads", &mut plan.model.n_head, preset_config.n_head, 0.05);
+                ui.label("width");
+                override_value(ui, "width", &mut plan.model.n_embd, preset_config.n_embd, 1.0);
+                ui.label("context");
+                override_value(ui, "context", &mut plan.model.block_size, preset_config.block_size, 1.0);
+            });
+            ui.end_row();
+
+            ui.label("training");
+            ui.horizontal(|ui| {
+                ui.label("steps");
+                override_value(ui, "steps", &mut plan.training.steps, recipe.steps, 5.0);
+                ui.label("batch");
+                override_value(ui, "batch", &mut plan.training.batch_size, recipe.batch_size, 0.2);
+                ui.label("lr");
+                override_value(ui, "learning rate", &mut plan.training.lr, recipe.lr, 1e-4);
+                ui.label("weight decay");
+                override_value(ui, "weight decay", &mut plan.training.weight_decay, recipe.weight_decay, 1e-3);
+                ui.label("seed");
+                override_value(ui, "seed", &mut plan.training.seed, recipe.seed, 1.0);
+            });
+            ui.end_row();
+        });
+
+        ui.add_space(4.0);
+        ui.label(RichText::new("Runs").strong());
+        let mut remove = None;
+        let mut duplicate = None;
+        let n_runs = setup.plan.runs.len();
+        setup.colours.resize(n_runs, [128; 3]);
+        Grid::new("setup_runs").striped(true).num_columns(8).show(ui, |ui| {
+            for header in ["", "name", "variant", "kv heads", "scale", "weight decay", "MLP hidden", ""] {
+                ui.label(RichText::new(header).weak());
+            }
+            ui.end_row();
+            for (i, run) in setup.plan.runs.iter_mut().enumerate() {
+                ui.color_edit_button_srgb(&mut setup.colours[i]).accessible_name(format!("colour of run {}", i + 1));
+                let hint = run.display_name();
+                ui.add(egui::TextEdit::singleline(&mut run.name).hint_text(hint).desired_width(110.0))
+                    .accessible_name(format!("name of run {}", i + 1));
+                ComboBox::from_id_salt(("variant", i))
+                    .selected_text(run.variant.name())
+                    .show_ui(ui, |ui| {
+                        for variant in AttentionVariant::ALL {
+                            ui.selectable_value(&mut run.variant, variant, format!("{}  {}", variant.name(), variant.notation()));
+                        }
+                    })
+                    .response
+                    .accessible_name(format!("variant of run {}", i + 1));
+                ui.horizontal(|ui| override_value(ui, "kv heads", &mut run.kv_heads, preset_config.n_head, 0.05));
+                let d_k = preset_config.n_embd / preset_config.n_head.max(1);
+                ui.horizontal(|ui| override_value(ui, "attention scale", &mut run.scale, run.variant.default_scale(d_k), 1e-3));
+                let decay = recipe.clone().for_variant(run.variant).weight_decay;
+                ui.horizontal(|ui| override_value(ui, "run weight decay", &mut run.weight_decay, decay, 1e-3));
+                ui.horizontal(|ui| override_value(ui, "MLP hidden", &mut run.mlp_hidden, preset_config.mlp_hidden, 1.0));
+                ui.horizontal(|ui| {
+                    if ui.small_button("copy").on_hover_text("duplicate this run").clicked() {
+                        duplicate = Some(i);
+                    }
+                    if ui.add_enabled(n_runs > 1, egui::Button::new("remove").small()).clicked() {
+                        remove = Some(i);
+                    }
+                });
+                ui.end_row();
+            }
+        });
+        if let Some(i) = duplicate {
+            setup.duplicate_run(i);
+        }
+        if let Some(i) = remove {
+            setup.remove_run(i);
+        }
+        let mut action = SetupAction::None;
+        ui.horizontal(|ui| {
+            if ui.button("+ add run").clicked() {
+                setup.add_run(RunPlan::new(AttentionVariant::Standard));
+            }
+            let apply = egui::Button::new(if changed_since_apply { "Apply setup (resets training)" } else { "Apply setup" });
+            if ui.add(apply).clicked() {
+                action = SetupAction::Apply;
+            }
+        });
+        action
+    }
+}
+
+fn data_ui(ui: &mut Ui, data: &mut DataSource) {
+    let label = match data {
+        DataSource::Shakespeare => "Shakespeare (embedded)",
+        DataSource::Synthetic { .. } => "synthetic task",
+        DataSource::File(_) => "my own text file",
+    };
+    let combo = ComboBox::from_id_salt("data").selected_text(label).show_ui(ui, |ui| {
+        if ui.selectable_label(matches!(data, DataSource::Shakespeare), "Shakespeare (embedded)").clicked() {
+            *data = DataSource::Shakespeare;
+        }
+        if ui.selectable_label(matches!(data, DataSource::Synthetic { .. }), "synthetic task").clicked()
+            && !matches!(data, DataSource::Synthetic { .. })
+        {
+            *data = DataSource::Synthetic { task: SyntheticTask::Reverse, length: DEFAULT_SYNTHETIC_LENGTH };
+        }
+        if ui.selectable_label(matches!(data, DataSource::File(_)), "my own text file").clicked()
+            && !matches!(data, DataSource::File(_))
+        {
+            *data = DataSource::File(String::new());
+        }
+    });
+    let _ = combo.response.accessible_name("data");
+    match data {
+        DataSource::Shakespeare => {}
+        DataSource::Synthetic { task, length } => {
+            ComboBox::from_id_salt("task")
+                .selected_text(task.name())
+                .show_ui(ui, |ui| {
+                    for t in SyntheticTask::ALL {
+                        ui.selectable_value(task, t, t.name());
+                    }
+                })
+                .response
+                .accessible_name("synthetic task");
+            ui.add(DragValue::new(length).range(2..=64).prefix("L = ")).accessible_name("list length");
+        }
+        DataSource::File(path) => {
+            ui.add(egui::TextEdit::singleline(path).hint_text("path to a UTF-8 text file").desired_width(260.0))
+                .accessible_name("text file path");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colours_follow_their_runs() {
+        let mut setup = Setup::default();
+        setup.colours[1] = [1, 2, 3];
+        setup.duplicate_run(1);
+        assert_eq!(setup.plan.runs.len(), 3);
+        assert_eq!(setup.plan.runs[2].variant, setup.plan.runs[1].variant);
+        assert!(!setup.colours32()[..2].contains(&setup.colour(2)), "a new run gets an unused colour");
+        setup.remove_run(0);
+        assert_eq!(setup.colours[0], [1, 2, 3]);
+        assert_eq!(setup.colours.len(), setup.plan.runs.len());
+    }
+}

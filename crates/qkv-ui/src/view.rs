@@ -1,0 +1,121 @@
+//! What the app knows about the session: the runs, their curves, the latest attention maps and
+//! samples, built only from the session's messages.
+
+use egui::Color32;
+use qkv_train::run::RunStatus;
+use qkv_train::session::{AttentionMaps, Message, RunInfo};
+use qkv_train::{EvalRecord, StepRecord};
+
+pub struct RunView {
+    pub info: RunInfo,
+    pub colour: Color32,
+    pub steps: Vec<StepRecord>,
+    pub evals: Vec<EvalRecord>,
+    pub status: RunStatus,
+    /// Why the run stopped, when it did.
+    pub error: Option<String>,
+    pub sample: Option<String>,
+}
+
+impl RunView {
+    pub fn name(&self) -> &str {
+        &self.info.spec.name
+    }
+
+    /// Tokens per second over the last few steps (the latest step alone jitters).
+    pub fn recent_tokens_per_sec(&self) -> Option<f64> {
+        let recent = &self.steps[self.steps.len().saturating_sub(10)..];
+        (!recent.is_empty()).then(|| recent.iter().map(|s| s.tokens_per_sec).sum::<f64>() / recent.len() as f64)
+    }
+}
+
+#[derive(Default)]
+pub struct SessionView {
+    pub runs: Vec<RunView>,
+    pub data: String,
+    pub backend: String,
+    pub playing: bool,
+    pub finished: bool,
+    pub attention: Option<AttentionMaps>,
+    /// Bumped by every new set of maps, so panels know when to redraw their textures.
+    pub attention_version: u64,
+    /// The last failed command, shown until the next success.
+    pub error: Option<String>,
+    /// Checkpoints and CSVs handed back by the session, for the shell to save.
+    pub exports: Vec<(usize, String, Vec<u8>, String)>,
+}
+
+impl SessionView {
+    pub fn is_loaded(&self) -> bool {
+        !self.runs.is_empty()
+    }
+
+    pub fn step(&self) -> usize {
+        self.runs.iter().map(|r| r.steps.last().map_or(0, |s| s.step)).max().unwrap_or(0)
+    }
+
+    /// `colours` gives each run's colour by index (the setup's choice).
+    pub fn apply(&mut self, message: Message, colours: &[Color32]) {
+        match message {
+            Message::Loaded { runs, data, backend } => {
+                self.runs = runs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, info)| RunView {
+                        colour: colours.get(i).copied().unwrap_or_else(|| crate::palette::colour(i)),
+                        steps: info.steps.clone(),
+                        evals: info.evals.clone(),
+                        status: RunStatus::Training,
+                        error: None,
+                        sample: None,
+                        info,
+                    })
+                    .collect();
+                self.data = data;
+                self.backend = backend;
+                self.finished = false;
+                self.attention = None;
+                self.error = None;
+            }
+            Message::Stepped { run, record, eval } => {
+                if let Some(view) = self.runs.get_mut(run) {
+                    if record.step >= view.info.spec.training.steps {
+                        view.status = RunStatus::Finished;
+                    }
+                    view.steps.push(record);
+                    view.evals.extend(eval);
+                }
+            }
+            Message::Evaluated { run, record } => {
+                if let Some(view) = self.runs.get_mut(run) {
+                    view.evals.push(record);
+                }
+            }
+            Message::Stopped { run, error } => {
+                if let Some(view) = self.runs.get_mut(run) {
+                    let step = view.steps.last().map_or(0, |s| s.step) + 1;
+                    view.status = RunStatus::Diverged { step };
+                    view.error = Some(error);
+                }
+            }
+            Message::Attention(maps) => {
+                self.attention = Some(maps);
+                self.attention_version += 1;
+            }
+            Message::Sampled { run, text } => {
+                if let Some(view) = self.runs.get_mut(run) {
+                    view.sample = Some(text);
+                }
+            }
+            Message::Exported { run, name, checkpoint, metrics_csv } => {
+                self.exports.push((run, name, checkpoint, metrics_csv));
+            }
+            Message::Playing(playing) => self.playing = playing,
+            Message::Finished => {
+                self.finished = true;
+                self.playing = false;
+            }
+            Message::Failed(error) => self.error = Some(error),
+        }
+    }
+}

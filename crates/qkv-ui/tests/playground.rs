@@ -1,0 +1,138 @@
+//! The default demo driven through the UI, rendered with wgpu (lavapipe on a machine without a
+//! GPU): press Step, and the loss plot, the parameter panel and the attention grid fill in.
+//!
+//! Snapshots live in tests/snapshots; `UPDATE_SNAPSHOTS=1` rewrites them after an intended
+//! change of the UI. `QKV_SCREENSHOTS=DIR` also renders every classroom lesson into DIR.
+
+use std::time::{Duration, Instant};
+
+use egui::vec2;
+use egui_kittest::kittest::Queryable;
+use egui_kittest::{Harness, SnapshotOptions};
+use qkv_model::ParamReport;
+use qkv_model::burn::tensor::Device;
+use qkv_ui::{Compute, Playground};
+
+type State = Option<Playground>;
+
+fn harness() -> Harness<'static, State> {
+    Harness::builder()
+        .with_size(vec2(1500.0, 920.0))
+        .wgpu()
+        .build_ui_state(
+            |ui, state: &mut State| {
+                let playground = state.get_or_insert_with(|| {
+                    Playground::new(ui.ctx(), vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }], None)
+                });
+                playground.ui(ui);
+            },
+            None,
+        )
+}
+
+fn playground<'h>(harness: &'h Harness<'_, State>) -> &'h Playground {
+    harness.state().as_ref().expect("built on the first frame")
+}
+
+/// Runs frames until `done` holds (the session trains on its own thread).
+fn run_until(harness: &mut Harness<'_, State>, what: &str, done: impl Fn(&Playground) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        // A frame first: it delivers pending clicks and the session's messages.
+        harness.step();
+        if done(playground(harness)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        if let Some(error) = &playground(harness).view.error {
+            panic!("the session failed while waiting for {what}: {error}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    harness.run_steps(3);
+}
+
+/// The frame-time readout and the throughput figures change from run to run.
+fn mask_timings(harness: &mut Harness<'_, State>) {
+    for label in ["frame ", "tokens/s"] {
+        let rects: Vec<_> = harness.query_all_by_label_contains(label).map(|node| node.rect()).collect();
+        for rect in rects {
+            harness.mask(rect);
+        }
+    }
+}
+
+#[test]
+fn stepping_the_default_demo_fills_every_panel() {
+    let mut harness = harness();
+    harness.run_steps(2);
+    harness.get_by_label("Step").click();
+    run_until(&mut harness, "the first step", |p| p.view.step() >= 1);
+    for _ in 0..4 {
+        let before = playground(&harness).view.step();
+        harness.get_by_label("Step").click();
+        run_until(&mut harness, "another step", |p| p.view.step() > before);
+    }
+
+    let app = playground(&harness);
+    assert_eq!(app.view.step(), 5);
+    assert_eq!(app.view.runs.len(), 2, "standard and wq-identity");
+    // Five train points and the step-0 evaluation per run.
+    assert!(app.loss.points_drawn >= 2 * 6, "loss plot has {} points", app.loss.points_drawn);
+    assert_eq!(app.attention.maps_drawn, 2 * 2 * 4, "2 runs × 2 layers × 4 heads");
+    for run in &app.view.runs {
+        let total = ParamReport::new(&run.info.spec.model).total_params;
+        let label = format!("{total} ({:.3} M)", total as f64 / 1e6);
+        assert!(harness.query_by_label(&label).is_some(), "the parameter panel shows {label}");
+    }
+
+    mask_timings(&mut harness);
+    harness.snapshot_options("default_demo_after_5_steps", &SnapshotOptions::new().max_failed_pixels(200));
+}
+
+#[test]
+fn a_bad_setup_shows_its_error_and_the_app_keeps_running() {
+    let mut harness = harness();
+    harness.run_steps(2);
+    harness.state_mut().as_mut().unwrap().setup.plan.model.n_head = Some(5);
+    harness.get_by_label("Step").click();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while playground(&harness).view.error.is_none() {
+        assert!(Instant::now() < deadline, "no error shown");
+        std::thread::sleep(Duration::from_millis(20));
+        harness.step();
+    }
+    harness.run_steps(2);
+    let error = playground(&harness).view.error.clone().unwrap();
+    assert!(error.contains("n_head"), "{error}");
+    assert!(harness.query_by_label_contains("n_head").is_some(), "the error is on screen");
+
+    // Fixing the setup recovers.
+    harness.state_mut().as_mut().unwrap().setup.plan.model.n_head = None;
+    harness.get_by_label("Step").click();
+    run_until(&mut harness, "a step after the fix", |p| p.view.step() >= 1);
+}
+
+/// Renders each classroom lesson after a few steps into $QKV_SCREENSHOTS (for docs/).
+#[test]
+fn lesson_screenshots() {
+    let Some(dir) = std::env::var_os("QKV_SCREENSHOTS") else { return };
+    let steps: usize = std::env::var("QKV_SCREENSHOT_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (index, lesson) in qkv_ui::lessons::LESSONS.iter().enumerate() {
+        let mut harness = harness();
+        harness.run_steps(2);
+        harness.state_mut().as_mut().unwrap().load_lesson(index);
+        harness.state_mut().as_mut().unwrap().train();
+        run_until(&mut harness, lesson.title, |p| p.view.step() >= steps || p.view.finished);
+        harness.state_mut().as_mut().unwrap().pause();
+        run_until(&mut harness, "the pause", |p| !p.view.playing);
+        // Click the first head so that the enlarged view and the difference show too.
+        harness.state_mut().as_mut().unwrap().attention.selected = Some((0, 1, 0));
+        harness.run_steps(4);
+        let image = harness.render().expect("rendered");
+        let path = std::path::Path::new(&dir).join(format!("lesson-{}.png", index + 1));
+        image.save(&path).unwrap();
+        eprintln!("wrote {}", path.display());
+    }
+}
