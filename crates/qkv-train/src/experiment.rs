@@ -65,6 +65,16 @@ impl Experiment {
         Ok(Self { runs, rng: Rng::new(seed ^ step as u64), val_batches, dataset, block_size, batch_size, grad_accum, step })
     }
 
+    /// Adds a run that joins at the current step (e.g. a converted model continuing another's
+    /// curve); it must share the others' batch shape and seed.
+    pub fn add_run(&mut self, run: Run) -> Result<usize, RunError> {
+        let mut specs: Vec<RunSpec> = self.runs.iter().map(|r| r.spec.clone()).collect();
+        specs.push(run.spec.clone());
+        check_shared_batches(&specs)?;
+        self.runs.push(run);
+        Ok(self.runs.len() - 1)
+    }
+
     pub fn dataset(&self) -> &Dataset {
         &self.dataset
     }

@@ -21,6 +21,10 @@ pub struct ModelOverrides {
     pub n_head: Option<usize>,
     pub n_embd: Option<usize>,
     pub block_size: Option<usize>,
+    /// The skip connection around the MLP (the theory's telescoping case turns it off).
+    pub mlp_skip: Option<bool>,
+    /// One block's weights reused by every layer.
+    pub shared_layers: Option<bool>,
 }
 
 /// Changes to the preset's recipe, shared by every run.
@@ -155,6 +159,8 @@ impl ExperimentPlan {
         model.n_layer = o.n_layer.unwrap_or(model.n_layer);
         model.n_head = o.n_head.unwrap_or(model.n_head);
         model.block_size = o.block_size.unwrap_or(model.block_size);
+        model.mlp_skip = o.mlp_skip.unwrap_or(model.mlp_skip);
+        model.shared_layers = o.shared_layers.unwrap_or(model.shared_layers);
         if let Some(n_embd) = o.n_embd {
             // The MLP keeps the preset's width ratio unless the run sets its own.
             model.mlp_hidden = preset.mlp_hidden * n_embd / preset.n_embd.max(1);

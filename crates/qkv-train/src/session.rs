@@ -7,7 +7,8 @@
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
-use qkv_model::ParamReport;
+use qkv_model::reparam::ReparamCase;
+use qkv_model::{Norm, ParamReport};
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::dataset::{DataSource, Dataset};
@@ -16,6 +17,7 @@ use crate::generate::{SampleOptions, generate};
 use crate::plan::ExperimentPlan;
 use crate::run::{EvalRecord, RunSpec, StepRecord};
 use crate::synthetic::{SEP, Split};
+use crate::theory::{ReparamReport, TheoryCase, continue_converted, convert_and_measure};
 
 /// Prompt tokens shown in the attention maps of text data: enough to read, few enough to see.
 const ATTENTION_PROMPT_TOKENS: usize = 32;
@@ -36,6 +38,9 @@ pub enum Command {
     AttentionEvery(usize),
     Sample { run: usize, prompt: String, options: SampleOptions },
     Export { run: usize },
+    /// Folds the run's W_Q into its neighbours (paper 1's theory) and adds the converted model
+    /// as a new run that continues from here.
+    EliminateQuery { run: usize },
 }
 
 /// What a front end needs to show a run before it has trained.
@@ -74,6 +79,8 @@ pub enum Message {
     Attention(AttentionMaps),
     Sampled { run: usize, text: String },
     Exported { run: usize, name: String, checkpoint: Vec<u8>, metrics_csv: String },
+    /// A converted model joined as run `info`; `report` says how exactly it matches `from`.
+    Converted { from: usize, info: RunInfo, report: ReparamReport },
     /// Playing or paused, as the session now is.
     Playing(bool),
     /// Every run has finished or stopped.
@@ -143,6 +150,7 @@ impl Session {
             }
             Command::Sample { run, prompt, options } => self.sample(run, &prompt, &options),
             Command::Export { run } => self.export(run),
+            Command::EliminateQuery { run } => self.eliminate_query(run),
         };
         result.unwrap_or_else(|error| vec![Message::Failed(error)])
     }
@@ -310,6 +318,31 @@ impl Session {
             }
         };
         Ok(vec![Message::Sampled { run, text }])
+    }
+
+    fn eliminate_query(&mut self, index: usize) -> Result<Vec<Message>, String> {
+        let experiment = self.experiment.as_mut().ok_or("load an experiment first")?;
+        let original = experiment.runs.get(index).ok_or("no such run")?;
+        let config = &original.spec.model;
+        // Exact where the theory allows it; with LayerNorm, the approximate conversion.
+        let case = match ReparamCase::of(config) {
+            Ok(exact) => TheoryCase::from(exact),
+            Err(_) if config.norm == Norm::LayerNorm => TheoryCase::LayerNorm,
+            Err(e) => return Err(e.to_string()),
+        };
+        let (conversion, report) = convert_and_measure(case, original, experiment.val_batches())?;
+        let name = format!("{} (W_Q eliminated)", original.spec.name);
+        let run = continue_converted(original, conversion, &name, experiment.dataset())?;
+        let info = RunInfo {
+            spec: run.spec.clone(),
+            params: ParamReport::new(&run.spec.model),
+            steps: run.metrics.steps.clone(),
+            evals: run.metrics.evals.clone(),
+        };
+        experiment.add_run(run).map_err(|e| e.to_string())?;
+        let mut messages = vec![Message::Converted { from: index, info, report }];
+        messages.push(Message::Attention(self.attention()?));
+        Ok(messages)
     }
 
     fn export(&self, run: usize) -> Result<Vec<Message>, String> {
@@ -491,6 +524,39 @@ mod tests {
         assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("truncated")), "{messages:?}");
         // The session still holds the imported run.
         assert_eq!(session.experiment().unwrap().runs.len(), 1);
+    }
+
+    #[test]
+    fn eliminating_w_q_adds_a_run_with_the_same_attention_and_fewer_parameters() {
+        let mut session = Session::new(Device::flex(), "flex");
+        let plan = ExperimentPlan {
+            preset: Preset::Theory,
+            model: crate::plan::ModelOverrides { mlp_skip: Some(false), block_size: Some(16), ..Default::default() },
+            training: TrainingOverrides { steps: Some(20), batch_size: Some(4), ..Default::default() },
+            runs: vec![RunPlan::new(AttentionVariant::Standard)],
+            ..ExperimentPlan::default()
+        };
+        session.handle(Command::Load(plan));
+        (0..5).for_each(|_| drop(session.handle(Command::Step)));
+        let messages = session.handle(Command::EliminateQuery { run: 0 });
+        let Some(Message::Converted { from: 0, info, report }) = messages.first() else { panic!("{messages:?}") };
+        assert_eq!(report.case, TheoryCase::NoMlpSkip);
+        assert!(report.max_abs_logit_diff < 1e-4, "{report:?}");
+        assert!(info.params.total_params < report.params_before);
+        assert_eq!(info.steps.len(), 5, "the converted run continues the original's curve");
+        let Some(Message::Attention(maps)) = messages.get(1) else { panic!("{messages:?}") };
+        let (a, b) = (&maps.runs[0], &maps.runs[1]);
+        let largest = a.iter().flatten().zip(b.iter().flatten()).flat_map(|(x, y)| x.iter().zip(y)).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
+        assert!(largest < 1e-5, "attention maps differ by {largest}");
+        // Both go on training on the same batches.
+        let next = session.handle(Command::Step);
+        assert_eq!(next.iter().filter(|m| matches!(m, Message::Stepped { .. })).count(), 2);
+
+        let mut standard_layers = ExperimentPlan::default();
+        standard_layers.preset = Preset::Theory;
+        session.handle(Command::Load(standard_layers));
+        let refused = session.handle(Command::EliminateQuery { run: 0 });
+        assert!(matches!(&refused[..], [Message::Failed(e)] if e.contains("shared_layers")), "{refused:?}");
     }
 
     #[test]

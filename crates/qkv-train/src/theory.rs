@@ -8,7 +8,7 @@ use burn::module::Module;
 use burn::tensor::Device;
 use serde::Serialize;
 
-use qkv_model::reparam::{Conversion, eliminate_query, eliminate_query_approx};
+use qkv_model::reparam::{Conversion, ReparamCase, eliminate_query, eliminate_query_approx};
 use qkv_model::{Gpt, GptConfig, Norm, ParamReport, Preset};
 
 use crate::dataset::{Batch, Dataset};
@@ -61,6 +61,16 @@ impl TheoryCase {
     pub fn convert(self, model: &Gpt, config: &GptConfig) -> Result<Conversion, String> {
         let converted = if self.is_exact() { eliminate_query(model, config) } else { eliminate_query_approx(model, config) };
         converted.map_err(|e| e.to_string())
+    }
+}
+
+impl From<ReparamCase> for TheoryCase {
+    fn from(case: ReparamCase) -> Self {
+        match case {
+            ReparamCase::Single => TheoryCase::Single,
+            ReparamCase::NoMlpSkip => TheoryCase::NoMlpSkip,
+            ReparamCase::Shared => TheoryCase::Shared,
+        }
     }
 }
 

@@ -80,6 +80,7 @@ pub struct Playground {
     /// The latest note for the user (saved files, errors of the shell's own work).
     pub notice: Option<(String, bool)>,
     pub frames: FrameTimer,
+    open_theory: bool,
 }
 
 fn start_session(ctx: &egui::Context, compute: &Compute) -> SessionHandle {
@@ -118,6 +119,7 @@ impl Playground {
             import_path: String::new(),
             notice,
             frames: FrameTimer::default(),
+            open_theory: false,
         }
     }
 
@@ -168,7 +170,9 @@ impl Playground {
 
     pub fn load_lesson(&mut self, index: usize) {
         self.lesson = Some(index);
-        self.setup = Setup::from_plan((LESSONS[index].plan)());
+        let plan = (LESSONS[index].plan)();
+        self.open_theory = plan.preset == qkv_model::Preset::Theory;
+        self.setup = Setup::from_plan(plan);
         self.apply_setup();
     }
 
@@ -349,6 +353,11 @@ impl Playground {
                 ui.label(RichText::new(format!("trained on {}; data: {}", self.view.backend, self.view.data)).weak());
             }
         });
+        // The theory lesson opens its section once; after that the user decides.
+        let open = std::mem::take(&mut self.open_theory).then_some(true);
+        egui::CollapsingHeader::new("Theory: eliminate W_Q").open(open).show(ui, |ui| {
+            self.theory_ui(ui);
+        });
         egui::CollapsingHeader::new("Export and import").show(ui, |ui| {
             ui.horizontal(|ui| {
                 ui.label("folder");
@@ -371,6 +380,52 @@ impl Playground {
                 }
             });
         });
+    }
+
+    /// Paper 1's change of basis on a trained run: the converted model joins as a new run.
+    fn theory_ui(&mut self, ui: &mut Ui) {
+        ui.label(
+            "Any invertible matrix T can be folded into the layer's input: X becomes XT and each of W_Q, W_K, W_V \
+             becomes T^-1 W. With T = W_Q the query weight becomes I. Exact without LayerNorm, for one layer, \
+             without the MLP skip, or with shared layers; approximate with LayerNorm.",
+        );
+        let standard: Vec<usize> = (0..self.view.runs.len())
+            .filter(|&i| {
+                let model = &self.view.runs[i].info.spec.model;
+                model.attention.variant == qkv_model::AttentionVariant::Standard
+            })
+            .collect();
+        if standard.is_empty() {
+            ui.label(RichText::new("No standard run to convert: add one, or open the lesson 'Is W_Q needed?'.").weak());
+        }
+        ui.horizontal_wrapped(|ui| {
+            for i in standard {
+                if ui.button(format!("Eliminate W_Q from {}", self.view.runs[i].name())).clicked() {
+                    self.send(Command::EliminateQuery { run: i });
+                }
+            }
+        });
+        if let Some((from, report)) = &self.view.conversion {
+            let name = self.view.runs.get(*from).map_or("?", |r| r.name());
+            let change = 100.0 * (report.params_after as f64 - report.params_before as f64) / report.params_before as f64;
+            egui::Grid::new("theory_report").num_columns(2).show(ui, |ui| {
+                ui.label("converted");
+                ui.label(format!("{name} at step {} ({}, {})", report.steps, report.case, if report.exact { "exact" } else { "approximate" }));
+                ui.end_row();
+                ui.label("parameters");
+                ui.label(format!("{} -> {} ({change:+.2}%)", report.params_before, report.params_after));
+                ui.end_row();
+                ui.label("max |logit difference|");
+                ui.label(format!("{:.2e} (mean {:.2e})", report.max_abs_logit_diff, report.mean_abs_logit_diff));
+                ui.end_row();
+                ui.label("val loss");
+                ui.label(format!("{:.4} -> {:.4}", report.val_loss_before, report.val_loss_after));
+                ui.end_row();
+                ui.label("condition of W_Q");
+                ui.label(report.condition_numbers.iter().map(|c| format!("{c:.1}")).collect::<Vec<_>>().join(", "));
+                ui.end_row();
+            });
+        }
     }
 
     fn playground_ui(&mut self, ui: &mut Ui) {

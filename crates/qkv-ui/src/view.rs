@@ -4,6 +4,7 @@
 use egui::Color32;
 use qkv_train::run::RunStatus;
 use qkv_train::session::{AttentionMaps, Message, RunInfo};
+use qkv_train::theory::ReparamReport;
 use qkv_train::{EvalRecord, StepRecord};
 
 pub struct RunView {
@@ -41,6 +42,8 @@ pub struct SessionView {
     pub attention_version: u64,
     /// The last failed command, shown until the next success.
     pub error: Option<String>,
+    /// The latest W_Q elimination: the run it started from and how exact it was.
+    pub conversion: Option<(usize, ReparamReport)>,
     /// Checkpoints and CSVs handed back by the session, for the shell to save.
     pub exports: Vec<(usize, String, Vec<u8>, String)>,
 }
@@ -75,6 +78,22 @@ impl SessionView {
                 self.backend = backend;
                 self.finished = false;
                 self.attention = None;
+                self.error = None;
+                self.conversion = None;
+            }
+            Message::Converted { from, info, report } => {
+                let used: Vec<Color32> = self.runs.iter().map(|r| r.colour).collect();
+                let colour = (0..).map(crate::palette::colour).find(|c| !used.contains(c)).unwrap_or(Color32::GRAY);
+                self.runs.push(RunView {
+                    colour,
+                    steps: info.steps.clone(),
+                    evals: info.evals.clone(),
+                    status: RunStatus::Training,
+                    error: None,
+                    sample: None,
+                    info,
+                });
+                self.conversion = Some((from, report));
                 self.error = None;
             }
             Message::Stepped { run, record, eval } => {

@@ -113,6 +113,29 @@ fn a_bad_setup_shows_its_error_and_the_app_keeps_running() {
     run_until(&mut harness, "a step after the fix", |p| p.view.step() >= 1);
 }
 
+#[test]
+fn eliminating_w_q_in_the_theory_lesson_adds_an_identical_run() {
+    let mut harness = harness();
+    harness.run_steps(2);
+    harness.state_mut().as_mut().unwrap().load_lesson(4);
+    for _ in 0..3 {
+        let before = playground(&harness).view.step();
+        harness.get_by_label("Step").click();
+        run_until(&mut harness, "a step", |p| p.view.step() > before);
+    }
+    harness.get_by_label("Eliminate W_Q from standard").click();
+    run_until(&mut harness, "the conversion", |p| p.view.conversion.is_some());
+    let app = playground(&harness);
+    let (_, report) = app.view.conversion.as_ref().unwrap();
+    assert!(report.exact && report.max_abs_logit_diff < 1e-4, "{report:?}");
+    assert_eq!(app.view.runs.len(), 2);
+    let converted = &app.view.runs[1];
+    assert_eq!(converted.steps.len(), 3, "the converted run's curve continues the original's");
+    assert_eq!(converted.info.spec.model.attention.variant, qkv_model::AttentionVariant::QueryIdentity);
+    assert!(harness.query_by_label_contains("max |logit difference|").is_some());
+    assert_eq!(app.attention.maps_drawn, 2 * 2 * 2, "both runs' maps: 2 layers × 2 heads");
+}
+
 /// Renders each classroom lesson after a few steps into $QKV_SCREENSHOTS (for docs/).
 #[test]
 fn lesson_screenshots() {
