@@ -103,14 +103,17 @@ impl Shell {
         frames.sort_by(f64::total_cmp);
         let mean = frames.iter().sum::<f64>() / frames.len().max(1) as f64;
         let p95 = frames.get(frames.len() * 95 / 100).copied().unwrap_or(f64::NAN);
+        let ui_work = &self.playground.frames.ui_work[skip.min(self.playground.frames.ui_work.len())..];
+        let ui_mean = ui_work.iter().sum::<f64>() / ui_work.len().max(1) as f64;
         println!(
-            "qkv-lab smoke: {:.1} s, compute {}, {} frames, mean frame {:.1} ms ({:.0} fps), p95 {:.1} ms",
+            "qkv-lab smoke: {:.1} s, compute {}, {} frames, mean frame {:.1} ms ({:.0} fps), p95 {:.1} ms, building the UI {:.1} ms per frame",
             limit,
             self.playground.compute_label(),
             frames.len(),
             mean * 1e3,
             1.0 / mean,
-            p95 * 1e3
+            p95 * 1e3,
+            ui_mean * 1e3
         );
         for run in &self.playground.view.runs {
             println!(

@@ -37,6 +37,9 @@ pub struct FrameTimer {
     recent: std::collections::VecDeque<f64>,
     /// Every frame time since the start, for the smoke test's summary.
     pub all: Vec<f64>,
+    /// Seconds each frame spent building the UI (the rest of a frame is rendering, presenting
+    /// and waiting).
+    pub ui_work: Vec<f64>,
 }
 
 impl FrameTimer {
@@ -222,7 +225,13 @@ impl Playground {
 
     /// The whole app, inside whatever container the shell gives it.
     pub fn ui(&mut self, ui: &mut Ui) {
+        let started = Instant::now();
         self.frames.tick();
+        self.panels(ui);
+        self.frames.ui_work.push(started.elapsed().as_secs_f64());
+    }
+
+    fn panels(&mut self, ui: &mut Ui) {
         self.pump();
         if self.view.playing {
             // Messages wake the UI; this keeps the frame-time readout alive between them.
@@ -329,7 +338,7 @@ impl Playground {
     fn side_ui(&mut self, ui: &mut Ui) {
         if let Some(lesson) = self.lesson.map(|i| &LESSONS[i]) {
             ui.label(RichText::new(lesson.title).heading());
-            ui.label(lesson.explanation);
+            wrapped(ui, lesson.explanation);
             ui.separator();
         }
         egui::CollapsingHeader::new("Experiment setup").default_open(true).show(ui, |ui| {
@@ -384,7 +393,8 @@ impl Playground {
 
     /// Paper 1's change of basis on a trained run: the converted model joins as a new run.
     fn theory_ui(&mut self, ui: &mut Ui) {
-        ui.label(
+        wrapped(
+            ui,
             "Any invertible matrix T can be folded into the layer's input: X becomes XT and each of W_Q, W_K, W_V \
              becomes T^-1 W. With T = W_Q the query weight becomes I. Exact without LayerNorm, for one layer, \
              without the MLP skip, or with shared layers; approximate with LayerNorm.",
@@ -470,6 +480,14 @@ impl Playground {
             AttentionRequest::RefreshEvery(n) => self.send(Command::AttentionEvery(n)),
         }
     }
+}
+
+/// A paragraph that wraps at the side panel's width (the panel scrolls sideways for its tables).
+fn wrapped(ui: &mut Ui, text: &str) {
+    ui.scope(|ui| {
+        ui.set_max_width(400.0);
+        ui.label(text);
+    });
 }
 
 /// Where exports go unless the user picks another folder.

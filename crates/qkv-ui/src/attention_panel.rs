@@ -19,6 +19,8 @@ pub struct AttentionPanel {
     pub diff: (usize, usize),
     textures: Vec<Vec<Vec<TextureHandle>>>,
     textures_version: u64,
+    /// Kept here because a texture is freed when its handle drops, before the frame is painted.
+    diff_texture: Option<TextureHandle>,
     /// Heatmaps drawn in the last frame (for tests).
     pub maps_drawn: usize,
 }
@@ -32,6 +34,7 @@ impl Default for AttentionPanel {
             diff: (0, 1),
             textures: Vec::new(),
             textures_version: 0,
+            diff_texture: None,
             maps_drawn: 0,
         }
     }
@@ -195,7 +198,7 @@ impl AttentionPanel {
 
     fn large_map(&self, ui: &mut Ui, texture: &TextureHandle, map: &[f32], tokens: &[String]) {
         let label_space = 28.0;
-        let size = (ui.available_height() - label_space).clamp(160.0, 360.0);
+        let size = (ui.available_height() - label_space - 8.0).clamp(120.0, 360.0);
         let time = tokens.len();
         // Token labels above the columns and left of the rows.
         let (outer, _) = ui.allocate_exact_size(vec2(size + label_space, 0.0), Sense::hover());
@@ -252,11 +255,14 @@ impl AttentionPanel {
         };
         let difference: Vec<f32> = a.iter().zip(b).map(|(x, y)| x - y).collect();
         let largest = difference.iter().fold(0.0f32, |m, d| m.max(d.abs()));
-        let texture = ui.ctx().load_texture(
-            "attention difference",
-            image(&difference, maps.time(), palette::diverging),
-            TextureOptions::NEAREST,
-        );
+        let colours = image(&difference, maps.time(), palette::diverging);
+        let texture = match &mut self.diff_texture {
+            Some(texture) => {
+                texture.set(colours, TextureOptions::NEAREST);
+                texture.clone()
+            }
+            None => self.diff_texture.insert(ui.ctx().load_texture("attention difference", colours, TextureOptions::NEAREST)).clone(),
+        };
         self.large_map(ui, &texture, &difference, &maps.tokens);
         ui.label(RichText::new(format!("red: {} attends more, blue: less; largest |difference| {largest:.3}", names[self.diff.0])).weak());
     }

@@ -77,8 +77,10 @@ pub const LESSONS: [Lesson; 5] = [
         title: "Is W_Q needed? Watch it vanish",
         explanation: "Paper 1's theory: attention sees its input X only through XW_Q, XW_K and XW_V, so any \
             invertible Θ can move into the layer's input. Train this small model (no LayerNorm, no skip around \
-            the MLP) for a while, then press 'Eliminate W_Q' below: a copy without W_Q joins, its loss curve \
-            continues the original's, its attention maps are the same, and its parameter bar is shorter.",
+            the MLP) for a while, then press 'Eliminate W_Q' below: a copy without W_Q joins with the same logits \
+            and attention maps and a shorter parameter bar. Then keep training both: the copy starts with a fresh \
+            optimiser in an ill-conditioned basis (see 'condition of W_Q') and may stumble, one reason paper 1 \
+            trains with W_Q = I from the start rather than converting.",
         plan: || ExperimentPlan {
             preset: Preset::Theory,
             model: ModelOverrides { mlp_skip: Some(false), ..ModelOverrides::default() },

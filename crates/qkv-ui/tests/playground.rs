@@ -148,6 +148,12 @@ fn lesson_screenshots() {
         harness.state_mut().as_mut().unwrap().load_lesson(index);
         harness.state_mut().as_mut().unwrap().train();
         run_until(&mut harness, lesson.title, |p| p.view.step() >= steps || p.view.finished);
+        if harness.query_by_label("Eliminate W_Q from standard").is_some() {
+            // The theory lesson: convert mid-training and let both runs go on.
+            harness.get_by_label("Eliminate W_Q from standard").click();
+            run_until(&mut harness, "the conversion", |p| p.view.conversion.is_some());
+            run_until(&mut harness, "training after it", |p| p.view.step() >= steps + 50 || p.view.finished);
+        }
         harness.state_mut().as_mut().unwrap().pause();
         run_until(&mut harness, "the pause", |p| !p.view.playing);
         // Click the first head so that the enlarged view and the difference show too.
