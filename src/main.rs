@@ -18,6 +18,8 @@ const SETUP_KEY: &str = "setup";
 struct ShellArgs {
     train_for: Option<f64>,
     lesson: Option<usize>,
+    /// Prefer this compute ("wgpu" or "flex") over the automatic choice.
+    compute: Option<String>,
 }
 
 impl ShellArgs {
@@ -40,8 +42,17 @@ impl ShellArgs {
                     }
                     parsed.lesson = Some(n - 1);
                 }
+                "--compute" => {
+                    let v = value("--compute")?;
+                    if v != "wgpu" && v != "flex" {
+                        return Err(format!("--compute takes wgpu or flex (got '{v}')"));
+                    }
+                    parsed.compute = Some(v);
+                }
                 "--help" | "-h" => {
-                    println!("qkv-lab [--train-for SECS] [--lesson N]\n  opens the QKV Lab playground");
+                    println!(
+                        "qkv-lab [--train-for SECS] [--lesson N] [--compute wgpu|flex]\n  opens the QKV Lab playground"
+                    );
                     std::process::exit(0);
                 }
                 other => return Err(format!("unknown argument '{other}': try --help")),
@@ -49,6 +60,24 @@ impl ShellArgs {
         }
         Ok(parsed)
     }
+}
+
+/// eframe creates the window's device; Burn trains on the same one, so it must carry what Burn's
+/// kernels need (64-bit integers, subgroups, the adapter's full limits), as Burn's own device
+/// request would.
+fn shared_device_options() -> eframe::egui_wgpu::WgpuConfiguration {
+    use eframe::wgpu;
+    let mut options = eframe::egui_wgpu::WgpuConfiguration::default();
+    if let eframe::egui_wgpu::WgpuSetup::CreateNew(create) = &mut options.wgpu_setup {
+        create.device_descriptor = std::sync::Arc::new(|adapter: &wgpu::Adapter| wgpu::DeviceDescriptor {
+            label: Some("QKV Lab: egui and Burn"),
+            required_features: adapter.features().difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+            required_limits: adapter.limits(),
+            memory_hints: wgpu::MemoryHints::MemoryUsage,
+            ..Default::default()
+        });
+    }
+    options
 }
 
 /// The devices to offer, preferred first. A software GPU adapter (lavapipe, SwiftShader) is
@@ -159,6 +188,7 @@ fn main() -> eframe::Result {
     let options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default().with_inner_size([1500.0, 920.0]).with_title("QKV Lab"),
         renderer: eframe::Renderer::Wgpu,
+        wgpu_options: shared_device_options(),
         ..Default::default()
     };
     eframe::run_native(
@@ -166,7 +196,14 @@ fn main() -> eframe::Result {
         options,
         Box::new(move |cc| {
             let saved = cc.storage.and_then(|s| s.get_string(SETUP_KEY));
-            let mut playground = Playground::new(&cc.egui_ctx, computes(cc), saved.as_deref());
+            let mut computes = computes(cc);
+            if let Some(wanted) = &args.compute {
+                match computes.iter().position(|c| c.label.starts_with(wanted.as_str())) {
+                    Some(i) => computes.swap(0, i),
+                    None => eprintln!("qkv-lab: no {wanted} device here; using {}", computes[0].label),
+                }
+            }
+            let mut playground = Playground::new(&cc.egui_ctx, computes, saved.as_deref());
             if let Some(lesson) = args.lesson {
                 playground.load_lesson(lesson);
             }

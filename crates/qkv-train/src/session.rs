@@ -113,6 +113,12 @@ impl Session {
         }
     }
 
+    /// Forgets the experiment (after a failure left it in an unknown state).
+    pub fn unload(&mut self) {
+        self.experiment = None;
+        self.playing = false;
+    }
+
     /// Whether the session wants to take steps without being asked.
     pub fn is_busy(&self) -> bool {
         self.playing && self.experiment.as_ref().is_some_and(|e| !e.is_done())
@@ -429,10 +435,28 @@ pub fn spawn(session: Session, notify: impl Fn() + Send + 'static) -> SessionHan
                         Err(_) => return,
                     }
                 };
-                let batch = match command {
+                // A failing device (a kernel that does not compile, a lost GPU) panics inside
+                // Burn; the session survives it, drops the experiment and says what happened.
+                let work = std::panic::AssertUnwindSafe(|| match command {
                     Some(command) => session.handle(command),
                     None => session.advance(),
-                };
+                });
+                let batch = std::panic::catch_unwind(work).unwrap_or_else(|panic| {
+                    session.unload();
+                    let reason = panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("unknown failure");
+                    let reason = reason.lines().next().unwrap_or(reason);
+                    vec![
+                        Message::Playing(false),
+                        Message::Failed(format!(
+                            "training stopped on {}: {reason}; apply the setup again, or switch compute to flex (CPU)",
+                            session.backend
+                        )),
+                    ]
+                });
                 for message in batch {
                     if message_tx.send(message).is_err() {
                         return;

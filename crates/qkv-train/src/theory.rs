@@ -26,6 +26,7 @@ pub enum TheoryCase {
     /// The theory preset's layers sharing one set of weights.
     Shared,
     /// The theory preset with LayerNorm: no exact conversion, the approximate mode.
+    #[serde(rename = "layernorm")]
     LayerNorm,
 }
 
