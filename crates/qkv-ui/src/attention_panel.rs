@@ -227,25 +227,9 @@ impl AttentionPanel {
         self.diff = (self.diff.0.min(n - 1), self.diff.1.min(n - 1));
         ui.horizontal(|ui| {
             ui.label(RichText::new(format!("difference at layer {layer}, head {head}:")).strong());
-            ComboBox::from_id_salt("diff_a")
-                .selected_text(names[self.diff.0])
-                .show_ui(ui, |ui| {
-                    for (i, name) in names.iter().enumerate().take(n) {
-                        ui.selectable_value(&mut self.diff.0, i, *name);
-                    }
-                })
-                .response
-                .accessible_name("first run of the difference");
+            run_picker(ui, "first run of the difference", &names[..n], &mut self.diff.0);
             ui.label("minus");
-            ComboBox::from_id_salt("diff_b")
-                .selected_text(names[self.diff.1])
-                .show_ui(ui, |ui| {
-                    for (i, name) in names.iter().enumerate().take(n) {
-                        ui.selectable_value(&mut self.diff.1, i, *name);
-                    }
-                })
-                .response
-                .accessible_name("second run of the difference");
+            run_picker(ui, "second run of the difference", &names[..n], &mut self.diff.1);
         });
         let a = maps.runs[self.diff.0].get(layer).and_then(|hs| hs.get(head));
         let b = maps.runs[self.diff.1].get(layer).and_then(|hs| hs.get(head));
@@ -266,6 +250,19 @@ impl AttentionPanel {
         self.large_map(ui, &texture, &difference, &maps.tokens);
         ui.label(RichText::new(format!("red: {} attends more, blue: less; largest |difference| {largest:.3}", names[self.diff.0])).weak());
     }
+}
+
+/// A combo box choosing one of `names` by index.
+fn run_picker(ui: &mut Ui, purpose: &str, names: &[&str], selected: &mut usize) {
+    ComboBox::from_id_salt(purpose)
+        .selected_text(names[*selected])
+        .show_ui(ui, |ui| {
+            for (i, name) in names.iter().enumerate() {
+                ui.selectable_value(selected, i, *name);
+            }
+        })
+        .response
+        .accessible_name(purpose);
 }
 
 #[cfg(test)]

@@ -19,6 +19,19 @@ pub struct RunView {
 }
 
 impl RunView {
+    /// A run as the session announced it, with the metrics it already has.
+    pub fn new(info: RunInfo, colour: Color32) -> Self {
+        Self {
+            colour,
+            steps: info.steps.clone(),
+            evals: info.evals.clone(),
+            status: RunStatus::Training,
+            error: None,
+            sample: None,
+            info,
+        }
+    }
+
     pub fn name(&self) -> &str {
         &self.info.spec.name
     }
@@ -64,14 +77,8 @@ impl SessionView {
                 self.runs = runs
                     .into_iter()
                     .enumerate()
-                    .map(|(i, info)| RunView {
-                        colour: colours.get(i).copied().unwrap_or_else(|| crate::palette::colour(i)),
-                        steps: info.steps.clone(),
-                        evals: info.evals.clone(),
-                        status: RunStatus::Training,
-                        error: None,
-                        sample: None,
-                        info,
+                    .map(|(i, info)| {
+                        RunView::new(info, colours.get(i).copied().unwrap_or_else(|| crate::palette::colour(i)))
                     })
                     .collect();
                 self.data = data;
@@ -84,15 +91,7 @@ impl SessionView {
             Message::Converted { from, info, report } => {
                 let used: Vec<Color32> = self.runs.iter().map(|r| r.colour).collect();
                 let colour = (0..).map(crate::palette::colour).find(|c| !used.contains(c)).unwrap_or(Color32::GRAY);
-                self.runs.push(RunView {
-                    colour,
-                    steps: info.steps.clone(),
-                    evals: info.evals.clone(),
-                    status: RunStatus::Training,
-                    error: None,
-                    sample: None,
-                    info,
-                });
+                self.runs.push(RunView::new(info, colour));
                 self.conversion = Some((from, report));
                 self.error = None;
             }
