@@ -1,6 +1,7 @@
 //! `qkv`: QKV Lab from the command line.
 
 mod bench;
+mod experiment;
 mod params;
 mod reparam;
 mod report;
@@ -32,6 +33,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Train a standard model, eliminate its W_Q by a change of basis, compare logits and loss.
     Reparam(reparam::ReparamArgs),
+    /// Reproduce a paper's comparison (paper1: W_Q = I; paper2: shared projections, GQA/MQA) with a report.
+    Experiment(experiment::ExperimentArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         Command::Sample(args) => sample::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Reparam(args) => reparam::run(args),
+        Command::Experiment(args) => experiment::run(args, &invocation),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -154,15 +154,18 @@ fn progress_style() -> ProgressStyle {
 
 /// Trains `variants` side by side; returns the finished experiment and the wall time.
 pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant]) -> Result<(Experiment, f64), String> {
+    train_plan(&args.plan(variants), &args.backend.device()?)
+}
+
+/// Trains every run of `plan` on identical batches with progress bars (plain lines in logs).
+pub fn train_plan(plan: &ExperimentPlan, device: &Device) -> Result<(Experiment, f64), String> {
     let started = std::time::Instant::now();
-    if let TokenizerKind::Bpe { .. } = args.tokenizer {
-        eprintln!("training the {} tokenizer on the training split…", args.tokenizer);
+    if let TokenizerKind::Bpe { .. } = plan.tokenizer {
+        eprintln!("training the {} tokenizer on the training split…", plan.tokenizer);
     }
-    let plan = args.plan(variants);
     let dataset = plan.dataset()?;
     let specs = plan.specs(&dataset)?;
-    let device = args.backend.device()?;
-    let mut experiment = Experiment::new(dataset, specs, &device).map_err(|e| e.to_string())?;
+    let mut experiment = Experiment::new(dataset, specs, device).map_err(|e| e.to_string())?;
     experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
 
     let plain_log = !std::io::stderr().is_terminal();

@@ -1,0 +1,513 @@
+//! `qkv experiment paper1|paper2`: the two papers' comparisons at a chosen scale, several seeds,
+//! every run of a seed on identical batches, with a report that records how it was made and
+//! says where the result differs from the paper.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use qkv_model::accounting::kv_cache_bytes_per_token;
+use qkv_model::burn::tensor::Device;
+use qkv_model::{AttentionVariant, CacheDType, GptConfig, ParamReport, Preset};
+use qkv_train::checkpoint::{Checkpoint, to_bytes, write_atomically};
+use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
+use qkv_train::{DataSource, Experiment, Run, RunEvent, RunStatus, SyntheticTask, TokenizerKind};
+
+use crate::train::Backend;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Paper {
+    /// Karbevski & Mijoski: W_Q = I, with and without the parameters moved to the MLP.
+    Paper1,
+    /// Kayyam et al.: shared projections and KV heads.
+    Paper2,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scale {
+    /// The classroom model for 300 steps: minutes on a laptop, for trying the command.
+    Tiny,
+    /// nanoGPT's CPU Shakespeare recipe (4×4×128, 2000 steps); synthetic tasks at L = 16.
+    Laptop,
+    /// GPT-2 small on your own data (`--data PATH --tokenizer bpe:N`) on a wgpu GPU; resumable.
+    Gpu,
+}
+
+#[derive(Args, Debug)]
+pub struct ExperimentArgs {
+    pub paper: Paper,
+    #[arg(long, value_enum, default_value = "laptop")]
+    pub scale: Scale,
+    /// Seeds (different initialisation and batch order) [default: 3, 1 at gpu scale].
+    #[arg(long)]
+    pub seeds: Option<usize>,
+    /// Optimiser steps per run [default: the scale's].
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Text data [default: shakespeare; required at gpu scale].
+    #[arg(long)]
+    pub data: Option<DataSource>,
+    #[arg(long, default_value = "char")]
+    pub tokenizer: TokenizerKind,
+    /// [default: flex, wgpu at gpu scale]
+    #[arg(long)]
+    pub backend: Option<Backend>,
+    /// Output folder [default: runs/PAPER-SCALE].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// One comparison: a plan trained once per seed.
+struct Study {
+    name: String,
+    plan: ExperimentPlan,
+}
+
+/// A run's outcome in one seed.
+#[derive(Debug, Clone, Serialize)]
+struct Outcome {
+    study: String,
+    run: String,
+    seed: u64,
+    variant: AttentionVariant,
+    kv_heads: Option<usize>,
+    weight_decay: f64,
+    total_params: usize,
+    kv_cache_bytes_per_token: usize,
+    final_val_loss: Option<f64>,
+    best_val_loss: Option<f64>,
+    accuracy: Option<f64>,
+    status: String,
+}
+
+impl Scale {
+    fn preset(self) -> Preset {
+        match self {
+            Scale::Tiny => Preset::Classroom,
+            Scale::Laptop => Preset::ShakespeareCharCpu,
+            Scale::Gpu => Preset::Gpt2Small,
+        }
+    }
+
+    fn synthetic_preset(self) -> Preset {
+        match self {
+            Scale::Tiny => Preset::Classroom,
+            _ => Preset::Synthetic,
+        }
+    }
+
+    fn list_length(self) -> usize {
+        if self == Scale::Tiny { 8 } else { 16 }
+    }
+
+    fn default_steps(self) -> Option<usize> {
+        match self {
+            Scale::Tiny => Some(300),
+            _ => None,
+        }
+    }
+}
+
+/// The MLP width that brings `config` (with `variant`) closest to `target` parameters.
+fn mlp_matching(config: &GptConfig, variant: AttentionVariant, target: usize) -> usize {
+    let params = |hidden: usize| {
+        let mut c = config.clone().with_variant(variant);
+        c.mlp_hidden = hidden;
+        ParamReport::new(&c).total_params
+    };
+    (1..=config.mlp_hidden * 2).min_by_key(|&h| params(h).abs_diff(target)).expect("a non-empty range")
+}
+
+fn paper1_runs(preset: Preset, lowered_decay: f64) -> Vec<RunPlan> {
+    let config = preset.config();
+    let standard = ParamReport::new(&config.clone().with_variant(AttentionVariant::Standard)).total_params;
+    let identity = ParamReport::new(&config.clone().with_variant(AttentionVariant::QueryIdentity)).total_params;
+    let wide = mlp_matching(&config, AttentionVariant::QueryIdentity, standard);
+    let narrow = mlp_matching(&config, AttentionVariant::Standard, identity);
+    let main = [
+        RunPlan::new(AttentionVariant::Standard).named("standard"),
+        RunPlan::new(AttentionVariant::QueryIdentity).named("wq-identity"),
+        RunPlan { mlp_hidden: Some(wide), ..RunPlan::new(AttentionVariant::QueryIdentity) }.named("wq-identity-wide-mlp"),
+        RunPlan { mlp_hidden: Some(narrow), ..RunPlan::new(AttentionVariant::Standard) }.named("standard-narrow-mlp"),
+    ];
+    let lowered = main.iter().map(|r| RunPlan { weight_decay: Some(lowered_decay), ..r.clone() }.named(format!("{} wd={lowered_decay}", r.name)));
+    main.iter().cloned().chain(lowered).collect()
+}
+
+fn paper2_runs(n_head: usize) -> Vec<RunPlan> {
+    use AttentionVariant::*;
+    let gqa = (n_head / 2).max(1);
+    vec![
+        RunPlan::new(Standard).named("Q-K-V"),
+        RunPlan::new(SharedQueryKey).named("Q=K-V"),
+        RunPlan::new(SharedQueryKeyAsym).named("(Q=K-V)+"),
+        RunPlan::new(SharedKeyValue).named("Q-K=V"),
+        RunPlan::new(SharedAll).named("Q=K=V"),
+        RunPlan::new(Standard).with_kv_heads(gqa).named(format!("GQA-{gqa}")),
+        RunPlan::new(Standard).with_kv_heads(1).named("MQA"),
+        RunPlan::new(SharedKeyValue).with_kv_heads(gqa).named(format!("Q-K=V + GQA-{gqa}")),
+        RunPlan::new(SharedKeyValue).with_kv_heads(1).named("Q-K=V + MQA"),
+    ]
+}
+
+fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, String> {
+    let steps = args.steps.or(args.scale.default_steps());
+    let data = match (&args.data, args.scale) {
+        (Some(data), _) => data.clone(),
+        (None, Scale::Gpu) => {
+            return Err("--scale gpu trains GPT-2 small on your own text: give --data PATH and --tokenizer bpe:N".into());
+        }
+        (None, _) => DataSource::Shakespeare,
+    };
+    let plan = |preset: Preset, data: DataSource, runs: Vec<RunPlan>| ExperimentPlan {
+        preset,
+        data,
+        tokenizer: args.tokenizer,
+        model: Default::default(),
+        training: TrainingOverrides { steps, ..Default::default() },
+        runs,
+    };
+    let preset = args.scale.preset();
+    Ok(match args.paper {
+        // Paper 1 lowers the identity model's decay to 2^-5; here every variant is also tried
+        // without decay, to see which of them needs it.
+        Paper::Paper1 => vec![Study { name: "text".into(), plan: plan(preset, data, paper1_runs(preset, 0.0)) }],
+        Paper::Paper2 => {
+            let mut studies = vec![Study { name: "text".into(), plan: plan(preset, data, paper2_runs(preset.config().n_head)) }];
+            let synthetic = args.scale.synthetic_preset();
+            for task in SyntheticTask::ALL {
+                let data = DataSource::Synthetic { task, length: args.scale.list_length() };
+                studies.push(Study { name: task.name().into(), plan: plan(synthetic, data, paper2_runs(synthetic.config().n_head)) });
+            }
+            studies
+        }
+    })
+}
+
+/// Trains one seed of a study, resuming from the checkpoints in `dir` when all of them are
+/// there, and checkpointing at every evaluation.
+fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -> Result<Experiment, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let dataset = plan.dataset()?;
+    let specs = plan.specs(&dataset)?;
+    let path = |name: &str| dir.join(format!("{}.qkv", name.replace(['/', ' ', '='], "_")));
+    let saved: Vec<PathBuf> = specs.iter().map(|s| path(&s.name)).filter(|p| p.exists()).collect();
+    let mut experiment = if saved.len() == specs.len() {
+        let runs = specs
+            .iter()
+            .map(|spec| Checkpoint::read(&path(&spec.name)).and_then(|c| c.into_run(&dataset, device)).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<Run>, String>>()?;
+        eprintln!("{label}: resuming at step {} from {}", runs[0].step, dir.display());
+        Experiment::from_runs(dataset, runs).map_err(|e| e.to_string())?
+    } else {
+        let mut experiment = Experiment::new(dataset, specs, device).map_err(|e| e.to_string())?;
+        experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+        experiment
+    };
+    let data = plan.data.to_string();
+    while !experiment.is_done() {
+        let mut evaluated = false;
+        for event in experiment.step() {
+            match event {
+                RunEvent::Stepped { eval: Some(_), .. } => evaluated = true,
+                RunEvent::Stepped { .. } => {}
+                RunEvent::Stopped { run, error } => eprintln!("{label}: {} stopped: {error}", experiment.runs[run].spec.name),
+            }
+        }
+        if evaluated || experiment.is_done() {
+            let losses: Vec<String> = experiment
+                .runs
+                .iter()
+                .map(|r| format!("{} {}", r.spec.name, r.metrics.evals.last().map_or("-".into(), |e| format!("{:.4}", e.val_loss))))
+                .collect();
+            eprintln!("{label} step {}: val {}", experiment.step, losses.join(", "));
+            for run in &experiment.runs {
+                let bytes = to_bytes(run, experiment.dataset(), &data).map_err(|e| e.to_string())?;
+                write_atomically(&path(&run.spec.name), &bytes).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    Ok(experiment)
+}
+
+fn outcome(study: &str, seed: u64, run: &Run) -> Outcome {
+    let model = &run.spec.model;
+    Outcome {
+        study: study.to_string(),
+        run: run.spec.name.clone(),
+        seed,
+        variant: model.attention.variant,
+        kv_heads: model.attention.kv_heads,
+        weight_decay: run.spec.training.weight_decay,
+        total_params: ParamReport::new(model).total_params,
+        kv_cache_bytes_per_token: kv_cache_bytes_per_token(model, CacheDType::F32),
+        final_val_loss: run.metrics.evals.last().map(|e| e.val_loss),
+        best_val_loss: run.metrics.best_val_loss(),
+        accuracy: run.metrics.evals.last().and_then(|e| e.accuracy),
+        status: match run.status {
+            RunStatus::Diverged { step } => format!("diverged at step {step}"),
+            _ => "finished".into(),
+        },
+    }
+}
+
+/// Mean and sample standard deviation of the values present.
+fn mean_std(values: impl Iterator<Item = Option<f64>>) -> Option<(f64, f64, usize)> {
+    let v: Vec<f64> = values.flatten().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let var = if v.len() > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64 } else { 0.0 };
+    Some((mean, var.sqrt(), v.len()))
+}
+
+fn pm(stat: Option<(f64, f64, usize)>) -> String {
+    stat.map_or("-".into(), |(m, s, n)| if n > 1 { format!("{m:.4} ± {s:.4}") } else { format!("{m:.4}") })
+}
+
+fn change(value: f64, reference: f64) -> String {
+    format!("{:+.2}%", 100.0 * (value - reference) / reference)
+}
+
+/// Runs of a study in plan order, with every seed's outcome.
+fn by_run<'a>(outcomes: &'a [Outcome], study: &str) -> Vec<(String, Vec<&'a Outcome>)> {
+    let mut rows: Vec<(String, Vec<&Outcome>)> = Vec::new();
+    for o in outcomes.iter().filter(|o| o.study == study) {
+        match rows.iter_mut().find(|(name, _)| *name == o.run) {
+            Some((_, list)) => list.push(o),
+            None => rows.push((o.run.clone(), vec![o])),
+        }
+    }
+    rows
+}
+
+fn paper1_report(outcomes: &[Outcome]) -> String {
+    let rows = by_run(outcomes, "text");
+    let best = |list: &[&Outcome]| mean_std(list.iter().map(|o| o.best_val_loss));
+    let reference = rows.first().and_then(|(_, l)| best(l)).map(|s| s.0);
+    let mut out = String::from(
+        "| run | params | Δparams | weight decay | final val loss | best val loss | Δ best vs standard | diverged |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let reference_params = rows.first().map_or(1, |(_, l)| l[0].total_params);
+    for (name, list) in &rows {
+        let b = best(list);
+        out += &format!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {}/{} |\n",
+            list[0].total_params,
+            change(list[0].total_params as f64, reference_params as f64),
+            list[0].weight_decay,
+            pm(mean_std(list.iter().map(|o| o.final_val_loss))),
+            pm(b),
+            match (b, reference) {
+                (Some((m, _, _)), Some(r)) => change(m, r),
+                _ => "-".into(),
+            },
+            list.iter().filter(|o| o.status != "finished").count(),
+            list.len()
+        );
+    }
+    // The paper's claims, checked against these numbers and the seeds' spread.
+    let stat = |name: &str| rows.iter().find(|(n, _)| n == name).and_then(|(_, l)| best(l));
+    let compare = |a: &str, b: &str| -> Option<(f64, f64)> {
+        let ((ma, sa, _), (mb, sb, _)) = (stat(a)?, stat(b)?);
+        Some((100.0 * (ma - mb) / mb, 100.0 * (sa * sa + sb * sb).sqrt() / mb))
+    };
+    let verdict = |delta: f64, spread: f64, paper_sign: f64| {
+        if spread > 0.0 && delta.abs() <= spread {
+            format!("within the seeds' spread (±{spread:.2}%), so this run cannot tell them apart")
+        } else if delta * paper_sign > 0.0 || paper_sign == 0.0 && delta.abs() <= 1.0 {
+            "the same direction as the paper".to_string()
+        } else {
+            format!("the opposite of the paper, by {:.2}% beyond the spread", delta.abs() - spread)
+        }
+    };
+    let mut trends = String::from("\n## Against the paper\n\n");
+    if let Some((delta, spread)) = compare("wq-identity", "standard") {
+        trends += &format!(
+            "- Paper 1: GPT-2 small without W_Q is on par with the original. Here wq-identity is {delta:+.2}% against standard: {}.\n",
+            if delta.abs() <= spread.max(1.0) { "on par here too".to_string() } else { format!("{:.2}% apart", delta.abs()) }
+        );
+    }
+    if let Some((delta, spread)) = compare("wq-identity-wide-mlp", "standard") {
+        trends += &format!(
+            "- Paper 1: spending the freed parameters on a wider MLP beats the original (3.004 vs 3.016, -0.4%). Here {delta:+.2}%: {}.\n",
+            verdict(delta, spread, -1.0)
+        );
+    }
+    let lowered: Vec<&(String, Vec<&Outcome>)> = rows.iter().filter(|(n, _)| n.contains("wd=")).collect();
+    let diverged: usize = lowered.iter().map(|(_, l)| l.iter().filter(|o| o.status != "finished").count()).sum();
+    let total: usize = lowered.iter().map(|(_, l)| l.len()).sum();
+    trends += &format!(
+        "- Stability: without weight decay {diverged} of {total} runs diverged; paper 1 lowers the identity model's decay to 2^-5 for stability at GPT-2 scale.\n"
+    );
+    out + &trends
+}
+
+fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {
+    let mut out = String::new();
+    for study in studies {
+        let rows = by_run(outcomes, &study.name);
+        let Some((_, reference)) = rows.first() else { continue };
+        let ref_loss = mean_std(reference.iter().map(|o| o.best_val_loss)).map(|s| s.0);
+        let ref_kv = reference[0].kv_cache_bytes_per_token;
+        let synthetic = rows.iter().any(|(_, l)| l.iter().any(|o| o.accuracy.is_some()));
+        out += &format!("\n### {} ({})\n\n", study.name, study.plan.data);
+        out += "| variant | params | KV cache / token (f32) | KV reduction | best val loss | Δ loss | Δ perplexity |";
+        out += if synthetic { " accuracy |\n|---|---:|---:|---:|---:|---:|---:|---:|\n" } else { "\n|---|---:|---:|---:|---:|---:|---:|\n" };
+        for (name, list) in &rows {
+            let loss = mean_std(list.iter().map(|o| o.best_val_loss));
+            let (d_loss, d_ppl) = match (loss, ref_loss) {
+                (Some((l, _, _)), Some(r)) => (change(l, r), change(l.exp(), r.exp())),
+                _ => ("-".into(), "-".into()),
+            };
+            let kv = list[0].kv_cache_bytes_per_token;
+            out += &format!(
+                "| {name} | {} | {kv} B | {:.1}% | {} | {d_loss} | {d_ppl} |",
+                list[0].total_params,
+                100.0 * (1.0 - kv as f64 / ref_kv as f64),
+                pm(loss)
+            );
+            if synthetic {
+                let accuracy = mean_std(list.iter().map(|o| o.accuracy.map(|a| 100.0 * a)));
+                out += &match accuracy {
+                    Some((m, s, n)) if n > 1 => format!(" {m:.2}% ± {s:.2} |"),
+                    Some((m, _, _)) => format!(" {m:.2}% |"),
+                    None => " - |".into(),
+                };
+            }
+            out += "\n";
+        }
+    }
+    out
+}
+
+fn utc_date() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let days = (secs / 86_400) as i64 + 719_468;
+    let era = days.div_euclid(146_097);
+    let doe = days - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let time = secs % 86_400;
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02} UTC", time / 3600, time / 60 % 60)
+}
+
+pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let seeds = args.seeds.unwrap_or(if args.scale == Scale::Gpu { 1 } else { 3 });
+    if seeds == 0 {
+        return Err("--seeds must be at least 1".into());
+    }
+    let backend = args.backend.unwrap_or(if args.scale == Scale::Gpu { Backend::Wgpu } else { Backend::Flex });
+    let device = backend.device()?;
+    let paper = match args.paper {
+        Paper::Paper1 => "paper1",
+        Paper::Paper2 => "paper2",
+    };
+    let scale = format!("{:?}", args.scale).to_lowercase();
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/{paper}-{scale}")));
+    let studies = studies(args)?;
+    let mut outcomes = Vec::new();
+    let mut first_seed_runs = Vec::new();
+    // The runs' own clocks, which survive a resume (this invocation's may have started midway).
+    let mut training_secs = 0.0;
+    for study in &studies {
+        for seed_index in 0..seeds {
+            let seed = study.plan.seed() + seed_index as u64;
+            let plan = ExperimentPlan { training: TrainingOverrides { seed: Some(seed), ..study.plan.training.clone() }, ..study.plan.clone() };
+            let label = format!("{} seed {seed}", study.name);
+            let dir = out.join("checkpoints").join(&study.name).join(format!("seed-{seed}"));
+            let experiment = train_seed(&plan, &device, &dir, &label)?;
+            outcomes.extend(experiment.runs.iter().map(|r| outcome(&study.name, seed, r)));
+            training_secs += experiment.runs.iter().map(Run::wall_secs).sum::<f64>();
+            if seed_index == 0 {
+                first_seed_runs.push((study.name.clone(), experiment));
+            }
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let write = |name: &str, text: &str| {
+        std::fs::write(out.join(name), text).map_err(|e| format!("cannot write {}: {e}", out.join(name).display()))
+    };
+    let mut csv = String::from("study,run,seed,variant,kv_heads,weight_decay,total_params,kv_cache_bytes_per_token,final_val_loss,best_val_loss,accuracy,status\n");
+    let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+    for o in &outcomes {
+        csv += &format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            o.study,
+            o.run,
+            o.seed,
+            o.variant,
+            o.kv_heads.map_or(String::new(), |k| k.to_string()),
+            o.weight_decay,
+            o.total_params,
+            o.kv_cache_bytes_per_token,
+            opt(o.final_val_loss),
+            opt(o.best_val_loss),
+            opt(o.accuracy),
+            o.status
+        );
+    }
+    write("results.csv", &csv)?;
+    let mut plots = String::new();
+    for (name, experiment) in &first_seed_runs {
+        let file = format!("loss-{name}.svg");
+        crate::report::loss_svg(&experiment.runs, &out.join(&file))?;
+        plots += &format!("\n![{name} loss curves, first seed]({file})\n");
+    }
+    let body = match args.paper {
+        Paper::Paper1 => paper1_report(&outcomes),
+        Paper::Paper2 => paper2_report(&outcomes, &studies),
+    };
+    let preset = args.scale.preset();
+    let markdown = format!(
+        "# QKV Lab: {paper} at {scale} scale\n\n\
+         - command: `{invocation}`\n- date: {}\n- backend: {backend:?} ({device:?})\n- wall time: {wall:.0} s this invocation; {training_secs:.0} s of training in all (the runs' clocks, across resumes)\n\
+         - model: {} ({}), {} seeds; every run of a seed trains on the same batches\n\n\
+         Losses are mean ± standard deviation over seeds of each run's validation loss.\n\n{body}\n{plots}",
+        utc_date(),
+        preset.name(),
+        preset.description(),
+        seeds
+    );
+    write("report.md", &markdown)?;
+    println!("{body}");
+    println!("wrote {}/{{report.md, results.csv, loss-*.svg, checkpoints/}}", out.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_matched_mlp_widths_balance_the_parameter_counts() {
+        let runs = paper1_runs(Preset::Gpt2Small, 0.0);
+        let config = Preset::Gpt2Small.config();
+        let params = |run: &RunPlan| {
+            let mut c = config.clone().with_variant(run.variant);
+            c.mlp_hidden = run.mlp_hidden.unwrap_or(c.mlp_hidden);
+            ParamReport::new(&c).total_params
+        };
+        // GPT-2 small: the reallocated MLP is 3072 + 768/2 wide, as in paper 1.
+        assert_eq!(runs[2].mlp_hidden, Some(3456));
+        assert_eq!(params(&runs[2]), params(&runs[0]));
+        assert_eq!(params(&runs[3]), params(&runs[1]));
+        assert_eq!(runs.len(), 8);
+        assert_eq!(runs[4].weight_decay, Some(0.0));
+    }
+
+    #[test]
+    fn dates_are_civil() {
+        let date = utc_date();
+        assert!(date.starts_with("20") && date.ends_with("UTC") && date.len() == 20, "{date}");
+    }
+}
