@@ -384,6 +384,58 @@ fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {
     out
 }
 
+/// Paper 2's validation perplexity at 300M parameters relative to standard (5.11), by our run
+/// names; its GQA shares 16 heads among 4, ours half of the heads.
+const PAPER2_PPL_CHANGE: [(&str, f64); 7] = [
+    ("Q-K=V", 5.27),
+    ("Q=K-V", 5.36),
+    ("Q=K=V", 6.41),
+    ("GQA", 5.15),
+    ("MQA", 5.19),
+    ("Q-K=V + GQA", 5.32),
+    ("Q-K=V + MQA", 5.36),
+];
+
+/// The text study's perplexity changes next to the paper's, and whether the paper's ordering
+/// (K=V costs less than Q=K; sharing all three costs most) holds here.
+fn paper2_against_paper(outcomes: &[Outcome]) -> String {
+    let rows = by_run(outcomes, "text");
+    // "GQA-2" is the paper's "GQA" with our group count.
+    let without_count = |n: &str| -> String {
+        match n.rsplit_once('-') {
+            Some((base, count)) if !count.is_empty() && count.chars().all(|c| c.is_ascii_digit()) => base.to_string(),
+            _ => n.to_string(),
+        }
+    };
+    let ppl = |name: &str| {
+        rows.iter()
+            .find(|(n, _)| without_count(n) == name)
+            .and_then(|(_, l)| mean_std(l.iter().map(|o| o.best_val_loss)))
+            .map(|(loss, _, _)| loss.exp())
+    };
+    let Some(standard) = ppl("Q-K-V") else { return String::new() };
+    let mut out = String::from(
+        "\n## Against the paper (text)\n\n| variant | Δ perplexity, paper 2 (300M) | Δ perplexity here | difference |\n|---|---:|---:|---:|\n",
+    );
+    let mut here = Vec::new();
+    for (name, paper) in PAPER2_PPL_CHANGE {
+        let paper_change = 100.0 * (paper - 5.11) / 5.11;
+        if let Some(value) = ppl(name) {
+            let change = 100.0 * (value - standard) / standard;
+            here.push((name, change));
+            out += &format!("| {name} | {paper_change:+.1}% | {change:+.1}% | {:+.1} points |\n", change - paper_change);
+        }
+    }
+    let find = |name: &str| here.iter().find(|(n, _)| *n == name).map(|(_, c)| *c);
+    if let (Some(kv), Some(qk), Some(all)) = (find("Q-K=V"), find("Q=K-V"), find("Q=K=V")) {
+        out += &format!(
+            "\nPaper 2's ordering, Q-K=V < Q=K-V < Q=K=V in perplexity: here {kv:+.1}% / {qk:+.1}% / {all:+.1}%, {}.\n",
+            if kv < qk && qk < all { "the same order" } else { "a different order: this differs from the paper" }
+        );
+    }
+    out + "Small models on characters for a few thousand steps are far from the paper's 300M models on 10B tokens: compare directions, not sizes.\n"
+}
+
 fn utc_date() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -465,7 +517,7 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
     }
     let body = match args.paper {
         Paper::Paper1 => paper1_report(&outcomes),
-        Paper::Paper2 => paper2_report(&outcomes, &studies),
+        Paper::Paper2 => paper2_report(&outcomes, &studies) + &paper2_against_paper(&outcomes),
     };
     let preset = args.scale.preset();
     let markdown = format!(
