@@ -20,6 +20,8 @@ struct ShellArgs {
     lesson: Option<usize>,
     /// Prefer this compute ("wgpu" or "flex") over the automatic choice.
     compute: Option<String>,
+    /// Window size in points.
+    size: Option<[f32; 2]>,
 }
 
 impl ShellArgs {
@@ -49,9 +51,19 @@ impl ShellArgs {
                     }
                     parsed.compute = Some(v);
                 }
+                "--size" => {
+                    let v = value("--size")?;
+                    let bad = || format!("--size takes WIDTHxHEIGHT in points, e.g. 1280x720 (got '{v}')");
+                    let (w, h) = v.split_once('x').ok_or_else(bad)?;
+                    let (w, h): (f32, f32) = (w.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?);
+                    if !(200.0..=10_000.0).contains(&w) || !(200.0..=10_000.0).contains(&h) {
+                        return Err(bad());
+                    }
+                    parsed.size = Some([w, h]);
+                }
                 "--help" | "-h" => {
                     println!(
-                        "qkv-lab [--train-for SECS] [--lesson N] [--compute wgpu|flex]\n  opens the QKV Lab playground"
+                        "qkv-lab [--train-for SECS] [--lesson N] [--compute wgpu|flex] [--size WxH]\n  opens the QKV Lab playground"
                     );
                     std::process::exit(0);
                 }
@@ -186,7 +198,7 @@ fn main() -> eframe::Result {
     let _ = rayon::ThreadPoolBuilder::new().num_threads(cores.saturating_sub(1).max(1)).build_global();
 
     let options = eframe::NativeOptions {
-        viewport: egui::ViewportBuilder::default().with_inner_size([1500.0, 920.0]).with_title("QKV Lab"),
+        viewport: egui::ViewportBuilder::default().with_inner_size(args.size.unwrap_or([1500.0, 920.0])).with_title("QKV Lab"),
         renderer: eframe::Renderer::Wgpu,
         wgpu_options: shared_device_options(),
         ..Default::default()
