@@ -208,9 +208,12 @@ impl Session {
                 ));
             }
         }
+        // The data as the run saw it: same source, tokenizer and seed (synthetic examples
+        // are generated from it).
         let plan = ExperimentPlan {
             data: source,
             tokenizer: header.tokenizer.as_ref().map_or(crate::TokenizerKind::Char, |t| t.kind()),
+            training: crate::plan::TrainingOverrides { seed: Some(header.spec.training.seed), ..Default::default() },
             ..ExperimentPlan::default()
         };
         let dataset = load_dataset(&plan)?;

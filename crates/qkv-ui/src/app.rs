@@ -48,6 +48,10 @@ impl FrameTimer {
         if let Some(last) = self.last.replace(now) {
             let secs = now.duration_since(last).as_secs_f64();
             self.recent.push_back(secs);
+            if self.all.len() >= 100_000 {
+                // Hours of frames: keep the newer half.
+                self.all.drain(..50_000);
+            }
             self.all.push(secs);
             if self.recent.len() > 120 {
                 self.recent.pop_front();
@@ -152,7 +156,8 @@ impl Playground {
     }
 
     fn ensure_loaded(&mut self) {
-        if self.applied.as_ref() != Some(&self.setup) || !self.view.is_loaded() && self.view.error.is_none() {
+        // A setup already sent is not sent again: its Load may still be on its way.
+        if self.applied.as_ref() != Some(&self.setup) {
             self.apply_setup();
         }
     }
@@ -228,6 +233,9 @@ impl Playground {
         let started = Instant::now();
         self.frames.tick();
         self.panels(ui);
+        if self.frames.ui_work.len() >= 100_000 {
+            self.frames.ui_work.drain(..50_000);
+        }
         self.frames.ui_work.push(started.elapsed().as_secs_f64());
     }
 
