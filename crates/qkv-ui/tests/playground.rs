@@ -165,3 +165,21 @@ fn lesson_screenshots() {
         eprintln!("wrote {}", path.display());
     }
 }
+
+#[test]
+fn the_setup_survives_a_restart_and_a_damaged_one_is_replaced() {
+    let ctx = egui::Context::default();
+    let flex = || vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }];
+    let mut first = Playground::new(&ctx, flex(), None);
+    first.load_lesson(2);
+    first.setup.plan.training.steps = Some(123);
+    let saved = first.saved_setup();
+    let second = Playground::new(&ctx, flex(), Some(&saved));
+    assert_eq!(second.setup, first.setup);
+    assert!(second.notice.is_none());
+
+    let damaged = Playground::new(&ctx, flex(), Some("{\"plan\": 7"));
+    assert_eq!(damaged.setup, qkv_ui::setup_panel::Setup::default());
+    let (notice, is_error) = damaged.notice.clone().unwrap();
+    assert!(is_error && notice.contains("saved setup could not be read"), "{notice}");
+}
