@@ -131,9 +131,27 @@ pub struct GptOutput {
     pub attention: Vec<Tensor<4>>,
 }
 
+/// The backend's random generator is shared by the whole process: seeding it and drawing a
+/// model's initial weights must not interleave with another thread doing the same, or "same
+/// seed, same model" stops holding (it did, between parallel tests).
+static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl Gpt {
-    /// Validates `config` and builds the model with nanoGPT's initialisation on `device`.
+    /// Validates `config` and builds the model with nanoGPT's initialisation on `device`, drawing
+    /// from the generator as it stands.
     pub fn new(config: &GptConfig, device: &Device) -> Result<Self, ConfigError> {
+        let _init = INIT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        Self::build(config, device)
+    }
+
+    /// [`Gpt::new`] from a freshly seeded generator: the same seed gives the same weights.
+    pub fn new_seeded(config: &GptConfig, device: &Device, seed: u64) -> Result<Self, ConfigError> {
+        let _init = INIT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        device.seed(seed);
+        Self::build(config, device)
+    }
+
+    fn build(config: &GptConfig, device: &Device) -> Result<Self, ConfigError> {
         config.validate()?;
         let embedding = |rows: usize| Embedding {
             weight: Initializer::Normal { mean: 0.0, std: INIT_STD }.init([rows, config.n_embd], device),

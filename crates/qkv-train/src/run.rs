@@ -145,8 +145,7 @@ impl Run {
         }
         dataset.check_fits(spec.model.block_size)?;
         let device = device.clone().autodiff();
-        device.seed(spec.training.seed);
-        let model = Gpt::new(&spec.model, &device)?;
+        let model = Gpt::new_seeded(&spec.model, &device, spec.training.seed)?;
         let optimiser = Optimiser::new(&model, &spec.training);
         Ok(Self {
             spec,
