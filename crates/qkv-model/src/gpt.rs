@@ -151,7 +151,22 @@ impl Gpt {
         Self::build(config, device)
     }
 
+    /// Builds the modules and draws every initial weight now: Burn initialises parameters
+    /// lazily, on first use, which would happen outside [`INIT`] and after another thread may
+    /// have reseeded the generator.
     fn build(config: &GptConfig, device: &Device) -> Result<Self, ConfigError> {
+        struct Materialise;
+        impl burn::module::ModuleVisitor for Materialise {
+            fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+                let _ = param.val();
+            }
+        }
+        let model = Self::modules(config, device)?;
+        model.visit(&mut Materialise);
+        Ok(model)
+    }
+
+    fn modules(config: &GptConfig, device: &Device) -> Result<Self, ConfigError> {
         config.validate()?;
         let embedding = |rows: usize| Embedding {
             weight: Initializer::Normal { mean: 0.0, std: INIT_STD }.init([rows, config.n_embd], device),
