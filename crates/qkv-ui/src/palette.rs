@@ -19,6 +19,11 @@ pub fn colour(index: usize) -> Color32 {
     COLOURS[index % COLOURS.len()]
 }
 
+/// The first palette colour not in `used`; when every one is taken, colours repeat in order.
+pub fn first_unused(used: &[Color32]) -> Color32 {
+    COLOURS.iter().copied().find(|c| !used.contains(c)).unwrap_or_else(|| colour(used.len()))
+}
+
 /// Probability 0..1 → a dark-to-bright sequential colour (viridis-like, by hand-picked stops).
 pub fn heat(value: f32) -> Color32 {
     const STOPS: [[f32; 3]; 5] =
@@ -38,5 +43,17 @@ pub fn diverging(value: f32) -> Color32 {
         Color32::from_rgb(255, fade(v), fade(v))
     } else {
         Color32::from_rgb(fade(-v), fade(-v), 255)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_colour_is_unused_while_there_is_one_and_repeats_after() {
+        assert_eq!(first_unused(&[colour(0), colour(2)]), colour(1));
+        let all: Vec<Color32> = (0..COLOURS.len()).map(colour).collect();
+        assert_eq!(first_unused(&all), colour(0), "nine runs still get a colour");
     }
 }

@@ -42,7 +42,7 @@ impl Setup {
     }
 
     pub fn add_run(&mut self, run: RunPlan) {
-        let colour = rgb(self.next_free_colour());
+        let colour = rgb(palette::first_unused(&self.colours32()));
         self.plan.runs.push(run);
         self.colours.resize(self.plan.runs.len() - 1, [0; 3]);
         self.colours.push(colour);
@@ -61,11 +61,6 @@ impl Setup {
         if index < self.colours.len() {
             self.colours.remove(index);
         }
-    }
-
-    fn next_free_colour(&self) -> Color32 {
-        let used = self.colours32();
-        (0..).map(palette::colour).find(|c| !used.contains(c)).unwrap_or(Color32::GRAY)
     }
 }
 

@@ -90,8 +90,7 @@ impl SessionView {
             }
             Message::Converted { from, info, report } => {
                 let used: Vec<Color32> = self.runs.iter().map(|r| r.colour).collect();
-                let colour = (0..).map(crate::palette::colour).find(|c| !used.contains(c)).unwrap_or(Color32::GRAY);
-                self.runs.push(RunView::new(info, colour));
+                self.runs.push(RunView::new(info, crate::palette::first_unused(&used)));
                 self.conversion = Some((from, report));
                 self.error = None;
             }
