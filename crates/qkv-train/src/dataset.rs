@@ -101,12 +101,18 @@ impl Dataset {
         Ok(Dataset::Text(TextData { name: corpus.name.clone(), tokenizer, train, val }))
     }
 
-    /// Loads a data source (reading a file where it names one).
-    #[cfg(not(target_family = "wasm"))]
+    /// Loads a data source (reading a file where it names one; the browser cannot, its uploads
+    /// arrive as bytes for [`TextCorpus::from_bytes`]).
     pub fn load(source: &DataSource, tokenizer: TokenizerKind, seed: u64) -> Result<Self, DataError> {
         match source {
             DataSource::Shakespeare => Self::from_text(&TextCorpus::shakespeare(), tokenizer),
+            #[cfg(not(target_family = "wasm"))]
             DataSource::File(path) => Self::from_text(&TextCorpus::from_path(std::path::Path::new(path))?, tokenizer),
+            #[cfg(target_family = "wasm")]
+            DataSource::File(path) => Err(DataError::Io {
+                name: path.clone(),
+                message: "the browser cannot reopen a file by name: upload it again".into(),
+            }),
             DataSource::Synthetic { task, length } => {
                 Ok(Dataset::Synthetic(SyntheticData { task: *task, length: *length, seed }))
             }

@@ -122,7 +122,6 @@ impl ExperimentPlan {
     }
 
     /// Loads (or generates) the plan's data.
-    #[cfg(not(target_family = "wasm"))]
     pub fn dataset(&self) -> Result<Dataset, String> {
         Dataset::load(&self.data, self.tokenizer, self.seed()).map_err(|e| e.to_string())
     }

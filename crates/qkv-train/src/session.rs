@@ -15,7 +15,7 @@ use crate::dataset::{DataSource, Dataset};
 use crate::experiment::{Experiment, RunEvent};
 use crate::generate::{SampleOptions, generate};
 use crate::plan::ExperimentPlan;
-use crate::run::{EvalRecord, RunSpec, StepRecord};
+use crate::run::{EvalRecord, Run, RunSpec, StepRecord};
 use crate::synthetic::{SEP, Split};
 use crate::theory::{ReparamReport, TheoryCase, continue_converted, convert_and_measure};
 
@@ -62,6 +62,17 @@ pub struct AttentionMaps {
     pub tokens: Vec<String>,
     /// Per run: [layer][head] → row-major [query, key] probabilities (T × T).
     pub runs: Vec<Vec<Vec<Vec<f32>>>>,
+}
+
+impl RunInfo {
+    pub fn of(run: &Run) -> Self {
+        Self {
+            spec: run.spec.clone(),
+            params: ParamReport::new(&run.spec.model),
+            steps: run.metrics.steps.clone(),
+            evals: run.metrics.evals.clone(),
+        }
+    }
 }
 
 impl AttentionMaps {
@@ -162,16 +173,7 @@ impl Session {
     }
 
     fn loaded(&mut self, experiment: Experiment, data: String) -> Result<Vec<Message>, String> {
-        let runs = experiment
-            .runs
-            .iter()
-            .map(|run| RunInfo {
-                spec: run.spec.clone(),
-                params: ParamReport::new(&run.spec.model),
-                steps: run.metrics.steps.clone(),
-                evals: run.metrics.evals.clone(),
-            })
-            .collect();
+        let runs = experiment.runs.iter().map(RunInfo::of).collect();
         self.experiment = Some(experiment);
         self.data = data.clone();
         self.playing = false;
@@ -191,7 +193,7 @@ impl Session {
     }
 
     fn load(&mut self, plan: &ExperimentPlan) -> Result<Vec<Message>, String> {
-        let dataset = load_dataset(plan)?;
+        let dataset = plan.dataset()?;
         let specs = plan.specs(&dataset)?;
         let experiment = Experiment::new(dataset, specs, &self.device).map_err(|e| e.to_string())?;
         self.loaded(experiment, plan.data.to_string())
@@ -216,7 +218,7 @@ impl Session {
             training: crate::plan::TrainingOverrides { seed: Some(header.spec.training.seed), ..Default::default() },
             ..ExperimentPlan::default()
         };
-        let dataset = load_dataset(&plan)?;
+        let dataset = plan.dataset()?;
         let run = checkpoint.into_run(&dataset, &self.device).map_err(|e| e.to_string())?;
         let experiment = Experiment::from_runs(dataset, vec![run]).map_err(|e| e.to_string())?;
         self.loaded(experiment, plan.data.to_string())
@@ -342,12 +344,7 @@ impl Session {
         let (conversion, report) = convert_and_measure(case, original, experiment.val_batches())?;
         let name = format!("{} (W_Q eliminated)", original.spec.name);
         let run = continue_converted(original, conversion, &name, experiment.dataset())?;
-        let info = RunInfo {
-            spec: run.spec.clone(),
-            params: ParamReport::new(&run.spec.model),
-            steps: run.metrics.steps.clone(),
-            evals: run.metrics.evals.clone(),
-        };
+        let info = RunInfo::of(&run);
         experiment.add_run(run).map_err(|e| e.to_string())?;
         let mut messages = vec![Message::Converted { from: index, info, report }];
         messages.push(Message::Attention(self.attention()?));
@@ -367,24 +364,6 @@ fn event_message(event: RunEvent) -> Message {
     match event {
         RunEvent::Stepped { run, record, eval } => Message::Stepped { run, record, eval },
         RunEvent::Stopped { run, error } => Message::Stopped { run, error: error.to_string() },
-    }
-}
-
-#[cfg(not(target_family = "wasm"))]
-fn load_dataset(plan: &ExperimentPlan) -> Result<Dataset, String> {
-    plan.dataset()
-}
-
-#[cfg(target_family = "wasm")]
-fn load_dataset(plan: &ExperimentPlan) -> Result<Dataset, String> {
-    match &plan.data {
-        DataSource::Shakespeare => {
-            Dataset::from_text(&crate::TextCorpus::shakespeare(), plan.tokenizer).map_err(|e| e.to_string())
-        }
-        DataSource::Synthetic { task, length } => {
-            Ok(Dataset::Synthetic(crate::SyntheticData { task: *task, length: *length, seed: plan.seed() }))
-        }
-        DataSource::File(name) => Err(format!("{name}: upload the file again (the browser cannot reopen it by name)")),
     }
 }
 
