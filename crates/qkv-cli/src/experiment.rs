@@ -7,14 +7,13 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use qkv_model::accounting::kv_cache_bytes_per_token;
 use qkv_model::burn::tensor::Device;
-use qkv_model::{AttentionVariant, CacheDType, GptConfig, ParamReport, Preset};
+use qkv_model::{AttentionVariant, GptConfig, ParamReport, Preset};
 use qkv_train::checkpoint::{Checkpoint, to_bytes, write_atomically};
 use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
-use qkv_train::{DataSource, Experiment, Run, RunEvent, RunStatus, SyntheticTask, TokenizerKind};
+use qkv_train::{DataSource, Experiment, Run, RunEvent, SyntheticTask, TokenizerKind};
 
-use crate::train::Backend;
+use crate::train::{Backend, RunSummary};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Paper {
@@ -65,21 +64,14 @@ struct Study {
     plan: ExperimentPlan,
 }
 
-/// A run's outcome in one seed.
-#[derive(Debug, Clone, Serialize)]
+/// A run's outcome in one seed: what `qkv train` summarises, and where it stood.
+#[derive(Debug, Clone)]
 struct Outcome {
     study: String,
-    run: String,
     seed: u64,
-    variant: AttentionVariant,
     kv_heads: Option<usize>,
     weight_decay: f64,
-    total_params: usize,
-    kv_cache_bytes_per_token: usize,
-    final_val_loss: Option<f64>,
-    best_val_loss: Option<f64>,
-    accuracy: Option<f64>,
-    status: String,
+    summary: RunSummary,
 }
 
 impl Scale {
@@ -233,23 +225,12 @@ fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -
 }
 
 fn outcome(study: &str, seed: u64, run: &Run) -> Outcome {
-    let model = &run.spec.model;
     Outcome {
         study: study.to_string(),
-        run: run.spec.name.clone(),
         seed,
-        variant: model.attention.variant,
-        kv_heads: model.attention.kv_heads,
+        kv_heads: run.spec.model.attention.kv_heads,
         weight_decay: run.spec.training.weight_decay,
-        total_params: ParamReport::new(model).total_params,
-        kv_cache_bytes_per_token: kv_cache_bytes_per_token(model, CacheDType::F32),
-        final_val_loss: run.metrics.evals.last().map(|e| e.val_loss),
-        best_val_loss: run.metrics.best_val_loss(),
-        accuracy: run.metrics.evals.last().and_then(|e| e.accuracy),
-        status: match run.status {
-            RunStatus::Diverged { step } => format!("diverged at step {step}"),
-            _ => "finished".into(),
-        },
+        summary: RunSummary::of(run),
     }
 }
 
@@ -276,9 +257,9 @@ fn change(value: f64, reference: f64) -> String {
 fn by_run<'a>(outcomes: &'a [Outcome], study: &str) -> Vec<(String, Vec<&'a Outcome>)> {
     let mut rows: Vec<(String, Vec<&Outcome>)> = Vec::new();
     for o in outcomes.iter().filter(|o| o.study == study) {
-        match rows.iter_mut().find(|(name, _)| *name == o.run) {
+        match rows.iter_mut().find(|(name, _)| *name == o.summary.name) {
             Some((_, list)) => list.push(o),
-            None => rows.push((o.run.clone(), vec![o])),
+            None => rows.push((o.summary.name.clone(), vec![o])),
         }
     }
     rows
@@ -286,26 +267,26 @@ fn by_run<'a>(outcomes: &'a [Outcome], study: &str) -> Vec<(String, Vec<&'a Outc
 
 fn paper1_report(outcomes: &[Outcome]) -> String {
     let rows = by_run(outcomes, "text");
-    let best = |list: &[&Outcome]| mean_std(list.iter().map(|o| o.best_val_loss));
+    let best = |list: &[&Outcome]| mean_std(list.iter().map(|o| o.summary.best_val_loss));
     let reference = rows.first().and_then(|(_, l)| best(l)).map(|s| s.0);
     let mut out = String::from(
         "| run | params | Δparams | weight decay | final val loss | best val loss | Δ best vs standard | diverged |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    let reference_params = rows.first().map_or(1, |(_, l)| l[0].total_params);
+    let reference_params = rows.first().map_or(1, |(_, l)| l[0].summary.total_params);
     for (name, list) in &rows {
         let b = best(list);
         out += &format!(
             "| {name} | {} | {} | {} | {} | {} | {} | {}/{} |\n",
-            list[0].total_params,
-            change(list[0].total_params as f64, reference_params as f64),
+            list[0].summary.total_params,
+            change(list[0].summary.total_params as f64, reference_params as f64),
             list[0].weight_decay,
-            pm(mean_std(list.iter().map(|o| o.final_val_loss))),
+            pm(mean_std(list.iter().map(|o| o.summary.final_val_loss))),
             pm(b),
             match (b, reference) {
                 (Some((m, _, _)), Some(r)) => change(m, r),
                 _ => "-".into(),
             },
-            list.iter().filter(|o| o.status != "finished").count(),
+            list.iter().filter(|o| o.summary.status != "finished").count(),
             list.len()
         );
     }
@@ -338,7 +319,7 @@ fn paper1_report(outcomes: &[Outcome]) -> String {
         );
     }
     let lowered: Vec<&(String, Vec<&Outcome>)> = rows.iter().filter(|(n, _)| n.contains("wd=")).collect();
-    let diverged: usize = lowered.iter().map(|(_, l)| l.iter().filter(|o| o.status != "finished").count()).sum();
+    let diverged: usize = lowered.iter().map(|(_, l)| l.iter().filter(|o| o.summary.status != "finished").count()).sum();
     let total: usize = lowered.iter().map(|(_, l)| l.len()).sum();
     trends += &format!(
         "- Stability: without weight decay {diverged} of {total} runs diverged; paper 1 lowers the identity model's decay to 2^-5 for stability at GPT-2 scale.\n"
@@ -351,27 +332,27 @@ fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {
     for study in studies {
         let rows = by_run(outcomes, &study.name);
         let Some((_, reference)) = rows.first() else { continue };
-        let ref_loss = mean_std(reference.iter().map(|o| o.best_val_loss)).map(|s| s.0);
-        let ref_kv = reference[0].kv_cache_bytes_per_token;
-        let synthetic = rows.iter().any(|(_, l)| l.iter().any(|o| o.accuracy.is_some()));
+        let ref_loss = mean_std(reference.iter().map(|o| o.summary.best_val_loss)).map(|s| s.0);
+        let ref_kv = reference[0].summary.kv_cache_bytes_per_token;
+        let synthetic = rows.iter().any(|(_, l)| l.iter().any(|o| o.summary.accuracy.is_some()));
         out += &format!("\n### {} ({})\n\n", study.name, study.plan.data);
         out += "| variant | params | KV cache / token (f32) | KV reduction | best val loss | Δ loss | Δ perplexity |";
         out += if synthetic { " accuracy |\n|---|---:|---:|---:|---:|---:|---:|---:|\n" } else { "\n|---|---:|---:|---:|---:|---:|---:|\n" };
         for (name, list) in &rows {
-            let loss = mean_std(list.iter().map(|o| o.best_val_loss));
+            let loss = mean_std(list.iter().map(|o| o.summary.best_val_loss));
             let (d_loss, d_ppl) = match (loss, ref_loss) {
                 (Some((l, _, _)), Some(r)) => (change(l, r), change(l.exp(), r.exp())),
                 _ => ("-".into(), "-".into()),
             };
-            let kv = list[0].kv_cache_bytes_per_token;
+            let kv = list[0].summary.kv_cache_bytes_per_token;
             out += &format!(
                 "| {name} | {} | {kv} B | {:.1}% | {} | {d_loss} | {d_ppl} |",
-                list[0].total_params,
+                list[0].summary.total_params,
                 100.0 * (1.0 - kv as f64 / ref_kv as f64),
                 pm(loss)
             );
             if synthetic {
-                let accuracy = mean_std(list.iter().map(|o| o.accuracy.map(|a| 100.0 * a)));
+                let accuracy = mean_std(list.iter().map(|o| o.summary.accuracy.map(|a| 100.0 * a)));
                 out += &match accuracy {
                     Some((m, s, n)) if n > 1 => format!(" {m:.2}% ± {s:.2} |"),
                     Some((m, _, _)) => format!(" {m:.2}% |"),
@@ -410,7 +391,7 @@ fn paper2_against_paper(outcomes: &[Outcome]) -> String {
     let ppl = |name: &str| {
         rows.iter()
             .find(|(n, _)| without_count(n) == name)
-            .and_then(|(_, l)| mean_std(l.iter().map(|o| o.best_val_loss)))
+            .and_then(|(_, l)| mean_std(l.iter().map(|o| o.summary.best_val_loss)))
             .map(|(loss, _, _)| loss.exp())
     };
     let Some(standard) = ppl("Q-K-V") else { return String::new() };
@@ -495,17 +476,17 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
         csv += &format!(
             "{},{},{},{},{},{},{},{},{},{},{},{}\n",
             o.study,
-            o.run,
+            o.summary.name,
             o.seed,
-            o.variant,
+            o.summary.variant,
             o.kv_heads.map_or(String::new(), |k| k.to_string()),
             o.weight_decay,
-            o.total_params,
-            o.kv_cache_bytes_per_token,
-            opt(o.final_val_loss),
-            opt(o.best_val_loss),
-            opt(o.accuracy),
-            o.status
+            o.summary.total_params,
+            o.summary.kv_cache_bytes_per_token,
+            opt(o.summary.final_val_loss),
+            opt(o.summary.best_val_loss),
+            opt(o.summary.accuracy),
+            o.summary.status
         );
     }
     write("results.csv", &csv)?;
