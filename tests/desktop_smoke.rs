@@ -18,8 +18,9 @@ fn the_desktop_app_trains_under_xvfb_and_exits_cleanly() {
     let home = std::env::temp_dir().join(format!("qkv-lab-smoke-{}", std::process::id()));
     let runtime = home.join("runtime");
     std::fs::create_dir_all(&runtime).unwrap();
+    // XDG requires the runtime directory to be private.
     #[cfg(unix)]
-    std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(&runtime).unwrap().permissions(), 0o700);
+    std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let output = Command::new("xvfb-run")
         .args(["-a", "-s", "-screen 0 1600x1000x24", env!("CARGO_BIN_EXE_qkv-lab"), "--train-for", "8"])
         .env("HOME", &home)
