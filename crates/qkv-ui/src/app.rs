@@ -48,21 +48,29 @@ impl FrameTimer {
         if let Some(last) = self.last.replace(now) {
             let secs = now.duration_since(last).as_secs_f64();
             self.recent.push_back(secs);
-            if self.all.len() >= 100_000 {
-                // Hours of frames: keep the newer half.
-                self.all.drain(..50_000);
-            }
-            self.all.push(secs);
+            push_bounded(&mut self.all, secs);
             if self.recent.len() > 120 {
                 self.recent.pop_front();
             }
         }
     }
 
+    pub fn record_ui_work(&mut self, secs: f64) {
+        push_bounded(&mut self.ui_work, secs);
+    }
+
     /// Mean frame time of the recent frames, in seconds.
     pub fn mean(&self) -> Option<f64> {
         (!self.recent.is_empty()).then(|| self.recent.iter().sum::<f64>() / self.recent.len() as f64)
     }
+}
+
+/// Hours of frames would grow without end: past 100 000 records keep the newer half.
+fn push_bounded(records: &mut Vec<f64>, value: f64) {
+    if records.len() >= 100_000 {
+        records.drain(..50_000);
+    }
+    records.push(value);
 }
 
 pub struct Playground {
@@ -233,10 +241,7 @@ impl Playground {
         let started = Instant::now();
         self.frames.tick();
         self.panels(ui);
-        if self.frames.ui_work.len() >= 100_000 {
-            self.frames.ui_work.drain(..50_000);
-        }
-        self.frames.ui_work.push(started.elapsed().as_secs_f64());
+        self.frames.record_ui_work(started.elapsed().as_secs_f64());
     }
 
     fn panels(&mut self, ui: &mut Ui) {

@@ -2,7 +2,6 @@
 //! samples, built only from the session's messages.
 
 use egui::Color32;
-use qkv_train::run::RunStatus;
 use qkv_train::session::{AttentionMaps, Message, RunInfo};
 use qkv_train::theory::ReparamReport;
 use qkv_train::{EvalRecord, StepRecord};
@@ -12,7 +11,6 @@ pub struct RunView {
     pub colour: Color32,
     pub steps: Vec<StepRecord>,
     pub evals: Vec<EvalRecord>,
-    pub status: RunStatus,
     /// Why the run stopped, when it did.
     pub error: Option<String>,
     pub sample: Option<String>,
@@ -25,7 +23,6 @@ impl RunView {
             colour,
             steps: info.steps.clone(),
             evals: info.evals.clone(),
-            status: RunStatus::Training,
             error: None,
             sample: None,
             info,
@@ -96,9 +93,6 @@ impl SessionView {
             }
             Message::Stepped { run, record, eval } => {
                 if let Some(view) = self.runs.get_mut(run) {
-                    if record.step >= view.info.spec.training.steps {
-                        view.status = RunStatus::Finished;
-                    }
                     view.steps.push(record);
                     view.evals.extend(eval);
                 }
@@ -110,8 +104,6 @@ impl SessionView {
             }
             Message::Stopped { run, error } => {
                 if let Some(view) = self.runs.get_mut(run) {
-                    let step = view.steps.last().map_or(0, |s| s.step) + 1;
-                    view.status = RunStatus::Diverged { step };
                     view.error = Some(error);
                 }
             }
