@@ -6,10 +6,12 @@ cd "$(dirname "$0")/.."
 
 have_lavapipe() { compgen -G "/usr/share/vulkan/icd.d/lvp_icd*.json" > /dev/null; }
 
-# Mesa's lavapipe gives wgpu a Vulkan adapter without a GPU; Xvfb gives the desktop app a screen.
+# Mesa's lavapipe gives wgpu a Vulkan adapter without a GPU; Xvfb gives the desktop app a screen;
+# Chromium runs the browser build.
 missing=()
 have_lavapipe || missing+=(mesa-vulkan-drivers)
 command -v xvfb-run > /dev/null || missing+=(xvfb xauth)
+command -v chromium > /dev/null || command -v chromium-browser > /dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
     echo "== installing ${missing[*]}"
@@ -18,6 +20,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   else
     echo "error: the tests need ${missing[*]}: sudo apt-get install ${missing[*]}" >&2
     exit 1
+  fi
+fi
+
+# The browser build: the wasm32 target, trunk, and the wasm-bindgen-cli that matches Cargo.lock
+# (trunk cannot download one offline, and a different version cannot read the build's output).
+if [ -z "${QKV_SKIP_WEB:-}" ]; then
+  rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+  command -v trunk > /dev/null || { echo "== installing trunk"; cargo install --locked --quiet trunk@0.21.14; }
+  bindgen=$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p')
+  if ! wasm-bindgen --version 2> /dev/null | grep -qx "wasm-bindgen $bindgen"; then
+    echo "== installing wasm-bindgen-cli $bindgen"
+    cargo install --quiet --force wasm-bindgen-cli --version "$bindgen"
   fi
 fi
 

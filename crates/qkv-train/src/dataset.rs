@@ -101,9 +101,14 @@ impl Dataset {
         Ok(Dataset::Text(TextData { name: corpus.name.clone(), tokenizer, train, val }))
     }
 
-    /// Loads a data source (reading a file where it names one; the browser cannot, its uploads
-    /// arrive as bytes for [`TextCorpus::from_bytes`]).
+    /// Loads a data source: an uploaded text of that name first ([`crate::corpus::upload`]),
+    /// otherwise the file at that path (the browser has no files: there it must be uploaded).
     pub fn load(source: &DataSource, tokenizer: TokenizerKind, seed: u64) -> Result<Self, DataError> {
+        if let DataSource::File(name) = source
+            && let Some(corpus) = crate::corpus::uploaded(name)
+        {
+            return Self::from_text(&corpus, tokenizer);
+        }
         match source {
             DataSource::Shakespeare => Self::from_text(&TextCorpus::shakespeare(), tokenizer),
             #[cfg(not(target_family = "wasm"))]
@@ -111,7 +116,7 @@ impl Dataset {
             #[cfg(target_family = "wasm")]
             DataSource::File(path) => Err(DataError::Io {
                 name: path.clone(),
-                message: "the browser cannot reopen a file by name: upload it again".into(),
+                message: "the browser has no such upload: drop the file on the page or pick it under 'my own text file'".into(),
             }),
             DataSource::Synthetic { task, length } => {
                 Ok(Dataset::Synthetic(SyntheticData { task: *task, length: *length, seed }))
@@ -229,6 +234,22 @@ fn synthetic_batch(data: &SyntheticData, split: Split, rows: usize, mut pick: im
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_uploaded_text_is_found_by_its_name_and_bad_uploads_are_refused() {
+        let name = "uploaded-by-the-dataset-test.txt";
+        let source = DataSource::File(name.into());
+        assert!(Dataset::load(&source, TokenizerKind::Char, 1).is_err(), "no such file, no such upload yet");
+        let text = "to be or not to be, that is the question\n".repeat(40);
+        crate::corpus::upload(name, text.as_bytes()).unwrap();
+        let Dataset::Text(data) = Dataset::load(&source, TokenizerKind::Char, 1).unwrap() else { panic!("text data") };
+        assert_eq!(data.train.len() + data.val.len(), text.len());
+
+        let bad = crate::corpus::upload("binary.txt", &[0x66, 0xff, 0x00]).unwrap_err();
+        assert!(bad.to_string().contains("not UTF-8"), "{bad}");
+        assert!(crate::corpus::upload("blank.txt", b" \n ").unwrap_err().to_string().contains("empty"));
+        assert!(crate::corpus::uploaded("binary.txt").is_none(), "a refused upload is not kept");
+    }
 
     #[test]
     fn sources_parse() {

@@ -139,4 +139,13 @@ impl Experiment {
         let val = &self.val_batches;
         self.runs.iter_mut().map(|run| run.evaluate(val)).collect()
     }
+
+    /// [`Experiment::evaluate_all`] for the browser: every read-back is awaited.
+    pub async fn evaluate_all_async(&mut self) -> Vec<Result<EvalRecord, RunError>> {
+        let mut records = Vec::with_capacity(self.runs.len());
+        for run in &mut self.runs {
+            records.push(run.evaluate_async(&self.val_batches).await);
+        }
+        records
+    }
 }

@@ -38,19 +38,27 @@ fn row_tensor(tokens: &[u32], device: &burn::tensor::Device) -> Tensor<2, Int> {
     Tensor::from_data(TensorData::new(ids, [1, tokens.len()]), device)
 }
 
-fn last_logits(logits: Tensor<3>) -> Result<Vec<f32>, RunError> {
+async fn last_logits(logits: Tensor<3>) -> Result<Vec<f32>, RunError> {
     let [_, time, vocab] = logits.dims();
     logits
         .slice([0..1, time - 1..time, 0..vocab])
-        .into_data()
+        .into_data_async()
+        .await
+        .map_err(|e| RunError::Device(format!("{e:?}")))?
         .try_into_vec_as::<f32>()
         .map_err(|e| RunError::Device(format!("{e:?}")))
+}
+
+/// [`generate_async`], waiting for it (native only: the browser cannot wait on the GPU).
+#[cfg(not(target_family = "wasm"))]
+pub fn generate(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<Generation, RunError> {
+    pollster::block_on(generate_async(model, prompt, options))
 }
 
 /// Continues `prompt` with `model` (use a validation model: `run.model().valid()`). Beyond the
 /// model's block_size the context slides; with the cache on, the cache is then rebuilt from the
 /// window so that cached and uncached generation pick the same tokens.
-pub fn generate(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<Generation, RunError> {
+pub async fn generate_async(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<Generation, RunError> {
     if prompt.is_empty() {
         return Err(RunError::Training("the prompt is empty: give at least one token to continue".into()));
     }
@@ -71,7 +79,7 @@ pub fn generate(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<
             model.forward_cached(row_tensor(&tokens[tokens.len() - 1..], &device), &mut cache)
         };
         peak_cache_bytes = peak_cache_bytes.max(cache.bytes());
-        let next = sample(&last_logits(logits)?, options.temperature, options.top_k, &mut rng);
+        let next = sample(&last_logits(logits).await?, options.temperature, options.top_k, &mut rng);
         tokens.push(next);
     }
     Ok(Generation { tokens: tokens[prompt.len()..].to_vec(), peak_cache_bytes })

@@ -2,7 +2,9 @@
 //! play, pause, step, sample, export), results out (step records, evaluations, attention maps,
 //! samples). The app never touches a tensor; it sends [`Command`]s and draws [`Message`]s.
 //!
-//! Natively [`spawn`] runs a session on its own thread, so the UI never waits on training.
+//! [`spawn`] runs a session beside the UI, so the UI never waits on training: natively on its own
+//! thread, in the browser as a task on the page's event loop that yields between steps. Every
+//! read-back from the device is awaited, since a browser's GPU cannot be waited on.
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
@@ -13,7 +15,7 @@ use qkv_model::{Norm, ParamReport};
 use crate::checkpoint::{self, Checkpoint};
 use crate::dataset::{DataSource, Dataset};
 use crate::experiment::{Experiment, RunEvent};
-use crate::generate::{SampleOptions, generate};
+use crate::generate::{SampleOptions, generate_async};
 use crate::plan::ExperimentPlan;
 use crate::run::{EvalRecord, Run, RunSpec, StepRecord};
 use crate::synthetic::{SEP, Split};
@@ -89,7 +91,8 @@ pub enum Message {
     Stopped { run: usize, error: String },
     Attention(AttentionMaps),
     Sampled { run: usize, text: String },
-    Exported { run: usize, name: String, checkpoint: Vec<u8>, metrics_csv: String },
+    /// `checkpoint` is missing where the device cannot hand the weights back (a browser's GPU).
+    Exported { run: usize, name: String, checkpoint: Option<Vec<u8>>, metrics_csv: String },
     /// A converted model joined as run `info`; `report` says how exactly it matches `from`.
     Converted { from: usize, info: RunInfo, report: ReparamReport },
     /// Playing or paused, as the session now is.
@@ -139,10 +142,10 @@ impl Session {
         self.experiment.as_ref()
     }
 
-    pub fn handle(&mut self, command: Command) -> Vec<Message> {
+    pub async fn handle(&mut self, command: Command) -> Vec<Message> {
         let result = match command {
-            Command::Load(plan) => self.load(&plan),
-            Command::Import { name, bytes } => self.import(&name, &bytes),
+            Command::Load(plan) => self.load(&plan).await,
+            Command::Import { name, bytes } => self.import(&name, &bytes).await,
             Command::Play => {
                 self.playing = self.experiment.is_some();
                 Ok(vec![Message::Playing(self.playing)])
@@ -154,25 +157,36 @@ impl Session {
             Command::Step => {
                 self.playing = false;
                 let mut messages = vec![Message::Playing(false)];
-                messages.extend(self.advance());
+                messages.extend(self.advance().await);
                 Ok(messages)
             }
             Command::AttentionPrompt(prompt) => {
                 self.attention_prompt = prompt;
-                self.attention().map(|maps| vec![Message::Attention(maps)])
+                self.attention().await.map(|maps| vec![Message::Attention(maps)])
             }
             Command::AttentionEvery(every) => {
                 self.attention_every = every.max(1);
                 Ok(vec![])
             }
-            Command::Sample { run, prompt, options } => self.sample(run, &prompt, &options),
+            Command::Sample { run, prompt, options } => self.sample(run, &prompt, &options).await,
             Command::Export { run } => self.export(run),
-            Command::EliminateQuery { run } => self.eliminate_query(run),
+            Command::EliminateQuery { run } => self.eliminate_query(run).await,
         };
         result.unwrap_or_else(|error| vec![Message::Failed(error)])
     }
 
-    fn loaded(&mut self, experiment: Experiment, data: String) -> Result<Vec<Message>, String> {
+    /// Export and the W_Q conversion read every weight back at once, synchronously; the browser
+    /// cannot wait on its GPU, so there they need the CPU device.
+    fn check_reads_can_block(&self, what: &str) -> Result<(), String> {
+        if cfg!(target_family = "wasm") && self.device.clone().without_autodiff() != Device::flex() {
+            return Err(format!(
+                "{what} in the browser needs the CPU: switch compute to flex (CPU), train or import the run there, and {what} again"
+            ));
+        }
+        Ok(())
+    }
+
+    async fn loaded(&mut self, experiment: Experiment, data: String) -> Result<Vec<Message>, String> {
         let runs = experiment.runs.iter().map(RunInfo::of).collect();
         self.experiment = Some(experiment);
         self.data = data.clone();
@@ -181,32 +195,32 @@ impl Session {
         // The step-0 point of every curve: what an untrained model scores.
         let experiment = self.experiment.as_mut().expect("just set");
         let fresh: Vec<bool> = experiment.runs.iter().map(|r| r.step == 0).collect();
-        for (run, result) in experiment.evaluate_all().into_iter().enumerate() {
+        for (run, result) in experiment.evaluate_all_async().await.into_iter().enumerate() {
             match result {
                 Ok(record) if fresh[run] => messages.push(Message::Evaluated { run, record }),
                 Ok(_) => {}
                 Err(error) => messages.push(Message::Stopped { run, error: error.to_string() }),
             }
         }
-        messages.push(Message::Attention(self.attention()?));
+        messages.push(Message::Attention(self.attention().await?));
         Ok(messages)
     }
 
-    fn load(&mut self, plan: &ExperimentPlan) -> Result<Vec<Message>, String> {
+    async fn load(&mut self, plan: &ExperimentPlan) -> Result<Vec<Message>, String> {
         let dataset = plan.dataset()?;
         let specs = plan.specs(&dataset)?;
         let experiment = Experiment::new(dataset, specs, &self.device).map_err(|e| e.to_string())?;
-        self.loaded(experiment, plan.data.to_string())
+        self.loaded(experiment, plan.data.to_string()).await
     }
 
-    fn import(&mut self, name: &str, bytes: &[u8]) -> Result<Vec<Message>, String> {
+    async fn import(&mut self, name: &str, bytes: &[u8]) -> Result<Vec<Message>, String> {
         let checkpoint = Checkpoint::from_bytes(name, bytes).map_err(|e| e.to_string())?;
         let header = &checkpoint.header;
         let source: DataSource = header.data.parse()?;
         if let DataSource::File(path) = &source {
-            if !std::path::Path::new(path).exists() {
+            if !std::path::Path::new(path).exists() && crate::corpus::uploaded(path).is_none() {
                 return Err(format!(
-                    "{name} was trained on {path}, which is not here: put the file back at that path to continue training it"
+                    "{name} was trained on {path}, which is not here: put the file back at that path (in the browser: upload it) to continue training it"
                 ));
             }
         }
@@ -221,19 +235,19 @@ impl Session {
         let dataset = plan.dataset()?;
         let run = checkpoint.into_run(&dataset, &self.device).map_err(|e| e.to_string())?;
         let experiment = Experiment::from_runs(dataset, vec![run]).map_err(|e| e.to_string())?;
-        self.loaded(experiment, plan.data.to_string())
+        self.loaded(experiment, plan.data.to_string()).await
     }
 
-    /// One step of every active run (blocking until its loss is read back).
-    pub fn advance(&mut self) -> Vec<Message> {
+    /// One step of every active run.
+    pub async fn advance(&mut self) -> Vec<Message> {
         let Some(experiment) = self.experiment.as_mut() else { return vec![] };
         if experiment.is_done() {
             return vec![Message::Finished];
         }
-        let mut messages: Vec<Message> = experiment.step().into_iter().map(event_message).collect();
+        let mut messages: Vec<Message> = experiment.step_async().await.into_iter().map(event_message).collect();
         let step = experiment.step;
         if step % self.attention_every == 0 || experiment.is_done() {
-            match self.attention() {
+            match self.attention().await {
                 Ok(maps) => messages.push(Message::Attention(maps)),
                 Err(error) => messages.push(Message::Failed(error)),
             }
@@ -274,7 +288,7 @@ impl Session {
         }
     }
 
-    fn attention(&self) -> Result<AttentionMaps, String> {
+    async fn attention(&self) -> Result<AttentionMaps, String> {
         let Some(experiment) = &self.experiment else { return Err("load an experiment first".into()) };
         let (tokens, labels) = self.attention_tokens(experiment)?;
         let time = tokens.len();
@@ -288,7 +302,9 @@ impl Session {
             let n_layer = layers.len();
             let n_head = layers.first().map_or(0, |l| l.dims()[1]);
             let values = Tensor::cat(layers.into_iter().map(|l| l.reshape([-1])).collect(), 0)
-                .into_data()
+                .into_data_async()
+                .await
+                .map_err(|e| format!("reading attention maps: {e:?}"))?
                 .try_into_vec_as::<f32>()
                 .map_err(|e| format!("reading attention maps: {e:?}"))?;
             let per_map = time * time;
@@ -300,14 +316,14 @@ impl Session {
         Ok(AttentionMaps { step: experiment.step, tokens: labels, runs })
     }
 
-    fn sample(&self, run: usize, prompt: &str, options: &SampleOptions) -> Result<Vec<Message>, String> {
+    async fn sample(&self, run: usize, prompt: &str, options: &SampleOptions) -> Result<Vec<Message>, String> {
         let experiment = self.experiment.as_ref().ok_or("load an experiment first")?;
         let model = burn::module::Module::valid(experiment.runs.get(run).ok_or("no such run")?.model());
         let text = match experiment.dataset() {
             Dataset::Text(data) => {
                 let prompt = if prompt.is_empty() { "\n" } else { prompt };
                 let ids = data.tokenizer.encode(prompt).map_err(|e| e.to_string())?;
-                let generation = generate(&model, &ids, options).map_err(|e| e.to_string())?;
+                let generation = generate_async(&model, &ids, options).await.map_err(|e| e.to_string())?;
                 format!("{prompt}{}", data.tokenizer.decode(&generation.tokens))
             }
             Dataset::Synthetic(data) => {
@@ -315,7 +331,7 @@ impl Session {
                 let example = data.example(Split::Val, options.seed as usize % Split::Val.examples());
                 let question = &example[..data.length + 1];
                 let options = SampleOptions { max_new_tokens: data.length, temperature: 0.0, ..options.clone() };
-                let answer = generate(&model, question, &options).map_err(|e| e.to_string())?.tokens;
+                let answer = generate_async(&model, question, &options).await.map_err(|e| e.to_string())?.tokens;
                 let digits = |t: &[u32]| t.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" ");
                 let expected = &example[data.length + 1..];
                 let right = answer.iter().zip(expected).filter(|(a, b)| a == b).count();
@@ -331,7 +347,8 @@ impl Session {
         Ok(vec![Message::Sampled { run, text }])
     }
 
-    fn eliminate_query(&mut self, index: usize) -> Result<Vec<Message>, String> {
+    async fn eliminate_query(&mut self, index: usize) -> Result<Vec<Message>, String> {
+        self.check_reads_can_block("eliminating W_Q")?;
         let experiment = self.experiment.as_mut().ok_or("load an experiment first")?;
         let original = experiment.runs.get(index).ok_or("no such run")?;
         let config = &original.spec.model;
@@ -347,16 +364,21 @@ impl Session {
         let info = RunInfo::of(&run);
         experiment.add_run(run).map_err(|e| e.to_string())?;
         let mut messages = vec![Message::Converted { from: index, info, report }];
-        messages.push(Message::Attention(self.attention()?));
+        messages.push(Message::Attention(self.attention().await?));
         Ok(messages)
     }
 
+    /// The run's metrics, and its checkpoint where the device allows reading all of it back.
     fn export(&self, run: usize) -> Result<Vec<Message>, String> {
         let experiment = self.experiment.as_ref().ok_or("load an experiment first")?;
         let r = experiment.runs.get(run).ok_or("no such run")?;
-        let checkpoint = checkpoint::to_bytes(r, experiment.dataset(), &self.data).map_err(|e| e.to_string())?;
         let metrics_csv = crate::csv::metrics_csv(std::slice::from_ref(r));
-        Ok(vec![Message::Exported { run, name: r.spec.name.clone(), checkpoint, metrics_csv }])
+        let (checkpoint, refusal) = match self.check_reads_can_block("exporting a checkpoint") {
+            Ok(()) => (Some(checkpoint::to_bytes(r, experiment.dataset(), &self.data).map_err(|e| e.to_string())?), None),
+            Err(why) => (None, Some(Message::Failed(why))),
+        };
+        let exported = Message::Exported { run, name: r.spec.name.clone(), checkpoint, metrics_csv };
+        Ok(std::iter::once(exported).chain(refusal).collect())
     }
 }
 
@@ -419,9 +441,13 @@ pub fn spawn(session: Session, notify: impl Fn() + Send + 'static) -> SessionHan
                 };
                 // A failing device (a kernel that does not compile, a lost GPU) panics inside
                 // Burn; the session survives it, drops the experiment and says what happened.
-                let work = std::panic::AssertUnwindSafe(|| match command {
-                    Some(command) => session.handle(command),
-                    None => session.advance(),
+                let work = std::panic::AssertUnwindSafe(|| {
+                    pollster::block_on(async {
+                        match command {
+                            Some(command) => session.handle(command).await,
+                            None => session.advance().await,
+                        }
+                    })
                 });
                 let batch = std::panic::catch_unwind(work).unwrap_or_else(|panic| {
                     session.unload();
@@ -451,11 +477,87 @@ pub fn spawn(session: Session, notify: impl Fn() + Send + 'static) -> SessionHan
     SessionHandle { commands, messages }
 }
 
+/// A session on the page's event loop: send commands, receive messages. The browser has one
+/// thread, so the session runs as a task that hands the page back after every step.
+#[cfg(target_family = "wasm")]
+pub struct SessionHandle {
+    commands: std::rc::Rc<std::cell::RefCell<std::collections::VecDeque<Command>>>,
+    messages: std::rc::Rc<std::cell::RefCell<std::collections::VecDeque<Message>>>,
+}
+
+#[cfg(target_family = "wasm")]
+impl SessionHandle {
+    /// Always true: a panic in the browser ends the whole page, not just the session.
+    pub fn send(&self, command: Command) -> bool {
+        self.commands.borrow_mut().push_back(command);
+        true
+    }
+
+    pub fn try_recv(&self) -> Option<Message> {
+        self.messages.borrow_mut().pop_front()
+    }
+}
+
+/// Resolves after `ms` milliseconds on the page's timer queue: the page draws and handles input
+/// meanwhile (a resolved promise alone would not let it, microtasks run before rendering).
+#[cfg(target_family = "wasm")]
+async fn yield_to_page(ms: i32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _reject| {
+        if let Some(window) = web_sys::window() {
+            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+/// Starts the session task. `notify` is called after every batch of messages. The task ends
+/// when the handle is dropped.
+#[cfg(target_family = "wasm")]
+pub fn spawn(session: Session, notify: impl Fn() + 'static) -> SessionHandle {
+    use std::rc::Rc;
+    let handle = SessionHandle { commands: Rc::default(), messages: Rc::default() };
+    let (commands, messages) = (Rc::downgrade(&handle.commands), Rc::downgrade(&handle.messages));
+    wasm_bindgen_futures::spawn_local(async move {
+        let mut session = session;
+        loop {
+            let Some(inbox) = commands.upgrade() else { return };
+            let command = inbox.borrow_mut().pop_front();
+            drop(inbox);
+            let batch = match command {
+                Some(command) => session.handle(command).await,
+                None if session.is_busy() => session.advance().await,
+                None => {
+                    // Idle: look for commands a few times per frame.
+                    yield_to_page(5).await;
+                    continue;
+                }
+            };
+            let Some(outbox) = messages.upgrade() else { return };
+            outbox.borrow_mut().extend(batch);
+            drop(outbox);
+            notify();
+            yield_to_page(0).await;
+        }
+    });
+    handle
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
     use qkv_model::{AttentionVariant, Preset};
+
+    /// The tests drive a session directly, waiting on each command.
+    trait Blocking {
+        fn run(&mut self, command: Command) -> Vec<Message>;
+    }
+
+    impl Blocking for Session {
+        fn run(&mut self, command: Command) -> Vec<Message> {
+            pollster::block_on(self.handle(command))
+        }
+    }
 
     fn tiny_plan() -> ExperimentPlan {
         ExperimentPlan {
@@ -509,24 +611,25 @@ mod tests {
     #[test]
     fn export_then_import_continues_the_run() {
         let mut session = Session::new(Device::flex(), "flex");
-        session.handle(Command::Load(tiny_plan()));
-        session.handle(Command::Step);
-        let exported = session.handle(Command::Export { run: 1 });
+        session.run(Command::Load(tiny_plan()));
+        session.run(Command::Step);
+        let exported = session.run(Command::Export { run: 1 });
         let Some(Message::Exported { checkpoint, metrics_csv, name, .. }) = exported.into_iter().next() else {
             panic!("no export")
         };
         assert_eq!(name, "shared-qk");
         assert_eq!(metrics_csv.lines().count(), 1 + 1 + 1, "header, step 0 and step 1");
-        let messages = session.handle(Command::Import { name: name.clone(), bytes: checkpoint.clone() });
+        let checkpoint = checkpoint.expect("flex hands back its weights");
+        let messages = session.run(Command::Import { name: name.clone(), bytes: checkpoint.clone() });
         let Some(Message::Loaded { runs, .. }) = messages.first() else { panic!("{messages:?}") };
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].steps.len(), 1, "the imported run keeps its curve");
-        let next = session.handle(Command::Step);
+        let next = session.run(Command::Step);
         assert!(next.iter().any(|m| matches!(m, Message::Stepped { record, .. } if record.step == 2)), "{next:?}");
 
         let mut broken = checkpoint;
         broken.truncate(broken.len() / 2);
-        let messages = session.handle(Command::Import { name: "half.qkv".into(), bytes: broken });
+        let messages = session.run(Command::Import { name: "half.qkv".into(), bytes: broken });
         assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("truncated")), "{messages:?}");
         // The session still holds the imported run.
         assert_eq!(session.experiment().unwrap().runs.len(), 1);
@@ -542,9 +645,9 @@ mod tests {
             runs: vec![RunPlan::new(AttentionVariant::Standard)],
             ..ExperimentPlan::default()
         };
-        session.handle(Command::Load(plan));
-        (0..5).for_each(|_| drop(session.handle(Command::Step)));
-        let messages = session.handle(Command::EliminateQuery { run: 0 });
+        session.run(Command::Load(plan));
+        (0..5).for_each(|_| drop(session.run(Command::Step)));
+        let messages = session.run(Command::EliminateQuery { run: 0 });
         let Some(Message::Converted { from: 0, info, report }) = messages.first() else { panic!("{messages:?}") };
         assert_eq!(report.case, TheoryCase::NoMlpSkip);
         assert!(report.max_abs_logit_diff < 1e-4, "{report:?}");
@@ -555,23 +658,23 @@ mod tests {
         let largest = a.iter().flatten().zip(b.iter().flatten()).flat_map(|(x, y)| x.iter().zip(y)).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
         assert!(largest < 1e-5, "attention maps differ by {largest}");
         // Both go on training on the same batches.
-        let next = session.handle(Command::Step);
+        let next = session.run(Command::Step);
         assert_eq!(next.iter().filter(|m| matches!(m, Message::Stepped { .. })).count(), 2);
 
         let mut standard_layers = ExperimentPlan::default();
         standard_layers.preset = Preset::Theory;
-        session.handle(Command::Load(standard_layers));
-        let refused = session.handle(Command::EliminateQuery { run: 0 });
+        session.run(Command::Load(standard_layers));
+        let refused = session.run(Command::EliminateQuery { run: 0 });
         assert!(matches!(&refused[..], [Message::Failed(e)] if e.contains("shared_layers")), "{refused:?}");
     }
 
     #[test]
     fn a_bad_plan_is_refused_and_the_session_keeps_its_experiment() {
         let mut session = Session::new(Device::flex(), "flex");
-        session.handle(Command::Load(tiny_plan()));
+        session.run(Command::Load(tiny_plan()));
         let mut bad = tiny_plan();
         bad.model.n_head = Some(5);
-        let messages = session.handle(Command::Load(bad));
+        let messages = session.run(Command::Load(bad));
         assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("n_head")), "{messages:?}");
         assert_eq!(session.experiment().unwrap().runs.len(), 2);
     }

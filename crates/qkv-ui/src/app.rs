@@ -96,6 +96,9 @@ pub struct Playground {
     pub notice: Option<(String, bool)>,
     pub frames: FrameTimer,
     open_theory: bool,
+    /// A link that opens this setup, where the shell has one (the browser's address).
+    pub share_link: Option<String>,
+    inbox: crate::files::Inbox,
 }
 
 fn start_session(ctx: &egui::Context, compute: &Compute) -> SessionHandle {
@@ -135,6 +138,8 @@ impl Playground {
             notice,
             frames: FrameTimer::default(),
             open_theory: false,
+            share_link: None,
+            inbox: Default::default(),
         }
     }
 
@@ -184,6 +189,11 @@ impl Playground {
         self.send(Command::Step);
     }
 
+    /// Saves run `run`'s checkpoint and metrics (into the export folder; the browser downloads).
+    pub fn export(&mut self, run: usize) {
+        self.send(Command::Export { run });
+    }
+
     pub fn load_lesson(&mut self, index: usize) {
         self.lesson = Some(index);
         let plan = (LESSONS[index].plan)();
@@ -203,37 +213,101 @@ impl Playground {
 
     #[cfg(not(target_family = "wasm"))]
     fn save_exports(&mut self) {
-        for (_, name, checkpoint, csv) in std::mem::take(&mut self.view.exports) {
+        for export in std::mem::take(&mut self.view.exports) {
             let dir = std::path::PathBuf::from(&self.export_dir);
-            let result = std::fs::create_dir_all(&dir)
-                .map_err(|e| e.to_string())
-                .and_then(|_| {
-                    qkv_train::checkpoint::write_atomically(&dir.join(format!("{name}.qkv")), &checkpoint)
-                        .map_err(|e| e.to_string())
-                })
-                .and_then(|_| std::fs::write(dir.join(format!("{name}-metrics.csv")), csv).map_err(|e| e.to_string()));
+            let name = &export.name;
+            let mut saved = Vec::new();
+            let result = std::fs::create_dir_all(&dir).map_err(|e| e.to_string()).and_then(|_| {
+                if let Some(checkpoint) = &export.checkpoint {
+                    let file = format!("{name}.qkv");
+                    qkv_train::checkpoint::write_atomically(&dir.join(&file), checkpoint).map_err(|e| e.to_string())?;
+                    saved.push(file);
+                }
+                let file = format!("{name}-metrics.csv");
+                std::fs::write(dir.join(&file), &export.metrics_csv).map_err(|e| e.to_string())?;
+                saved.push(file);
+                Ok(())
+            });
             self.notice = Some(match result {
-                Ok(()) => (format!("saved {name}.qkv and {name}-metrics.csv in {}", dir.display()), false),
+                Ok(()) => (format!("saved {} in {}", saved.join(" and "), dir.display()), false),
                 Err(e) => (format!("could not save {name} in {}: {e}; choose another folder", dir.display()), true),
             });
         }
     }
 
+    /// The browser saves by downloading.
     #[cfg(target_family = "wasm")]
-    fn save_exports(&mut self) {}
+    fn save_exports(&mut self) {
+        for export in std::mem::take(&mut self.view.exports) {
+            let name = &export.name;
+            let mut files = Vec::new();
+            if let Some(checkpoint) = &export.checkpoint {
+                files.push((format!("{name}.qkv"), checkpoint.as_slice(), "application/octet-stream"));
+            }
+            files.push((format!("{name}-metrics.csv"), export.metrics_csv.as_bytes(), "text/csv"));
+            let result = files.iter().try_for_each(|(file, bytes, mime)| crate::files::download(file, bytes, mime));
+            self.notice = Some(match result {
+                Ok(()) => (format!("downloaded {}", files.iter().map(|f| f.0.as_str()).collect::<Vec<_>>().join(" and ")), false),
+                Err(e) => (e, true),
+            });
+        }
+    }
+
+    /// Continues a saved run from its checkpoint file's contents.
+    fn import(&mut self, name: String, bytes: Vec<u8>) {
+        self.view = SessionView::default();
+        self.send(Command::Import { name, bytes });
+        self.applied = Some(self.setup.clone());
+        self.lesson = None;
+    }
 
     #[cfg(not(target_family = "wasm"))]
-    fn import(&mut self) {
+    fn import_path(&mut self) {
         let path = std::path::PathBuf::from(self.import_path.trim());
         match std::fs::read(&path) {
-            Ok(bytes) => {
-                self.view = SessionView::default();
-                self.send(Command::Import { name: path.display().to_string(), bytes });
-                self.applied = Some(self.setup.clone());
-                self.lesson = None;
-            }
+            Ok(bytes) => self.import(path.display().to_string(), bytes),
             Err(e) => self.notice = Some((format!("cannot read {}: {e}", path.display()), true)),
         }
+    }
+
+    /// A file the user gave the app: a checkpoint continues its run; anything else becomes the
+    /// text the setup trains on.
+    pub fn receive(&mut self, file: crate::files::IncomingFile) {
+        if file.is_checkpoint() {
+            self.import(file.name, file.bytes);
+            return;
+        }
+        match qkv_train::corpus::upload(&file.name, &file.bytes) {
+            Ok(()) => {
+                self.setup.plan.data = qkv_train::DataSource::File(file.name.clone());
+                self.lesson = None;
+                self.notice = Some((format!("{} is the data now: press Train (or Apply setup) to train on it", file.name), false));
+            }
+            Err(e) => self.notice = Some((e.to_string(), true)),
+        }
+    }
+
+    fn receive_files(&mut self, ctx: &egui::Context) {
+        self.inbox.collect_dropped(ctx);
+        for file in self.inbox.take() {
+            match file {
+                Ok(file) => self.receive(file),
+                Err(e) => self.notice = Some((e, true)),
+            }
+        }
+    }
+
+    /// Opens the browser's file dialog (the desktop names files by path instead).
+    fn pick_file(&mut self, _accept: &str, _ctx: &egui::Context) {
+        #[cfg(target_family = "wasm")]
+        if let Err(e) = self.inbox.pick(_accept, _ctx) {
+            self.notice = Some((e, true));
+        }
+    }
+
+    /// The setup the session was last loaded with (what a shared link should open).
+    pub fn applied_setup(&self) -> Option<&Setup> {
+        self.applied.as_ref()
     }
 
     /// The whole app, inside whatever container the shell gives it.
@@ -246,6 +320,7 @@ impl Playground {
 
     fn panels(&mut self, ui: &mut Ui) {
         self.pump();
+        self.receive_files(ui.ctx());
         if self.view.playing {
             // Messages wake the UI; this keeps the frame-time readout alive between them.
             ui.ctx().request_repaint_after(std::time::Duration::from_millis(250));
@@ -356,9 +431,13 @@ impl Playground {
         }
         egui::CollapsingHeader::new("Experiment setup").default_open(true).show(ui, |ui| {
             let changed = self.applied.as_ref().is_some_and(|a| a != &self.setup);
-            if self.setup_panel.ui(ui, &mut self.setup, changed) == SetupAction::Apply {
-                self.lesson = None;
-                self.apply_setup();
+            match self.setup_panel.ui(ui, &mut self.setup, changed) {
+                SetupAction::None => {}
+                SetupAction::Apply => {
+                    self.lesson = None;
+                    self.apply_setup();
+                }
+                SetupAction::UploadText => self.pick_file(".txt,text/plain", ui.ctx()),
             }
         });
         egui::CollapsingHeader::new("Throughput").default_open(true).show(ui, |ui| {
@@ -381,6 +460,7 @@ impl Playground {
             self.theory_ui(ui);
         });
         egui::CollapsingHeader::new("Export and import").show(ui, |ui| {
+            #[cfg(not(target_family = "wasm"))]
             ui.horizontal(|ui| {
                 ui.label("folder");
                 ui.text_edit_singleline(&mut self.export_dir).accessible_name("export folder");
@@ -388,7 +468,7 @@ impl Playground {
             ui.horizontal_wrapped(|ui| {
                 for i in 0..self.view.runs.len() {
                     if ui.button(format!("export {}", self.view.runs[i].name())).clicked() {
-                        self.send(Command::Export { run: i });
+                        self.export(i);
                     }
                 }
             });
@@ -398,9 +478,19 @@ impl Playground {
                 ui.add(egui::TextEdit::singleline(&mut self.import_path).hint_text("path/to/run.qkv"))
                     .accessible_name("checkpoint path");
                 if ui.button("import").clicked() {
-                    self.import();
+                    self.import_path();
                 }
             });
+            #[cfg(target_family = "wasm")]
+            if ui.button("load checkpoint…").on_hover_text("or drop a .qkv file on the page").clicked() {
+                self.pick_file(".qkv", ui.ctx());
+            }
+            if let Some(link) = self.share_link.clone() {
+                if ui.button("copy link to this setup").on_hover_text(&link).clicked() {
+                    ui.ctx().copy_text(link);
+                    self.notice = Some(("copied a link that opens this setup".into(), false));
+                }
+            }
         });
     }
 

@@ -5,6 +5,7 @@
 pub mod app;
 pub mod attention_panel;
 pub mod costs_panel;
+pub mod files;
 pub mod lessons;
 pub mod loss_panel;
 pub mod palette;

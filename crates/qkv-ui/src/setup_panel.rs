@@ -89,6 +89,8 @@ pub enum SetupAction {
     None,
     /// Build the experiment anew from the edited setup.
     Apply,
+    /// Open the file picker for a text to train on (the browser's way to name a file).
+    UploadText,
 }
 
 impl SetupPanel {
@@ -97,6 +99,7 @@ impl SetupPanel {
         let preset_config = plan.preset.config();
         let recipe = TrainingConfig::for_preset(plan.preset);
 
+        let mut upload = false;
         Grid::new("setup_base").num_columns(2).spacing([8.0, 4.0]).show(ui, |ui| {
             ui.label("preset");
             ComboBox::from_id_salt("preset")
@@ -111,7 +114,7 @@ impl SetupPanel {
             ui.end_row();
 
             ui.label("data");
-            ui.horizontal(|ui| data_ui(ui, &mut plan.data));
+            ui.horizontal(|ui| upload = data_ui(ui, &mut plan.data));
             ui.end_row();
 
             if !matches!(plan.data, DataSource::Synthetic { .. }) {
@@ -210,7 +213,7 @@ impl SetupPanel {
         if let Some(i) = remove {
             setup.remove_run(i);
         }
-        let mut action = SetupAction::None;
+        let mut action = if upload { SetupAction::UploadText } else { SetupAction::None };
         ui.horizontal(|ui| {
             if ui.button("+ add run").clicked() {
                 setup.add_run(RunPlan::new(AttentionVariant::Standard));
@@ -224,7 +227,8 @@ impl SetupPanel {
     }
 }
 
-fn data_ui(ui: &mut Ui, data: &mut DataSource) {
+/// True when the user asked to upload a text.
+fn data_ui(ui: &mut Ui, data: &mut DataSource) -> bool {
     let label = match data {
         DataSource::Shakespeare => "Shakespeare (embedded)",
         DataSource::Synthetic { .. } => "synthetic task",
@@ -261,10 +265,18 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource) {
             ui.add(DragValue::new(length).range(2..=64).prefix("L = ")).accessible_name("list length");
         }
         DataSource::File(path) => {
+            // The browser cannot open a path: there a text is uploaded (or dropped on the page)
+            // and known by its name.
+            if cfg!(target_family = "wasm") {
+                let shown = if path.is_empty() { "no text yet".to_string() } else { path.clone() };
+                ui.label(shown);
+                return ui.button("upload…").on_hover_text("or drop a UTF-8 .txt file on the page").clicked();
+            }
             ui.add(egui::TextEdit::singleline(path).hint_text("path to a UTF-8 text file").desired_width(260.0))
                 .accessible_name("text file path");
         }
     }
+    false
 }
 
 #[cfg(test)]

@@ -40,6 +40,14 @@ impl RunView {
     }
 }
 
+/// A run's saved state as the session handed it back.
+pub struct Export {
+    pub name: String,
+    /// Missing where the device could not hand the weights back (see the session's error).
+    pub checkpoint: Option<Vec<u8>>,
+    pub metrics_csv: String,
+}
+
 #[derive(Default)]
 pub struct SessionView {
     pub runs: Vec<RunView>,
@@ -54,8 +62,8 @@ pub struct SessionView {
     pub error: Option<String>,
     /// The latest W_Q elimination: the run it started from and how exact it was.
     pub conversion: Option<(usize, ReparamReport)>,
-    /// Checkpoints and CSVs handed back by the session, for the shell to save.
-    pub exports: Vec<(usize, String, Vec<u8>, String)>,
+    /// Checkpoints and CSVs handed back by the session, for the app to save.
+    pub exports: Vec<Export>,
 }
 
 impl SessionView {
@@ -116,8 +124,8 @@ impl SessionView {
                     view.sample = Some(text);
                 }
             }
-            Message::Exported { run, name, checkpoint, metrics_csv } => {
-                self.exports.push((run, name, checkpoint, metrics_csv));
+            Message::Exported { name, checkpoint, metrics_csv, .. } => {
+                self.exports.push(Export { name, checkpoint, metrics_csv });
             }
             Message::Playing(playing) => self.playing = playing,
             Message::Finished => {

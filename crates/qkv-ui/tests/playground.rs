@@ -91,6 +91,38 @@ fn stepping_the_default_demo_fills_every_panel() {
 }
 
 #[test]
+fn a_dropped_text_becomes_the_data_and_a_dropped_checkpoint_continues_its_run() {
+    let mut harness = harness();
+    harness.run_steps(2);
+    let text = "the quick brown fox jumps over the lazy dog\n".repeat(200);
+    let app = harness.state_mut().as_mut().unwrap();
+    app.receive(qkv_ui::files::IncomingFile { name: "fox.txt".into(), bytes: vec![0xc3, 0x28] });
+    let notice = app.notice.clone().unwrap();
+    assert!(notice.1 && notice.0.contains("not UTF-8"), "{notice:?}");
+    app.receive(qkv_ui::files::IncomingFile { name: "fox.txt".into(), bytes: text.into_bytes() });
+    assert_eq!(app.setup.plan.data.to_string(), "fox.txt");
+    harness.get_by_label("Step").click();
+    run_until(&mut harness, "a step on the dropped text", |p| p.view.step() >= 1);
+    assert_eq!(playground(&harness).view.data, "fox.txt");
+    // The vocabulary is the dropped text's: 28 distinct characters, not Shakespeare's.
+    assert_eq!(playground(&harness).view.runs[0].info.spec.model.vocab_size, 28);
+
+    // Export the first run, then hand its checkpoint back as a dropped file.
+    harness.state_mut().as_mut().unwrap().export_dir =
+        std::env::temp_dir().join(format!("qkv-drop-test-{}", std::process::id())).display().to_string();
+    let name = playground(&harness).view.runs[0].name().to_string();
+    harness.state_mut().as_mut().unwrap().export(0);
+    run_until(&mut harness, "the export", |p| p.notice.as_ref().is_some_and(|n| n.0.starts_with("saved")));
+    let dir = std::path::PathBuf::from(&playground(&harness).export_dir);
+    let bytes = std::fs::read(dir.join(format!("{name}.qkv"))).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    harness.state_mut().as_mut().unwrap().receive(qkv_ui::files::IncomingFile { name: format!("{name}.qkv"), bytes });
+    run_until(&mut harness, "the imported run", |p| p.view.runs.len() == 1 && p.view.runs[0].steps.len() == 1);
+    harness.get_by_label("Step").click();
+    run_until(&mut harness, "a step of the imported run", |p| p.view.step() == 2);
+}
+
+#[test]
 fn a_bad_setup_shows_its_error_and_the_app_keeps_running() {
     let mut harness = harness();
     harness.run_steps(2);

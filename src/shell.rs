@@ -1,0 +1,67 @@
+//! What the desktop and the browser shells share: the device eframe draws with, and the devices
+//! training is offered.
+
+use qkv_model::burn::tensor::Device;
+use qkv_model::burn::tensor::wgpu::WgpuSetup;
+use qkv_ui::Compute;
+
+/// Where the setup is persisted between visits.
+pub const SETUP_KEY: &str = "setup";
+
+/// eframe creates the window's device; Burn trains on the same one, so it must carry what Burn's
+/// kernels need (64-bit integers, subgroups, the adapter's full limits), as Burn's own device
+/// request would.
+pub fn shared_device_options() -> eframe::egui_wgpu::WgpuConfiguration {
+    use eframe::wgpu;
+    let mut options = eframe::egui_wgpu::WgpuConfiguration::default();
+    if let eframe::egui_wgpu::WgpuSetup::CreateNew(create) = &mut options.wgpu_setup {
+        create.device_descriptor = std::sync::Arc::new(|adapter: &wgpu::Adapter| wgpu::DeviceDescriptor {
+            label: Some("QKV Lab: egui and Burn"),
+            required_features: adapter.features().difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+            required_limits: adapter.limits(),
+            memory_hints: wgpu::MemoryHints::MemoryUsage,
+            ..Default::default()
+        });
+    }
+    options
+}
+
+/// Whether a software GPU adapter (lavapipe, SwiftShader) comes before the CPU.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SoftwareGpu {
+    /// Natively flex multiplies matrices about ten times faster than lavapipe (measured on this
+    /// project's reference machine), so a software GPU is offered second.
+    Demote,
+    /// In the browser flex runs on one thread without the native SIMD kernels; the page's GPU,
+    /// whatever it is, goes first.
+    #[cfg_attr(not(target_family = "wasm"), allow(dead_code))]
+    Prefer,
+}
+
+/// The devices to offer, preferred first, and why the GPU is missing when it is.
+pub fn computes(cc: &eframe::CreationContext<'_>, software: SoftwareGpu) -> (Vec<Compute>, Option<String>) {
+    let flex = Compute { label: "flex (CPU)".into(), device: Device::flex() };
+    let Some(render) = &cc.wgpu_render_state else {
+        return (vec![flex], Some("no GPU renderer started".into()));
+    };
+    let info = render.adapter.get_info();
+    if info.backend == eframe::wgpu::Backend::Gl {
+        // The browser drew with WebGL: it has no WebGPU, and WebGL has no compute shaders.
+        return (vec![flex], Some("this browser has no WebGPU (the page draws with WebGL)".into()));
+    }
+    let setup = WgpuSetup {
+        instance: render.instance.clone(),
+        adapter: render.adapter.clone(),
+        device: render.device.clone(),
+        queue: render.queue.clone(),
+        backend: info.backend,
+    };
+    match Device::wgpu_options().setup(setup).init() {
+        Ok(device) => {
+            let gpu = Compute { label: format!("wgpu: {} ({})", info.name, info.backend), device };
+            let demote = software == SoftwareGpu::Demote && info.device_type == eframe::wgpu::DeviceType::Cpu;
+            (if demote { vec![flex, gpu] } else { vec![gpu, flex] }, None)
+        }
+        Err(e) => (vec![flex], Some(format!("the GPU device cannot train ({e})"))),
+    }
+}

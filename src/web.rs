@@ -1,0 +1,211 @@
+//! The browser shell: starts eframe on the page's canvas, trains on WebGPU (or on the CPU inside
+//! the page when the browser has none), keeps the setup in the address so a link reopens it, and
+//! publishes the training state as `window.qkvLab` for scripts and the end-to-end test.
+//!
+//! Query options: `?compute=flex` trains on the CPU even where WebGPU exists; `?autotrain`
+//! starts training as soon as the page is up (a classroom link, the end-to-end test);
+//! `?render=webgl` draws with WebGL and trains on a WebGPU device of its own, for browsers whose
+//! WebGPU computes but cannot draw to a canvas (headless Chromium without a GPU).
+
+use eframe::egui;
+use eframe::wasm_bindgen::JsCast;
+use eframe::wasm_bindgen::JsValue;
+use qkv_model::burn::tensor::Device;
+use qkv_ui::setup_panel::Setup;
+use qkv_ui::{Compute, Playground};
+
+use crate::shell::{self, SETUP_KEY};
+
+/// The address part that carries the setup: `#setup=<URI-encoded JSON>`.
+const HASH_PREFIX: &str = "#setup=";
+
+/// Shows `message` where the loading indicator was (the page must never stay blank).
+fn show_status(message: &str, is_error: bool) {
+    let Some(status) = web_sys::window().and_then(|w| w.document()).and_then(|d| d.get_element_by_id("qkv_status")) else {
+        return;
+    };
+    if message.is_empty() {
+        status.remove();
+        return;
+    }
+    status.set_text_content(Some(message));
+    if is_error {
+        let _ = status.set_attribute("class", "error");
+    }
+}
+
+fn location() -> Option<web_sys::Location> {
+    web_sys::window().map(|w| w.location())
+}
+
+fn query_has(flag: &str) -> bool {
+    let search = location().and_then(|l| l.search().ok()).unwrap_or_default();
+    search.trim_start_matches('?').split('&').any(|pair| pair == flag || pair.split('=').next() == Some(flag))
+}
+
+fn query_value(key: &str) -> Option<String> {
+    let search = location().and_then(|l| l.search().ok()).unwrap_or_default();
+    search.trim_start_matches('?').split('&').find_map(|pair| pair.strip_prefix(key)?.strip_prefix('=').map(str::to_string))
+}
+
+/// The setup in the address, if there is one (as JSON).
+fn setup_in_address() -> Option<Result<String, String>> {
+    let hash = location()?.hash().ok()?;
+    let encoded = hash.strip_prefix(HASH_PREFIX)?;
+    Some(
+        js_sys::decode_uri_component(encoded)
+            .map(String::from)
+            .map_err(|_| "the link's setup is not valid URI encoding".to_string()),
+    )
+}
+
+struct WebShell {
+    playground: Playground,
+    autotrain: bool,
+    /// The setup last written to the address.
+    in_address: Option<Setup>,
+}
+
+impl WebShell {
+    /// `own_gpu`: a WebGPU device for training when the page draws with WebGL.
+    fn new(cc: &eframe::CreationContext<'_>, own_gpu: Option<Compute>) -> Self {
+        let (mut computes, mut no_gpu) = shell::computes(cc, shell::SoftwareGpu::Prefer);
+        if let Some(gpu) = own_gpu.filter(|_| computes.len() == 1) {
+            computes.insert(0, gpu);
+            no_gpu = None;
+        }
+        let forced_cpu = query_value("compute").as_deref() == Some("flex");
+        if forced_cpu {
+            computes.sort_by_key(|c| !c.label.starts_with("flex"));
+        }
+        let from_address = setup_in_address();
+        let saved = match &from_address {
+            Some(Ok(json)) => Some(json.clone()),
+            _ => cc.storage.and_then(|s| s.get_string(SETUP_KEY)),
+        };
+        let mut playground = Playground::new(&cc.egui_ctx, computes, saved.as_deref());
+        if let Some(Err(e)) = from_address {
+            playground.notice = Some((format!("{e}; starting from your last setup"), true));
+        }
+        if let Some(why) = no_gpu.filter(|_| !forced_cpu) {
+            playground.notice = Some((
+                format!("{why}: training runs on the CPU inside the page, slower. Chrome, Edge and Safari 26+ have WebGPU."),
+                true,
+            ));
+        }
+        show_status("", false);
+        Self { playground, autotrain: query_has("autotrain"), in_address: None }
+    }
+
+    /// Writes the applied setup into the address (without a new history entry), so that copying
+    /// the address shares the demo.
+    fn update_address(&mut self) {
+        let Some(applied) = self.playground.applied_setup().cloned() else { return };
+        if self.in_address.as_ref() == Some(&applied) {
+            return;
+        }
+        let Ok(json) = serde_json::to_string(&applied) else { return };
+        let hash = format!("{HASH_PREFIX}{}", String::from(js_sys::encode_uri_component(&json)));
+        if let Some(window) = web_sys::window() {
+            if let Ok(history) = window.history() {
+                let _ = history.replace_state_with_url(&JsValue::NULL, "", Some(&hash));
+            }
+            let location = window.location();
+            if let (Ok(origin), Ok(path), Ok(search)) = (location.origin(), location.pathname(), location.search()) {
+                self.playground.share_link = Some(format!("{origin}{path}{search}{hash}"));
+            }
+        }
+        self.in_address = Some(applied);
+    }
+
+    /// `window.qkvLab`: what scripts (and the end-to-end test) can read without parsing pixels.
+    fn publish_state(&self) {
+        let Some(window) = web_sys::window() else { return };
+        let view = &self.playground.view;
+        let state = js_sys::Object::new();
+        let set = |object: &js_sys::Object, key: &str, value: JsValue| {
+            let _ = js_sys::Reflect::set(object, &key.into(), &value);
+        };
+        set(&state, "compute", self.playground.compute_label().into());
+        set(&state, "step", (view.step() as f64).into());
+        set(&state, "playing", view.playing.into());
+        set(&state, "error", view.error.clone().map_or(JsValue::NULL, Into::into));
+        set(&state, "notice", self.playground.notice.clone().map_or(JsValue::NULL, |(n, _)| n.into()));
+        let runs = js_sys::Array::new();
+        for run in &view.runs {
+            let r = js_sys::Object::new();
+            set(&r, "name", run.name().into());
+            set(&r, "steps", (run.steps.len() as f64).into());
+            set(&r, "firstLoss", run.steps.first().map_or(JsValue::NULL, |s| s.train_loss.into()));
+            set(&r, "lastLoss", run.steps.last().map_or(JsValue::NULL, |s| s.train_loss.into()));
+            set(&r, "firstValLoss", run.evals.first().map_or(JsValue::NULL, |e| e.val_loss.into()));
+            set(&r, "lastValLoss", run.evals.last().map_or(JsValue::NULL, |e| e.val_loss.into()));
+            set(&r, "error", run.error.clone().map_or(JsValue::NULL, Into::into));
+            runs.push(&r);
+        }
+        set(&state, "runs", runs.into());
+        if let Some(maps) = &view.attention {
+            let count: usize = maps.runs.iter().map(|run| run.iter().map(Vec::len).sum::<usize>()).sum();
+            let rows_sum_to_one = maps.runs.iter().flatten().flatten().all(|map| {
+                let t = maps.time();
+                map.chunks(t).all(|row| (row.iter().sum::<f32>() - 1.0).abs() < 1e-3)
+            });
+            set(&state, "attentionMaps", (count as f64).into());
+            set(&state, "attentionStep", (maps.step as f64).into());
+            set(&state, "attentionRowsSumToOne", rows_sum_to_one.into());
+        }
+        let _ = js_sys::Reflect::set(&window, &"qkvLab".into(), &state);
+    }
+}
+
+impl eframe::App for WebShell {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        if std::mem::take(&mut self.autotrain) {
+            self.playground.train();
+        }
+        self.playground.ui(ui);
+        self.update_address();
+        self.publish_state();
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        storage.set_string(SETUP_KEY, self.playground.saved_setup());
+    }
+}
+
+pub fn start() {
+    wasm_bindgen_futures::spawn_local(async {
+        let canvas = web_sys::window()
+            .and_then(|w| w.document())
+            .and_then(|d| d.get_element_by_id("qkv_canvas"))
+            .and_then(|e| e.dyn_into::<web_sys::HtmlCanvasElement>().ok());
+        let Some(canvas) = canvas else {
+            show_status("QKV Lab cannot start: the page has no canvas with id qkv_canvas.", true);
+            return;
+        };
+        let mut options = eframe::WebOptions { wgpu_options: shell::shared_device_options(), ..Default::default() };
+        let mut own_gpu = None;
+        if query_value("render").as_deref() == Some("webgl") {
+            if let eframe::egui_wgpu::WgpuSetup::CreateNew(create) = &mut options.wgpu_options.wgpu_setup {
+                create.instance_descriptor.backends = eframe::wgpu::Backends::GL;
+            }
+            own_gpu = match Device::wgpu_options().init_async().await {
+                Ok(device) => Some(Compute { label: "wgpu: WebGPU (own device; the page draws with WebGL)".into(), device }),
+                Err(e) => {
+                    web_sys::console::warn_1(&format!("QKV Lab: no WebGPU device to train on ({e}); training on the CPU").into());
+                    None
+                }
+            };
+        }
+        let started = eframe::WebRunner::new()
+            .start(canvas, options, Box::new(move |cc| Ok(Box::new(WebShell::new(cc, own_gpu)))))
+            .await;
+        if let Err(e) = started {
+            let reason = e.as_string().unwrap_or_else(|| format!("{e:?}"));
+            show_status(
+                &format!("QKV Lab cannot start in this browser: {reason}. Try a current Chrome, Edge, Firefox or Safari."),
+                true,
+            );
+        }
+    });
+}

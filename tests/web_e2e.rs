@@ -1,0 +1,266 @@
+//! The browser build end to end: `trunk build --release`, a localhost server, and Debian's
+//! Chromium headless driving the page. The page trains the default demo (`?autotrain`) and the
+//! test reads `window.qkvLab`, the state the app publishes, through a small reporter script that
+//! the test server adds to the page and that POSTs it back once enough steps are done.
+//!
+//! Run 1 has WebGPU (`--enable-unsafe-webgpu`, SwiftShader without a GPU); run 2 has none and
+//! must train on the CPU fallback. Both print the time from page load to the first training step
+//! (`web/bench.sh` collects them with the wasm size).
+//!
+//! Needs trunk, wasm-bindgen-cli, the wasm32 target and chromium: `tests/run-all.sh` installs
+//! them. Set QKV_SKIP_WEB=1 to skip on a machine without them.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Duration;
+
+/// Training steps the page must complete before it reports.
+const STEPS: usize = 50;
+
+/// Installed first thing in the page: records console errors, then polls `window.qkvLab` and
+/// POSTs it back when the page has trained `STEPS` steps, failed, or logged an error.
+const REPORTER: &str = r#"<script>
+(function () {
+  var errors = [];
+  var original = console.error;
+  console.error = function () {
+    errors.push(Array.prototype.map.call(arguments, String).join(" "));
+    original.apply(console, arguments);
+  };
+  addEventListener("error", function (e) { errors.push("uncaught: " + e.message); });
+  addEventListener("unhandledrejection", function (e) { errors.push("unhandled rejection: " + e.reason); });
+  var firstStepMs = null, sent = false, ticks = 0, adapter = null;
+  // Whether WebGPU could give this page an adapter at all (navigator.gpu alone does not say).
+  if (navigator.gpu) navigator.gpu.requestAdapter().then(function (a) { adapter = !!a; }, function () { adapter = false; });
+  else adapter = false;
+  function report(reason) {
+    if (sent) return;
+    sent = reason !== "progress";
+    fetch("/e2e-report", { method: "POST", body: JSON.stringify({
+      reason: reason, state: window.qkvLab || null, errors: errors, webGpuAdapter: adapter,
+      firstStepMs: firstStepMs, elapsedMs: performance.now() }) });
+  }
+  setInterval(function () {
+    var s = window.qkvLab;
+    if (s && s.step >= 1 && firstStepMs === null) firstStepMs = performance.now();
+    if (s && s.step >= __STEPS__) report("trained");
+    else if (s && s.error) report("app error");
+    else if (errors.length) report("console error");
+    else if (++ticks % 50 === 0) report("progress");
+  }, 100);
+})();
+</script>"#;
+
+fn tool(candidates: &[&str]) -> Option<String> {
+    candidates
+        .iter()
+        .find(|name| Command::new(name).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok())
+        .map(|name| name.to_string())
+}
+
+/// Builds the release page into a folder of the test's own.
+fn build_page() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dist = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-dist");
+    let output = Command::new("trunk")
+        .args(["build", "--release", "--offline", "--dist"])
+        .arg(&dist)
+        .current_dir(root)
+        .output()
+        .expect("trunk runs");
+    assert!(
+        output.status.success(),
+        "trunk build failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    dist
+}
+
+fn content_type(path: &Path) -> &'static str {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("html") => "text/html; charset=utf-8",
+        Some("js") => "text/javascript",
+        Some("wasm") => "application/wasm",
+        Some("css") => "text/css",
+        _ => "application/octet-stream",
+    }
+}
+
+/// Serves `dist` (with the reporter in index.html) and forwards reports to `reports`.
+fn serve(listener: TcpListener, dist: PathBuf, reports: Sender<String>) {
+    for stream in listener.incoming().flatten() {
+        let (dist, reports) = (dist.clone(), reports.clone());
+        std::thread::spawn(move || {
+            let _ = answer(stream, &dist, &reports);
+        });
+    }
+}
+
+fn answer(mut stream: TcpStream, dist: &Path, reports: &Sender<String>) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request = String::new();
+    reader.read_line(&mut request)?;
+    let mut length = 0;
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header)?;
+        if header.trim().is_empty() {
+            break;
+        }
+        if let Some(value) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut parts = request.split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or("/"));
+    if method == "POST" && target == "/e2e-report" {
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        let _ = reports.send(String::from_utf8_lossy(&body).into_owned());
+        return stream.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
+    }
+    let path = target.split(['?', '#']).next().unwrap_or("/");
+    let file = if path == "/" { dist.join("index.html") } else { dist.join(path.trim_start_matches('/')) };
+    let (status, body, kind) = match std::fs::read(&file) {
+        Ok(body) if file.ends_with("index.html") => {
+            let html = String::from_utf8_lossy(&body).replacen("<head>", &format!("<head>{}", REPORTER.replace("__STEPS__", &STEPS.to_string())), 1);
+            ("200 OK", html.into_bytes(), content_type(&file))
+        }
+        Ok(body) => ("200 OK", body, content_type(&file)),
+        Err(_) => ("404 Not Found", b"not found".to_vec(), "text/plain"),
+    };
+    write!(stream, "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len())?;
+    stream.write_all(&body)
+}
+
+/// Chromium, killed when dropped.
+struct Browser(Child, PathBuf);
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.1);
+        let log = self.1.with_extension("log");
+        if std::thread::panicking() || std::env::var_os("QKV_WEB_LOG").is_some() {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(60).collect();
+            eprintln!("chromium log ({}):\n{}", log.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        }
+        let _ = std::fs::remove_file(&log);
+    }
+}
+
+fn open(chromium: &str, url: &str, webgpu: bool, profile: &Path) -> Browser {
+    let mut command = Command::new(chromium);
+    command.args(["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--no-first-run", "--enable-unsafe-swiftshader"]);
+    // The machine's network is closed: no background connections to fail at.
+    command.args(["--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic"]);
+    // A headless page counts as hidden: without these its timers and GPU callbacks are throttled.
+    command.args(["--disable-background-timer-throttling", "--disable-renderer-backgrounding", "--disable-backgrounding-occluded-windows"]);
+    command.arg(format!("--user-data-dir={}", profile.display()));
+    if webgpu {
+        command.args(["--enable-unsafe-webgpu", "--enable-features=Vulkan"]);
+    } else {
+        command.arg("--disable-features=WebGPU,Vulkan");
+    }
+    // Chromium's own log (console messages included) goes next to the profile, for failures.
+    command.args(["--enable-logging=stderr", "--v=0"]);
+    let log = std::fs::File::create(profile.with_extension("log")).expect("a log file");
+    let child = command.arg(url).stdout(Stdio::null()).stderr(log).spawn().expect("chromium starts");
+    Browser(child, profile.to_path_buf())
+}
+
+struct Report {
+    json: serde_json::Value,
+    raw: String,
+}
+
+/// The page's final report; it sends its progress every five seconds until then.
+fn wait_for_report(reports: &Receiver<String>, timeout: Duration) -> Report {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut last = String::from("nothing");
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok(raw) = reports.recv_timeout(left) else {
+            panic!("the page did not finish within {timeout:?}; its last progress report: {last}")
+        };
+        let json: serde_json::Value = serde_json::from_str(&raw).expect("the report is JSON");
+        if json["reason"] != "progress" {
+            return Report { json, raw };
+        }
+        last = raw;
+    }
+}
+
+/// What both runs must show: trained STEPS steps, every run's loss fell, attention maps came,
+/// and the console stayed clean.
+fn assert_trained(report: &Report, label: &str) {
+    let (json, raw) = (&report.json, &report.raw);
+    assert_eq!(json["reason"], "trained", "{label}: the page stopped early: {raw}");
+    assert!(json["errors"].as_array().is_some_and(|e| e.is_empty()), "{label}: console errors: {raw}");
+    let state = &json["state"];
+    assert!(state["step"].as_u64().unwrap_or(0) >= STEPS as u64, "{label}: {raw}");
+    let runs = state["runs"].as_array().expect("runs");
+    assert!(runs.len() >= 2, "{label}: the default demo compares at least two runs: {raw}");
+    for run in runs {
+        let (first, last) = (run["firstLoss"].as_f64().unwrap(), run["lastLoss"].as_f64().unwrap());
+        assert!(last < first, "{label}: {} did not learn ({first} -> {last}): {raw}", run["name"]);
+    }
+    assert!(state["attentionMaps"].as_u64().unwrap_or(0) > 0, "{label}: no attention maps: {raw}");
+    assert_eq!(state["attentionRowsSumToOne"], true, "{label}: attention rows are not distributions: {raw}");
+    eprintln!(
+        "web e2e {label}: compute {}, {} steps; page load to first training step {:.0} ms; to step {STEPS} {:.0} ms",
+        state["compute"],
+        state["step"],
+        json["firstStepMs"].as_f64().unwrap_or(f64::NAN),
+        json["elapsedMs"].as_f64().unwrap_or(f64::NAN)
+    );
+}
+
+#[test]
+fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
+    if std::env::var_os("QKV_SKIP_WEB").is_some() {
+        eprintln!("skipped: QKV_SKIP_WEB is set");
+        return;
+    }
+    assert!(tool(&["trunk"]).is_some(), "needs trunk: cargo install --locked trunk@0.21.14 (or set QKV_SKIP_WEB=1)");
+    let chromium = tool(&["chromium", "chromium-browser"])
+        .expect("needs Chromium: apt-get install chromium (or set QKV_SKIP_WEB=1)");
+    let dist = build_page();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (sender, reports) = channel();
+    std::thread::spawn(move || serve(listener, dist, sender));
+    let profile = |name: &str| std::env::temp_dir().join(format!("qkv-web-e2e-{}-{name}", std::process::id()));
+    // SwiftShader's WebGPU takes about 11 s a step here (the CPU fallback about 0.4 s).
+    let timeout = Duration::from_secs(std::env::var("QKV_WEB_TIMEOUT").ok().and_then(|t| t.parse().ok()).unwrap_or(1200));
+
+    // QKV_WEB_RUNS=cpu (or webgpu) runs one half only, when working on it.
+    let runs = std::env::var("QKV_WEB_RUNS").unwrap_or_default();
+    if runs != "cpu" {
+        // Headless Chromium without a GPU computes on WebGPU (SwiftShader) but cannot present a
+        // WebGPU canvas, so this run draws with WebGL and trains on a WebGPU device of its own.
+        let gpu = open(&chromium, &format!("http://127.0.0.1:{port}/?autotrain&render=webgl"), true, &profile("webgpu"));
+        let report = wait_for_report(&reports, timeout);
+        drop(gpu);
+        assert_trained(&report, "WebGPU");
+        assert!(report.json["state"]["compute"].as_str().unwrap_or("").starts_with("wgpu"), "did not train on WebGPU: {}", report.raw);
+    }
+    if runs == "webgpu" {
+        return;
+    }
+
+    let cpu = open(&chromium, &format!("http://127.0.0.1:{port}/?autotrain"), false, &profile("cpu"));
+    let report = wait_for_report(&reports, timeout);
+    drop(cpu);
+    assert_eq!(report.json["webGpuAdapter"], false, "WebGPU was not switched off: {}", report.raw);
+    assert_trained(&report, "CPU fallback");
+    assert!(report.json["state"]["compute"].as_str().unwrap_or("").starts_with("flex"), "{}", report.raw);
+    let notice = report.json["state"]["notice"].as_str().unwrap_or("");
+    assert!(notice.contains("no WebGPU"), "the fallback is not announced: {}", report.raw);
+}
