@@ -131,6 +131,7 @@ impl WebShell {
         set(&state, "playing", view.playing.into());
         set(&state, "error", view.error.clone().map_or(JsValue::NULL, Into::into));
         set(&state, "notice", self.playground.notice.clone().map_or(JsValue::NULL, |(n, _)| n.into()));
+        set(&state, "link", self.playground.share_link.clone().map_or(JsValue::NULL, Into::into));
         let runs = js_sys::Array::new();
         for run in &view.runs {
             let r = js_sys::Object::new();

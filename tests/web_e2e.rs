@@ -137,6 +137,18 @@ fn answer(mut stream: TcpStream, dist: &Path, reports: &Sender<String>) -> std::
     stream.write_all(&body)
 }
 
+/// `encodeURIComponent`, for the setup in a link.
+fn encode_uri_component(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'!' | b'~' | b'*' | b'\'' | b'(' | b')' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// Chromium, killed when dropped.
 struct Browser(Child, PathBuf);
 
@@ -250,17 +262,24 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
         drop(gpu);
         assert_trained(&report, "WebGPU");
         assert!(report.json["state"]["compute"].as_str().unwrap_or("").starts_with("wgpu"), "did not train on WebGPU: {}", report.raw);
+        assert!(report.json["state"]["link"].as_str().is_some_and(|l| l.contains("#setup=")), "no shareable link: {}", report.raw);
     }
     if runs == "webgpu" {
         return;
     }
 
-    let cpu = open(&chromium, &format!("http://127.0.0.1:{port}/?autotrain"), false, &profile("cpu"));
+    // The second page opens a shared link: the default demo's setup with its first run renamed.
+    let default_setup = r#"{"plan":{"runs":[{"variant":"standard"},{"variant":"wq-identity"}]}}"#;
+    let mut setup: serde_json::Value = serde_json::from_str(default_setup).unwrap();
+    setup["plan"]["runs"][0]["name"] = "from-the-link".into();
+    let link = format!("http://127.0.0.1:{port}/?autotrain#setup={}", encode_uri_component(&setup.to_string()));
+    let cpu = open(&chromium, &link, false, &profile("cpu"));
     let report = wait_for_report(&reports, timeout);
     drop(cpu);
     assert_eq!(report.json["webGpuAdapter"], false, "WebGPU was not switched off: {}", report.raw);
     assert_trained(&report, "CPU fallback");
     assert!(report.json["state"]["compute"].as_str().unwrap_or("").starts_with("flex"), "{}", report.raw);
+    assert_eq!(report.json["state"]["runs"][0]["name"], "from-the-link", "the link's setup was not applied: {}", report.raw);
     let notice = report.json["state"]["notice"].as_str().unwrap_or("");
     assert!(notice.contains("no WebGPU"), "the fallback is not announced: {}", report.raw);
 }

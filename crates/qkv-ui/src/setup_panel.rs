@@ -284,6 +284,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_link_may_give_only_part_of_a_setup() {
+        // What a hand-written or older link carries: the rest takes its defaults.
+        let setup: Setup =
+            serde_json::from_str(r#"{"plan":{"runs":[{"variant":"standard","name":"mine"},{"variant":"wq-identity"}]}}"#).unwrap();
+        assert_eq!(setup.plan.runs.len(), 2);
+        assert_eq!(setup.plan.runs[0].name, "mine");
+        assert_eq!(setup.plan.runs[1].variant, AttentionVariant::QueryIdentity);
+        assert_eq!(setup.plan.preset, ExperimentPlan::default().preset);
+        assert_ne!(setup.colour(0), setup.colour(1), "runs without colours still get distinct ones");
+    }
+
+    #[test]
     fn colours_follow_their_runs() {
         let mut setup = Setup::default();
         setup.colours[1] = [1, 2, 3];
