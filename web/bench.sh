@@ -18,7 +18,7 @@ awk -v r="$raw" -v g="$gz" -v j="$js" 'BEGIN {
   printf "wasm %.2f MB raw, %.2f MB gzip (%.1f%% of raw); JS glue %.0f kB\n", r/1e6, g/1e6, 100*g/r, j/1e3 }'
 
 echo "== page load to first training step (headless Chromium)"
-out=$(cargo test --locked --test web_e2e -- --nocapture 2>&1) || { echo "$out" | tail -40; exit 1; }
+out=$(cargo test --workspace --locked --test web_e2e -- --nocapture 2>&1) || { echo "$out" | tail -40; exit 1; }
 echo "$out" | grep '^web e2e'
 echo "$out" | awk '/^web e2e WebGPU/ { match($0, /first training step [0-9]+/); g = substr($0, RSTART + 20, RLENGTH - 20) }
                    /^web e2e CPU/ { match($0, /first training step [0-9]+/); c = substr($0, RSTART + 20, RLENGTH - 20) }

@@ -202,7 +202,8 @@ impl Session {
                 Err(error) => messages.push(Message::Stopped { run, error: error.to_string() }),
             }
         }
-        messages.push(Message::Attention(self.attention().await?));
+        // The experiment is loaded either way: a failed read of the maps must not hide its runs.
+        messages.push(self.attention().await.map_or_else(Message::Failed, Message::Attention));
         Ok(messages)
     }
 
