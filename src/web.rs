@@ -38,14 +38,13 @@ fn location() -> Option<web_sys::Location> {
     web_sys::window().map(|w| w.location())
 }
 
-fn query_has(flag: &str) -> bool {
-    let search = location().and_then(|l| l.search().ok()).unwrap_or_default();
-    search.trim_start_matches('?').split('&').any(|pair| pair == flag || pair.split('=').next() == Some(flag))
-}
-
+/// The value of `key` in the page's query: `Some("")` for a bare flag (`?autotrain`).
 fn query_value(key: &str) -> Option<String> {
     let search = location().and_then(|l| l.search().ok()).unwrap_or_default();
-    search.trim_start_matches('?').split('&').find_map(|pair| pair.strip_prefix(key)?.strip_prefix('=').map(str::to_string))
+    search.trim_start_matches('?').split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (name == key).then(|| value.to_string())
+    })
 }
 
 /// The setup in the address, if there is one (as JSON).
@@ -64,6 +63,9 @@ struct WebShell {
     autotrain: bool,
     /// The setup last written to the address.
     in_address: Option<Setup>,
+    /// Whether every row of the maps of this attention version sums to 1 (checked once per
+    /// version, not every frame).
+    attention_rows_checked: Option<(u64, bool)>,
 }
 
 impl WebShell {
@@ -94,7 +96,7 @@ impl WebShell {
             ));
         }
         show_status("", false);
-        Self { playground, autotrain: query_has("autotrain"), in_address: None }
+        Self { playground, autotrain: query_value("autotrain").is_some(), in_address: None, attention_rows_checked: None }
     }
 
     /// Writes the applied setup into the address (without a new history entry), so that copying
@@ -119,7 +121,7 @@ impl WebShell {
     }
 
     /// `window.qkvLab`: what scripts (and the end-to-end test) can read without parsing pixels.
-    fn publish_state(&self) {
+    fn publish_state(&mut self) {
         let Some(window) = web_sys::window() else { return };
         let view = &self.playground.view;
         let state = js_sys::Object::new();
@@ -147,10 +149,21 @@ impl WebShell {
         set(&state, "runs", runs.into());
         if let Some(maps) = &view.attention {
             let count: usize = maps.runs.iter().map(|run| run.iter().map(Vec::len).sum::<usize>()).sum();
-            let rows_sum_to_one = maps.runs.iter().flatten().flatten().all(|map| {
-                let t = maps.time();
-                map.chunks(t).all(|row| (row.iter().sum::<f32>() - 1.0).abs() < 1e-3)
-            });
+            let version = view.attention_version;
+            let rows_sum_to_one = match self.attention_rows_checked {
+                Some((checked, result)) if checked == version => result,
+                _ => {
+                    let t = maps.time();
+                    let result = maps
+                        .runs
+                        .iter()
+                        .flatten()
+                        .flatten()
+                        .all(|map| map.chunks(t).all(|row| (row.iter().sum::<f32>() - 1.0).abs() < 1e-3));
+                    self.attention_rows_checked = Some((version, result));
+                    result
+                }
+            };
             set(&state, "attentionMaps", (count as f64).into());
             set(&state, "attentionStep", (maps.step as f64).into());
             set(&state, "attentionRowsSumToOne", rows_sum_to_one.into());

@@ -93,27 +93,14 @@ impl Experiment {
         (0..self.grad_accum).map(|_| self.dataset.train_batch(&mut self.rng, self.batch_size, self.block_size)).collect()
     }
 
-    /// One step of every active run on the same batches, with an evaluation where one is due.
+    /// [`Experiment::step_async`], waiting for every read-back (native only).
+    #[cfg(not(target_family = "wasm"))]
     pub fn step(&mut self) -> Vec<RunEvent> {
-        let batches = self.next_batches();
-        let mut events = Vec::new();
-        for (index, run) in self.runs.iter_mut().enumerate() {
-            if !run.is_active() {
-                continue;
-            }
-            let outcome = run.train_step(&batches).and_then(|record| {
-                let eval = if run.eval_due() { Some(run.evaluate(&self.val_batches)?) } else { None };
-                Ok((record, eval))
-            });
-            events.push(match outcome {
-                Ok((record, eval)) => RunEvent::Stepped { run: index, record, eval },
-                Err(error) => RunEvent::Stopped { run: index, error },
-            });
-        }
-        events
+        pollster::block_on(self.step_async())
     }
 
-    /// [`Experiment::step`] for the browser: every read-back is awaited.
+    /// One step of every active run on the same batches, with an evaluation where one is due;
+    /// every read-back is awaited (the browser cannot block on its GPU).
     pub async fn step_async(&mut self) -> Vec<RunEvent> {
         let batches = self.next_batches();
         let mut events = Vec::new();
@@ -134,13 +121,13 @@ impl Experiment {
         events
     }
 
-    /// Evaluates every run now (e.g. before training, for the step-0 point of the curves).
+    /// [`Experiment::evaluate_all_async`], waiting for every read-back (native only).
+    #[cfg(not(target_family = "wasm"))]
     pub fn evaluate_all(&mut self) -> Vec<Result<EvalRecord, RunError>> {
-        let val = &self.val_batches;
-        self.runs.iter_mut().map(|run| run.evaluate(val)).collect()
+        pollster::block_on(self.evaluate_all_async())
     }
 
-    /// [`Experiment::evaluate_all`] for the browser: every read-back is awaited.
+    /// Evaluates every run now (e.g. before training, for the step-0 point of the curves).
     pub async fn evaluate_all_async(&mut self) -> Vec<Result<EvalRecord, RunError>> {
         let mut records = Vec::with_capacity(self.runs.len());
         for run in &mut self.runs {

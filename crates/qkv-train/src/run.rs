@@ -240,16 +240,14 @@ impl Run {
         Ok(record)
     }
 
-    /// One optimiser step over `batches` (its `grad_accum` micro-batches), blocking until the
-    /// loss is read back.
+    /// [`Run::train_step_async`], waiting for the loss (native only: the browser cannot wait).
+    #[cfg(not(target_family = "wasm"))]
     pub fn train_step(&mut self, batches: &[Batch]) -> Result<StepRecord, RunError> {
-        let started = Instant::now();
-        let pending = self.launch_step(batches)?;
-        let values = read_values(pending.values.clone().into_data())?;
-        self.finish_step(pending, &values, started)
+        pollster::block_on(self.train_step_async(batches))
     }
 
-    /// [`Run::train_step`] for the browser: the read-back is awaited, never blocked on.
+    /// One optimiser step over `batches` (its `grad_accum` micro-batches); the loss read-back is
+    /// awaited, never blocked on.
     pub async fn train_step_async(&mut self, batches: &[Batch]) -> Result<StepRecord, RunError> {
         let started = Instant::now();
         let pending = self.launch_step(batches)?;
@@ -295,13 +293,13 @@ impl Run {
         record
     }
 
-    /// Loss (and accuracy, for synthetic tasks) on the validation batches, without dropout.
+    /// [`Run::evaluate_async`], waiting for the losses (native only).
+    #[cfg(not(target_family = "wasm"))]
     pub fn evaluate(&mut self, val: &[Batch]) -> Result<EvalRecord, RunError> {
-        let pending = self.launch_eval(val);
-        let values = read_values(pending.values.clone().into_data())?;
-        Ok(self.finish_eval(pending, &values))
+        pollster::block_on(self.evaluate_async(val))
     }
 
+    /// Loss (and accuracy, for synthetic tasks) on the validation batches, without dropout.
     pub async fn evaluate_async(&mut self, val: &[Batch]) -> Result<EvalRecord, RunError> {
         let pending = self.launch_eval(val);
         let data = pending.values.clone().into_data_async().await.map_err(|e| RunError::Device(format!("{e:?}")))?;
