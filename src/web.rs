@@ -1,14 +1,19 @@
 //! The browser shell: starts eframe on the page's canvas, trains on WebGPU (or on the CPU inside
 //! the page when the browser has none), keeps the setup in the address so a link reopens it, and
-//! publishes the training state as `window.qkvLab` for scripts and the end-to-end test.
+//! publishes the training state as `window.qkvLab` for scripts and the end-to-end test, which
+//! can also save a run as the Export button does: `qkvLab.exportRun(index)`.
 //!
 //! Query options: `?compute=flex` trains on the CPU even where WebGPU exists; `?autotrain`
 //! starts training as soon as the page is up (a classroom link, the end-to-end test);
 //! `?render=webgl` draws with WebGL and trains on a WebGPU device of its own, for browsers whose
 //! WebGPU computes but cannot draw to a canvas (headless Chromium without a GPU).
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use eframe::egui;
 use eframe::wasm_bindgen::JsCast;
+use eframe::wasm_bindgen::closure::Closure;
 use eframe::wasm_bindgen::JsValue;
 use qkv_model::burn::tensor::Device;
 use qkv_ui::setup_panel::Setup;
@@ -66,6 +71,10 @@ struct WebShell {
     /// Whether every row of the maps of this attention version sums to 1 (checked once per
     /// version, not every frame).
     attention_rows_checked: Option<(u64, bool)>,
+    /// Runs that page scripts asked to export, taken on the next frame.
+    export_requests: Rc<RefCell<Vec<usize>>>,
+    /// `qkvLab.exportRun`, kept alive as long as the shell.
+    export_run: Closure<dyn Fn(f64)>,
 }
 
 impl WebShell {
@@ -96,7 +105,22 @@ impl WebShell {
             ));
         }
         show_status("", false);
-        Self { playground, autotrain: query_value("autotrain").is_some(), in_address: None, attention_rows_checked: None }
+        let export_requests = Rc::new(RefCell::new(Vec::new()));
+        let export_run = {
+            let (requests, ctx) = (export_requests.clone(), cc.egui_ctx.clone());
+            Closure::<dyn Fn(f64)>::new(move |run: f64| {
+                requests.borrow_mut().push(run as usize);
+                ctx.request_repaint();
+            })
+        };
+        Self {
+            playground,
+            autotrain: query_value("autotrain").is_some(),
+            in_address: None,
+            attention_rows_checked: None,
+            export_requests,
+            export_run,
+        }
     }
 
     /// Writes the applied setup into the address (without a new history entry), so that copying
@@ -134,6 +158,7 @@ impl WebShell {
         set(&state, "error", view.error.clone().map_or(JsValue::NULL, Into::into));
         set(&state, "notice", self.playground.notice.clone().map_or(JsValue::NULL, |(n, _)| n.into()));
         set(&state, "link", self.playground.share_link.clone().map_or(JsValue::NULL, Into::into));
+        set(&state, "exportRun", self.export_run.as_ref().clone());
         let runs = js_sys::Array::new();
         for run in &view.runs {
             let r = js_sys::Object::new();
@@ -176,6 +201,10 @@ impl eframe::App for WebShell {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         if std::mem::take(&mut self.autotrain) {
             self.playground.train();
+        }
+        let requested: Vec<usize> = self.export_requests.borrow_mut().drain(..).collect();
+        for run in requested {
+            self.playground.export(run);
         }
         self.playground.ui(ui);
         self.update_address();

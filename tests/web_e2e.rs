@@ -4,7 +4,8 @@
 //! the test server adds to the page and that POSTs it back once enough steps are done.
 //!
 //! Run 1 has WebGPU (`--enable-unsafe-webgpu`, SwiftShader without a GPU); run 2 has none and
-//! must train on the CPU fallback. Both print the time from page load to the first training step
+//! must train on the CPU fallback. Both then export the first run and must download its
+//! checkpoint and metrics. Between them, `trunk serve` must serve the page and its wasm. Both print the time from page load to the first training step
 //! (`web/bench.sh` collects them with the wasm size).
 //!
 //! Needs trunk, wasm-bindgen-cli, the wasm32 target and chromium: `tests/run-all.sh` installs
@@ -20,8 +21,10 @@ use std::time::Duration;
 /// Training steps the page must complete before it reports.
 const STEPS: usize = 50;
 
-/// Installed first thing in the page: records console errors, then polls `window.qkvLab` and
-/// POSTs it back when the page has trained `STEPS` steps, failed, or logged an error.
+/// Installed first thing in the page: records console errors and the files the page downloads,
+/// then polls `window.qkvLab`. When the page has trained `STEPS` steps it exports the first run
+/// (`qkvLab.exportRun(0)`, what the Export button does) and POSTs the state back once both files
+/// were downloaded; or as soon as the page failed or logged an error.
 const REPORTER: &str = r#"<script>
 (function () {
   var errors = [];
@@ -32,7 +35,21 @@ const REPORTER: &str = r#"<script>
   };
   addEventListener("error", function (e) { errors.push("uncaught: " + e.message); });
   addEventListener("unhandledrejection", function (e) { errors.push("unhandled rejection: " + e.reason); });
-  var firstStepMs = null, sent = false, ticks = 0, adapter = null;
+  // Downloads: the page makes a Blob URL and clicks a link to it; keep the Blob's size and head.
+  var downloads = [], blobs = {};
+  var createObjectURL = URL.createObjectURL;
+  URL.createObjectURL = function (blob) { var url = createObjectURL.call(URL, blob); blobs[url] = blob; return url; };
+  var click = HTMLAnchorElement.prototype.click;
+  HTMLAnchorElement.prototype.click = function () {
+    var blob = blobs[this.href];
+    if (blob && this.download) {
+      var entry = { name: this.download, size: blob.size, head: null };
+      downloads.push(entry);
+      blob.slice(0, 18).text().then(function (t) { entry.head = t; });
+    }
+    return click.call(this);
+  };
+  var firstStepMs = null, trainedMs = null, trainedNotice = null, sent = false, ticks = 0, adapter = null;
   // Whether WebGPU could give this page an adapter at all (navigator.gpu alone does not say).
   if (navigator.gpu) navigator.gpu.requestAdapter().then(function (a) { adapter = !!a; }, function () { adapter = false; });
   else adapter = false;
@@ -40,15 +57,16 @@ const REPORTER: &str = r#"<script>
     if (sent) return;
     sent = reason !== "progress";
     fetch("/e2e-report", { method: "POST", body: JSON.stringify({
-      reason: reason, state: window.qkvLab || null, errors: errors, webGpuAdapter: adapter,
-      firstStepMs: firstStepMs, elapsedMs: performance.now() }) });
+      reason: reason, state: window.qkvLab || null, errors: errors, webGpuAdapter: adapter, downloads: downloads,
+      firstStepMs: firstStepMs, trainedMs: trainedMs, trainedNotice: trainedNotice, elapsedMs: performance.now() }) });
   }
   setInterval(function () {
     var s = window.qkvLab;
     if (s && s.step >= 1 && firstStepMs === null) firstStepMs = performance.now();
-    if (s && s.step >= __STEPS__) report("trained");
-    else if (s && s.error) report("app error");
+    if (s && s.error) report("app error");
     else if (errors.length) report("console error");
+    else if (s && s.step >= __STEPS__ && trainedMs === null) { trainedMs = performance.now(); trainedNotice = s.notice; s.exportRun(0); }
+    else if (downloads.length >= 2 && downloads.every(function (d) { return d.head !== null; })) report("trained");
     else if (++ticks % 50 === 0) report("progress");
   }, 100);
 })();
@@ -225,13 +243,82 @@ fn assert_trained(report: &Report, label: &str) {
     }
     assert!(state["attentionMaps"].as_u64().unwrap_or(0) > 0, "{label}: no attention maps: {raw}");
     assert_eq!(state["attentionRowsSumToOne"], true, "{label}: attention rows are not distributions: {raw}");
+    // Export downloaded the first run's checkpoint and metrics.
+    let first = runs[0]["name"].as_str().unwrap_or_default();
+    let downloaded = |name: String| json["downloads"].as_array().and_then(|d| d.iter().find(|f| f["name"] == name.as_str()).cloned());
+    let checkpoint = downloaded(format!("{first}.qkv")).unwrap_or_else(|| panic!("{label}: no checkpoint downloaded: {raw}"));
+    assert_eq!(checkpoint["head"], "QKV-LAB CHECKPOINT", "{label}: the download is not a checkpoint: {raw}");
+    assert!(checkpoint["size"].as_u64().unwrap_or(0) > 10_000, "{label}: the checkpoint is too small to hold the weights: {raw}");
+    let metrics = downloaded(format!("{first}-metrics.csv")).unwrap_or_else(|| panic!("{label}: no metrics downloaded: {raw}"));
+    assert!(metrics["head"].as_str().is_some_and(|h| h.starts_with("run,")), "{label}: the metrics are not CSV: {raw}");
     eprintln!(
-        "web e2e {label}: compute {}, {} steps; page load to first training step {:.0} ms; to step {STEPS} {:.0} ms",
+        "web e2e {label}: compute {}, {STEPS} steps; page load to first training step {:.0} ms; to step {STEPS} {:.0} ms; checkpoint export {:.0} ms ({} bytes)",
         state["compute"],
-        state["step"],
         json["firstStepMs"].as_f64().unwrap_or(f64::NAN),
-        json["elapsedMs"].as_f64().unwrap_or(f64::NAN)
+        json["trainedMs"].as_f64().unwrap_or(f64::NAN),
+        json["elapsedMs"].as_f64().unwrap_or(f64::NAN) - json["trainedMs"].as_f64().unwrap_or(f64::NAN),
+        checkpoint["size"]
     );
+}
+
+/// A plain HTTP/1.1 GET on localhost: the status line, the headers (lower-cased) and the body.
+fn get(port: u16, path: &str) -> std::io::Result<(String, String, Vec<u8>)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response)?;
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(response.len());
+    let head = String::from_utf8_lossy(&response[..split]).to_string();
+    let (status, headers) = head.split_once("\r\n").unwrap_or((&head, ""));
+    Ok((status.to_string(), headers.to_ascii_lowercase(), response[(split + 4).min(response.len())..].to_vec()))
+}
+
+/// `trunk serve`, killed when dropped.
+struct TrunkServe(Child);
+
+impl Drop for TrunkServe {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What the README tells a newcomer to run: `trunk serve` builds the page and serves it, the
+/// wasm included.
+fn check_trunk_serve() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dist = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-serve-dist");
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("trunk-serve.log");
+    let child = Command::new("trunk")
+        .args(["serve", "--release", "--offline", "--no-autoreload", "--port", &port.to_string(), "--dist"])
+        .arg(&dist)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("a log file"))
+        .spawn()
+        .expect("trunk serve starts");
+    let _serving = TrunkServe(child);
+    let deadline = std::time::Instant::now() + Duration::from_secs(900);
+    let page = loop {
+        match get(port, "/") {
+            Ok((status, _, body)) if status.contains(" 200") => break String::from_utf8_lossy(&body).to_string(),
+            _ if std::time::Instant::now() > deadline => {
+                panic!("trunk serve did not serve the page within 15 minutes:\n{}", std::fs::read_to_string(&log).unwrap_or_default())
+            }
+            _ => std::thread::sleep(Duration::from_secs(2)),
+        }
+    };
+    assert!(page.contains("qkv_canvas"), "trunk serve's page has no app canvas:\n{page}");
+    let wasm = page
+        .split(['"', '\''])
+        .find(|part| part.ends_with("_bg.wasm"))
+        .unwrap_or_else(|| panic!("trunk serve's page names no wasm file:\n{page}"))
+        .to_string();
+    let (status, headers, body) = get(port, &format!("/{}", wasm.trim_start_matches('/'))).expect("the wasm is served");
+    assert!(status.contains(" 200"), "{wasm}: {status}");
+    assert!(headers.contains("content-type: application/wasm"), "{wasm} is not served as wasm: {headers}");
+    assert!(body.starts_with(b"\0asm"), "{wasm} is not WebAssembly");
+    eprintln!("trunk serve: http://127.0.0.1:{port}/ serves the page and {wasm} ({} bytes)", body.len());
 }
 
 #[test]
@@ -252,9 +339,9 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     // SwiftShader's WebGPU takes about 11 s a step here (the CPU fallback about 0.4 s).
     let timeout = Duration::from_secs(std::env::var("QKV_WEB_TIMEOUT").ok().and_then(|t| t.parse().ok()).unwrap_or(1200));
 
-    // QKV_WEB_RUNS=cpu (or webgpu) runs one half only, when working on it.
+    // QKV_WEB_RUNS=webgpu, serve or cpu runs one part only, when working on it.
     let runs = std::env::var("QKV_WEB_RUNS").unwrap_or_default();
-    if runs != "cpu" {
+    if runs.is_empty() || runs == "webgpu" {
         // Headless Chromium without a GPU computes on WebGPU (SwiftShader) but cannot present a
         // WebGPU canvas, so this run draws with WebGL and trains on a WebGPU device of its own.
         let gpu = open(&chromium, &format!("http://127.0.0.1:{port}/?autotrain&render=webgl"), true, &profile("webgpu"));
@@ -265,6 +352,12 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
         assert!(report.json["state"]["link"].as_str().is_some_and(|l| l.contains("#setup=")), "no shareable link: {}", report.raw);
     }
     if runs == "webgpu" {
+        return;
+    }
+    if runs.is_empty() || runs == "serve" {
+        check_trunk_serve();
+    }
+    if runs == "serve" {
         return;
     }
 
@@ -280,6 +373,7 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     assert_trained(&report, "CPU fallback");
     assert!(report.json["state"]["compute"].as_str().unwrap_or("").starts_with("flex"), "{}", report.raw);
     assert_eq!(report.json["state"]["runs"][0]["name"], "from-the-link", "the link's setup was not applied: {}", report.raw);
-    let notice = report.json["state"]["notice"].as_str().unwrap_or("");
+    // The notice as it stood before the export's own notice replaced it.
+    let notice = report.json["trainedNotice"].as_str().unwrap_or("");
     assert!(notice.contains("no WebGPU"), "the fallback is not announced: {}", report.raw);
 }

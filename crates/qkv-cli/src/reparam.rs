@@ -4,6 +4,7 @@
 use clap::Args;
 
 use qkv_model::Preset;
+use qkv_model::burn::module::Module;
 use qkv_model::burn::tensor::Device;
 use qkv_train::experiment::Experiment;
 use qkv_train::recipe::TrainingConfig;
@@ -60,7 +61,8 @@ pub fn run(args: &ReparamArgs) -> Result<(), String> {
         let record = &experiment.runs[0].metrics.steps.last().ok_or_else(|| format!("training failed: {events:?}"))?;
         progress("train", record.step, args.steps, record.train_loss);
     }
-    let (conversion, mut report) = convert_and_measure(args.case, &experiment.runs[0], experiment.val_batches())?;
+    let trained = &experiment.runs[0];
+    let (conversion, mut report) = convert_and_measure(args.case, trained, trained.model().valid(), experiment.val_batches())?;
     if !args.case.is_exact() && args.finetune > 0 {
         let converted = continue_converted(&experiment.runs[0], conversion, "converted", &dataset)?;
         let mut finetune = Experiment::from_runs(dataset, vec![converted]).map_err(|e| e.to_string())?;

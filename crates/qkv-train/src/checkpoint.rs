@@ -1,8 +1,8 @@
 //! One file per run: configuration, tokenizer, weights, optimiser state, step and metrics.
 //!
 //! Layout (little-endian): the magic line, a u32 format version, then three length-prefixed
-//! sections (JSON header, Burn's burnpack weights, burnpack optimiser state) and an FNV-1a
-//! checksum of everything before it. A truncated or damaged file is caught by the lengths or
+//! sections (JSON header, Burn's burnpack weights, the AdamW state in the burnpack layout of
+//! Burn's optimiser records) and an FNV-1a checksum of everything before it. A truncated or damaged file is caught by the lengths or
 //! the checksum before any of it is used.
 
 use burn::module::Module;
@@ -10,6 +10,7 @@ use burn::store::{BurnpackStore, ModuleSnapshot};
 use burn::tensor::{Bytes, Device};
 use serde::{Deserialize, Serialize};
 
+use crate::cpu_copy::model_on_cpu;
 use crate::dataset::Dataset;
 use crate::optimizer::Optimiser;
 use crate::run::{Metrics, Run, RunSpec};
@@ -60,8 +61,15 @@ fn push_section(out: &mut Vec<u8>, section: &[u8]) {
     out.extend(section);
 }
 
-/// Serialises a run.
+/// [`to_bytes_async`], waiting for the reads (native only).
+#[cfg(not(target_family = "wasm"))]
 pub fn to_bytes(run: &Run, dataset: &Dataset, data: &str) -> Result<Vec<u8>, CheckpointError> {
+    pollster::block_on(to_bytes_async(run, dataset, data))
+}
+
+/// Serialises a run, awaiting every read of its weights and optimiser state (the browser cannot
+/// block on its GPU).
+pub async fn to_bytes_async(run: &Run, dataset: &Dataset, data: &str) -> Result<Vec<u8>, CheckpointError> {
     let failed = |message: String| CheckpointError::Io { action: "save", name: run.spec.name.clone(), message };
     let header = CheckpointHeader {
         spec: run.spec.clone(),
@@ -74,9 +82,9 @@ pub fn to_bytes(run: &Run, dataset: &Dataset, data: &str) -> Result<Vec<u8>, Che
     };
     let header = serde_json::to_vec(&header).map_err(|e| failed(e.to_string()))?;
     let mut store = BurnpackStore::from_bytes(None);
-    run.model().save_into(&mut store).map_err(|e| failed(format!("{e:?}")))?;
+    model_on_cpu(run.model()).await.map_err(failed)?.save_into(&mut store).map_err(|e| failed(format!("{e:?}")))?;
     let weights = store.get_bytes().map_err(|e| failed(format!("{e:?}")))?;
-    let optimiser = run.optimiser().to_bytes().map_err(failed)?;
+    let optimiser = run.optimiser().to_bytes_async().await.map_err(failed)?;
 
     let mut out = MAGIC.to_vec();
     out.extend(VERSION.to_le_bytes());
@@ -183,10 +191,9 @@ impl Checkpoint {
         let (model_slot, optimiser) = run.parts_mut();
         let model = model_slot.as_mut().expect("a new run has its model");
         self.load_weights(model)?;
-        // The optimiser is built anew for the loaded parameters: they carry their saved ids, which
-        // its decay groups and its saved state are keyed by.
-        *optimiser = Optimiser::new(model, &header.spec.training)
-            .load_bytes(self.optimiser.clone())
+        // The loaded parameters carry their saved ids, which the optimiser state is keyed by.
+        *optimiser = Optimiser::new(&header.spec.training)
+            .load_bytes(self.optimiser.clone(), &device.clone().without_autodiff())
             .map_err(|e| self.mismatch(e))?;
         run.restore(header.step, header.tokens, header.wall_secs, header.metrics);
         Ok(run)

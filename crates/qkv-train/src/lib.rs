@@ -4,6 +4,7 @@
 
 pub mod checkpoint;
 pub mod corpus;
+pub mod cpu_copy;
 pub mod csv;
 pub mod dataset;
 pub mod experiment;

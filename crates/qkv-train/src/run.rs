@@ -146,7 +146,7 @@ impl Run {
         dataset.check_fits(spec.model.block_size)?;
         let device = device.clone().autodiff();
         let model = Gpt::new_seeded(&spec.model, &device, spec.training.seed)?;
-        let optimiser = Optimiser::new(&model, &spec.training);
+        let optimiser = Optimiser::new(&spec.training);
         Ok(Self {
             spec,
             model: Some(model),
@@ -166,7 +166,6 @@ impl Run {
     pub fn from_model(spec: RunSpec, model: Gpt, previous: &Run, dataset: &Dataset) -> Result<Self, RunError> {
         let mut run = Self::new(spec, dataset, &previous.device.clone().without_autodiff())?;
         let model = model.fork(&run.device).train();
-        run.optimiser = Optimiser::new(&model, &run.spec.training);
         run.model = Some(model);
         run.restore(previous.step, previous.tokens, previous.wall_secs, previous.metrics.clone());
         Ok(run)

@@ -13,6 +13,7 @@ use qkv_model::reparam::ReparamCase;
 use qkv_model::{Norm, ParamReport};
 
 use crate::checkpoint::{self, Checkpoint};
+use crate::cpu_copy::model_on_cpu;
 use crate::dataset::{DataSource, Dataset};
 use crate::experiment::{Experiment, RunEvent};
 use crate::generate::{SampleOptions, generate_async};
@@ -91,8 +92,7 @@ pub enum Message {
     Stopped { run: usize, error: String },
     Attention(AttentionMaps),
     Sampled { run: usize, text: String },
-    /// `checkpoint` is missing where the device cannot hand the weights back (a browser's GPU).
-    Exported { run: usize, name: String, checkpoint: Option<Vec<u8>>, metrics_csv: String },
+    Exported { run: usize, name: String, checkpoint: Vec<u8>, metrics_csv: String },
     /// A converted model joined as run `info`; `report` says how exactly it matches `from`.
     Converted { from: usize, info: RunInfo, report: ReparamReport },
     /// Playing or paused, as the session now is.
@@ -169,21 +169,10 @@ impl Session {
                 Ok(vec![])
             }
             Command::Sample { run, prompt, options } => self.sample(run, &prompt, &options).await,
-            Command::Export { run } => self.export(run),
+            Command::Export { run } => self.export(run).await,
             Command::EliminateQuery { run } => self.eliminate_query(run).await,
         };
         result.unwrap_or_else(|error| vec![Message::Failed(error)])
-    }
-
-    /// Export and the W_Q conversion read every weight back at once, synchronously; the browser
-    /// cannot wait on its GPU, so there they need the CPU device.
-    fn check_reads_can_block(&self, what: &str) -> Result<(), String> {
-        if cfg!(target_family = "wasm") && self.device.clone().without_autodiff() != Device::flex() {
-            return Err(format!(
-                "{what} in the browser needs the CPU: switch compute to flex (CPU), train or import the run there, and {what} again"
-            ));
-        }
-        Ok(())
     }
 
     async fn loaded(&mut self, experiment: Experiment, data: String) -> Result<Vec<Message>, String> {
@@ -349,7 +338,6 @@ impl Session {
     }
 
     async fn eliminate_query(&mut self, index: usize) -> Result<Vec<Message>, String> {
-        self.check_reads_can_block("eliminating W_Q")?;
         let experiment = self.experiment.as_mut().ok_or("load an experiment first")?;
         let original = experiment.runs.get(index).ok_or("no such run")?;
         let config = &original.spec.model;
@@ -359,7 +347,9 @@ impl Session {
             Err(_) if config.norm == Norm::LayerNorm => TheoryCase::LayerNorm,
             Err(e) => return Err(e.to_string()),
         };
-        let (conversion, report) = convert_and_measure(case, original, experiment.val_batches())?;
+        // On the CPU copy: the conversion reads every weight, which the browser cannot block on.
+        let on_cpu = model_on_cpu(original.model()).await?;
+        let (conversion, report) = convert_and_measure(case, original, on_cpu, experiment.val_batches())?;
         let name = format!("{} (W_Q eliminated)", original.spec.name);
         let run = continue_converted(original, conversion, &name, experiment.dataset())?;
         let info = RunInfo::of(&run);
@@ -369,17 +359,13 @@ impl Session {
         Ok(messages)
     }
 
-    /// The run's metrics, and its checkpoint where the device allows reading all of it back.
-    fn export(&self, run: usize) -> Result<Vec<Message>, String> {
+    /// The run's metrics and checkpoint.
+    async fn export(&self, run: usize) -> Result<Vec<Message>, String> {
         let experiment = self.experiment.as_ref().ok_or("load an experiment first")?;
         let r = experiment.runs.get(run).ok_or("no such run")?;
         let metrics_csv = crate::csv::metrics_csv(std::slice::from_ref(r));
-        let (checkpoint, refusal) = match self.check_reads_can_block("exporting a checkpoint") {
-            Ok(()) => (Some(checkpoint::to_bytes(r, experiment.dataset(), &self.data).map_err(|e| e.to_string())?), None),
-            Err(why) => (None, Some(Message::Failed(why))),
-        };
-        let exported = Message::Exported { run, name: r.spec.name.clone(), checkpoint, metrics_csv };
-        Ok(std::iter::once(exported).chain(refusal).collect())
+        let checkpoint = checkpoint::to_bytes_async(r, experiment.dataset(), &self.data).await.map_err(|e| e.to_string())?;
+        Ok(vec![Message::Exported { run, name: r.spec.name.clone(), checkpoint, metrics_csv }])
     }
 }
 
@@ -620,7 +606,6 @@ mod tests {
         };
         assert_eq!(name, "shared-qk");
         assert_eq!(metrics_csv.lines().count(), 1 + 1 + 1, "header, step 0 and step 1");
-        let checkpoint = checkpoint.expect("flex hands back its weights");
         let messages = session.run(Command::Import { name: name.clone(), bytes: checkpoint.clone() });
         let Some(Message::Loaded { runs, .. }) = messages.first() else { panic!("{messages:?}") };
         assert_eq!(runs.len(), 1);

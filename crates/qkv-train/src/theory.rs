@@ -150,11 +150,11 @@ pub struct ReparamReport {
     pub val_loss_after_finetune: Option<f64>,
 }
 
-/// Converts a trained run's model and measures the conversion on `val`.
-pub fn convert_and_measure(case: TheoryCase, run: &Run, val: &[Batch]) -> Result<(Conversion, ReparamReport), String> {
-    let original = run.model().valid();
+/// Converts `original`, the run's model in validation mode (on its own device or a copy on the
+/// CPU), and measures the conversion on `val`.
+pub fn convert_and_measure(case: TheoryCase, run: &Run, original: Gpt, val: &[Batch]) -> Result<(Conversion, ReparamReport), String> {
     let conversion = case.convert(&original, &run.spec.model)?;
-    let device = run.device().clone().without_autodiff();
+    let device = original.devices().first().cloned().unwrap_or_else(|| run.device().clone().without_autodiff());
     let agreement = compare(&original, &conversion.model, val, &device);
     let report = ReparamReport {
         case,
@@ -208,7 +208,7 @@ mod tests {
     fn trained_models_convert_exactly_in_every_exact_case() {
         for case in [TheoryCase::Single, TheoryCase::NoMlpSkip, TheoryCase::Shared] {
             let experiment = trained(case, 30);
-            let (conversion, report) = convert_and_measure(case, &experiment.runs[0], experiment.val_batches()).unwrap();
+            let (conversion, report) = convert_and_measure(case, &experiment.runs[0], experiment.runs[0].model().valid(), experiment.val_batches()).unwrap();
             assert!(report.max_abs_logit_diff < 1e-4, "{case}: {report:?}");
             assert!((report.val_loss_before - report.val_loss_after).abs() < 1e-4, "{case}: {report:?}");
             assert!(report.params_after < report.params_before);
@@ -220,7 +220,7 @@ mod tests {
     fn a_converted_model_keeps_training_from_where_it_was() {
         let experiment = trained(TheoryCase::LayerNorm, 30);
         let original = &experiment.runs[0];
-        let (conversion, report) = convert_and_measure(TheoryCase::LayerNorm, original, experiment.val_batches()).unwrap();
+        let (conversion, report) = convert_and_measure(TheoryCase::LayerNorm, original, original.model().valid(), experiment.val_batches()).unwrap();
         assert!(report.max_abs_logit_diff > 1e-3, "LayerNorm makes the conversion approximate: {report:?}");
         let mut run = continue_converted(original, conversion, "converted", experiment.dataset()).unwrap();
         assert_eq!(run.step, 30);

@@ -218,11 +218,9 @@ impl Playground {
             let name = &export.name;
             let mut saved = Vec::new();
             let result = std::fs::create_dir_all(&dir).map_err(|e| e.to_string()).and_then(|_| {
-                if let Some(checkpoint) = &export.checkpoint {
-                    let file = format!("{name}.qkv");
-                    qkv_train::checkpoint::write_atomically(&dir.join(&file), checkpoint).map_err(|e| e.to_string())?;
-                    saved.push(file);
-                }
+                let file = format!("{name}.qkv");
+                qkv_train::checkpoint::write_atomically(&dir.join(&file), &export.checkpoint).map_err(|e| e.to_string())?;
+                saved.push(file);
                 let file = format!("{name}-metrics.csv");
                 std::fs::write(dir.join(&file), &export.metrics_csv).map_err(|e| e.to_string())?;
                 saved.push(file);
@@ -240,11 +238,10 @@ impl Playground {
     fn save_exports(&mut self) {
         for export in std::mem::take(&mut self.view.exports) {
             let name = &export.name;
-            let mut files = Vec::new();
-            if let Some(checkpoint) = &export.checkpoint {
-                files.push((format!("{name}.qkv"), checkpoint.as_slice(), "application/octet-stream"));
-            }
-            files.push((format!("{name}-metrics.csv"), export.metrics_csv.as_bytes(), "text/csv"));
+            let files = [
+                (format!("{name}.qkv"), export.checkpoint.as_slice(), "application/octet-stream"),
+                (format!("{name}-metrics.csv"), export.metrics_csv.as_bytes(), "text/csv"),
+            ];
             let result = files.iter().try_for_each(|(file, bytes, mime)| crate::files::download(file, bytes, mime));
             self.notice = Some(match result {
                 Ok(()) => (format!("downloaded {}", files.iter().map(|f| f.0.as_str()).collect::<Vec<_>>().join(" and ")), false),

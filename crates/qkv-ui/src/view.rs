@@ -43,8 +43,7 @@ impl RunView {
 /// A run's saved state as the session handed it back.
 pub struct Export {
     pub name: String,
-    /// Missing where the device could not hand the weights back (see the session's error).
-    pub checkpoint: Option<Vec<u8>>,
+    pub checkpoint: Vec<u8>,
     pub metrics_csv: String,
 }
 

@@ -1,0 +1,51 @@
+//! A model's copy on the CPU, read back without blocking.
+//!
+//! Saving a checkpoint and eliminating W_Q read every weight. Natively a read may wait on the
+//! GPU; in the browser it may not, so each weight is awaited into a copy on flex, and the
+//! synchronous code (burnpack, the conversion's f64 algebra) runs on that copy.
+
+use std::collections::HashMap;
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::tensor::{Device, Tensor, TensorData};
+
+use qkv_model::Gpt;
+
+/// `model` in validation mode on flex, with the same parameter ids (which checkpoints and the
+/// optimiser state are keyed by).
+pub async fn model_on_cpu(model: &Gpt) -> Result<Gpt, String> {
+    let model = model.valid();
+    let cpu = Device::flex();
+    if model.devices().iter().all(|d| *d == cpu) {
+        return Ok(model);
+    }
+    struct Flattened(Vec<(ParamId, Tensor<1>)>);
+    impl ModuleVisitor for Flattened {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let value = param.val();
+            let n = value.dims().iter().product::<usize>();
+            self.0.push((param.id, value.reshape([n])));
+        }
+    }
+    let mut flattened = Flattened(Vec::new());
+    model.visit(&mut flattened);
+    let mut read = HashMap::new();
+    for (id, tensor) in flattened.0 {
+        let data = tensor.into_data_async().await.map_err(|e| format!("reading the model's weights: {e:?}"))?;
+        read.insert(id, data);
+    }
+
+    struct OnCpu {
+        read: HashMap<ParamId, TensorData>,
+        cpu: Device,
+    }
+    impl ModuleMapper for OnCpu {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            let (id, tensor, mapper) = param.consume();
+            let data = self.read.remove(&id).expect("every parameter was read above");
+            let copy = Tensor::<1>::from_data(data, &self.cpu).reshape(tensor.dims());
+            Param::from_mapped_value(id, copy, mapper)
+        }
+    }
+    Ok(model.map(&mut OnCpu { read, cpu }))
+}

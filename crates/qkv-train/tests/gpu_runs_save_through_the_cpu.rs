@@ -1,0 +1,94 @@
+//! A run training on a GPU saves its checkpoint and has W_Q eliminated through a copy on the
+//! CPU whose every read is awaited: the browser's case, where WebGPU cannot be read
+//! synchronously. Here the GPU is wgpu (Mesa's lavapipe on a machine without one).
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::{Device, Tensor};
+use qkv_model::{AttentionVariant, Gpt, Preset};
+use qkv_train::checkpoint::{self, Checkpoint};
+use qkv_train::cpu_copy::model_on_cpu;
+use qkv_train::plan::{ModelOverrides, TrainingOverrides};
+use qkv_train::rng::Rng;
+use qkv_train::session::{Command, Message, Session};
+use qkv_train::{ExperimentPlan, RunPlan};
+
+/// wgpu registers its device once per process; the tests share it.
+fn wgpu_device() -> Device {
+    static GPU: std::sync::OnceLock<Device> = std::sync::OnceLock::new();
+    GPU.get_or_init(|| {
+        Device::wgpu_options().init().unwrap_or_else(|err| {
+            panic!("no wgpu adapter ({err}); on a machine without a GPU install Mesa's lavapipe: apt-get install mesa-vulkan-drivers")
+        })
+    })
+    .clone()
+}
+
+fn weights(model: &Gpt) -> Vec<f32> {
+    struct All(Vec<f32>);
+    impl ModuleVisitor for All {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            self.0.extend(param.val().into_data().iter::<f32>());
+        }
+    }
+    let mut all = All(Vec::new());
+    model.visit(&mut all);
+    all.0
+}
+
+fn plan(preset: Preset, variant: AttentionVariant) -> ExperimentPlan {
+    ExperimentPlan {
+        preset,
+        model: ModelOverrides { n_embd: Some(32), block_size: Some(16), mlp_skip: Some(false), ..Default::default() },
+        training: TrainingOverrides { steps: Some(20), batch_size: Some(4), ..Default::default() },
+        runs: vec![RunPlan::new(variant)],
+        ..ExperimentPlan::default()
+    }
+}
+
+fn handle(session: &mut Session, command: Command) -> Vec<Message> {
+    pollster::block_on(session.handle(command))
+}
+
+#[test]
+fn a_checkpoint_saved_on_wgpu_continues_on_the_cpu() {
+    let gpu = wgpu_device();
+    let mut session = Session::new(gpu.clone(), "wgpu");
+    handle(&mut session, Command::Load(plan(Preset::Classroom, AttentionVariant::SharedKeyValue)));
+    (0..3).for_each(|_| drop(handle(&mut session, Command::Step)));
+
+    let trained = &session.experiment().unwrap().runs[0];
+    let copy = pollster::block_on(model_on_cpu(trained.model())).unwrap();
+    assert_eq!(copy.devices(), vec![Device::flex()]);
+    assert_eq!(weights(&copy), weights(&trained.model().valid()), "the CPU copy holds the GPU's weights");
+
+    let exported = handle(&mut session, Command::Export { run: 0 });
+    let Some(Message::Exported { checkpoint: bytes, .. }) = exported.first() else { panic!("{exported:?}") };
+    let dataset = session.experiment().unwrap().dataset();
+    let mut on_cpu = Checkpoint::from_bytes("run.qkv", bytes).unwrap().into_run(dataset, &Device::flex()).unwrap();
+    let mut on_gpu = Checkpoint::from_bytes("run.qkv", bytes).unwrap().into_run(dataset, &gpu).unwrap();
+    assert_eq!(on_cpu.step, 3);
+    // The next steps on the CPU follow the GPU's: the weights and the AdamW moments came across.
+    let mut rng = Rng::new(5);
+    for _ in 0..2 {
+        let batch = dataset.train_batch(&mut rng, 4, 16);
+        let a = on_gpu.train_step(std::slice::from_ref(&batch)).unwrap().train_loss;
+        let b = on_cpu.train_step(std::slice::from_ref(&batch)).unwrap().train_loss;
+        assert!((a - b).abs() < 1e-3, "after loading, GPU loss {a} and CPU loss {b} differ");
+    }
+    let again = checkpoint::to_bytes(&on_cpu, dataset, "again").unwrap();
+    assert_eq!(Checkpoint::from_bytes("again.qkv", &again).unwrap().header.step, 5);
+}
+
+#[test]
+fn w_q_is_eliminated_from_a_run_on_wgpu_and_both_train_on() {
+    let mut session = Session::new(wgpu_device(), "wgpu");
+    handle(&mut session, Command::Load(plan(Preset::Theory, AttentionVariant::Standard)));
+    (0..3).for_each(|_| drop(handle(&mut session, Command::Step)));
+    let messages = handle(&mut session, Command::EliminateQuery { run: 0 });
+    let Some(Message::Converted { report, info, .. }) = messages.first() else { panic!("{messages:?}") };
+    assert!(report.max_abs_logit_diff < 1e-4, "{report:?}");
+    assert!(info.params.total_params < report.params_before);
+    let next = handle(&mut session, Command::Step);
+    let stepped = next.iter().filter(|m| matches!(m, Message::Stepped { .. })).count();
+    assert_eq!(stepped, 2, "{next:?}");
+}
