@@ -495,18 +495,21 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
     if args.jobs == 0 {
         return Err("--jobs must be at least 1".into());
     }
-    if args.jobs > 1 {
-        // Each job's flex gets its share of the cores (the pool is global, so set it once).
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let _ = rayon::ThreadPoolBuilder::new().num_threads((cores / args.jobs).max(1)).build_global();
-    }
+    // Each job computes on a pool of its own, with its share of the cores: jobs sharing one
+    // pool would queue for the same workers.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads_per_job = (cores / args.jobs).max(1);
     for study in &studies {
         let train = |seed_index: usize| {
             let seed = study.plan.seed() + seed_index as u64;
             let plan = ExperimentPlan { training: TrainingOverrides { seed: Some(seed), ..study.plan.training.clone() }, ..study.plan.clone() };
             let label = format!("{} seed {seed}", study.name);
             let dir = out.join("checkpoints").join(&study.name).join(format!("seed-{seed}"));
-            train_seed(&plan, &device, &dir, &label).map(|experiment| (seed, experiment))
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads_per_job)
+                .build()
+                .map_err(|e| format!("cannot start {threads_per_job} compute threads: {e}"))?;
+            pool.install(|| train_seed(&plan, &device, &dir, &label)).map(|experiment| (seed, experiment))
         };
         for (seed_index, trained) in in_parallel(seeds, args.jobs, train).into_iter().enumerate() {
             let (seed, experiment) = trained?;

@@ -195,6 +195,7 @@ impl Checkpoint {
         *optimiser = Optimiser::new(&header.spec.training)
             .load_bytes(self.optimiser.clone(), &device.clone().without_autodiff())
             .map_err(|e| self.mismatch(e))?;
+        optimiser.check_fits(model).map_err(|e| self.mismatch(e))?;
         run.restore(header.step, header.tokens, header.wall_secs, header.metrics);
         Ok(run)
     }
@@ -293,5 +294,22 @@ mod tests {
         forged.extend(sum.to_le_bytes());
         let err = Checkpoint::from_bytes("forged.qkv", &forged).unwrap().into_run(&dataset, &Device::flex()).err().unwrap();
         assert!(matches!(err, CheckpointError::Mismatch { .. }), "{err}");
+    }
+
+    #[test]
+    fn an_optimiser_state_of_another_model_is_refused() {
+        let dataset = tiny_text();
+        let this = Checkpoint::from_bytes("this", &to_bytes(&trained_run(&dataset), &dataset, "tiny").unwrap()).unwrap();
+        let other = Checkpoint::from_bytes("other", &to_bytes(&trained_run(&dataset), &dataset, "tiny").unwrap()).unwrap();
+        let mut forged = MAGIC.to_vec();
+        forged.extend(VERSION.to_le_bytes());
+        push_section(&mut forged, &serde_json::to_vec(&this.header).unwrap());
+        push_section(&mut forged, &this.weights);
+        push_section(&mut forged, &other.optimiser);
+        let sum = checksum(&forged);
+        forged.extend(sum.to_le_bytes());
+        let err = Checkpoint::from_bytes("mixed.qkv", &forged).unwrap().into_run(&dataset, &Device::flex()).err().unwrap();
+        assert!(matches!(err, CheckpointError::Mismatch { .. }), "{err}");
+        assert!(err.to_string().contains("optimiser state"), "{err}");
     }
 }

@@ -84,17 +84,17 @@ impl Optimiser {
     /// The state in Burn's optimiser-record layout, every tensor awaited rather than blocked on.
     pub async fn to_bytes_async(&self) -> Result<Vec<u8>, String> {
         let mut tensors = Vec::new();
-        let mut writer_scalars = Vec::new();
+        let mut scalars = Vec::new();
         for (&id, moments) in &self.moments {
             for (leaf, tensor) in [(MOMENT_1, &moments.moment_1), (MOMENT_2, &moments.moment_2)] {
                 let data = tensor.clone().into_data_async().await.map_err(|e| format!("reading the optimiser state: {e:?}"))?;
                 let (bytes, shape, dtype) = data.into_parts();
                 tensors.push(burn_pack::Tensor::new(format!("{id}.{leaf}"), dtype, shape, Some(id), bytes));
             }
-            writer_scalars.push((format!("{id}.{TIME}"), Scalar::from(moments.time)));
-            writer_scalars.push((format!("{id}.{RANK}"), Scalar::from(moments.rank)));
+            scalars.push((format!("{id}.{TIME}"), Scalar::from(moments.time)));
+            scalars.push((format!("{id}.{RANK}"), Scalar::from(moments.rank)));
         }
-        let writer = writer_scalars.iter().fold(burn_pack::Writer::new(tensors), |w, (key, value)| w.with_scalar(key, *value));
+        let writer = scalars.iter().fold(burn_pack::Writer::new(tensors), |w, (key, value)| w.with_scalar(key, *value));
         writer.into_bytes().map(|b| b.to_vec()).map_err(|e| format!("writing the optimiser state: {e:?}"))
     }
 
@@ -133,6 +133,29 @@ impl Optimiser {
             self.moments.insert(id, moments);
         }
         Ok(self)
+    }
+
+    /// Whether every saved moment belongs to a parameter of `model` and has its size: a state
+    /// from another model would otherwise fail at the next step instead of at loading.
+    pub fn check_fits(&self, model: &Gpt) -> Result<(), String> {
+        struct Sizes(BTreeMap<u64, usize>);
+        impl ModuleVisitor for Sizes {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                self.0.insert(param.id.val(), param.val().dims().iter().product());
+            }
+        }
+        let mut sizes = Sizes(BTreeMap::new());
+        model.visit(&mut sizes);
+        for (id, moments) in &self.moments {
+            let expected = sizes.0.get(id).ok_or(format!("the optimiser state has parameter {id}, which the model does not"))?;
+            for moment in [&moments.moment_1, &moments.moment_2] {
+                let [found] = moment.dims();
+                if found != *expected {
+                    return Err(format!("the optimiser state of parameter {id} has {found} values; the parameter has {expected}"));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
