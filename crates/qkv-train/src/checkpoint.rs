@@ -86,14 +86,19 @@ pub async fn to_bytes_async(run: &Run, dataset: &Dataset, data: &str) -> Result<
     let weights = store.get_bytes().map_err(|e| failed(format!("{e:?}")))?;
     let optimiser = run.optimiser().to_bytes_async().await.map_err(failed)?;
 
+    Ok(assemble(&header, &weights, &optimiser))
+}
+
+/// The file around its three sections: magic, version, the sections, the checksum.
+fn assemble(header: &[u8], weights: &[u8], optimiser: &[u8]) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
     out.extend(VERSION.to_le_bytes());
-    push_section(&mut out, &header);
-    push_section(&mut out, &weights);
-    push_section(&mut out, &optimiser);
+    push_section(&mut out, header);
+    push_section(&mut out, weights);
+    push_section(&mut out, optimiser);
     let sum = checksum(&out);
     out.extend(sum.to_le_bytes());
-    Ok(out)
+    out
 }
 
 struct Reader<'a> {
@@ -285,13 +290,7 @@ mod tests {
         let mut header = checkpoint.header.clone();
         header.spec.model.mlp_hidden *= 2;
         let header = serde_json::to_vec(&header).unwrap();
-        let mut forged = MAGIC.to_vec();
-        forged.extend(VERSION.to_le_bytes());
-        push_section(&mut forged, &header);
-        push_section(&mut forged, &checkpoint.weights);
-        push_section(&mut forged, &checkpoint.optimiser);
-        let sum = checksum(&forged);
-        forged.extend(sum.to_le_bytes());
+        let forged = assemble(&header, &checkpoint.weights, &checkpoint.optimiser);
         let err = Checkpoint::from_bytes("forged.qkv", &forged).unwrap().into_run(&dataset, &Device::flex()).err().unwrap();
         assert!(matches!(err, CheckpointError::Mismatch { .. }), "{err}");
     }
@@ -301,13 +300,7 @@ mod tests {
         let dataset = tiny_text();
         let this = Checkpoint::from_bytes("this", &to_bytes(&trained_run(&dataset), &dataset, "tiny").unwrap()).unwrap();
         let other = Checkpoint::from_bytes("other", &to_bytes(&trained_run(&dataset), &dataset, "tiny").unwrap()).unwrap();
-        let mut forged = MAGIC.to_vec();
-        forged.extend(VERSION.to_le_bytes());
-        push_section(&mut forged, &serde_json::to_vec(&this.header).unwrap());
-        push_section(&mut forged, &this.weights);
-        push_section(&mut forged, &other.optimiser);
-        let sum = checksum(&forged);
-        forged.extend(sum.to_le_bytes());
+        let forged = assemble(&serde_json::to_vec(&this.header).unwrap(), &this.weights, &other.optimiser);
         let err = Checkpoint::from_bytes("mixed.qkv", &forged).unwrap().into_run(&dataset, &Device::flex()).err().unwrap();
         assert!(matches!(err, CheckpointError::Mismatch { .. }), "{err}");
         assert!(err.to_string().contains("optimiser state"), "{err}");
