@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, GptConfig, ParamReport, Preset};
@@ -13,6 +13,7 @@ use qkv_train::checkpoint::{Checkpoint, to_bytes, write_atomically};
 use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
 use qkv_train::{DataSource, Experiment, Run, RunEvent, SyntheticTask, TokenizerKind};
 
+use crate::report::LossCurve;
 use crate::train::{Backend, RunSummary};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -68,14 +69,59 @@ struct Study {
     plan: ExperimentPlan,
 }
 
-/// A run's outcome in one seed: what `qkv train` summarises, and where it stood.
-#[derive(Debug, Clone)]
+/// A run's outcome in one seed: what `qkv train` summarises, where it stood, and its curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Outcome {
     study: String,
     seed: u64,
     kv_heads: Option<usize>,
     weight_decay: f64,
     summary: RunSummary,
+    curve: LossCurve,
+}
+
+/// A finished seed of a study, saved the moment it finishes. A later invocation reports it
+/// without training it again, even where its checkpoints are gone: a study that takes longer
+/// than one sitting (or one machine) is finished seed by seed, and nothing finished is lost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct SeedResult {
+    /// The plan the seed trained with, seed included: a result is reused for this plan only.
+    plan: ExperimentPlan,
+    outcomes: Vec<Outcome>,
+}
+
+impl SeedResult {
+    fn path(out: &Path, study: &str, seed: u64) -> PathBuf {
+        out.join("seeds").join(study).join(format!("seed-{seed}.json"))
+    }
+
+    /// The outcomes saved at `path` for `plan`, or None where that seed has not finished.
+    fn load(path: &Path, plan: &ExperimentPlan) -> Result<Option<Vec<Outcome>>, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        let saved: SeedResult = serde_json::from_str(&text).map_err(|e| {
+            format!("{} is not a finished seed's results ({e}): delete it to train that seed again", path.display())
+        })?;
+        if saved.plan != *plan {
+            return Err(format!(
+                "{} holds a seed trained with another plan (other steps, data or runs): give another --out, \
+                 or delete it to train that seed again",
+                path.display()
+            ));
+        }
+        Ok(Some(saved.outcomes))
+    }
+
+    fn save(&self, path: &Path) -> Result<(), String> {
+        let json = serde_json::to_string(self).map_err(|e| format!("cannot encode {}: {e}", path.display()))?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        write_atomically(path, json.as_bytes()).map_err(|e| e.to_string())
+    }
 }
 
 impl Scale {
@@ -271,6 +317,7 @@ fn outcome(study: &str, seed: u64, run: &Run) -> Outcome {
         kv_heads: run.spec.model.attention.kv_heads,
         weight_decay: run.spec.training.weight_decay,
         summary: RunSummary::of(run),
+        curve: LossCurve::of(run),
     }
 }
 
@@ -489,9 +536,6 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/{paper}-{scale}")));
     let studies = studies(args)?;
     let mut outcomes = Vec::new();
-    let mut first_seed_runs = Vec::new();
-    // The runs' own clocks, which survive a resume (this invocation's may have started midway).
-    let mut training_secs = 0.0;
     if args.jobs == 0 {
         return Err("--jobs must be at least 1".into());
     }
@@ -500,26 +544,31 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads_per_job = (cores / args.jobs).max(1);
     for study in &studies {
-        let train = |seed_index: usize| {
+        let train = |seed_index: usize| -> Result<Vec<Outcome>, String> {
             let seed = study.plan.seed() + seed_index as u64;
             let plan = ExperimentPlan { training: TrainingOverrides { seed: Some(seed), ..study.plan.training.clone() }, ..study.plan.clone() };
             let label = format!("{} seed {seed}", study.name);
+            let results = SeedResult::path(&out, &study.name, seed);
+            if let Some(outcomes) = SeedResult::load(&results, &plan)? {
+                eprintln!("{label}: finished earlier, reporting {}", results.display());
+                return Ok(outcomes);
+            }
             let dir = out.join("checkpoints").join(&study.name).join(format!("seed-{seed}"));
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads_per_job)
                 .build()
                 .map_err(|e| format!("cannot start {threads_per_job} compute threads: {e}"))?;
-            pool.install(|| train_seed(&plan, &device, &dir, &label)).map(|experiment| (seed, experiment))
+            let experiment = pool.install(|| train_seed(&plan, &device, &dir, &label))?;
+            let outcomes: Vec<Outcome> = experiment.runs.iter().map(|r| outcome(&study.name, seed, r)).collect();
+            SeedResult { plan, outcomes: outcomes.clone() }.save(&results)?;
+            Ok(outcomes)
         };
-        for (seed_index, trained) in in_parallel(seeds, args.jobs, train).into_iter().enumerate() {
-            let (seed, experiment) = trained?;
-            outcomes.extend(experiment.runs.iter().map(|r| outcome(&study.name, seed, r)));
-            training_secs += experiment.runs.iter().map(Run::wall_secs).sum::<f64>();
-            if seed_index == 0 {
-                first_seed_runs.push((study.name.clone(), experiment));
-            }
+        for trained in in_parallel(seeds, args.jobs, train) {
+            outcomes.extend(trained?);
         }
     }
+    // The runs' own clocks, which survive resumes (this invocation may have started midway).
+    let training_secs: f64 = outcomes.iter().map(|o| o.summary.wall_secs).sum();
     let wall = started.elapsed().as_secs_f64();
     let write = |name: &str, text: &str| {
         std::fs::write(out.join(name), text).map_err(|e| format!("cannot write {}: {e}", out.join(name).display()))
@@ -545,10 +594,13 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
     }
     write("results.csv", &csv)?;
     let mut plots = String::new();
-    for (name, experiment) in &first_seed_runs {
-        let file = format!("loss-{name}.svg");
-        crate::report::loss_svg(&experiment.runs, &out.join(&file))?;
-        plots += &format!("\n![{name} loss curves, first seed]({file})\n");
+    for study in &studies {
+        let first_seed = study.plan.seed();
+        let curves: Vec<LossCurve> =
+            outcomes.iter().filter(|o| o.study == study.name && o.seed == first_seed).map(|o| o.curve.clone()).collect();
+        let file = format!("loss-{}.svg", study.name);
+        crate::report::loss_svg(&curves, &out.join(&file))?;
+        plots += &format!("\n![{} loss curves, first seed]({file})\n", study.name);
     }
     let body = match args.paper {
         Paper::Paper1 => paper1_report(&outcomes),
@@ -603,6 +655,44 @@ mod tests {
             assert_eq!(squares, vec![0, 1, 4, 9], "jobs {jobs}");
             assert_eq!(calls.into_inner(), 4, "jobs {jobs}");
         }
+    }
+
+    #[test]
+    fn a_finished_seed_is_reported_again_without_its_checkpoints() {
+        let out = std::env::temp_dir().join(format!("qkv-experiment-seeds-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let args = |steps: usize| ExperimentArgs {
+            paper: Paper::Paper1,
+            scale: Scale::Tiny,
+            seeds: Some(1),
+            steps: Some(steps),
+            data: None,
+            tokenizer: TokenizerKind::Char,
+            backend: Some(Backend::Flex),
+            out: Some(out.clone()),
+            jobs: 1,
+        };
+        run(&args(2), "qkv experiment paper1 --scale tiny --seeds 1 --steps 2").unwrap();
+        let results = std::fs::read_to_string(out.join("results.csv")).unwrap();
+        assert_eq!(results.lines().count(), 1 + 8, "{results}");
+        let seed_file = SeedResult::path(&out, "text", qkv_train::TrainingConfig::for_preset(Preset::Classroom).seed);
+        assert!(seed_file.exists());
+
+        // The checkpoints are gone (cleaned up, or another machine): the report comes back the same.
+        std::fs::remove_dir_all(out.join("checkpoints")).unwrap();
+        std::fs::remove_file(out.join("results.csv")).unwrap();
+        run(&args(2), "again").unwrap();
+        assert_eq!(std::fs::read_to_string(out.join("results.csv")).unwrap(), results);
+        assert!(!out.join("checkpoints").exists(), "the finished seed trained again");
+        assert!(std::fs::read_to_string(out.join("report.md")).unwrap().contains("wq-identity"));
+
+        // Another plan is not mixed with it, and a damaged file is named, not trusted.
+        let error = run(&args(3), "other steps").unwrap_err();
+        assert!(error.contains("another plan") && error.contains("seed-"), "{error}");
+        std::fs::write(&seed_file, "{ not json").unwrap();
+        let error = run(&args(2), "damaged").unwrap_err();
+        assert!(error.contains("delete it to train that seed again"), "{error}");
+        std::fs::remove_dir_all(&out).unwrap();
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use qkv_train::Run;
 
@@ -74,8 +75,30 @@ pub fn report_markdown(summaries: &[RunSummary], context: &ReportContext) -> Str
     )
 }
 
+/// What the loss plot draws of a run: kept after the run itself is gone, so that a report can
+/// be drawn from a finished seed's results without its checkpoints. Single precision is plenty
+/// for a plot and halves the size of the results files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LossCurve {
+    pub name: String,
+    /// (step, training loss) at every step.
+    pub train: Vec<(usize, f32)>,
+    /// (step, validation loss) at every evaluation.
+    pub val: Vec<(usize, f32)>,
+}
+
+impl LossCurve {
+    pub fn of(run: &Run) -> Self {
+        Self {
+            name: run.spec.name.clone(),
+            train: run.metrics.steps.iter().map(|s| (s.step, s.train_loss as f32)).collect(),
+            val: run.metrics.evals.iter().map(|e| (e.step, e.val_loss as f32)).collect(),
+        }
+    }
+}
+
 /// Train (thin, smoothed) and validation (thick) loss against step, one colour per run.
-pub fn loss_svg(runs: &[Run], path: &Path) -> Result<(), String> {
+pub fn loss_svg(curves: &[LossCurve], path: &Path) -> Result<(), String> {
     let failed = |e: String| format!("cannot draw {}: {e}", path.display());
     let smooth = |values: &[(f64, f64)]| -> Vec<(f64, f64)> {
         // Exponential moving average: single-batch losses are noisy.
@@ -89,12 +112,12 @@ pub fn loss_svg(runs: &[Run], path: &Path) -> Result<(), String> {
             })
             .collect()
     };
-    let curves: Vec<(String, Vec<(f64, f64)>, Vec<(f64, f64)>)> = runs
+    let curves: Vec<(String, Vec<(f64, f64)>, Vec<(f64, f64)>)> = curves
         .iter()
-        .map(|run| {
-            let train: Vec<(f64, f64)> = run.metrics.steps.iter().map(|s| (s.step as f64, s.train_loss)).collect();
-            let val = run.metrics.evals.iter().map(|e| (e.step as f64, e.val_loss)).collect();
-            (run.spec.name.clone(), smooth(&train), val)
+        .map(|curve| {
+            let train: Vec<(f64, f64)> = curve.train.iter().map(|&(step, loss)| (step as f64, f64::from(loss))).collect();
+            let val = curve.val.iter().map(|&(step, loss)| (step as f64, f64::from(loss))).collect();
+            (curve.name.clone(), smooth(&train), val)
         })
         .collect();
     let finite = |p: &&(f64, f64)| p.1.is_finite();

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, ParamReport, Preset};
@@ -97,7 +97,7 @@ impl TrainArgs {
 }
 
 /// One run's outcome, as written to summary.json.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub variant: AttentionVariant,
     pub name: String,
@@ -293,7 +293,7 @@ pub fn run_compare(command: &CompareCommand, invocation: &str) -> Result<(), Str
     };
     let markdown = report::report_markdown(&summaries, &context);
     std::fs::write(out.join("report.md"), &markdown).map_err(|e| format!("cannot write report.md: {e}"))?;
-    report::loss_svg(&experiment.runs, &out.join("loss.svg"))?;
+    report::loss_svg(&experiment.runs.iter().map(report::LossCurve::of).collect::<Vec<_>>(), &out.join("loss.svg"))?;
     print!("{}", report::summary_table(&summaries));
     println!("wrote {}/{{report.md, metrics.csv, summary.json, loss.svg, *.qkv}}", out.display());
     Ok(())
