@@ -1,0 +1,86 @@
+//! What a seed of a study leaves behind: each run's outcome, saved once the seed finishes so
+//! that a study can be finished seed by seed, over several sittings or machines.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use qkv_train::Run;
+use qkv_train::checkpoint::write_atomically;
+use qkv_train::plan::ExperimentPlan;
+
+use crate::report::LossCurve;
+use crate::train::RunSummary;
+
+/// A run's outcome in one seed: what `qkv train` summarises, where it stood, and its curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct Outcome {
+    pub(super) study: String,
+    pub(super) seed: u64,
+    pub(super) kv_heads: Option<usize>,
+    pub(super) weight_decay: f64,
+    pub(super) summary: RunSummary,
+    pub(super) curve: LossCurve,
+}
+
+/// A finished seed of a study, saved the moment it finishes. A later invocation reports it
+/// without training it again, even where its checkpoints are gone: a study that takes longer
+/// than one sitting (or one machine) is finished seed by seed, and nothing finished is lost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct SeedResult {
+    /// The plan the seed trained with, seed included: a result is reused for this plan only.
+    pub(super) plan: ExperimentPlan,
+    /// When, where and by which command it finished (a study's seeds may come from several
+    /// sittings and machines).
+    pub(super) finished: String,
+    pub(super) compute: String,
+    pub(super) command: String,
+    pub(super) outcomes: Vec<Outcome>,
+}
+
+impl SeedResult {
+    pub(super) fn path(out: &Path, study: &str, seed: u64) -> PathBuf {
+        out.join("seeds").join(study).join(format!("seed-{seed}.json"))
+    }
+
+    /// The result saved at `path` for `plan`, or None where that seed has not finished.
+    pub(super) fn load(path: &Path, plan: &ExperimentPlan) -> Result<Option<SeedResult>, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        let saved: SeedResult = serde_json::from_str(&text).map_err(|e| {
+            format!("{} is not a finished seed's results ({e}): delete it to train that seed again", path.display())
+        })?;
+        if saved.plan != *plan {
+            return Err(format!(
+                "{} holds a seed trained with another plan (other steps, data or runs): give another --out, \
+                 or delete it to train that seed again",
+                path.display()
+            ));
+        }
+        Ok(Some(saved))
+    }
+
+    pub(super) fn save(&self, path: &Path) -> Result<(), String> {
+        let json = serde_json::to_string(self).map_err(|e| format!("cannot encode {}: {e}", path.display()))?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        write_atomically(path, json.as_bytes()).map_err(|e| e.to_string())
+    }
+}
+
+impl Outcome {
+    pub(super) fn of(study: &str, seed: u64, run: &Run) -> Self {
+        Self {
+            study: study.to_string(),
+            seed,
+            kv_heads: run.spec.model.attention.kv_heads,
+            weight_decay: run.spec.training.weight_decay,
+            summary: RunSummary::of(run),
+            curve: LossCurve::of(run),
+        }
+    }
+}
