@@ -5,7 +5,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use qkv_train::Run;
+use qkv_train::{Metrics, Run};
 
 use crate::train::RunSummary;
 
@@ -89,10 +89,17 @@ pub struct LossCurve {
 
 impl LossCurve {
     pub fn of(run: &Run) -> Self {
+        Self::new(&run.spec.name, &run.metrics)
+    }
+
+    /// Only finite points: a diverged run's NaN would not survive JSON (it becomes null), and
+    /// the plot leaves such points out anyway.
+    pub fn new(name: &str, metrics: &Metrics) -> Self {
+        let finite = |&(_, loss): &(usize, f32)| loss.is_finite();
         Self {
-            name: run.spec.name.clone(),
-            train: run.metrics.steps.iter().map(|s| (s.step, s.train_loss as f32)).collect(),
-            val: run.metrics.evals.iter().map(|e| (e.step, e.val_loss as f32)).collect(),
+            name: name.to_string(),
+            train: metrics.steps.iter().map(|s| (s.step, s.train_loss as f32)).filter(finite).collect(),
+            val: metrics.evals.iter().map(|e| (e.step, e.val_loss as f32)).filter(finite).collect(),
         }
     }
 }
@@ -154,4 +161,29 @@ pub fn loss_svg(curves: &[LossCurve], path: &Path) -> Result<(), String> {
         .draw()
         .map_err(|e| failed(e.to_string()))?;
     root.present().map_err(|e| failed(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use qkv_train::StepRecord;
+
+    use super::*;
+
+    #[test]
+    fn a_diverged_runs_curve_survives_json() {
+        let step = |step: usize, train_loss: f64| StepRecord {
+            step,
+            train_loss,
+            lr: 1e-3,
+            grad_norm: 1.0,
+            tokens: 64 * step,
+            tokens_per_sec: 1000.0,
+            wall_secs: 0.1 * step as f64,
+        };
+        let metrics = Metrics { steps: vec![step(1, 4.2), step(2, 3.9), step(3, f64::NAN)], evals: Vec::new() };
+        let curve = LossCurve::new("diverged", &metrics);
+        assert_eq!(curve.train, vec![(1, 4.2), (2, 3.9)]);
+        let json = serde_json::to_string(&curve).unwrap();
+        assert_eq!(serde_json::from_str::<LossCurve>(&json).unwrap(), curve);
+    }
 }
