@@ -61,7 +61,8 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
         );
     }
     // The paper's claims, checked against these numbers and the seeds' spread.
-    let stat = |name: &str| rows.iter().find(|(n, _)| n == name).and_then(|(_, l)| best(l));
+    let row = |name: &str| rows.iter().find(|(n, _)| n == name).map(|(_, l)| l.as_slice());
+    let stat = |name: &str| row(name).and_then(best);
     let compare = |a: &str, b: &str| -> Option<(f64, f64)> {
         let ((ma, sa, _), (mb, sb, _)) = (stat(a)?, stat(b)?);
         Some((100.0 * (ma - mb) / mb, 100.0 * (sa * sa + sb * sb).sqrt() / mb))
@@ -78,14 +79,12 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
     // Runs of one seed saw the same batches, so their difference within a seed is the sharper
     // comparison; the seeds' spread above also holds the seed-to-seed variation.
     let per_seed = |a: &str, b: &str| -> String {
-        let losses = |name: &str| rows.iter().find(|(n, _)| n == name).map_or(Vec::new(), |(_, l)| l.clone());
-        let (a, b) = (losses(a), losses(b));
+        let (a, b) = (row(a).unwrap_or_default(), row(b).unwrap_or_default());
         let deltas: Vec<String> = a
             .iter()
             .filter_map(|oa| {
                 let ob = b.iter().find(|ob| ob.seed == oa.seed)?;
-                let (la, lb) = (oa.summary.best_val_loss?, ob.summary.best_val_loss?);
-                Some(format!("{:+.2}%", 100.0 * (la - lb) / lb))
+                Some(change(oa.summary.best_val_loss?, ob.summary.best_val_loss?))
             })
             .collect();
         deltas.join(", ")
