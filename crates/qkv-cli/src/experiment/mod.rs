@@ -378,7 +378,7 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
     let preset = args.scale.preset();
     let markdown = format!(
         "# QKV Lab: {paper} at {scale} scale\n\n\
-         - command: `{invocation}`\n- date: {}\n- backend: {backend:?} ({device:?})\n- wall time: {wall:.0} s this invocation (finished seeds are reported from seeds/, not trained again); {training_secs:.0} s of training in all (the runs' own clocks, across resumes)\n\
+         - command: `{invocation}`\n- date: {}\n- backend: {compute}\n- wall time: {wall:.0} s this invocation (finished seeds are reported from seeds/, not trained again); {training_secs:.0} s of training in all (the runs' own clocks, across resumes)\n\
          - model: {} ({}), {} seeds; every run of a seed trains on the same batches\n\n\
          Losses are mean ± standard deviation over seeds of each run's validation loss.\n\n{body}\n{plots}\n\
          ## Seeds\n\nEach seed's results are in `seeds/`; a rerun reports a finished seed from there.\n\n{provenance}",
