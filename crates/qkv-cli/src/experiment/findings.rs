@@ -228,6 +228,37 @@ pub(super) fn paper2_against_paper(outcomes: &[Outcome]) -> String {
             if kv < qk && qk < all { "the same order" } else { "a different order: this differs from the paper" }
         );
     }
+    // The paper's central claim is that sharing K with V costs less than sharing Q with K. Runs of
+    // one seed saw the same batches, so their gap within each seed says whether the order holds.
+    let seed_ppl = |name: &str| -> Vec<(u64, f64)> {
+        rows.iter()
+            .find(|(n, _)| without_count(n) == name)
+            .map(|(_, l)| l.iter().filter_map(|o| Some((o.seed, o.summary.best_val_loss?.exp()))).collect())
+            .unwrap_or_default()
+    };
+    let (kv, qk) = (seed_ppl("Q-K=V"), seed_ppl("Q=K-V"));
+    let gaps: Vec<f64> =
+        kv.iter().filter_map(|(seed, a)| qk.iter().find(|(s, _)| s == seed).map(|(_, b)| 100.0 * (a - b) / b)).collect();
+    let paper = |name: &str| PAPER2_PPL_CHANGE.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, p)| *p);
+    let paper_gap = 100.0 * (paper("Q-K=V") - paper("Q=K-V")) / paper("Q=K-V");
+    if !gaps.is_empty() {
+        let listed: Vec<String> = gaps.iter().map(|g| format!("{g:+.2}%")).collect();
+        out += &format!(
+            "Q-K=V against Q=K-V in each seed (same batches): {}; {}.\n",
+            listed.join(", "),
+            if gaps.iter().all(|g| *g < 0.0) {
+                format!("K=V is the cheaper sharing in every seed, as in the paper ({paper_gap:+.2}%)")
+            } else if gaps.iter().all(|g| *g > 0.0) {
+                format!(
+                    "Q=K is the cheaper sharing in every seed, by {:.2}% to {:.2}%: this differs from the paper ({paper_gap:+.2}%)",
+                    gaps.iter().cloned().fold(f64::INFINITY, f64::min),
+                    gaps.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+                )
+            } else {
+                "the seeds disagree, so this run cannot order the two".to_string()
+            }
+        );
+    }
     out + "Small models on characters for a few thousand steps are far from the paper's 300M models on 10B tokens: compare directions, not sizes.\n"
 }
 
@@ -292,5 +323,31 @@ mod tests {
         assert!(identity_line.contains("on par here too") && !identity_line.contains("differs"), "{identity_line}");
         let wide_line = on_par.lines().find(|l| l.contains("wider MLP")).unwrap();
         assert!(wide_line.contains("the opposite of the paper") && wide_line.contains("differs"), "{wide_line}");
+    }
+
+    #[test]
+    fn the_paper2_report_orders_key_value_and_query_key_sharing_seed_by_seed() {
+        let study = |kv: [f64; 2], qk: [f64; 2]| -> String {
+            let mut outcomes = Vec::new();
+            for (i, seed) in [1, 2].into_iter().enumerate() {
+                outcomes.push(finished("Q-K-V", seed, 2.0));
+                outcomes.push(finished("Q-K=V", seed, kv[i]));
+                outcomes.push(finished("Q=K-V", seed, qk[i]));
+                outcomes.push(finished("Q=K=V", seed, 2.2));
+            }
+            paper2_against_paper(&outcomes)
+        };
+        let seed_line = |report: &str| report.lines().find(|l| l.starts_with("Q-K=V against Q=K-V")).unwrap().to_string();
+        // K=V costs more than Q=K in both seeds: the paper's order does not hold here.
+        let reversed = study([2.04, 2.05], [2.03, 2.03]);
+        assert!(reversed.contains("a different order: this differs from the paper"), "{reversed}");
+        let line = seed_line(&reversed);
+        assert!(line.contains("Q=K is the cheaper sharing in every seed") && line.contains("(-1.68%)"), "{line}");
+        // The paper's order in both seeds.
+        let line = seed_line(&study([2.02, 2.02], [2.03, 2.04]));
+        assert!(line.contains("as in the paper") && !line.contains("differs"), "{line}");
+        // One seed each way: this run cannot say which costs less.
+        let line = seed_line(&study([2.02, 2.05], [2.03, 2.04]));
+        assert!(line.contains("the seeds disagree"), "{line}");
     }
 }
