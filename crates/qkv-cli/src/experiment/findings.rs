@@ -15,8 +15,15 @@ fn mean_std(values: impl Iterator<Item = Option<f64>>) -> Option<(f64, f64, usiz
     Some((mean, var.sqrt(), v.len()))
 }
 
+/// Mean ± std; losses near zero (solved synthetic tasks) in scientific notation, where four
+/// decimals would print them all as 0.0001.
 fn pm(stat: Option<(f64, f64, usize)>) -> String {
-    stat.map_or("-".into(), |(m, s, n)| if n > 1 { format!("{m:.4} ± {s:.4}") } else { format!("{m:.4}") })
+    stat.map_or("-".into(), |(m, s, n)| match (n > 1, m.abs() < 0.01) {
+        (true, false) => format!("{m:.4} ± {s:.4}"),
+        (false, false) => format!("{m:.4}"),
+        (true, true) => format!("{m:.2e} ± {s:.1e}"),
+        (false, true) => format!("{m:.2e}"),
+    })
 }
 
 fn change(value: f64, reference: f64) -> String {
@@ -174,6 +181,9 @@ pub(super) fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {
                 };
             }
             out += "\n";
+        }
+        if synthetic && ref_loss.is_some_and(|l| l < 0.01) {
+            out += "\nThe reference has solved this task (loss below 0.01): the losses' changes in % compare tiny numbers; accuracy is the measure here.\n";
         }
     }
     out
@@ -349,5 +359,12 @@ mod tests {
         // One seed each way: this run cannot say which costs less.
         let line = seed_line(&study([2.02, 2.05], [2.03, 2.04]));
         assert!(line.contains("the seeds disagree"), "{line}");
+    }
+
+    #[test]
+    fn solved_tasks_losses_keep_their_digits() {
+        // Four decimals printed every solved synthetic task's loss as 0.0001 ± 0.0000.
+        assert_eq!(pm(mean_std([Some(1.30e-4), Some(1.34e-4)].into_iter())), "1.32e-4 ± 2.8e-6");
+        assert_eq!(pm(mean_std([Some(1.9748), Some(1.9930)].into_iter())), "1.9839 ± 0.0129");
     }
 }
