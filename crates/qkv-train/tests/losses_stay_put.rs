@@ -1,0 +1,89 @@
+//! Speed work must not change what training computes. The first 20 training losses of a few
+//! fixed-seed runs on flex were recorded before QKV Lab had fused kernels (Burn's composed ops
+//! throughout: decomposed attention, softmax, layer norm, cross-entropy, AdamW tensor by tensor)
+//! and are kept in `fixtures/losses-before-fused.json`. Today's code must reproduce every one of
+//! them within 1e-4.
+//!
+//! The runs cover what the kernels touch: every projection layout (standard, no W_Q, shared Q=K
+//! with the (Q=K-V)+ positional bias, shared K=V with GQA, Q=K=V with MQA), biases, dropout off and
+//! on (same seed, same masks), and a masked loss (a synthetic task).
+//!
+//! `QKV_RECORD_LOSSES=1 cargo test -p qkv-train --test losses_stay_put` rewrites the fixture; do
+//! that only on a commit whose numbers are the reference.
+
+use std::collections::BTreeMap;
+
+use qkv_model::burn::tensor::Device;
+use qkv_model::{AttentionVariant, Preset};
+use qkv_train::{DataSource, Dataset, Experiment, RunEvent, RunSpec, TokenizerKind, TrainingConfig};
+
+const STEPS: usize = 20;
+const TOLERANCE: f64 = 1e-4;
+const FIXTURE: &str = "tests/fixtures/losses-before-fused.json";
+
+struct Case {
+    name: &'static str,
+    variant: AttentionVariant,
+    kv_heads: Option<usize>,
+    bias: bool,
+    dropout: f64,
+    data: &'static str,
+}
+
+const CASES: [Case; 6] = [
+    Case { name: "standard", variant: AttentionVariant::Standard, kv_heads: None, bias: false, dropout: 0.0, data: "shakespeare" },
+    Case { name: "wq-identity", variant: AttentionVariant::QueryIdentity, kv_heads: None, bias: false, dropout: 0.0, data: "shakespeare" },
+    Case { name: "shared-qk-asym+bias", variant: AttentionVariant::SharedQueryKeyAsym, kv_heads: None, bias: true, dropout: 0.0, data: "shakespeare" },
+    Case { name: "shared-kv+gqa2+dropout", variant: AttentionVariant::SharedKeyValue, kv_heads: Some(2), bias: false, dropout: 0.1, data: "shakespeare" },
+    Case { name: "shared-qkv", variant: AttentionVariant::SharedAll, kv_heads: None, bias: false, dropout: 0.0, data: "shakespeare" },
+    Case { name: "standard-mqa-reverse", variant: AttentionVariant::Standard, kv_heads: Some(1), bias: true, dropout: 0.0, data: "synthetic:reverse:8" },
+];
+
+fn losses(case: &Case) -> Vec<f64> {
+    let source: DataSource = case.data.parse().unwrap();
+    let dataset = Dataset::load(&source, TokenizerKind::Char, 7).unwrap();
+    let mut model = Preset::Classroom.config().with_variant(case.variant);
+    if let Some(kv_heads) = case.kv_heads {
+        model = model.with_kv_heads(kv_heads);
+    }
+    model.vocab_size = dataset.vocab_size();
+    model.block_size = dataset.time(32);
+    model.bias = case.bias;
+    model.dropout = case.dropout;
+    let training = TrainingConfig { steps: STEPS, batch_size: 6, warmup_steps: 5, ..TrainingConfig::for_preset(Preset::Classroom) }
+        .for_variant(case.variant);
+    let spec = RunSpec { name: case.name.into(), model, training };
+    let mut experiment = Experiment::new(dataset, vec![spec], &Device::flex()).unwrap();
+    let mut losses = Vec::new();
+    for _ in 0..STEPS {
+        for event in experiment.step() {
+            match event {
+                RunEvent::Stepped { record, .. } => losses.push(record.train_loss),
+                RunEvent::Stopped { error, .. } => panic!("{}: {error}", case.name),
+            }
+        }
+    }
+    losses
+}
+
+#[test]
+fn fixed_seed_losses_match_the_recording_made_before_the_fused_kernels() {
+    let measured: BTreeMap<String, Vec<f64>> = CASES.iter().map(|case| (case.name.to_string(), losses(case))).collect();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
+    if std::env::var_os("QKV_RECORD_LOSSES").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, serde_json::to_string_pretty(&measured).unwrap() + "\n").unwrap();
+        return;
+    }
+    let recorded: BTreeMap<String, Vec<f64>> = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(recorded.keys().collect::<Vec<_>>(), measured.keys().collect::<Vec<_>>(), "the recorded cases");
+    for (name, expected) in &recorded {
+        let got = &measured[name];
+        assert_eq!(got.len(), STEPS, "{name}");
+        for (step, (a, b)) in expected.iter().zip(got).enumerate() {
+            assert!((a - b).abs() <= TOLERANCE, "{name}, step {}: recorded {a}, now {b}", step + 1);
+        }
+        // The runs must learn, or matching losses would prove little.
+        assert!(got[STEPS - 1] < got[0] - 0.2, "{name}: {} → {}", got[0], got[STEPS - 1]);
+    }
+}
