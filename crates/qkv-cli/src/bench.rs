@@ -1,5 +1,6 @@
-//! `qkv bench`: training and generation throughput per variant, warm-up excluded. A benchmark
-//! reports ratios against the first variant measured in the same process, never a verdict.
+//! `qkv bench`: training and generation throughput per variant, warm-up excluded, with the model
+//! FLOPs they amount to and the process's memory. A benchmark reports ratios against the first
+//! variant measured in the same process, never a verdict.
 
 use std::time::Instant;
 
@@ -7,6 +8,7 @@ use clap::Args;
 use serde::Serialize;
 
 use qkv_model::AttentionVariant;
+use qkv_model::accounting::training_flops_per_token;
 use qkv_model::burn::module::Module;
 use qkv_train::generate::{SampleOptions, generate};
 use qkv_train::rng::Rng;
@@ -48,8 +50,39 @@ struct BenchRow {
     variant: AttentionVariant,
     train_tokens_per_sec: f64,
     train_ratio: f64,
+    /// Matrix-product FLOPs of one training step per token (forward and backward).
+    flops_per_token: f64,
+    /// What the training rate amounts to in model FLOPs per second, in billions.
+    train_gflops: f64,
     generate_tokens_per_sec: f64,
     generate_ratio: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct BenchReport {
+    preset: qkv_model::Preset,
+    backend: Backend,
+    batch: usize,
+    block: usize,
+    rows: Vec<BenchRow>,
+    memory: Option<Memory>,
+}
+
+/// The process's resident memory (Linux), in MiB: after the warm-up steps and at the end, and
+/// its peak. Training that holds steady keeps the last two close to the first.
+#[derive(Debug, Serialize)]
+struct Memory {
+    rss_after_warmup_mib: f64,
+    rss_at_end_mib: f64,
+    peak_rss_mib: f64,
+}
+
+/// A `/proc/self/status` field in MiB (`VmRSS`, `VmHWM`); `None` where there is no procfs.
+fn proc_status_mib(field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -93,6 +126,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             run.train_step(std::slice::from_ref(&batch)).map_err(|e| e.to_string())?;
         }
     }
+    let rss_after_warmup = proc_status_mib("VmRSS:");
     let mut train_rates = vec![Vec::new(); runs.len()];
     let mut generate_rates = vec![Vec::new(); runs.len()];
     let prompt = [0u32];
@@ -113,36 +147,59 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             generate_rates[index].push(args.gen_tokens as f64 / started.elapsed().as_secs_f64());
         }
     }
+    let memory = match (rss_after_warmup, proc_status_mib("VmRSS:"), proc_status_mib("VmHWM:")) {
+        (Some(rss_after_warmup_mib), Some(rss_at_end_mib), Some(peak_rss_mib)) => {
+            Some(Memory { rss_after_warmup_mib, rss_at_end_mib, peak_rss_mib })
+        }
+        _ => None,
+    };
     let train: Vec<f64> = train_rates.into_iter().map(median).collect();
     let generation: Vec<f64> = generate_rates.into_iter().map(median).collect();
     let rows: Vec<BenchRow> = args
         .variants
         .iter()
         .enumerate()
-        .map(|(i, &variant)| BenchRow {
-            variant,
-            train_tokens_per_sec: train[i],
-            train_ratio: train[i] / train[0],
-            generate_tokens_per_sec: generation[i],
-            generate_ratio: generation[i] / generation[0],
+        .map(|(i, &variant)| {
+            let flops_per_token = training_flops_per_token(&runs[i].spec.model);
+            BenchRow {
+                variant,
+                train_tokens_per_sec: train[i],
+                train_ratio: train[i] / train[0],
+                flops_per_token,
+                train_gflops: flops_per_token * train[i] / 1e9,
+                generate_tokens_per_sec: generation[i],
+                generate_ratio: generation[i] / generation[0],
+            }
         })
         .collect();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
+        let report = BenchReport { preset: args.preset, backend: args.backend, batch: batch_size, block: block_size, rows, memory };
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
     } else {
         println!(
             "{} on {:?}, batch {batch_size} × {block_size}, median of {} rounds × {} steps (warm-up {} excluded)",
             args.preset, args.backend, args.rounds, args.steps, args.warmup
         );
-        println!("{:<16} {:>14} {:>10} {:>14} {:>10}", "variant", "train tok/s", "× ref", "gen tok/s", "× ref");
+        println!(
+            "{:<16} {:>12} {:>8} {:>12} {:>10} {:>12} {:>8}",
+            "variant", "train tok/s", "× ref", "MFLOP/tok", "GFLOP/s", "gen tok/s", "× ref"
+        );
         for r in &rows {
             println!(
-                "{:<16} {:>14.0} {:>10.3} {:>14.1} {:>10.3}",
+                "{:<16} {:>12.0} {:>8.3} {:>12.2} {:>10.1} {:>12.1} {:>8.3}",
                 r.variant.name(),
                 r.train_tokens_per_sec,
                 r.train_ratio,
+                r.flops_per_token / 1e6,
+                r.train_gflops,
                 r.generate_tokens_per_sec,
                 r.generate_ratio
+            );
+        }
+        if let Some(m) = &memory {
+            println!(
+                "memory: {:.0} MiB resident after warm-up, {:.0} MiB at the end, {:.0} MiB peak",
+                m.rss_after_warmup_mib, m.rss_at_end_mib, m.peak_rss_mib
             );
         }
     }

@@ -12,6 +12,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Training allocates and frees the same large tensors every step; see `qkv_train::allocator`.
+#[global_allocator]
+static ALLOCATOR: qkv_train::allocator::Allocator = qkv_train::allocator::Allocator;
+
 #[derive(Parser)]
 #[command(name = "qkv", version, about = "QKV Lab: train and compare attention variants (does a transformer need W_Q?)")]
 struct Cli {
@@ -38,6 +42,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    qkv_train::allocator::keep_freed_pages();
     let cli = Cli::parse();
     let invocation = std::env::args().collect::<Vec<_>>().join(" ");
     let result = match &cli.command {

@@ -184,6 +184,22 @@ pub fn kv_cache_bytes_per_token(config: &GptConfig, dtype: CacheDType) -> usize 
         * dtype.bytes()
 }
 
+/// Floating-point operations of one training step per token, matrix products only (the
+/// convention of nanoGPT's MFU estimate and of the papers' compute figures): a product of an m×k
+/// by a k×n matrix is 2mkn, and the backward pass costs twice the forward. Attention counts the
+/// full T×T score and value products, as the kernels compute them, at a context of
+/// `block_size`. Each projection the variant has is computed once, whatever roles it serves, so
+/// dropping W_Q, sharing a projection or sharing key/value heads all lower it.
+pub fn training_flops_per_token(config: &GptConfig) -> f64 {
+    let d = config.n_embd as f64;
+    let projections: f64 = config.attention.variant.projections().iter().map(|&p| projection_width(config, p) as f64).sum();
+    let matmuls = projections + d + 2.0 * config.mlp_hidden as f64; // W_Q·K·V as present, W_O, MLP
+    let attention = 4.0 * config.block_size as f64 * d; // Q Kᵀ and P V over every head
+    let per_layer = 2.0 * d * matmuls + attention;
+    let head = 2.0 * d * config.vocab_size as f64;
+    3.0 * (config.n_layer as f64 * per_layer + head)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +215,18 @@ mod tests {
         assert_eq!(report.total_params, 50304 * 768 + 1024 * 768 + 12 * per_layer + 768);
         assert_eq!(report.attention_params, 12 * 4 * 768 * 768);
         assert_eq!(report.embedding_params, 50304 * 768 + 1024 * 768);
+    }
+
+    #[test]
+    fn training_flops_follow_nanogpts_estimate() {
+        // nanoGPT: 6N + 12·L·C·T, N the weights of every product (layers and the tied head).
+        let config = Preset::Gpt2Small.config();
+        let (l, c, t, v) = (12.0, 768.0, 1024.0, 50304.0);
+        let n = l * 12.0 * c * c + v * c;
+        assert_eq!(training_flops_per_token(&config), 6.0 * n + 12.0 * l * c * t);
+        // No W_Q: one C×C product less per layer, three times over.
+        let identity = config.clone().with_variant(AttentionVariant::QueryIdentity);
+        assert_eq!(training_flops_per_token(&config) - training_flops_per_token(&identity), 3.0 * l * 2.0 * c * c);
     }
 
     #[test]

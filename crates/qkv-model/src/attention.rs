@@ -5,9 +5,8 @@
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Initializer, Linear};
 use burn::tensor::activation::softmax;
-use burn::tensor::module::attention;
-use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Device, Tensor, TensorData};
+use qkv_kernels::{causal_attention, repeat_kv_heads};
 
 use crate::config::GptConfig;
 use crate::variant::{AttentionVariant, Projection};
@@ -15,6 +14,11 @@ use crate::variant::{AttentionVariant, Projection};
 /// Channels of the (Q=K-V)+ positional encoding p_ij: half encode the query position i, half the
 /// key position j.
 pub const ASYMMETRY_CHANNELS: usize = 10;
+
+/// `layer` applied to `x` through the fused linear op (the module holds the weights).
+pub(crate) fn apply_linear(layer: &Linear, x: Tensor<3>) -> Tensor<3> {
+    qkv_kernels::linear(x, layer.weight.val(), layer.bias.as_ref().map(|bias| bias.val()))
+}
 
 /// nanoGPT's initialisation: N(0, std) weights, zero biases.
 pub(crate) fn init_linear(d_in: usize, d_out: usize, bias: bool, std: f64, device: &Device) -> Linear {
@@ -48,12 +52,12 @@ impl AsymmetricLogits {
     }
 
     /// `w·p_ij + b` for query positions `query_offset..query_offset+t_q` and key positions
-    /// `0..t_k`, shape [1, 1, t_q, t_k].
+    /// `0..t_k`, shape [t_q, t_k].
     ///
     /// p_ij is separable (channels 0..5 depend on i only, 5..10 on j only), so the bias is
     /// `r_i + c_j + b`. The r_i half is constant along a softmax row and cancels; the asymmetry
     /// comes from c_j, which makes a'_ij differ from a'_ji.
-    fn positional_bias(&self, query_offset: usize, t_q: usize, t_k: usize) -> Tensor<4> {
+    fn positional_bias(&self, query_offset: usize, t_q: usize, t_k: usize) -> Tensor<2> {
         let device = self.mix.weight.device();
         let half = ASYMMETRY_CHANNELS / 2;
         let w = self.mix.weight.val();
@@ -62,7 +66,7 @@ impl AsymmetricLogits {
         let rows = sinusoid(query_offset, t_q, half, &device).matmul(w_query); // [t_q, 1]
         let cols = sinusoid(0, t_k, half, &device).matmul(w_key).transpose(); // [1, t_k]
         let b = self.mix.bias.as_ref().expect("asymmetry mix has a bias").val().reshape([1, 1]);
-        (rows + cols + b).reshape([1, 1, t_q, t_k])
+        rows + cols + b
     }
 }
 
@@ -174,7 +178,7 @@ impl CausalSelfAttention {
     }
 
     fn apply(projection: &Option<Linear>, x: &Tensor<3>) -> Tensor<3> {
-        projection.as_ref().expect("the variant's projections exist").forward(x.clone())
+        apply_linear(projection.as_ref().expect("the variant's projections exist"), x.clone())
     }
 
     /// Queries, keys and values for the input `x`, keys and values with `kv_heads` heads.
@@ -205,16 +209,6 @@ impl CausalSelfAttention {
         }
     }
 
-    /// GQA/MQA: each key/value head serves n_head / kv_heads consecutive query heads.
-    fn repeat_kv(&self, x: Tensor<4>) -> Tensor<4> {
-        let group = self.n_head / self.kv_heads;
-        if group == 1 {
-            return x;
-        }
-        let [b, g, t, d] = x.dims();
-        x.reshape([b, g, 1, t, d]).expand([b, g, group, t, d]).reshape([b, g * group, t, d])
-    }
-
     /// Attention over projected tensors whose queries sit at positions
     /// `query_offset..query_offset + t_q` and keys at `0..t_k` (query_offset > 0 when decoding
     /// with a KV cache). Returns the output [batch, time, n_embd] and, when asked, the attention
@@ -228,24 +222,21 @@ impl CausalSelfAttention {
         let Projected { mut query, key, value } = projected;
         let [b, _, t_q, _] = query.dims();
         let t_k = key.dims()[2];
-        let key = self.repeat_kv(key);
-        let value = self.repeat_kv(value);
 
         let mut bias = None;
         if let Some(asymmetry) = &self.asymmetry {
             // Scaling the queries scales every logit: the same as scaling a_ij by Σw.
             query = query * asymmetry.gain();
-            bias = Some(
-                asymmetry
-                    .positional_bias(query_offset, t_q, t_k)
-                    .expand([b, self.n_head, t_q, t_k]),
-            );
+            bias = Some(asymmetry.positional_bias(query_offset, t_q, t_k));
         }
 
         let (context, probabilities) = if with_probabilities {
+            // GQA/MQA: each key/value head serves n_head / kv_heads consecutive query heads.
+            let key = repeat_kv_heads(key, self.n_head);
+            let value = repeat_kv_heads(value, self.n_head);
             let mut logits = query.matmul(key.swap_dims(2, 3)) * self.scale;
             if let Some(bias) = bias {
-                logits = logits + bias;
+                logits = logits + bias.reshape([1, 1, t_q, t_k]);
             }
             let future = causal_mask(query_offset, t_q, t_k, &logits.device())
                 .reshape([1, 1, t_q, t_k])
@@ -253,14 +244,13 @@ impl CausalSelfAttention {
             let probabilities = softmax(logits.mask_fill(future, f32::NEG_INFINITY), 3);
             (probabilities.clone().matmul(value), Some(probabilities))
         } else {
-            // The fused kernel's causal mask aligns the last query with the last key, which is
-            // exactly our layout: queries are the newest t_q of the t_k positions.
-            let options = AttentionModuleOptions { scale: Some(self.scale), softcap: None, is_causal: true };
-            (attention(query, key, value, None, bias, options), None)
+            // One fused op (on flex: one kernel each way); queries are the newest t_q of the
+            // t_k positions, exactly the kernel's causal alignment.
+            (causal_attention(query, key, value, bias, self.scale), None)
         };
 
         let y = context.swap_dims(1, 2).reshape([b, t_q, self.n_head * self.head_dim]);
-        (self.resid_dropout.forward(self.w_o.forward(y)), probabilities)
+        (self.resid_dropout.forward(apply_linear(&self.w_o, y)), probabilities)
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
@@ -416,7 +406,7 @@ mod tests {
                     &device,
                 );
                 let asymmetry = AsymmetricLogits { mix: Linear { weight: burn::module::Param::from_tensor(trained), bias: asymmetry.mix.bias.clone() } };
-                logits = logits * asymmetry.gain() + asymmetry.positional_bias(0, 5, 5);
+                logits = logits * asymmetry.gain() + asymmetry.positional_bias(0, 5, 5).reshape([1, 1, 5, 5]);
             }
             values(logits)
         };

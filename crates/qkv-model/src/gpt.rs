@@ -3,14 +3,16 @@
 
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig, Embedding, Initializer, LayerNorm, LayerNormConfig, Linear};
-use burn::tensor::activation::gelu;
-use burn::tensor::module::linear;
+use qkv_kernels::{gelu, layer_norm, linear};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use crate::attention::{CausalSelfAttention, LayerCache, init_linear};
+use crate::attention::{CausalSelfAttention, LayerCache, apply_linear, init_linear};
 use crate::config::{ConfigError, GptConfig, Norm};
 
 const INIT_STD: f64 = 0.02;
+/// LayerNorm's ε (Burn's and PyTorch's default). Burn's module keeps its ε private, so the model
+/// names it here for the fused layer norm.
+const LAYER_NORM_EPSILON: f64 = 1e-5;
 
 /// GELU MLP: n_embd → mlp_hidden → n_embd.
 #[derive(Module, Debug)]
@@ -31,20 +33,23 @@ impl Mlp {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.dropout.forward(self.c_proj.forward(gelu(self.c_fc.forward(x))))
+        self.dropout.forward(apply_linear(&self.c_proj, gelu(apply_linear(&self.c_fc, x))))
     }
 }
 
-fn layer_norm(config: &GptConfig, device: &Device) -> Option<LayerNorm> {
+fn new_layer_norm(config: &GptConfig, device: &Device) -> Option<LayerNorm> {
     match config.norm {
-        Norm::LayerNorm => Some(LayerNormConfig::new(config.n_embd).with_bias(config.bias).init(device)),
+        Norm::LayerNorm => {
+            Some(LayerNormConfig::new(config.n_embd).with_bias(config.bias).with_epsilon(LAYER_NORM_EPSILON).init(device))
+        }
         Norm::None => None,
     }
 }
 
+/// The block's or the final layer norm, through the fused kernel (the module holds the weights).
 fn normalise(norm: &Option<LayerNorm>, x: Tensor<3>) -> Tensor<3> {
     match norm {
-        Some(norm) => norm.forward(x),
+        Some(norm) => layer_norm(x, norm.gamma.val(), norm.beta.as_ref().map(|beta| beta.val()), LAYER_NORM_EPSILON),
         None => x,
     }
 }
@@ -62,9 +67,9 @@ pub struct Block {
 impl Block {
     fn new(config: &GptConfig, device: &Device) -> Self {
         Self {
-            ln_1: layer_norm(config, device),
+            ln_1: new_layer_norm(config, device),
             attn: CausalSelfAttention::new(config, device),
-            ln_2: layer_norm(config, device),
+            ln_2: new_layer_norm(config, device),
             mlp: Mlp::new(config, device),
             mlp_skip: config.mlp_skip,
         }
@@ -178,7 +183,7 @@ impl Gpt {
             blocks: (0..if config.shared_layers { 1 } else { config.n_layer })
                 .map(|_| Block::new(config, device))
                 .collect(),
-            ln_f: layer_norm(config, device),
+            ln_f: new_layer_norm(config, device),
             lm_head: (!config.tie_embeddings)
                 .then(|| init_linear(config.n_embd, config.vocab_size, false, INIT_STD, device)),
             block_size: config.block_size,
@@ -213,7 +218,7 @@ impl Gpt {
     pub fn head(&self, x: Tensor<3>) -> Tensor<3> {
         let x = normalise(&self.ln_f, x);
         match &self.lm_head {
-            Some(head) => head.forward(x),
+            Some(head) => apply_linear(head, x),
             None => linear(x, self.wte.weight.val().transpose(), None),
         }
     }

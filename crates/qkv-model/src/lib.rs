@@ -1,5 +1,5 @@
-//! QKV Lab's model: a GPT whose attention can drop or share W_Q, W_K, W_V (see
-//! `shared/REFERENCE.md`), and exact parameter and KV-cache accounting for it.
+//! QKV Lab's model: a GPT whose attention can drop or share W_Q, W_K, W_V (the variants are
+//! described in the README's table), and exact parameter, KV-cache and FLOP accounting for it.
 
 pub mod accounting;
 pub mod attention;

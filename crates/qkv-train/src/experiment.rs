@@ -1,10 +1,24 @@
-//! Several runs trained on the very same batch sequence, stepped in turn.
+//! Several runs trained on the very same batch sequence. On the CPU (natively) the runs of a step
+//! train at the same time, each on its share of the cores; elsewhere they step in turn.
 
 use burn::tensor::Device;
 
 use crate::dataset::{Batch, Dataset};
 use crate::rng::Rng;
 use crate::run::{EvalRecord, Run, RunError, RunSpec, StepRecord};
+
+/// One step of one run on `batches`, with an evaluation if one is due.
+async fn step_one(index: usize, run: &mut Run, batches: &[Batch], val_batches: &[Batch]) -> RunEvent {
+    let outcome = match run.train_step_async(batches).await {
+        Ok(record) if run.eval_due() => run.evaluate_async(val_batches).await.map(|e| (record, Some(e))),
+        Ok(record) => Ok((record, None)),
+        Err(error) => Err(error),
+    };
+    match outcome {
+        Ok((record, eval)) => RunEvent::Stepped { run: index, record, eval },
+        Err(error) => RunEvent::Stopped { run: index, error },
+    }
+}
 
 /// What one experiment step did to one run.
 #[derive(Debug)]
@@ -36,6 +50,9 @@ pub struct Experiment {
     batch_size: usize,
     grad_accum: usize,
     pub step: usize,
+    /// One compute pool per run that trains concurrently, kept between steps.
+    #[cfg(not(target_family = "wasm"))]
+    pools: Vec<rayon::ThreadPool>,
 }
 
 impl Experiment {
@@ -62,7 +79,18 @@ impl Experiment {
         );
         let val_batches = dataset.val_batches(eval_batches, batch_size, block_size, seed);
         let step = runs.iter().map(|r| r.step).max().unwrap_or(0);
-        Ok(Self { runs, rng: Rng::new(seed ^ step as u64), val_batches, dataset, block_size, batch_size, grad_accum, step })
+        Ok(Self {
+            runs,
+            rng: Rng::new(seed ^ step as u64),
+            val_batches,
+            dataset,
+            block_size,
+            batch_size,
+            grad_accum,
+            step,
+            #[cfg(not(target_family = "wasm"))]
+            pools: Vec::new(),
+        })
     }
 
     /// Adds a run that joins at the current step (e.g. a converted model continuing another's
@@ -103,22 +131,51 @@ impl Experiment {
     /// every read-back is awaited (the browser cannot block on its GPU).
     pub async fn step_async(&mut self) -> Vec<RunEvent> {
         let batches = self.next_batches();
+        #[cfg(not(target_family = "wasm"))]
+        if let Some(events) = self.step_concurrently(&batches) {
+            return events;
+        }
         let mut events = Vec::new();
         for (index, run) in self.runs.iter_mut().enumerate() {
-            if !run.is_active() {
-                continue;
+            if run.is_active() {
+                events.push(step_one(index, run, &batches, &self.val_batches).await);
             }
-            let outcome = match run.train_step_async(&batches).await {
-                Ok(record) if run.eval_due() => run.evaluate_async(&self.val_batches).await.map(|e| (record, Some(e))),
-                Ok(record) => Ok((record, None)),
-                Err(error) => Err(error),
-            };
-            events.push(match outcome {
-                Ok((record, eval)) => RunEvent::Stepped { run: index, record, eval },
-                Err(error) => RunEvent::Stopped { run: index, error },
-            });
         }
         events
+    }
+
+    /// Steps the active runs at the same time, each on a pool of its share of the threads the
+    /// caller computes with, when that can help and cannot change a result: on the CPU, with two
+    /// or more runs and threads to share. Runs with dropout stay in turn, since their masks come
+    /// from the backend's one random generator, which runs stepping together would interleave.
+    #[cfg(not(target_family = "wasm"))]
+    fn step_concurrently(&mut self, batches: &[Batch]) -> Option<Vec<RunEvent>> {
+        let active: Vec<usize> = (0..self.runs.len()).filter(|&i| self.runs[i].is_active()).collect();
+        let threads = rayon::current_num_threads();
+        let on_cpu = self.runs.iter().all(|r| qkv_kernels::is_flex(r.device()));
+        let dropout = self.runs.iter().any(|r| r.spec.model.dropout > 0.0);
+        if active.len() < 2 || threads < 2 || !on_cpu || dropout {
+            return None;
+        }
+        let per_run = (threads / active.len()).max(1);
+        if self.pools.len() != active.len() || self.pools.iter().any(|p| p.current_num_threads() != per_run) {
+            self.pools = (0..active.len())
+                .map(|_| rayon::ThreadPoolBuilder::new().num_threads(per_run).build())
+                .collect::<Result<_, _>>()
+                .ok()?;
+        }
+        let val_batches = &self.val_batches;
+        let pools = &self.pools;
+        let runs = self.runs.iter_mut().enumerate().filter(|(_, run)| run.is_active());
+        Some(std::thread::scope(|scope| {
+            let handles: Vec<_> = runs
+                .zip(pools)
+                .map(|((index, run), pool)| {
+                    scope.spawn(move || pool.install(|| pollster::block_on(step_one(index, run, batches, val_batches))))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("a run's step panicked")).collect()
+        }))
     }
 
     /// [`Experiment::evaluate_all_async`], waiting for every read-back (native only).

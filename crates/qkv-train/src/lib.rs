@@ -2,6 +2,8 @@
 //! per call (blocking natively, awaiting in the browser), experiments on identical batches,
 //! generation with a KV cache, and checkpoints.
 
+#[cfg(not(target_family = "wasm"))]
+pub mod allocator;
 pub mod checkpoint;
 pub mod corpus;
 pub mod cpu_copy;

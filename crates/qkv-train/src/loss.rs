@@ -1,19 +1,11 @@
 //! Next-token cross-entropy, optionally restricted to some positions, and token accuracy.
 
-use burn::tensor::activation::log_softmax;
 use burn::tensor::{Int, Tensor};
 
 /// Mean negative log-likelihood of `targets` [batch, time] under `logits` [batch, time, vocab],
-/// over the positions where `mask` [batch, time] is 1 (all positions without a mask).
-pub fn cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>, mask: Option<Tensor<2>>) -> Tensor<1> {
-    let [batch, time, _] = logits.dims();
-    let log_probs = log_softmax(logits, 2);
-    let picked = log_probs.gather(2, targets.unsqueeze_dim::<3>(2)).reshape([batch, time]);
-    match mask {
-        Some(mask) => -(picked * mask.clone()).sum() / mask.sum(),
-        None => -picked.mean(),
-    }
-}
+/// over the positions where `mask` [batch, time] is 1 (all positions without a mask): one fused
+/// op with its own backward on flex, Burn's log-softmax and gather elsewhere.
+pub use qkv_kernels::cross_entropy;
 
 /// Per-token and whole-sequence correctness of greedy predictions where `mask` is 1:
 /// [correct tokens, counted tokens, fully correct rows, rows], as one tensor so that it is read

@@ -2,7 +2,8 @@
 //! gradient clipping, and the warmup + cosine schedule of [`TrainingConfig::lr_at`].
 //!
 //! The update is Burn's AdamW, operation for operation (bias-corrected moments, ε outside the
-//! square root, decay `θ·(1 − lr·λ)` before the step), and its state is saved in the burnpack
+//! square root, decay `θ·(1 − lr·λ)` before the step; on flex one pass per parameter, see
+//! `qkv_kernels::adamw_update`), and its state is saved in the burnpack
 //! layout Burn's own optimiser writes, so checkpoints from either read back into the other. It
 //! is written here rather than used from Burn for two things Burn's optimiser cannot do: clip by
 //! the norm of all gradients together, and read its state back without blocking, which the
@@ -15,6 +16,7 @@ use burn::optim::GradientsParams;
 use burn::store::burn_pack::{self, Scalar};
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 
+use qkv_kernels::{AdamWStep, adamw_update, sum_of_squares};
 use qkv_model::Gpt;
 
 use crate::recipe::TrainingConfig;
@@ -174,40 +176,27 @@ impl ModuleMapper for Update<'_> {
         let Some(grad) = self.grads.remove::<D>(id) else {
             return Param::from_mapped_value(id, tensor, mapper);
         };
-        let grad = match &self.scale {
-            Some(scale) => grad * scale.clone().unsqueeze::<D>(),
-            None => grad,
-        };
         let require_grad = tensor.is_require_grad();
-        let dims = tensor.dims();
-        let n = dims.iter().product::<usize>();
-        let grad = grad.reshape([n]);
         let AdamW { beta_1, beta_2, epsilon, weight_decay, decay_min_rank } = self.adamw;
-        let moments = match self.moments.remove(&id.val()) {
-            Some(m) => Moments {
-                time: m.time + 1,
-                rank: D,
-                moment_1: m.moment_1.mul_scalar(beta_1).add(grad.clone().mul_scalar(1.0 - beta_1)),
-                moment_2: m.moment_2.mul_scalar(beta_2).add(grad.square().mul_scalar(1.0 - beta_2)),
-            },
-            None => Moments {
-                time: 1,
-                rank: D,
-                moment_1: grad.clone().mul_scalar(1.0 - beta_1),
-                moment_2: grad.square().mul_scalar(1.0 - beta_2),
-            },
+        let previous = self.moments.remove(&id.val());
+        let time = previous.as_ref().map_or(1, |m| m.time + 1);
+        let step = AdamWStep {
+            beta_1,
+            beta_2,
+            epsilon,
+            lr: self.lr,
+            weight_decay: if D >= decay_min_rank { weight_decay } else { 0.0 },
+            time: time as i32,
         };
-        let time = moments.time as i32;
-        let moment_1_corrected = moments.moment_1.clone().div_scalar(1f32 - beta_1.powi(time));
-        let moment_2_corrected = moments.moment_2.clone().div_scalar(1f32 - beta_2.powi(time));
-        let delta = moment_1_corrected.div(moment_2_corrected.sqrt().add_scalar(epsilon)).reshape(dims);
-        self.moments.insert(id.val(), moments);
-
-        let decay = if D >= decay_min_rank { weight_decay } else { 0.0 };
-        let decay_rate = self.lr * decay as f64;
-        let tensor = tensor.inner();
-        let decayed = if decay_rate == 0.0 { tensor } else { tensor.mul_scalar(1.0 - decay_rate) };
-        let mut updated = Tensor::from_inner(decayed - delta.mul_scalar(self.lr));
+        let (updated, moment_1, moment_2) = adamw_update(
+            tensor.inner(),
+            grad,
+            previous.map(|m| (m.moment_1, m.moment_2)),
+            self.scale.as_ref(),
+            step,
+        );
+        self.moments.insert(id.val(), Moments { time, rank: D, moment_1, moment_2 });
+        let mut updated = Tensor::from_inner(updated);
         if require_grad {
             updated = updated.require_grad();
         }
@@ -224,7 +213,7 @@ pub fn global_norm(model: &Gpt, grads: &GradientsParams) -> Tensor<1> {
     impl ModuleVisitor for SumOfSquares<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             if let Some(grad) = self.grads.get::<D>(param.id) {
-                let squares = grad.square().sum();
+                let squares = sum_of_squares(grad);
                 self.total = Some(match self.total.take() {
                     Some(total) => total + squares,
                     None => squares,

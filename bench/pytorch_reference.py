@@ -1,0 +1,157 @@
+"""PyTorch reference for `qkv bench`: the same GPT, the same recipe, the same step, timed alike.
+
+A nanoGPT-style model written here from the shapes QKV Lab trains (pre-LN blocks, LayerNorm
+without bias, tied embeddings, exact-erf GELU, causal scaled-dot-product attention), in two
+variants: `standard` (W_Q, W_K, W_V) and `wq-identity` (no W_Q: head h's query is channels
+[h*d_k, (h+1)*d_k) of the block input, scale 1/(2*sqrt(d_k))). One training step is what QKV Lab's
+step is: forward, cross-entropy, backward, global-norm clipping to 1.0, AdamW (decay on matrices
+and embeddings only), and the loss read back to the host.
+
+It prints one JSON object per variant on stdout, read by `bench/vs-pytorch.sh`. Not a test: it
+never runs in CI.
+"""
+
+import argparse
+import json
+import math
+import os
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Attention(nn.Module):
+    def __init__(self, n_embd, n_head, variant):
+        super().__init__()
+        self.n_head, self.head_dim, self.variant = n_head, n_embd // n_head, variant
+        # The query projection exists only in the standard variant.
+        self.c_q = nn.Linear(n_embd, n_embd, bias=False) if variant == "standard" else None
+        self.c_kv = nn.Linear(n_embd, 2 * n_embd, bias=False)
+        self.c_proj = nn.Linear(n_embd, n_embd, bias=False)
+        self.scale = 1 / math.sqrt(self.head_dim) if variant == "standard" else 1 / (2 * math.sqrt(self.head_dim))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q = self.c_q(x) if self.c_q is not None else x
+        k, v = self.c_kv(x).split(c, dim=2)
+        heads = lambda y: y.view(b, t, self.n_head, self.head_dim).transpose(1, 2)
+        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True, scale=self.scale)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head, variant, dropout):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd, bias=False)
+        self.attn = Attention(n_embd, n_head, variant)
+        self.ln_2 = nn.LayerNorm(n_embd, bias=False)
+        self.mlp = nn.Sequential(
+            nn.Linear(n_embd, 4 * n_embd, bias=False),
+            nn.GELU(),
+            nn.Linear(4 * n_embd, n_embd, bias=False),
+            nn.Dropout(dropout),
+        )
+        self.attn_dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        x = x + self.attn_dropout(self.attn(self.ln_1(x)))
+        return x + self.mlp(self.ln_2(x))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab, context, n_layer, n_head, n_embd, variant, dropout):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, n_embd)
+        self.wpe = nn.Embedding(context, n_embd)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(Block(n_embd, n_head, variant, dropout) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(n_embd, bias=False)
+        for p in self.parameters():
+            if p.dim() >= 2:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, idx, targets):
+        t = idx.shape[1]
+        x = self.drop(self.wte(idx) + self.wpe(torch.arange(t, device=idx.device)))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--corpus", required=True)
+    p.add_argument("--layers", type=int, required=True)
+    p.add_argument("--heads", type=int, required=True)
+    p.add_argument("--embd", type=int, required=True)
+    p.add_argument("--context", type=int, required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--variants", default="standard,wq-identity")
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+
+    torch.manual_seed(1337)
+    text = open(args.corpus, encoding="utf-8").read()
+    chars = sorted(set(text))
+    data = torch.tensor([chars.index(c) for c in text[:200_000]], dtype=torch.long)
+    # One fixed batch, as `qkv bench` uses: the figure is the step's cost, not the data pipeline's.
+    starts = torch.randint(len(data) - args.context - 1, (args.batch,))
+    x = torch.stack([data[s : s + args.context] for s in starts])
+    y = torch.stack([data[s + 1 : s + 1 + args.context] for s in starts])
+
+    runs = []
+    for variant in args.variants.split(","):
+        model = Gpt(len(chars), args.context, args.layers, args.heads, args.embd, variant, args.dropout)
+        model.train()
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in model.parameters() if p.dim() < 2]
+        wd = 0.1 if variant == "standard" else 2**-5
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=1e-3,
+            betas=(0.9, 0.99),
+        )
+        runs.append((variant, model, opt))
+
+    def step(model, opt):
+        loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.item()
+
+    for _, model, opt in runs:
+        for _ in range(args.warmup):
+            step(model, opt)
+    rates = {variant: [] for variant, _, _ in runs}
+    tokens = args.batch * args.context * args.steps
+    # Rounds interleave the variants, as `qkv bench` does, so that drift hits both alike.
+    for _ in range(args.rounds):
+        for variant, model, opt in runs:
+            started = time.perf_counter()
+            for _ in range(args.steps):
+                step(model, opt)
+            rates[variant].append(tokens / (time.perf_counter() - started))
+    for variant, values in rates.items():
+        values.sort()
+        print(
+            json.dumps(
+                {
+                    "variant": variant,
+                    "train_tokens_per_sec": values[len(values) // 2],
+                    "torch": torch.__version__,
+                    "threads": torch.get_num_threads(),
+                }
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+//! One AdamW update of one parameter as one pass over its values (Burn's AdamW is a dozen tensor
+//! ops, each reading and writing every value), and the squared norm of a gradient, for global
+//! clipping.
+//!
+//! The arithmetic is Burn's AdamW, in its order: g ← g·clip; m ← β₁m + (1−β₁)g;
+//! v ← β₂v + (1−β₂)g²; θ ← θ·(1 − lr·λ) − lr · (m / (1−β₁ᵗ)) / (√(v / (1−β₂ᵗ)) + ε).
+
+use burn::backend::TensorMetadata;
+use burn::backend::flex::FlexTensor;
+use burn::tensor::{Tensor, TensorData};
+
+use crate::flex::{Route, from_flex, route, tensor, to_flex, values};
+use crate::math::vectorised;
+use crate::parallel::{self, SharedMut};
+
+const MIN_PER_TASK: usize = 32 * 1024;
+
+/// The scalars of one AdamW update.
+#[derive(Debug, Clone, Copy)]
+pub struct AdamWStep {
+    pub beta_1: f32,
+    pub beta_2: f32,
+    pub epsilon: f32,
+    pub lr: f64,
+    /// Decoupled weight decay λ (0 for parameters that are not decayed).
+    pub weight_decay: f32,
+    /// Updates taken including this one (t ≥ 1): the bias corrections depend on it.
+    pub time: i32,
+}
+
+/// A parameter, its two moment estimates (flat, as many values as the parameter; `None` before
+/// the first update), after one update with `grad`, scaled first by `grad_scale` (a [1] tensor:
+/// global-norm clipping) when given. Tensors are the inner ones, without autodiff.
+pub fn adamw_update<const D: usize>(
+    param: Tensor<D>,
+    grad: Tensor<D>,
+    moments: Option<(Tensor<1>, Tensor<1>)>,
+    grad_scale: Option<&Tensor<1>>,
+    step: AdamWStep,
+) -> (Tensor<D>, Tensor<1>, Tensor<1>) {
+    if route(&param.device(), param.dtype()) != Route::Flex {
+        return composed(param, grad, moments, grad_scale, step);
+    }
+    let scale = grad_scale.map_or(1.0, |s| s.clone().into_scalar::<f32>());
+    let n = param.shape().num_elements();
+    let grad = to_flex(grad);
+    let grad = values(&grad);
+    let mut param = writable(to_flex(param));
+    let (mut moment_1, mut moment_2) = match moments {
+        Some((m, v)) => (writable(to_flex(m)), writable(to_flex(v))),
+        None => (tensor(vec![0f32; n], [n]), tensor(vec![0f32; n], [n])),
+    };
+    let (p, m, v) = (
+        SharedMut::new(&mut param.storage_mut::<f32>()[..n]),
+        SharedMut::new(&mut moment_1.storage_mut::<f32>()[..n]),
+        SharedMut::new(&mut moment_2.storage_mut::<f32>()[..n]),
+    );
+    let chunks = parallel::chunks(n, MIN_PER_TASK);
+    parallel::map(chunks.len(), n * 16, |c| {
+        let span = chunks[c].clone();
+        // SAFETY: span c of the parameter and of both moments belongs to this task.
+        let (p, m, v) = unsafe { (p.slice(span.start, span.len()), m.slice(span.start, span.len()), v.slice(span.start, span.len())) };
+        update(p, m, v, &grad[span], scale, step);
+    });
+    (from_flex(param), from_flex(moment_1), from_flex(moment_2))
+}
+
+/// `t` itself when nothing else holds its buffer and it lies there in order from the start, so
+/// that the update writes in place; otherwise a copy laid out so.
+fn writable(t: FlexTensor) -> FlexTensor {
+    let n = t.layout().num_elements();
+    if t.is_unique() && t.layout().contiguous_offsets() == Some((0, n)) {
+        return t;
+    }
+    tensor(values(&t).into_owned(), t.shape())
+}
+
+vectorised! {
+    fn update(param: &mut [f32], m: &mut [f32], v: &mut [f32], grad: &[f32], scale: f32, step: AdamWStep) {
+        let AdamWStep { beta_1, beta_2, epsilon, lr, weight_decay, time } = step;
+        let correction_1 = 1.0 - beta_1.powi(time);
+        let correction_2 = 1.0 - beta_2.powi(time);
+        let keep = (1.0 - lr * weight_decay as f64) as f32;
+        let lr = lr as f32;
+        for (((p, m), v), &g) in param.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(grad) {
+            let g = g * scale;
+            *m = *m * beta_1 + g * (1.0 - beta_1);
+            *v = *v * beta_2 + g * g * (1.0 - beta_2);
+            let delta = (*m / correction_1) / ((*v / correction_2).sqrt() + epsilon);
+            *p = *p * keep - delta * lr;
+        }
+    }
+}
+
+/// Burn's AdamW from tensor ops, for every device without the kernel.
+fn composed<const D: usize>(
+    param: Tensor<D>,
+    grad: Tensor<D>,
+    moments: Option<(Tensor<1>, Tensor<1>)>,
+    grad_scale: Option<&Tensor<1>>,
+    step: AdamWStep,
+) -> (Tensor<D>, Tensor<1>, Tensor<1>) {
+    let AdamWStep { beta_1, beta_2, epsilon, lr, weight_decay, time } = step;
+    let grad = match grad_scale {
+        Some(scale) => grad * scale.clone().unsqueeze::<D>(),
+        None => grad,
+    };
+    let dims = param.dims();
+    let grad = grad.reshape([dims.iter().product::<usize>()]);
+    let (moment_1, moment_2) = match moments {
+        Some((m, v)) => (
+            m.mul_scalar(beta_1).add(grad.clone().mul_scalar(1.0 - beta_1)),
+            v.mul_scalar(beta_2).add(grad.square().mul_scalar(1.0 - beta_2)),
+        ),
+        None => (grad.clone().mul_scalar(1.0 - beta_1), grad.square().mul_scalar(1.0 - beta_2)),
+    };
+    let m_hat = moment_1.clone().div_scalar(1f32 - beta_1.powi(time));
+    let v_hat = moment_2.clone().div_scalar(1f32 - beta_2.powi(time));
+    let delta = m_hat.div(v_hat.sqrt().add_scalar(epsilon)).reshape(dims);
+    let decay_rate = lr * weight_decay as f64;
+    let decayed = if decay_rate == 0.0 { param } else { param.mul_scalar(1.0 - decay_rate) };
+    (decayed - delta.mul_scalar(lr), moment_1, moment_2)
+}
+
+/// Σ x² over a tensor, as a [1] tensor (read back by no one until the step's results are).
+pub fn sum_of_squares<const D: usize>(x: Tensor<D>) -> Tensor<1> {
+    if route(&x.device(), x.dtype()) != Route::Flex {
+        return x.square().sum();
+    }
+    let device = x.device();
+    let x = to_flex(x);
+    let values = values(&x);
+    let chunks = parallel::chunks(values.len(), MIN_PER_TASK);
+    let partials = parallel::map(chunks.len(), values.len() * 2, |c| sum_squares(&values[chunks[c].clone()]) as f64);
+    let total = partials.iter().sum::<f64>() as f32;
+    Tensor::from_data(TensorData::new(vec![total], [1]), &device)
+}
+
+vectorised! {
+    fn sum_squares(values: &[f32]) -> f32 {
+        crate::math::dot(values, values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{assert_close, input, values};
+    use burn::tensor::Device;
+
+    #[test]
+    fn fused_update_matches_the_composed_ops_over_three_steps() {
+        let device = Device::flex();
+        let start = input([13, 7], 1, &device);
+        let scale = Tensor::<1>::from_data(TensorData::new(vec![0.7f32], [1]), &device);
+        let run = |fused: bool| {
+            let (mut param, mut moments) = (start.clone(), None);
+            for time in 1..=3 {
+                let grad = input([13, 7], 10 + time as u64, &device);
+                let step = AdamWStep { beta_1: 0.9, beta_2: 0.99, epsilon: 1e-8, lr: 1e-2, weight_decay: 0.1, time };
+                let (p, m, v) = if fused {
+                    adamw_update(param, grad, moments, Some(&scale), step)
+                } else {
+                    composed(param, grad, moments, Some(&scale), step)
+                };
+                param = p;
+                moments = Some((m, v));
+            }
+            values(param)
+        };
+        let (fused, composed) = (run(true), run(false));
+        assert!(fused.iter().zip(values(start.clone())).any(|(a, b)| (a - b).abs() > 1e-3), "the steps moved nothing");
+        assert_close(&fused, &composed, 1e-6, "three AdamW steps");
+    }
+
+    #[test]
+    fn sum_of_squares_matches_the_composed_ops() {
+        let x = input([300, 301], 3, &Device::flex());
+        let fused = values(sum_of_squares(x.clone()));
+        let composed = values(x.square().sum());
+        assert_close(&fused, &composed, 1e-5, "Σx²");
+    }
+}

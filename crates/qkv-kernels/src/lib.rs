@@ -1,0 +1,58 @@
+//! Fused training ops for QKV Lab's GPT, each with its own backward pass: causal attention,
+//! layer norm, GELU, linear layers and cross-entropy; and AdamW's update as one pass per parameter.
+//!
+//! Under autodiff Burn composes these from small tensor ops: attention's softmax alone is five
+//! ops, each allocating a tensor of [batch, heads, time, time] and recording a graph node, and the
+//! backward pass doubles that. On flex, the CPU backend, every function here is one kernel forward
+//! and one backward, spread over the cores, with gemm (the library flex itself multiplies with)
+//! for the products. On every other device (wgpu, WebGPU) and for other float types the same
+//! function composes Burn's ops exactly as the model did before, so every backend computes the
+//! same thing. `QKV_FUSED=0` in the environment turns the kernels off (for comparisons and for
+//! telling a kernel bug from a model bug).
+//!
+//! These are backend extensions in Burn's sense (custom ops with their own backward, reached
+//! through `Tensor::try_into_primitive`); see `docs/performance.md` for what is worth sending
+//! upstream.
+
+mod adamw;
+mod attention;
+mod cross_entropy;
+mod flex;
+mod gelu;
+mod layer_norm;
+mod linear;
+mod math;
+mod parallel;
+
+pub use adamw::{AdamWStep, adamw_update, sum_of_squares};
+pub use attention::{causal_attention, repeat_kv_heads};
+pub use cross_entropy::cross_entropy;
+pub use flex::{fused_kernels_enabled, is_flex};
+pub use gelu::gelu;
+pub use layer_norm::layer_norm;
+pub use linear::linear;
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use burn::tensor::{Device, Tensor, TensorData};
+
+    /// Values in [-1.5, 1.5) that differ by position and seed; tracked when `device` is.
+    pub(crate) fn input<const D: usize>(shape: [usize; D], seed: u64, device: &Device) -> Tensor<D> {
+        let n: usize = shape.iter().product();
+        let data: Vec<f32> = (0..n as u64).map(|i| ((i * 7919 + seed * 104_729) % 1000) as f32 / 1000.0 * 3.0 - 1.5).collect();
+        let tensor = Tensor::from_data(TensorData::new(data, shape), device);
+        if device.is_autodiff() { tensor.require_grad() } else { tensor }
+    }
+
+    pub(crate) fn values<const D: usize>(tensor: Tensor<D>) -> Vec<f32> {
+        tensor.into_data().try_to_vec::<f32>().unwrap()
+    }
+
+    pub(crate) fn assert_close(a: &[f32], b: &[f32], tolerance: f32, what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            let allowed = tolerance * (1.0 + y.abs());
+            assert!((x - y).abs() <= allowed, "{what}: element {i}: {x} vs {y}");
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! A linear layer, `y = x W + b`, as one op whose products run as gemm calls over row blocks:
+//!
+//! ```text
+//! forward   y  = x W + b         [rows, out]
+//! backward  dx = dy Wᵀ           [rows, in]
+//!           dW = xᵀ dy           [in, out], split over its rows
+//!           db = Σ_rows dy
+//! ```
+//!
+//! The weight is read through its strides (the tied LM head passes the embedding transposed),
+//! and outputs are written straight into new buffers: Burn's flex matmul zero-fills an output,
+//! then copies it once more to align it (`FlexTensor::empty`), which cost a sixth of a small
+//! model's step.
+
+use burn::backend::Flex;
+use burn::backend::TensorMetadata;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::flex::FlexTensor;
+use burn::tensor::Tensor;
+
+use crate::flex::{AutodiffTensor, Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::math::matmul;
+use crate::parallel::{self, SharedMut};
+
+/// Rows of a block: enough for gemm to run at speed, few enough to give every core a block.
+const MIN_ROWS_PER_TASK: usize = 32;
+
+/// `x W + b` over the last dimension of `x`: [..., in] · [in, out] → [..., out].
+pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> Tensor<D> {
+    match route(&x.device(), x.dtype()) {
+        Route::Composed => burn::tensor::module::linear(x, weight, bias),
+        Route::Flex => {
+            let bias = bias.map(to_flex);
+            from_flex(forward(&to_flex(x), &to_flex(weight), bias.as_ref()))
+        }
+        Route::FlexAutodiff => from_autodiff(forward_recorded(x, weight, bias)),
+    }
+}
+
+/// A 2-d matrix read through its strides.
+#[derive(Clone, Copy)]
+struct Matrix<'a> {
+    data: &'a [f32],
+    offset: usize,
+    rows: usize,
+    cols: usize,
+    row_stride: isize,
+    col_stride: isize,
+}
+
+impl<'a> Matrix<'a> {
+    /// `None` for a layout with negative strides.
+    fn of(tensor: &'a FlexTensor) -> Option<Self> {
+        let layout = tensor.layout();
+        let [rows, cols] = layout.shape().dims();
+        let [row_stride, col_stride]: [isize; 2] = layout.strides().try_into().ok()?;
+        (row_stride >= 0 && col_stride >= 0).then(|| Self {
+            data: tensor.storage::<f32>(),
+            offset: layout.start_offset(),
+            rows,
+            cols,
+            row_stride,
+            col_stride,
+        })
+    }
+
+    fn at(&self, row: usize, col: usize) -> *const f32 {
+        // SAFETY: within the storage, as the layout says.
+        unsafe { self.data.as_ptr().add(self.offset).offset(row as isize * self.row_stride + col as isize * self.col_stride) }
+    }
+
+    /// Element (i, j) of the transpose is element (j, i).
+    fn transposed(self) -> Self {
+        Self { rows: self.cols, cols: self.rows, row_stride: self.col_stride, col_stride: self.row_stride, ..self }
+    }
+}
+
+/// `f` with the weight as a [`Matrix`], copied first if its strides cannot be read.
+fn with_matrix<R>(weight: &FlexTensor, f: impl FnOnce(Matrix) -> R) -> R {
+    match Matrix::of(weight) {
+        Some(m) => f(m),
+        None => {
+            let copy = weight.to_contiguous();
+            f(Matrix::of(&copy).expect("a contiguous matrix has positive strides"))
+        }
+    }
+}
+
+/// `a [m, k] · b [k, n]` into a new row-major [m, n] buffer, split over the rows of `a` (which is
+/// row-major).
+fn product(a: &[f32], m: usize, k: usize, b: Matrix) -> Vec<f32> {
+    let n = b.cols;
+    let mut out: Vec<f32> = Vec::with_capacity(m * n);
+    let dst = SharedMut::new_uninit(&mut out, m * n);
+    let blocks = parallel::chunks(m, MIN_ROWS_PER_TASK);
+    parallel::map(blocks.len(), 2 * m * n * k, |i| {
+        let rows = blocks[i].clone();
+        // SAFETY: block i's rows of the output belong to this task; gemm writes each of them
+        // without reading (not accumulating), so the buffer may start uninitialised.
+        unsafe {
+            matmul(
+                [rows.len(), n, k],
+                (dst.at(rows.start * n), n as isize, 1),
+                false,
+                (a.as_ptr().add(rows.start * k), k as isize, 1),
+                (b.at(0, 0), b.row_stride, b.col_stride),
+                1.0,
+            );
+        }
+    });
+    // SAFETY: every block wrote its rows: all m·n values are initialised.
+    unsafe { out.set_len(m * n) };
+    out
+}
+
+fn forward(x: &FlexTensor, weight: &FlexTensor, bias: Option<&FlexTensor>) -> FlexTensor {
+    let mut shape = x.shape();
+    let x = values(x);
+    let y = with_matrix(weight, |w| {
+        let rows = x.len() / w.rows;
+        let mut y = product(&x, rows, w.rows, w);
+        if let Some(bias) = bias {
+            let bias = values(bias);
+            for row in y.chunks_exact_mut(w.cols) {
+                row.iter_mut().zip(bias.iter()).for_each(|(y, b)| *y += b);
+            }
+        }
+        *shape.last_mut().expect("x has a last dimension") = w.cols;
+        y
+    });
+    tensor(y, shape)
+}
+
+/// dx, dW and db (when there is a bias) from dy.
+fn backward(x: &FlexTensor, weight: &FlexTensor, grad: &FlexTensor, with_bias: bool) -> (FlexTensor, FlexTensor, Option<FlexTensor>) {
+    let x_shape = x.shape();
+    let x = values(x);
+    let dy = values(grad);
+    with_matrix(weight, |w| {
+        let (inputs, outputs) = (w.rows, w.cols);
+        let rows = x.len() / inputs;
+        let dx = product(&dy, rows, outputs, w.transposed());
+        // dW = xᵀ dy: row i of dW is column i of x against dy, so dW splits over x's columns.
+        let x_t = Matrix { data: &x[..], offset: 0, rows, cols: inputs, row_stride: inputs as isize, col_stride: 1 }.transposed();
+        let dy_m = Matrix { data: &dy[..], offset: 0, rows, cols: outputs, row_stride: outputs as isize, col_stride: 1 };
+        let mut dw: Vec<f32> = Vec::with_capacity(inputs * outputs);
+        let dst = SharedMut::new_uninit(&mut dw, inputs * outputs);
+        let blocks = parallel::chunks(inputs, 8);
+        parallel::map(blocks.len(), 2 * rows * inputs * outputs, |i| {
+            let block = blocks[i].clone();
+            // SAFETY: rows `block` of dW belong to this task and are written whole.
+            unsafe {
+                matmul(
+                    [block.len(), outputs, rows],
+                    (dst.at(block.start * outputs), outputs as isize, 1),
+                    false,
+                    (x_t.at(block.start, 0), x_t.row_stride, x_t.col_stride),
+                    (dy_m.at(0, 0), dy_m.row_stride, dy_m.col_stride),
+                    1.0,
+                );
+            }
+        });
+        // SAFETY: the blocks cover every row of dW.
+        unsafe { dw.set_len(inputs * outputs) };
+        let db = with_bias.then(|| {
+            let mut db = vec![0f32; outputs];
+            for row in dy.chunks_exact(outputs) {
+                db.iter_mut().zip(row).for_each(|(acc, v)| *acc += v);
+            }
+            tensor(db, [outputs])
+        });
+        (tensor(dx, x_shape), tensor(dw, [inputs, outputs]), db)
+    })
+}
+
+#[derive(Debug, Clone)]
+struct Saved {
+    x: FlexTensor,
+    weight: FlexTensor,
+}
+
+#[derive(Debug)]
+struct LinearBackward;
+
+/// N is 2 (x, W) or 3 (and b).
+impl<const N: usize> Backward<Flex, N> for LinearBackward {
+    type State = Saved;
+
+    fn backward(self, ops: Ops<Saved, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (dx, dw, db) = backward(&ops.state.x, &ops.state.weight, &grad, N == 3);
+        for (parent, grad) in ops.parents.iter().zip([Some(dx), Some(dw), db]) {
+            if let (Some(node), Some(grad)) = (parent, grad) {
+                grads.register::<Flex>(node.id, grad);
+            }
+        }
+    }
+}
+
+fn forward_recorded<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> AutodiffTensor {
+    let (x, x_node) = to_autodiff(x).into_parts();
+    let (weight, weight_node) = to_autodiff(weight).into_parts();
+    let saved = || Saved { x: x.clone(), weight: weight.clone() };
+    match bias {
+        None => match LinearBackward.prepare::<NoCheckpointing>([x_node, weight_node]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish(saved(), forward(&x, &weight, None)),
+            OpsKind::UnTracked(prep) => prep.finish(forward(&x, &weight, None)),
+        },
+        Some(bias) => {
+            let (bias, bias_node) = to_autodiff(bias).into_parts();
+            match LinearBackward.prepare::<NoCheckpointing>([x_node, weight_node, bias_node]).compute_bound().stateful() {
+                OpsKind::Tracked(prep) => prep.finish(saved(), forward(&x, &weight, Some(&bias))),
+                OpsKind::UnTracked(prep) => prep.finish(forward(&x, &weight, Some(&bias))),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{assert_close, input, values};
+    use burn::tensor::Device;
+
+    #[test]
+    fn fused_linear_matches_burns_forward_and_backward() {
+        let device = Device::flex().autodiff();
+        // Bias or not, and a transposed weight (the tied LM head).
+        for (with_bias, transposed) in [(false, false), (true, false), (false, true)] {
+            let run = |fused: bool| {
+                let x = input([3, 70, 9], 1, &device);
+                let w = if transposed { input([5, 9], 2, &device) } else { input([9, 5], 2, &device) };
+                let b = input([5], 3, &device);
+                let weight = if transposed { w.clone().transpose() } else { w.clone() };
+                let bias = with_bias.then(|| b.clone());
+                let y = if fused { linear(x.clone(), weight, bias) } else { burn::tensor::module::linear(x.clone(), weight, bias) };
+                let grads = (y.clone() * input([3, 70, 5], 4, &device)).sum().backward();
+                (values(y), [x.grad(&grads).map(values), w.grad(&grads).map(values), b.grad(&grads).map(values)])
+            };
+            let (fused, fused_grads) = run(true);
+            let (composed, composed_grads) = run(false);
+            let case = format!("bias {with_bias}, transposed {transposed}");
+            assert_close(&fused, &composed, 1e-5, &case);
+            for (name, (a, b)) in ["x", "weight", "bias"].iter().zip(fused_grads.into_iter().zip(composed_grads)) {
+                match (a, b) {
+                    (Some(a), Some(b)) => assert_close(&a, &b, 1e-5, &format!("{case}: d{name}")),
+                    (None, None) => assert!(!with_bias && *name == "bias"),
+                    _ => panic!("{case}: d{name} exists on one side only"),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! Work split over the cores: rayon's current pool natively (the one flex uses, or the pool a
+//! caller installed for its run), one thread in the browser.
+
+/// Below this many floating-point operations a task list runs on the calling thread: waking a
+/// worker costs more than the work.
+const PARALLEL_MIN_FLOPS: usize = 1 << 16;
+
+/// `task(i)` for every i in 0..tasks, in parallel when the total work (`flops`) is worth it.
+/// Returns the results in order.
+pub(crate) fn map<R: Send>(tasks: usize, flops: usize, task: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
+    #[cfg(not(target_family = "wasm"))]
+    if tasks > 1 && flops >= PARALLEL_MIN_FLOPS && rayon::current_num_threads() > 1 {
+        use rayon::prelude::*;
+        return (0..tasks).into_par_iter().map(task).collect();
+    }
+    let _ = flops;
+    (0..tasks).map(task).collect()
+}
+
+/// Contiguous ranges that split `len` items into about one chunk per thread (at least
+/// `min_chunk` items each), for row-wise kernels.
+pub(crate) fn chunks(len: usize, min_chunk: usize) -> Vec<std::ops::Range<usize>> {
+    #[cfg(not(target_family = "wasm"))]
+    let threads = rayon::current_num_threads();
+    #[cfg(target_family = "wasm")]
+    let threads = 1;
+    let count = (len / min_chunk.max(1)).clamp(1, 4 * threads);
+    let size = len.div_ceil(count);
+    (0..len).step_by(size.max(1)).map(|start| start..(start + size).min(len)).collect()
+}
+
+/// A raw pointer that tasks may share: each task writes a region no other task touches.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedMut(*mut f32);
+
+// SAFETY: tasks using a `SharedMut` write disjoint regions (each kernel says which), and the
+// buffer outlives the parallel section.
+unsafe impl Send for SharedMut {}
+unsafe impl Sync for SharedMut {}
+
+impl SharedMut {
+    pub(crate) fn new(buffer: &mut [f32]) -> Self {
+        Self(buffer.as_mut_ptr())
+    }
+
+    /// The spare capacity of `buffer`, `len` values, for tasks that write every one of them
+    /// before the caller sets the length.
+    pub(crate) fn new_uninit(buffer: &mut Vec<f32>, len: usize) -> Self {
+        assert!(buffer.capacity() >= len, "room for {len} values");
+        Self(buffer.as_mut_ptr())
+    }
+
+    /// Pointer to element `offset`.
+    ///
+    /// # Safety
+    /// `offset` must lie in the buffer.
+    pub(crate) unsafe fn at(self, offset: usize) -> *mut f32 {
+        unsafe { self.0.add(offset) }
+    }
+
+    /// The region [start, start + len) as a slice.
+    ///
+    /// # Safety
+    /// No other live slice may overlap the region, and it must lie in the buffer.
+    pub(crate) unsafe fn slice<'a>(self, start: usize, len: usize) -> &'a mut [f32] {
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
+    }
+}
