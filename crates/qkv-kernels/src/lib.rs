@@ -1,5 +1,5 @@
 //! Fused training ops for QKV Lab's GPT, each with its own backward pass: causal attention,
-//! layer norm, GELU, linear layers and cross-entropy; and AdamW's update as one pass per parameter.
+//! layer norm, GELU, linear layers, dropout and cross-entropy; and AdamW's update as one pass per parameter.
 //!
 //! Under autodiff Burn composes these from small tensor ops: attention's softmax alone is five
 //! ops, each allocating a tensor of [batch, heads, time, time] and recording a graph node, and the
@@ -17,6 +17,7 @@
 mod adamw;
 mod attention;
 mod cross_entropy;
+mod dropout;
 mod flex;
 mod gelu;
 mod layer_norm;
@@ -27,6 +28,7 @@ mod parallel;
 pub use adamw::{AdamWStep, adamw_update, sum_of_squares};
 pub use attention::{causal_attention, repeat_kv_heads};
 pub use cross_entropy::cross_entropy;
+pub use dropout::dropout;
 pub use flex::{fused_kernels_enabled, is_flex};
 pub use gelu::gelu;
 pub use layer_norm::layer_norm;

@@ -22,11 +22,7 @@ use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
 
 use crate::flex::{AutodiffTensor, Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
-use crate::math::matmul;
-use crate::parallel::{self, SharedMut};
-
-/// Rows of a block: enough for gemm to run at speed, few enough to give every core a block.
-const MIN_ROWS_PER_TASK: usize = 32;
+use crate::math::matmul_parallel;
 
 /// `x W + b` over the last dimension of `x`: [..., in] · [in, out] → [..., out].
 pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> Tensor<D> {
@@ -89,30 +85,16 @@ fn with_matrix<R>(weight: &FlexTensor, f: impl FnOnce(Matrix) -> R) -> R {
     }
 }
 
-/// `a [m, k] · b [k, n]` into a new row-major [m, n] buffer, split over the rows of `a` (which is
-/// row-major).
+/// `a [m, k] · b [k, n]` into a new row-major [m, n] buffer (`a` row-major).
 fn product(a: &[f32], m: usize, k: usize, b: Matrix) -> Vec<f32> {
     let n = b.cols;
     let mut out: Vec<f32> = Vec::with_capacity(m * n);
-    let dst = SharedMut::new_uninit(&mut out, m * n);
-    let blocks = parallel::chunks(m, MIN_ROWS_PER_TASK);
-    parallel::map(blocks.len(), 2 * m * n * k, |i| {
-        let rows = blocks[i].clone();
-        // SAFETY: block i's rows of the output belong to this task; gemm writes each of them
-        // without reading (not accumulating), so the buffer may start uninitialised.
-        unsafe {
-            matmul(
-                [rows.len(), n, k],
-                (dst.at(rows.start * n), n as isize, 1),
-                false,
-                (a.as_ptr().add(rows.start * k), k as isize, 1),
-                (b.at(0, 0), b.row_stride, b.col_stride),
-                1.0,
-            );
-        }
-    });
-    // SAFETY: every block wrote its rows: all m·n values are initialised.
-    unsafe { out.set_len(m * n) };
+    // SAFETY: gemm writes every value of the output without reading it (not accumulating), so
+    // the buffer may start uninitialised; the operands lie as their strides say.
+    unsafe {
+        matmul_parallel([m, n, k], (out.as_mut_ptr(), n as isize, 1), false, (a.as_ptr(), k as isize, 1), (b.at(0, 0), b.row_stride, b.col_stride), 1.0);
+        out.set_len(m * n);
+    }
     out
 }
 
@@ -147,24 +129,18 @@ fn backward(x: &FlexTensor, weight: &FlexTensor, grad: &FlexTensor, with_bias: b
         let x_t = Matrix { data: &x[..], offset: 0, rows, cols: inputs, row_stride: inputs as isize, col_stride: 1 }.transposed();
         let dy_m = Matrix { data: &dy[..], offset: 0, rows, cols: outputs, row_stride: outputs as isize, col_stride: 1 };
         let mut dw: Vec<f32> = Vec::with_capacity(inputs * outputs);
-        let dst = SharedMut::new_uninit(&mut dw, inputs * outputs);
-        let blocks = parallel::chunks(inputs, 8);
-        parallel::map(blocks.len(), 2 * rows * inputs * outputs, |i| {
-            let block = blocks[i].clone();
-            // SAFETY: rows `block` of dW belong to this task and are written whole.
-            unsafe {
-                matmul(
-                    [block.len(), outputs, rows],
-                    (dst.at(block.start * outputs), outputs as isize, 1),
-                    false,
-                    (x_t.at(block.start, 0), x_t.row_stride, x_t.col_stride),
-                    (dy_m.at(0, 0), dy_m.row_stride, dy_m.col_stride),
-                    1.0,
-                );
-            }
-        });
-        // SAFETY: the blocks cover every row of dW.
-        unsafe { dw.set_len(inputs * outputs) };
+        // SAFETY: as in `product`.
+        unsafe {
+            matmul_parallel(
+                [inputs, outputs, rows],
+                (dw.as_mut_ptr(), outputs as isize, 1),
+                false,
+                (x_t.at(0, 0), x_t.row_stride, x_t.col_stride),
+                (dy_m.at(0, 0), dy_m.row_stride, dy_m.col_stride),
+                1.0,
+            );
+            dw.set_len(inputs * outputs);
+        }
         let db = with_bias.then(|| {
             let mut db = vec![0f32; outputs];
             for row in dy.chunks_exact(outputs) {

@@ -10,8 +10,40 @@
 /// # Safety
 /// Every operand must lie in its buffer as its strides say, and `dst` must not overlap the
 /// others.
-#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn matmul(
+    shape: [usize; 3],
+    dst: (*mut f32, isize, isize),
+    accumulate: bool,
+    lhs: (*const f32, isize, isize),
+    rhs: (*const f32, isize, isize),
+    scale: f32,
+) {
+    unsafe { matmul_on(gemm::Parallelism::None, shape, dst, accumulate, lhs, rhs, scale) }
+}
+
+/// [`matmul`] spread over the current thread pool by gemm itself, which packs each operand
+/// once for all threads: for one large product.
+///
+/// # Safety
+/// As [`matmul`].
+pub(crate) unsafe fn matmul_parallel(
+    shape: [usize; 3],
+    dst: (*mut f32, isize, isize),
+    accumulate: bool,
+    lhs: (*const f32, isize, isize),
+    rhs: (*const f32, isize, isize),
+    scale: f32,
+) {
+    #[cfg(not(target_family = "wasm"))]
+    let parallelism = gemm::Parallelism::Rayon(rayon::current_num_threads());
+    #[cfg(target_family = "wasm")]
+    let parallelism = gemm::Parallelism::None;
+    unsafe { matmul_on(parallelism, shape, dst, accumulate, lhs, rhs, scale) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn matmul_on(
+    parallelism: gemm::Parallelism,
     [m, n, k]: [usize; 3],
     dst: (*mut f32, isize, isize),
     accumulate: bool,
@@ -43,7 +75,7 @@ pub(crate) unsafe fn matmul(
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            parallelism,
         );
     }
 }

@@ -43,13 +43,6 @@ impl SharedMut {
         Self(buffer.as_mut_ptr())
     }
 
-    /// The spare capacity of `buffer`, `len` values, for tasks that write every one of them
-    /// before the caller sets the length.
-    pub(crate) fn new_uninit(buffer: &mut Vec<f32>, len: usize) -> Self {
-        assert!(buffer.capacity() >= len, "room for {len} values");
-        Self(buffer.as_mut_ptr())
-    }
-
     /// Pointer to element `offset`.
     ///
     /// # Safety

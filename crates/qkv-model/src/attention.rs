@@ -3,12 +3,13 @@
 //! Shapes: x is [batch, time, n_embd]; per-head tensors are [batch, heads, time, d_k].
 
 use burn::module::Module;
-use burn::nn::{Dropout, DropoutConfig, Initializer, Linear};
+use burn::nn::{Initializer, Linear};
 use burn::tensor::activation::softmax;
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use qkv_kernels::{causal_attention, repeat_kv_heads};
 
 use crate::config::GptConfig;
+use crate::dropout::{Dropout, SeedStream};
 use crate::variant::{AttentionVariant, Projection};
 
 /// Channels of the (Q=K-V)+ positional encoding p_ij: half encode the query position i, half the
@@ -128,8 +129,8 @@ pub struct CausalSelfAttention {
 }
 
 impl CausalSelfAttention {
-    /// Builds the layer of a validated config.
-    pub fn new(config: &GptConfig, device: &Device) -> Self {
+    /// Builds the layer of a validated config; its dropout draws from `seeds`.
+    pub fn new(config: &GptConfig, seeds: &SeedStream, device: &Device) -> Self {
         let d = config.n_embd;
         let std = 0.02;
         let variant = config.attention.variant;
@@ -144,7 +145,7 @@ impl CausalSelfAttention {
             // with depth (GPT-2).
             w_o: init_linear(d, d, config.bias, std / (2.0 * config.n_layer as f64).sqrt(), device),
             asymmetry: None,
-            resid_dropout: DropoutConfig::new(config.dropout).init(),
+            resid_dropout: Dropout::new(config.dropout, seeds),
             variant,
             n_head: config.n_head,
             kv_heads: config.kv_heads(),
@@ -338,7 +339,7 @@ mod tests {
     fn identity_query_is_exactly_the_input_head_slices() {
         let device = Device::flex();
         let config = tiny_config(AttentionVariant::QueryIdentity);
-        let layer = CausalSelfAttention::new(&config, &device);
+        let layer = CausalSelfAttention::new(&config, &SeedStream::new(0), &device);
         let x = input(&device);
         let query = layer.project(x.clone()).query;
         assert_eq!(query.dims(), [2, 4, 5, 4]);
@@ -361,7 +362,7 @@ mod tests {
         for variant in [AttentionVariant::Standard, AttentionVariant::QueryIdentity, AttentionVariant::SharedKeyValue] {
             for kv_heads in [4, 2, 1] {
                 let config = tiny_config(variant).with_kv_heads(kv_heads);
-                let layer = CausalSelfAttention::new(&config, &device);
+                let layer = CausalSelfAttention::new(&config, &SeedStream::new(0), &device);
                 let projected = layer.project(input(&device));
                 assert_eq!(projected.query.dims(), [2, 4, 5, 4], "{variant}");
                 assert_eq!(projected.key.dims(), [2, kv_heads, 5, 4], "{variant}");
@@ -381,7 +382,7 @@ mod tests {
         // query and an input equal across head slices, every head's map is the same.
         let device = Device::flex();
         let config = tiny_config(AttentionVariant::QueryIdentity).with_kv_heads(1);
-        let layer = CausalSelfAttention::new(&config, &device);
+        let layer = CausalSelfAttention::new(&config, &SeedStream::new(0), &device);
         let slice: Vec<f32> = (0..5 * 4).map(|i| (i as f32 * 0.37).sin()).collect();
         let data: Vec<f32> = (0..5).flat_map(|t| (0..4).flat_map(|_| slice[t * 4..t * 4 + 4].to_vec()).collect::<Vec<_>>()).collect();
         let x = Tensor::from_data(TensorData::new(data, [1, 5, 16]), &device);
@@ -396,7 +397,7 @@ mod tests {
     fn shared_qk_logits_are_symmetric_and_the_asymmetric_term_breaks_them() {
         let device = Device::flex();
         let logits = |variant| {
-            let layer = CausalSelfAttention::new(&tiny_config(variant), &device);
+            let layer = CausalSelfAttention::new(&tiny_config(variant), &SeedStream::new(0), &device);
             let Projected { query, key, .. } = layer.project(input(&device));
             let mut logits = query.matmul(key.swap_dims(2, 3));
             if let Some(asymmetry) = &layer.asymmetry {

@@ -2,12 +2,13 @@
 //! attention variants and the theory's options).
 
 use burn::module::Module;
-use burn::nn::{Dropout, DropoutConfig, Embedding, Initializer, LayerNorm, LayerNormConfig, Linear};
+use burn::nn::{Embedding, Initializer, LayerNorm, LayerNormConfig, Linear};
 use qkv_kernels::{gelu, layer_norm, linear};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::attention::{CausalSelfAttention, LayerCache, apply_linear, init_linear};
 use crate::config::{ConfigError, GptConfig, Norm};
+use crate::dropout::{Dropout, SeedStream};
 
 const INIT_STD: f64 = 0.02;
 /// LayerNorm's ε (Burn's and PyTorch's default). Burn's module keeps its ε private, so the model
@@ -23,12 +24,12 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    fn new(config: &GptConfig, device: &Device) -> Self {
+    fn new(config: &GptConfig, seeds: &SeedStream, device: &Device) -> Self {
         let residual_std = INIT_STD / (2.0 * config.n_layer as f64).sqrt();
         Self {
             c_fc: init_linear(config.n_embd, config.mlp_hidden, config.bias, INIT_STD, device),
             c_proj: init_linear(config.mlp_hidden, config.n_embd, config.bias, residual_std, device),
-            dropout: DropoutConfig::new(config.dropout).init(),
+            dropout: Dropout::new(config.dropout, seeds),
         }
     }
 
@@ -65,12 +66,12 @@ pub struct Block {
 }
 
 impl Block {
-    fn new(config: &GptConfig, device: &Device) -> Self {
+    fn new(config: &GptConfig, seeds: &SeedStream, device: &Device) -> Self {
         Self {
             ln_1: new_layer_norm(config, device),
-            attn: CausalSelfAttention::new(config, device),
+            attn: CausalSelfAttention::new(config, seeds, device),
             ln_2: new_layer_norm(config, device),
-            mlp: Mlp::new(config, device),
+            mlp: Mlp::new(config, seeds, device),
             mlp_skip: config.mlp_skip,
         }
     }
@@ -143,35 +144,36 @@ static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Gpt {
     /// Validates `config` and builds the model with nanoGPT's initialisation on `device`, drawing
-    /// from the generator as it stands.
+    /// from the generator as it stands (dropout masks from seed 0).
     pub fn new(config: &GptConfig, device: &Device) -> Result<Self, ConfigError> {
         let _init = INIT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        Self::build(config, device)
+        Self::build(config, &SeedStream::new(0), device)
     }
 
-    /// [`Gpt::new`] from a freshly seeded generator: the same seed gives the same weights.
+    /// [`Gpt::new`] from a freshly seeded generator: the same seed gives the same weights, and
+    /// the same dropout masks in the same order.
     pub fn new_seeded(config: &GptConfig, device: &Device, seed: u64) -> Result<Self, ConfigError> {
         let _init = INIT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         device.seed(seed);
-        Self::build(config, device)
+        Self::build(config, &SeedStream::new(seed), device)
     }
 
     /// Builds the modules and draws every initial weight now: Burn initialises parameters
     /// lazily, on first use, which would happen outside [`INIT`] and after another thread may
     /// have reseeded the generator.
-    fn build(config: &GptConfig, device: &Device) -> Result<Self, ConfigError> {
+    fn build(config: &GptConfig, seeds: &SeedStream, device: &Device) -> Result<Self, ConfigError> {
         struct Materialise;
         impl burn::module::ModuleVisitor for Materialise {
             fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
                 let _ = param.val();
             }
         }
-        let model = Self::modules(config, device)?;
+        let model = Self::modules(config, seeds, device)?;
         model.visit(&mut Materialise);
         Ok(model)
     }
 
-    fn modules(config: &GptConfig, device: &Device) -> Result<Self, ConfigError> {
+    fn modules(config: &GptConfig, seeds: &SeedStream, device: &Device) -> Result<Self, ConfigError> {
         config.validate()?;
         let embedding = |rows: usize| Embedding {
             weight: Initializer::Normal { mean: 0.0, std: INIT_STD }.init([rows, config.n_embd], device),
@@ -179,9 +181,9 @@ impl Gpt {
         Ok(Self {
             wte: embedding(config.vocab_size),
             wpe: embedding(config.block_size),
-            drop: DropoutConfig::new(config.dropout).init(),
+            drop: Dropout::new(config.dropout, seeds),
             blocks: (0..if config.shared_layers { 1 } else { config.n_layer })
-                .map(|_| Block::new(config, device))
+                .map(|_| Block::new(config, seeds, device))
                 .collect(),
             ln_f: new_layer_norm(config, device),
             lm_head: (!config.tie_embeddings)

@@ -4,6 +4,7 @@
 pub mod accounting;
 pub mod attention;
 pub mod config;
+pub mod dropout;
 pub mod gpt;
 pub mod presets;
 pub mod reparam;

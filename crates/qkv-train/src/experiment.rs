@@ -145,16 +145,15 @@ impl Experiment {
     }
 
     /// Steps the active runs at the same time, each on a pool of its share of the threads the
-    /// caller computes with, when that can help and cannot change a result: on the CPU, with two
-    /// or more runs and threads to share. Runs with dropout stay in turn, since their masks come
-    /// from the backend's one random generator, which runs stepping together would interleave.
+    /// caller computes with, when that can help: on the CPU, with two or more runs and threads to
+    /// share. A run's result does not depend on it (its dropout masks come from its own seeds),
+    /// beyond the order in which a thread count adds partial sums.
     #[cfg(not(target_family = "wasm"))]
     fn step_concurrently(&mut self, batches: &[Batch]) -> Option<Vec<RunEvent>> {
         let active: Vec<usize> = (0..self.runs.len()).filter(|&i| self.runs[i].is_active()).collect();
         let threads = rayon::current_num_threads();
         let on_cpu = self.runs.iter().all(|r| qkv_kernels::is_flex(r.device()));
-        let dropout = self.runs.iter().any(|r| r.spec.model.dropout > 0.0);
-        if active.len() < 2 || threads < 2 || !on_cpu || dropout {
+        if active.len() < 2 || threads < 2 || !on_cpu {
             return None;
         }
         let per_run = (threads / active.len()).max(1);

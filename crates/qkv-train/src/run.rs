@@ -400,6 +400,30 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn dropout_runs_repeat_exactly_and_ignore_a_run_beside_them() {
+        let dataset = tiny_text();
+        let mut spec = tiny_spec(AttentionVariant::Standard, &dataset);
+        spec.model.dropout = 0.2;
+        let losses = |specs: Vec<RunSpec>| {
+            let mut experiment = Experiment::new(dataset.clone(), specs, &Device::flex()).unwrap();
+            (0..5).for_each(|_| drop(experiment.step()));
+            experiment.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>()
+        };
+        let alone = losses(vec![spec.clone()]);
+        assert_eq!(alone, losses(vec![spec.clone()]), "the same seed draws the same masks");
+        // Beside another run (stepping concurrently where there are cores) the masks stay the
+        // run's own; only the order of partial sums may differ with the thread count.
+        let mut other = tiny_spec(AttentionVariant::QueryIdentity, &dataset);
+        other.model.dropout = 0.2;
+        let beside = losses(vec![spec.clone(), other]);
+        for (a, b) in alone.iter().zip(&beside) {
+            assert!((a - b).abs() < 1e-5, "alone {alone:?}, beside another run {beside:?}");
+        }
+        spec.model.dropout = 0.0;
+        assert_ne!(alone, losses(vec![spec]), "dropout changes the losses");
+    }
+
+    #[test]
     fn a_diverging_run_stops_and_the_others_go_on() {
         let dataset = tiny_text();
         let healthy = tiny_spec(AttentionVariant::Standard, &dataset);

@@ -1,0 +1,143 @@
+//! Dropout whose mask is a function of a seed and each element's position: a counter-based
+//! generator, so the mask costs a few integer operations per element on every core, the backward
+//! pass recomputes it instead of storing it, and a run's masks depend on its own seeds alone (not
+//! on what else draws from Burn's process-wide generator, e.g. a run training beside it).
+
+use burn::backend::Flex;
+use burn::backend::TensorMetadata;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::flex::FlexTensor;
+use burn::nn::DropoutConfig;
+use burn::tensor::Tensor;
+
+use crate::flex::{Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::math::vectorised;
+use crate::parallel::{self, SharedMut};
+
+const MIN_PER_TASK: usize = 32 * 1024;
+
+/// Zeroes each element of `x` with probability `prob` and scales the rest by 1/(1 − prob). The
+/// mask is drawn from `seed` on flex (the same seed, the same mask) and from Burn's generator
+/// elsewhere. The caller decides whether dropout applies (training only).
+pub fn dropout<const D: usize>(x: Tensor<D>, prob: f64, seed: u64) -> Tensor<D> {
+    assert!((0.0..1.0).contains(&prob), "dropout probability {prob} is outside [0, 1)");
+    let mask = Mask::new(prob, seed);
+    match route(&x.device(), x.dtype()) {
+        Route::Composed => DropoutConfig::new(prob).init().forward(x),
+        Route::Flex => from_flex(mask.apply(&to_flex(x))),
+        Route::FlexAutodiff => {
+            let (x, node) = to_autodiff(x).into_parts();
+            from_autodiff(match DropoutBackward.prepare::<NoCheckpointing>([node]).compute_bound().stateful() {
+                OpsKind::Tracked(prep) => prep.finish(mask, mask.apply(&x)),
+                OpsKind::UnTracked(prep) => prep.finish(mask.apply(&x)),
+            })
+        }
+    }
+}
+
+/// A dropout mask, as its seed and rate: element i is kept when a hash of (seed, i) reaches the
+/// threshold.
+#[derive(Debug, Clone, Copy)]
+struct Mask {
+    seed: u64,
+    /// Kept when the 32-bit hash ≥ this: prob·2³².
+    threshold: u32,
+    scale: f32,
+}
+
+impl Mask {
+    fn new(prob: f64, seed: u64) -> Self {
+        Self { seed, threshold: (prob * 4_294_967_296.0) as u32, scale: (1.0 / (1.0 - prob)) as f32 }
+    }
+
+    /// `x ⊙ mask / (1 − prob)`: the forward pass, and the backward pass on the gradient.
+    fn apply(&self, x: &FlexTensor) -> FlexTensor {
+        let values = values(x);
+        let mut out = vec![0f32; values.len()];
+        let out_ptr = SharedMut::new(&mut out);
+        let chunks = parallel::chunks(values.len(), MIN_PER_TASK);
+        parallel::map(chunks.len(), values.len() * 12, |c| {
+            let span = chunks[c].clone();
+            // SAFETY: span c of the output belongs to this task.
+            let out = unsafe { out_ptr.slice(span.start, span.len()) };
+            mask_values(&values[span.clone()], span.start as u32, *self, out);
+        });
+        tensor(out, x.shape())
+    }
+}
+
+/// A well-mixed 32-bit hash of an element's position under a seed (murmur3's finaliser, twice
+/// keyed). Positions past 2³² would repeat masks; no tensor here comes near.
+#[inline(always)]
+fn hash(seed: u64, position: u32) -> u32 {
+    let mut h = position.wrapping_mul(0x9E37_79B9) ^ seed as u32;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85EB_CA6B);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xC2B2_AE35);
+    h ^= h >> 16;
+    h ^= (seed >> 32) as u32;
+    h = h.wrapping_mul(0x27D4_EB2D);
+    h ^ (h >> 15)
+}
+
+vectorised! {
+    fn mask_values(x: &[f32], first: u32, mask: Mask, out: &mut [f32]) {
+        for (i, (out, &x)) in out.iter_mut().zip(x).enumerate() {
+            let keep = hash(mask.seed, first.wrapping_add(i as u32)) >= mask.threshold;
+            *out = if keep { x * mask.scale } else { 0.0 };
+        }
+    }
+}
+
+#[derive(Debug)]
+struct DropoutBackward;
+
+impl Backward<Flex, 1> for DropoutBackward {
+    type State = Mask;
+
+    fn backward(self, ops: Ops<Mask, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = &ops.parents[0] {
+            grads.register::<Flex>(node.id, ops.state.apply(&grad));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{input, values};
+    use burn::tensor::Device;
+
+    #[test]
+    fn the_mask_keeps_the_expected_share_scales_it_and_is_its_own_gradient() {
+        let device = Device::flex().autodiff();
+        let x = (input([200, 500], 1, &device).abs() + 0.5).detach().require_grad();
+        let y = dropout(x.clone(), 0.2, 42);
+        let grads = y.clone().sum().backward();
+        let (x_values, y_values, dx) = (values(x.clone()), values(y), values(x.grad(&grads).unwrap()));
+        let kept = y_values.iter().filter(|&&v| v != 0.0).count() as f64 / y_values.len() as f64;
+        assert!((kept - 0.8).abs() < 0.005, "kept {kept}");
+        for ((x, y), d) in x_values.iter().zip(&y_values).zip(&dx) {
+            if *y == 0.0 {
+                assert_eq!(*d, 0.0);
+            } else {
+                assert!((y - x * 1.25).abs() < 1e-6 && (d - 1.25).abs() < 1e-6);
+            }
+        }
+    }
+
+    #[test]
+    fn a_seed_is_one_mask_and_another_seed_another() {
+        let device = Device::flex().autodiff();
+        let x = input([100, 100], 2, &device).abs() + 0.5;
+        let mask = |seed| values(dropout(x.clone(), 0.5, seed)).iter().map(|&v| v != 0.0).collect::<Vec<_>>();
+        assert_eq!(mask(7), mask(7));
+        let same = mask(7).iter().zip(mask(8)).filter(|(a, b)| **a == *b).count();
+        assert!((4_500..5_500).contains(&same), "seeds 7 and 8 agree on {same} of 10000 positions");
+    }
+}

@@ -1,0 +1,81 @@
+//! The model's dropout: a rate, and a stream of seeds the whole model shares, so that its masks
+//! are a function of the model's seed and how many masks it has drawn (see
+//! `qkv_kernels::dropout`): the same seed trains the same way whatever else runs beside it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use burn::module::Module;
+use burn::tensor::Tensor;
+
+/// Seeds for a model's dropout masks, one per mask drawn, shared by every dropout site of the
+/// model (clones share the count).
+#[derive(Debug, Clone)]
+pub struct SeedStream {
+    base: u64,
+    drawn: Arc<AtomicU64>,
+}
+
+impl SeedStream {
+    pub fn new(seed: u64) -> Self {
+        Self { base: seed, drawn: Arc::new(AtomicU64::new(0)) }
+    }
+
+    fn next(&self) -> u64 {
+        splitmix64(self.base ^ splitmix64(self.drawn.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+/// Sebastiano Vigna's SplitMix64 finaliser: well-spread seeds from consecutive numbers.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Dropout with rate `prob`, applied while training (on an autodiff device) only.
+#[derive(Module, Debug)]
+pub struct Dropout {
+    pub prob: f64,
+    #[module(skip)]
+    seeds: SeedStream,
+}
+
+impl Dropout {
+    pub fn new(prob: f64, seeds: &SeedStream) -> Self {
+        Self { prob, seeds: seeds.clone() }
+    }
+
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        if self.prob == 0.0 || !x.device().is_autodiff() {
+            return x;
+        }
+        qkv_kernels::dropout(x, self.prob, self.seeds.next())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::{Device, TensorData};
+
+    fn mask(dropout: &Dropout, device: &Device) -> Vec<bool> {
+        let x = Tensor::<2>::from_data(TensorData::new(vec![1f32; 64 * 64], [64, 64]), device).require_grad();
+        dropout.forward(x).into_data().iter::<f32>().map(|v| v != 0.0).collect()
+    }
+
+    #[test]
+    fn masks_follow_the_seed_and_the_count_and_evaluation_draws_none() {
+        let device = Device::flex().autodiff();
+        let (a, b) = (SeedStream::new(3), SeedStream::new(3));
+        let (da, db) = (Dropout::new(0.3, &a), Dropout::new(0.3, &b));
+        let first = mask(&da, &device);
+        assert_eq!(first, mask(&db, &device), "the same seed, the same first mask");
+        assert_ne!(first, mask(&da, &device), "the next draw is another mask");
+        // Without autodiff (evaluation, generation) nothing is dropped and no seed is used.
+        let plain = Tensor::<2>::from_data(TensorData::new(vec![1f32; 16], [4, 4]), &Device::flex());
+        assert_eq!(da.forward(plain).into_data().iter::<f32>().sum::<f32>(), 16.0);
+        assert_eq!(a.drawn.load(Ordering::Relaxed), 2);
+    }
+}
