@@ -402,12 +402,20 @@ mod tests {
 
     /// Every input layout the model produces: heads split from [batch, time, heads·d], GQA and
     /// MQA, a bias, and queries that are the newest of more keys (decoding with a cache).
+    /// The last cases are larger than a matrix kernel's register tile.
     #[test]
     fn fused_attention_matches_the_composed_ops_forward_and_backward() {
-        let cases = [(4, 4, 5, 5, false), (4, 2, 6, 6, true), (4, 1, 3, 7, false), (2, 2, 7, 7, true)];
+        let cases = [
+            (4, 4, 5, 5, 3, false),
+            (4, 2, 6, 6, 3, true),
+            (4, 1, 3, 7, 3, false),
+            (2, 2, 7, 7, 3, true),
+            (2, 1, 19, 35, 20, true),
+            (2, 2, 33, 33, 16, false),
+        ];
         let device = Device::flex().autodiff();
-        for (heads, kv_heads, t_q, t_k, with_bias) in cases {
-            let (batch, d) = (2, 3);
+        for (heads, kv_heads, t_q, t_k, d, with_bias) in cases {
+            let batch = 2;
             let scale = 0.4;
             let run = |fused: bool| {
                 let q = input([batch, t_q, heads * d], 1, &device);
@@ -428,7 +436,7 @@ mod tests {
             };
             let (fused, fused_grads) = run(true);
             let (composed, composed_grads) = run(false);
-            let case = format!("heads {heads}, kv_heads {kv_heads}, t_q {t_q}, t_k {t_k}, bias {with_bias}");
+            let case = format!("heads {heads}, kv_heads {kv_heads}, t_q {t_q}, t_k {t_k}, d {d}, bias {with_bias}");
             assert_close(&fused, &composed, 1e-5, &case);
             for (name, (a, b)) in ["query", "key", "value", "bias"].iter().zip(fused_grads.into_iter().zip(composed_grads)) {
                 match (a, b) {

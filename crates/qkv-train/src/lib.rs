@@ -19,6 +19,7 @@ pub mod recipe;
 pub mod rng;
 pub mod run;
 pub mod session;
+mod shards;
 pub mod synthetic;
 pub mod theory;
 pub mod tokenizer;

@@ -16,6 +16,7 @@ use crate::dataset::{Batch, Dataset};
 use crate::loss::{accuracy_counts, cross_entropy};
 use crate::optimizer::Optimiser;
 use crate::recipe::TrainingConfig;
+use crate::shards::{self, Shard};
 
 /// What a run is: a name, a model and how to train it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,17 +194,17 @@ impl Run {
         let mut accumulator = GradientsAccumulator::<Gpt>::new();
         let mut loss_sum: Option<Tensor<1>> = None;
         let micro = batches.len() as f64;
+        let parts = self.shards_per_batch();
         let mut tokens = 0;
         for batch in batches {
-            let (inputs, targets, mask) = batch_tensors(batch, &self.device);
-            let loss = cross_entropy(model.forward(inputs), targets, mask) / micro;
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            accumulator.accumulate(&model, grads);
-            let loss = loss.inner();
-            loss_sum = Some(match loss_sum {
-                Some(sum) => sum + loss,
-                None => loss,
-            });
+            let shards = shards::split(batch, parts);
+            for (loss, grads) in self.shard_steps(&model, &shards, micro) {
+                accumulator.accumulate(&model, grads);
+                loss_sum = Some(match loss_sum {
+                    Some(sum) => sum + loss,
+                    None => loss,
+                });
+            }
             tokens += batch.rows * batch.time;
         }
         let lr = self.spec.training.lr_at(self.step);
@@ -211,6 +212,40 @@ impl Run {
         self.model = Some(model);
         let loss = loss_sum.ok_or_else(|| RunError::Training("a step needs at least one batch".into()))?;
         Ok(PendingStep { values: Tensor::cat(vec![loss, grad_norm], 0), lr, tokens })
+    }
+
+    /// Into how many shards a batch is split ([`shards`]): one per thread of the caller's pool on
+    /// the CPU, one elsewhere (a GPU runs the whole batch at once). Not with dropout: its masks
+    /// are drawn from the model's one seed stream in the order of the layers' calls, which
+    /// threads would shuffle.
+    fn shards_per_batch(&self) -> usize {
+        #[cfg(not(target_family = "wasm"))]
+        if qkv_kernels::is_flex(&self.device) && self.spec.model.dropout == 0.0 {
+            return rayon::current_num_threads();
+        }
+        1
+    }
+
+    /// Each shard's weighted loss (not tracked) and gradients, in order; shards beyond the first
+    /// run on threads of their own.
+    fn shard_steps(&self, model: &Gpt, shards: &[Shard], micro: f64) -> Vec<(Tensor<1>, GradientsParams)> {
+        let step = |model: &Gpt, shard: &Shard| {
+            let (inputs, targets, mask) = batch_tensors(&shard.batch, &self.device);
+            let loss = cross_entropy(model.forward(inputs), targets, mask) * (shard.weight / micro);
+            let grads = GradientsParams::from_grads(loss.backward(), model);
+            (loss.inner(), grads)
+        };
+        #[cfg(not(target_family = "wasm"))]
+        if shards.len() > 1 {
+            // Each shard forks the parameters into leaves of its own: Burn's autodiff merges
+            // graphs that share a node and holds a graph's lock through a whole backward pass,
+            // so shards on the same leaves would take turns. Gradients are keyed by parameter,
+            // not by node, and meet again in the accumulator.
+            let forks: Vec<Gpt> = shards.iter().map(|_| model.clone().fork(&self.device)).collect();
+            let threads_each = (rayon::current_num_threads() / shards.len()).max(1);
+            return shards::on_threads(shards.len(), threads_each, |i| step(&forks[i], &shards[i]));
+        }
+        shards.iter().map(|shard| step(model, shard)).collect()
     }
 
     fn finish_step(&mut self, pending: PendingStep, values: &[f64], started: Instant) -> Result<StepRecord, RunError> {
