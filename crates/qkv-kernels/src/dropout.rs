@@ -22,9 +22,14 @@ const MIN_PER_TASK: usize = 32 * 1024;
 /// Zeroes each element of `x` with probability `prob` and scales the rest by 1/(1 − prob). The
 /// mask is drawn from `seed` on flex (the same seed, the same mask) and from Burn's generator
 /// elsewhere. The caller decides whether dropout applies (training only).
-pub fn dropout<const D: usize>(x: Tensor<D>, prob: f64, seed: u64) -> Tensor<D> {
+///
+/// `x` holds rows `first_row..` of a larger batch (0 for a whole one) along its first dimension:
+/// an element's mask is the one it has in the whole batch, so a batch trained in shards drops
+/// what it would drop in one piece.
+pub fn dropout<const D: usize>(x: Tensor<D>, prob: f64, seed: u64, first_row: usize) -> Tensor<D> {
     assert!((0.0..1.0).contains(&prob), "dropout probability {prob} is outside [0, 1)");
-    let mask = Mask::new(prob, seed);
+    let row_len = x.dims()[1..].iter().product::<usize>();
+    let mask = Mask::new(prob, seed, (first_row * row_len) as u32);
     match route(&x.device(), x.dtype()) {
         Route::Composed => DropoutConfig::new(prob).init().forward(x),
         Route::Flex => from_flex(mask.apply(&to_flex(x))),
@@ -38,19 +43,21 @@ pub fn dropout<const D: usize>(x: Tensor<D>, prob: f64, seed: u64) -> Tensor<D> 
     }
 }
 
-/// A dropout mask, as its seed and rate: element i is kept when a hash of (seed, i) reaches the
-/// threshold.
+/// A dropout mask, as its seed and rate: element i is kept when a hash of (seed, first + i)
+/// reaches the threshold.
 #[derive(Debug, Clone, Copy)]
 struct Mask {
     seed: u64,
+    /// The position of element 0 in the whole batch.
+    first: u32,
     /// Kept when the 32-bit hash ≥ this: prob·2³².
     threshold: u32,
     scale: f32,
 }
 
 impl Mask {
-    fn new(prob: f64, seed: u64) -> Self {
-        Self { seed, threshold: (prob * 4_294_967_296.0) as u32, scale: (1.0 / (1.0 - prob)) as f32 }
+    fn new(prob: f64, seed: u64, first: u32) -> Self {
+        Self { seed, first, threshold: (prob * 4_294_967_296.0) as u32, scale: (1.0 / (1.0 - prob)) as f32 }
     }
 
     /// `x ⊙ mask / (1 − prob)`: the forward pass, and the backward pass on the gradient.
@@ -63,7 +70,7 @@ impl Mask {
             let span = chunks[c].clone();
             // SAFETY: span c of the output belongs to this task.
             let out = unsafe { out_ptr.slice(span.start, span.len()) };
-            mask_values(&values[span.clone()], span.start as u32, *self, out);
+            mask_values(&values[span.clone()], self.first.wrapping_add(span.start as u32), *self, out);
         });
         tensor(out, x.shape())
     }
@@ -117,7 +124,7 @@ mod tests {
     fn the_mask_keeps_the_expected_share_scales_it_and_is_its_own_gradient() {
         let device = Device::flex().autodiff();
         let x = (input([200, 500], 1, &device).abs() + 0.5).detach().require_grad();
-        let y = dropout(x.clone(), 0.2, 42);
+        let y = dropout(x.clone(), 0.2, 42, 0);
         let grads = y.clone().sum().backward();
         let (x_values, y_values, dx) = (values(x.clone()), values(y), values(x.grad(&grads).unwrap()));
         let kept = y_values.iter().filter(|&&v| v != 0.0).count() as f64 / y_values.len() as f64;
@@ -135,9 +142,19 @@ mod tests {
     fn a_seed_is_one_mask_and_another_seed_another() {
         let device = Device::flex().autodiff();
         let x = input([100, 100], 2, &device).abs() + 0.5;
-        let mask = |seed| values(dropout(x.clone(), 0.5, seed)).iter().map(|&v| v != 0.0).collect::<Vec<_>>();
+        let mask = |seed| values(dropout(x.clone(), 0.5, seed, 0)).iter().map(|&v| v != 0.0).collect::<Vec<_>>();
         assert_eq!(mask(7), mask(7));
         let same = mask(7).iter().zip(mask(8)).filter(|(a, b)| **a == *b).count();
         assert!((4_500..5_500).contains(&same), "seeds 7 and 8 agree on {same} of 10000 positions");
+    }
+
+    #[test]
+    fn a_batch_in_shards_drops_what_it_drops_whole() {
+        let device = Device::flex();
+        let x = input([6, 5, 4], 3, &device).abs() + 0.5;
+        let whole = values(dropout(x.clone(), 0.5, 9, 0));
+        let top = values(dropout(x.clone().slice([0..2]), 0.5, 9, 0));
+        let bottom = values(dropout(x.slice([2..6]), 0.5, 9, 2));
+        assert_eq!([top, bottom].concat(), whole);
     }
 }

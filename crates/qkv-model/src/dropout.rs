@@ -14,11 +14,26 @@ use burn::tensor::Tensor;
 pub struct SeedStream {
     base: u64,
     drawn: Arc<AtomicU64>,
+    /// The rows this stream's masks cover start here in the batch (non-zero in a shard).
+    first_row: usize,
 }
 
 impl SeedStream {
     pub fn new(seed: u64) -> Self {
-        Self { base: seed, drawn: Arc::new(AtomicU64::new(0)) }
+        Self { base: seed, drawn: Arc::new(AtomicU64::new(0)), first_row: 0 }
+    }
+
+    /// A stream for the shard of a batch that starts at `first_row`: it draws the seeds this
+    /// stream would draw next, from a count of its own, so that shards on other threads draw the
+    /// same seeds and each masks its rows as the whole batch would. [`SeedStream::catch_up`]
+    /// afterwards.
+    pub fn shard(&self, first_row: usize) -> Self {
+        Self { base: self.base, drawn: Arc::new(AtomicU64::new(self.drawn.load(Ordering::Relaxed))), first_row }
+    }
+
+    /// Counts the draws a shard made (every shard makes the same) as this stream's own.
+    pub fn catch_up(&self, shard: &SeedStream) {
+        self.drawn.fetch_max(shard.drawn.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     fn next(&self) -> u64 {
@@ -47,11 +62,15 @@ impl Dropout {
         Self { prob, seeds: seeds.clone() }
     }
 
+    pub fn seeds(&self) -> &SeedStream {
+        &self.seeds
+    }
+
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         if self.prob == 0.0 || !x.device().is_autodiff() {
             return x;
         }
-        qkv_kernels::dropout(x, self.prob, self.seeds.next())
+        qkv_kernels::dropout(x, self.prob, self.seeds.next(), self.seeds.first_row)
     }
 }
 

@@ -193,6 +193,23 @@ impl Gpt {
         })
     }
 
+    /// The stream the model's dropout masks are drawn from.
+    pub fn seeds(&self) -> &SeedStream {
+        self.drop.seeds()
+    }
+
+    /// The model drawing its dropout masks from `seeds` (e.g. [`SeedStream::shard`]'s, for the
+    /// copy that trains one shard of a batch).
+    pub fn with_seeds(mut self, seeds: &SeedStream) -> Self {
+        let site = |dropout: &Dropout| Dropout::new(dropout.prob, seeds);
+        self.drop = site(&self.drop);
+        for block in &mut self.blocks {
+            block.attn.resid_dropout = site(&block.attn.resid_dropout);
+            block.mlp.dropout = site(&block.mlp.dropout);
+        }
+        self
+    }
+
     /// The block applied at each layer, in order (the same one throughout for shared layers).
     pub fn layers(&self) -> impl Iterator<Item = &Block> {
         (0..self.n_layer).map(|layer| &self.blocks[layer % self.blocks.len()])

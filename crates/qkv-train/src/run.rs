@@ -215,12 +215,10 @@ impl Run {
     }
 
     /// Into how many shards a batch is split ([`shards`]): one per thread of the caller's pool on
-    /// the CPU, one elsewhere (a GPU runs the whole batch at once). Not with dropout: its masks
-    /// are drawn from the model's one seed stream in the order of the layers' calls, which
-    /// threads would shuffle.
+    /// the CPU, one elsewhere (a GPU runs the whole batch at once).
     fn shards_per_batch(&self) -> usize {
         #[cfg(not(target_family = "wasm"))]
-        if qkv_kernels::is_flex(&self.device) && self.spec.model.dropout == 0.0 {
+        if qkv_kernels::is_flex(&self.device) {
             return rayon::current_num_threads();
         }
         1
@@ -241,9 +239,16 @@ impl Run {
             // graphs that share a node and holds a graph's lock through a whole backward pass,
             // so shards on the same leaves would take turns. Gradients are keyed by parameter,
             // not by node, and meet again in the accumulator.
-            let forks: Vec<Gpt> = shards.iter().map(|_| model.clone().fork(&self.device)).collect();
+            // Each also draws its dropout masks from a shard of the model's seed stream, which
+            // masks its rows as the whole batch would be masked.
+            let forks: Vec<Gpt> = shards
+                .iter()
+                .map(|shard| model.clone().fork(&self.device).with_seeds(&model.seeds().shard(shard.first_row)))
+                .collect();
             let threads_each = (rayon::current_num_threads() / shards.len()).max(1);
-            return shards::on_threads(shards.len(), threads_each, |i| step(&forks[i], &shards[i]));
+            let steps = shards::on_threads(shards.len(), threads_each, |i| step(&forks[i], &shards[i]));
+            model.seeds().catch_up(forks[0].seeds());
+            return steps;
         }
         shards.iter().map(|shard| step(model, shard)).collect()
     }
@@ -456,6 +461,30 @@ pub(crate) mod tests {
         }
         spec.model.dropout = 0.0;
         assert_ne!(alone, losses(vec![spec]), "dropout changes the losses");
+    }
+
+    /// A batch split over threads (one shard each) trains as it does in one piece, dropout
+    /// masks included; only the order of float sums differs.
+    #[cfg(not(target_family = "wasm"))]
+    #[test]
+    fn a_batch_in_shards_trains_as_it_does_whole() {
+        let dataset = tiny_text();
+        let mut spec = tiny_spec(AttentionVariant::Standard, &dataset);
+        spec.model.dropout = 0.2;
+        let losses_on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| {
+                let mut experiment = Experiment::new(dataset.clone(), vec![spec.clone()], &Device::flex()).unwrap();
+                assert_eq!(experiment.runs[0].shards_per_batch(), threads);
+                (0..4).for_each(|_| drop(experiment.step()));
+                experiment.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>()
+            })
+        };
+        let (whole, sharded) = (losses_on(1), losses_on(3));
+        assert_eq!(whole.len(), 4);
+        for (a, b) in whole.iter().zip(&sharded) {
+            assert!((a - b).abs() < 1e-5, "whole {whole:?}, in shards {sharded:?}");
+        }
     }
 
     #[test]

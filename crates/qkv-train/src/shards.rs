@@ -14,6 +14,8 @@ use crate::dataset::Batch;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Shard {
     pub batch: Batch,
+    /// Where the shard's rows start in the batch.
+    pub first_row: usize,
     /// The shard's counted tokens over the batch's: its mean loss times this is its part of the
     /// batch's mean.
     pub weight: f64,
@@ -30,7 +32,7 @@ pub(crate) fn split(batch: &Batch, parts: usize) -> Vec<Shard> {
     };
     let total = counted(0..batch.rows);
     if parts == 1 || total <= 0.0 {
-        return vec![Shard { batch: batch.clone(), weight: 1.0 }];
+        return vec![Shard { batch: batch.clone(), first_row: 0, weight: 1.0 }];
     }
     let size = batch.rows.div_ceil(parts);
     (0..batch.rows)
@@ -46,7 +48,7 @@ pub(crate) fn split(batch: &Batch, parts: usize) -> Vec<Shard> {
                 targets: batch.targets[cells.clone()].to_vec(),
                 loss_mask: batch.loss_mask.as_ref().map(|mask| mask[cells].to_vec()),
             };
-            (weight > 0.0).then_some(Shard { batch: shard, weight })
+            (weight > 0.0).then_some(Shard { batch: shard, first_row: rows.start, weight })
         })
         .collect()
 }
@@ -98,7 +100,8 @@ mod tests {
         assert_eq!(shards.iter().flat_map(|s| s.batch.inputs.clone()).collect::<Vec<_>>(), whole.inputs);
         assert_eq!(shards.iter().flat_map(|s| s.batch.targets.clone()).collect::<Vec<_>>(), whole.targets);
         assert_eq!(shards.iter().map(|s| s.weight).collect::<Vec<_>>(), [0.6, 0.4]);
-        assert_eq!(split(&whole, 1), [Shard { batch: whole.clone(), weight: 1.0 }]);
+        assert_eq!(shards.iter().map(|s| s.first_row).collect::<Vec<_>>(), [0, 3]);
+        assert_eq!(split(&whole, 1), [Shard { batch: whole.clone(), first_row: 0, weight: 1.0 }]);
         assert_eq!(split(&whole, 9).len(), 5, "no more shards than rows");
     }
 
@@ -111,7 +114,7 @@ mod tests {
         assert_eq!(shards.iter().map(|s| s.weight).collect::<Vec<_>>(), [0.25, 0.75]);
         assert_eq!(shards[1].batch.loss_mask.as_deref(), Some(&[1.0, 1.0, 1.0][..]));
         let nothing_counted = batch(2, 2, Some(vec![0.0; 4]));
-        assert_eq!(split(&nothing_counted, 2), [Shard { batch: nothing_counted.clone(), weight: 1.0 }]);
+        assert_eq!(split(&nothing_counted, 2), [Shard { batch: nothing_counted.clone(), first_row: 0, weight: 1.0 }]);
     }
 
     #[cfg(not(target_family = "wasm"))]
