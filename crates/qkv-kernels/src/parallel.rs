@@ -3,6 +3,7 @@
 
 /// Below this many floating-point operations a task list runs on the calling thread: waking a
 /// worker costs more than the work.
+#[cfg(not(target_family = "wasm"))]
 const PARALLEL_MIN_FLOPS: usize = 1 << 16;
 
 /// `task(i)` for every i in 0..tasks, in parallel when the total work (`flops`) is worth it.

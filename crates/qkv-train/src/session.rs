@@ -497,6 +497,11 @@ async fn yield_to_page(ms: i32) {
     let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
 
+/// How long the browser's session task trains before it hands the page back: most of a 60 Hz
+/// frame, so that the page still draws every frame.
+#[cfg(target_family = "wasm")]
+const BROWSER_TURN: std::time::Duration = std::time::Duration::from_millis(12);
+
 /// Starts the session task. `notify` is called after every batch of messages. The task ends
 /// when the handle is dropped.
 #[cfg(target_family = "wasm")]
@@ -512,7 +517,20 @@ pub fn spawn(session: Session, notify: impl Fn() + 'static) -> SessionHandle {
             drop(inbox);
             let batch = match command {
                 Some(command) => session.handle(command).await,
-                None if session.is_busy() => session.advance().await,
+                None if session.is_busy() => {
+                    // Short steps run back to back for up to one turn before the page gets the
+                    // thread back: a yield costs a timer tick (4 ms or more) and a frame, more
+                    // than a step of a small model takes.
+                    let started = web_time::Instant::now();
+                    let mut batch = Vec::new();
+                    loop {
+                        batch.extend(session.advance().await);
+                        let command_waiting = commands.upgrade().is_some_and(|inbox| !inbox.borrow().is_empty());
+                        if !session.is_busy() || command_waiting || started.elapsed() >= BROWSER_TURN {
+                            break batch;
+                        }
+                    }
+                }
                 None => {
                     // Idle: look for commands a few times per frame.
                     yield_to_page(5).await;

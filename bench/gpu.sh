@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# QKV Lab's training speed on a GPU machine, in a few minutes: both benchmark configurations
+# (nanoGPT's CPU recipe and its GPU recipe's shape), standard and wq-identity, on flex (the CPU)
+# and on wgpu (the GPU), one line per figure. Record its output in docs/performance.md.
+#
+#   bash bench/gpu.sh            # ~3 minutes after the build on a recent GPU
+#   QUICK=1 bash bench/gpu.sh    # batch 2, one short round each: checks that the script runs
+#                                # (also on lavapipe, wgpu on the CPU, without a GPU)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo build --release -p qkv-cli"
+cargo build --release --locked -p qkv-cli --quiet
+qkv="${CARGO_TARGET_DIR:-target}/release/qkv"
+
+if [ -n "${QUICK:-}" ]; then steps=2 rounds=1; else steps=10 rounds=3; fi
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | sed 's/^/gpu: /'
+
+# name, preset, batch
+configs=(
+  "nanoGPT-cpu shakespeare-char-cpu 12"
+  "nanoGPT-gpu-shape shakespeare-char 64"
+)
+for config in "${configs[@]}"; do
+  read -r name preset batch <<< "$config"
+  [ -n "${QUICK:-}" ] && batch=2
+  for backend in flex wgpu; do
+    if ! out=$("$qkv" bench --preset "$preset" --variants standard,wq-identity --backend "$backend" \
+      --batch "$batch" --steps "$steps" --rounds "$rounds" --warmup 3 --gen-tokens 16 --json 2> /tmp/qkv-gpu-bench.err); then
+      echo "$name on $backend: failed: $(tail -1 /tmp/qkv-gpu-bench.err)"
+      continue
+    fi
+    # One line per variant, from the JSON (no Python needed on the GPU machine).
+    echo "$out" | tr -d '\n ' | grep -o '"variant":"[^"]*"[^}]*"train_tokens_per_sec":[0-9.e+-]*' |
+      sed -E 's/"variant":"([^"]*)".*"train_tokens_per_sec":([0-9.e+-]*)/\1 \2/' |
+      while read -r variant rate; do
+        printf '%-18s %-5s batch %-3s %-12s %10.0f tok/s\n' "$name" "$backend" "$batch" "$variant" "$rate"
+      done
+  done
+done
