@@ -24,7 +24,7 @@ use burn::tensor::Tensor;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 
-use crate::flex::{Route, View4, from_autodiff, from_flex, route, strided_tensor, tensor, to_autodiff, to_flex, values};
+use crate::flex::{backward_step, Route, View4, from_autodiff, from_flex, route, strided_tensor, tensor, to_autodiff, to_flex, values};
 use crate::math::{self, matmul};
 use crate::parallel::{self, SharedMut};
 
@@ -337,13 +337,10 @@ impl<const N: usize> Backward<Flex, N> for AttentionBackward {
     type State = Saved;
 
     fn backward(self, ops: Ops<Saved, N>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<Flex>(&ops.node);
-        let (d_query, d_key, d_value, d_bias) = backward(&ops.state, &grad);
-        for (parent, grad) in ops.parents.iter().zip([Some(d_query), Some(d_key), Some(d_value), d_bias]) {
-            if let (Some(node), Some(grad)) = (parent, grad) {
-                grads.register::<Flex>(node.id, grad);
-            }
-        }
+        backward_step(ops, grads, |saved, grad| {
+            let (d_query, d_key, d_value, d_bias) = backward(saved, grad);
+            [Some(d_query), Some(d_key), Some(d_value), d_bias]
+        });
     }
 }
 

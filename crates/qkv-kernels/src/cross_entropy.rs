@@ -12,7 +12,7 @@ use burn::backend::flex::FlexTensor;
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Int, Tensor};
 
-use crate::flex::{Route, constant_to_flex, from_autodiff, from_flex, int_to_flex, int_values, route, tensor, to_autodiff, to_flex, values};
+use crate::flex::{backward_step, Route, constant_to_flex, from_autodiff, from_flex, int_to_flex, int_values, route, tensor, to_autodiff, to_flex, values};
 use crate::math::{self, exp, vectorised};
 use crate::parallel::{self, SharedMut};
 
@@ -150,10 +150,7 @@ impl Backward<Flex, 1> for CrossEntropyBackward {
     type State = Saved;
 
     fn backward(self, ops: Ops<Saved, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = &ops.parents[0] {
-            grads.register::<Flex>(node.id, backward(&ops.state, &grad));
-        }
+        backward_step(ops, grads, |saved, grad| [Some(backward(saved, grad))]);
     }
 }
 

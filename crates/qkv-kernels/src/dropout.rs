@@ -13,7 +13,7 @@ use burn::backend::flex::FlexTensor;
 use burn::nn::DropoutConfig;
 use burn::tensor::Tensor;
 
-use crate::flex::{Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::flex::{backward_step, Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
 use crate::math::vectorised;
 use crate::parallel::{self, SharedMut};
 
@@ -107,10 +107,7 @@ impl Backward<Flex, 1> for DropoutBackward {
     type State = Mask;
 
     fn backward(self, ops: Ops<Mask, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = &ops.parents[0] {
-            grads.register::<Flex>(node.id, ops.state.apply(&grad));
-        }
+        backward_step(ops, grads, |mask, grad| [Some(mask.apply(grad))]);
     }
 }
 

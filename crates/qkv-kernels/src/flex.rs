@@ -5,6 +5,8 @@ use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::Ops;
 use burn::backend::flex::{FlexTensor, Layout};
 use burn::backend::{Autodiff, BackendTypes, DispatchDevice, Flex, GradientCheckpointingStrategy};
 use burn::tensor::{Bytes, DType, Device, Int, Shape, Tensor};
@@ -13,6 +15,23 @@ use burn::tensor::{Bytes, DType, Device, Int, Shape, Tensor};
 pub(crate) type FlexAutodiff = Autodiff<Flex, NoCheckpointing>;
 /// A float tensor of [`FlexAutodiff`]: a flex tensor and its node in the graph.
 pub(crate) type AutodiffTensor = <FlexAutodiff as BackendTypes>::FloatTensorPrimitive;
+
+/// The frame of every fused op's backward: takes the gradient arriving at the op's output,
+/// computes the inputs' gradients from it and the saved `state` (in the order of the op's
+/// inputs), and hands each to its input where that input is tracked. `None` marks an input
+/// without one (e.g. an absent bias); gradients past the op's inputs are dropped.
+pub(crate) fn backward_step<S, const N: usize, G: IntoIterator<Item = Option<FlexTensor>>>(
+    ops: Ops<S, N>,
+    grads: &mut Gradients,
+    gradients: impl FnOnce(&S, &FlexTensor) -> G,
+) {
+    let grad = grads.consume::<Flex>(&ops.node);
+    for (parent, gradient) in ops.parents.iter().zip(gradients(&ops.state, &grad)) {
+        if let (Some(node), Some(gradient)) = (parent, gradient) {
+            grads.register::<Flex>(node.id, gradient);
+        }
+    }
+}
 
 /// Which implementation an op takes for tensors on `device`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

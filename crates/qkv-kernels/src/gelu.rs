@@ -10,7 +10,7 @@ use burn::backend::TensorMetadata;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
 
-use crate::flex::{Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::flex::{backward_step, Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
 use crate::math::{erf_with, exp, vectorised};
 use crate::parallel::{self, SharedMut};
 
@@ -92,10 +92,7 @@ impl Backward<Flex, 1> for GeluBackward {
     type State = FlexTensor;
 
     fn backward(self, ops: Ops<FlexTensor, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = &ops.parents[0] {
-            grads.register::<Flex>(node.id, backward(&ops.state, &grad));
-        }
+        backward_step(ops, grads, |x, grad| [Some(backward(x, grad))]);
     }
 }
 

@@ -18,7 +18,7 @@ use burn::backend::TensorMetadata;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
 
-use crate::flex::{AutodiffTensor, Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::flex::{backward_step, AutodiffTensor, Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
 use crate::math::{self, vectorised};
 use crate::parallel::{self, SharedMut};
 
@@ -205,13 +205,10 @@ impl<const N: usize> Backward<Flex, N> for LayerNormBackward {
     type State = Saved;
 
     fn backward(self, ops: Ops<Saved, N>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<Flex>(&ops.node);
-        let (dx, d_gamma, d_beta) = backward(&ops.state, &grad);
-        for (parent, grad) in ops.parents.iter().zip([dx, d_gamma, d_beta]) {
-            if let Some(node) = parent {
-                grads.register::<Flex>(node.id, grad);
-            }
-        }
+        backward_step(ops, grads, |saved, grad| {
+            let (dx, d_gamma, d_beta) = backward(saved, grad);
+            [Some(dx), Some(d_gamma), Some(d_beta)]
+        });
     }
 }
 

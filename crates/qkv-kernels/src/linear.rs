@@ -21,7 +21,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
 
-use crate::flex::{AutodiffTensor, Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::flex::{backward_step, AutodiffTensor, Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
 use crate::math::matmul_parallel;
 
 /// `x W + b` over the last dimension of `x`: [..., in] · [in, out] → [..., out].
@@ -166,13 +166,10 @@ impl<const N: usize> Backward<Flex, N> for LinearBackward {
     type State = Saved;
 
     fn backward(self, ops: Ops<Saved, N>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let grad = grads.consume::<Flex>(&ops.node);
-        let (dx, dw, db) = backward(&ops.state.x, &ops.state.weight, &grad, N == 3);
-        for (parent, grad) in ops.parents.iter().zip([Some(dx), Some(dw), db]) {
-            if let (Some(node), Some(grad)) = (parent, grad) {
-                grads.register::<Flex>(node.id, grad);
-            }
-        }
+        backward_step(ops, grads, |saved, grad| {
+            let (dx, dw, db) = backward(&saved.x, &saved.weight, grad, N == 3);
+            [Some(dx), Some(dw), db]
+        });
     }
 }
 

@@ -50,9 +50,6 @@ pub struct Experiment {
     batch_size: usize,
     grad_accum: usize,
     pub step: usize,
-    /// One compute pool per run that trains concurrently, kept between steps.
-    #[cfg(not(target_family = "wasm"))]
-    pools: Vec<rayon::ThreadPool>,
 }
 
 impl Experiment {
@@ -88,8 +85,6 @@ impl Experiment {
             batch_size,
             grad_accum,
             step,
-            #[cfg(not(target_family = "wasm"))]
-            pools: Vec::new(),
         })
     }
 
@@ -150,30 +145,17 @@ impl Experiment {
     /// beyond the order in which a thread count adds partial sums.
     #[cfg(not(target_family = "wasm"))]
     fn step_concurrently(&mut self, batches: &[Batch]) -> Option<Vec<RunEvent>> {
-        let active: Vec<usize> = (0..self.runs.len()).filter(|&i| self.runs[i].is_active()).collect();
+        let active = self.runs.iter().filter(|run| run.is_active()).count();
         let threads = rayon::current_num_threads();
         let on_cpu = self.runs.iter().all(|r| qkv_kernels::is_flex(r.device()));
-        if active.len() < 2 || threads < 2 || !on_cpu {
+        if active < 2 || threads < 2 || !on_cpu {
             return None;
         }
-        let per_run = (threads / active.len()).max(1);
-        if self.pools.len() != active.len() || self.pools.iter().any(|p| p.current_num_threads() != per_run) {
-            self.pools = (0..active.len())
-                .map(|_| rayon::ThreadPoolBuilder::new().num_threads(per_run).build())
-                .collect::<Result<_, _>>()
-                .ok()?;
-        }
+        let per_run = (threads / active).max(1);
         let val_batches = &self.val_batches;
-        let pools = &self.pools;
-        let runs = self.runs.iter_mut().enumerate().filter(|(_, run)| run.is_active());
-        Some(std::thread::scope(|scope| {
-            let handles: Vec<_> = runs
-                .zip(pools)
-                .map(|((index, run), pool)| {
-                    scope.spawn(move || pool.install(|| pollster::block_on(step_one(index, run, batches, val_batches))))
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().expect("a run's step panicked")).collect()
+        let runs: Vec<(usize, &mut Run)> = self.runs.iter_mut().enumerate().filter(|(_, run)| run.is_active()).collect();
+        Some(crate::threads::on_threads(runs, per_run, |(index, run)| {
+            pollster::block_on(step_one(index, run, batches, val_batches))
         }))
     }
 

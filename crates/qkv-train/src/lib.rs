@@ -22,6 +22,8 @@ pub mod session;
 mod shards;
 pub mod synthetic;
 pub mod theory;
+#[cfg(not(target_family = "wasm"))]
+mod threads;
 pub mod tokenizer;
 
 pub use corpus::{DataError, TextCorpus};

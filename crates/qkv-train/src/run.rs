@@ -246,7 +246,7 @@ impl Run {
                 .map(|shard| model.clone().fork(&self.device).with_seeds(&model.seeds().shard(shard.first_row)))
                 .collect();
             let threads_each = (rayon::current_num_threads() / shards.len()).max(1);
-            let steps = shards::on_threads(shards.len(), threads_each, |i| step(&forks[i], &shards[i]));
+            let steps = crate::threads::on_threads(forks.iter().zip(shards).collect(), threads_each, |(fork, shard)| step(fork, shard));
             model.seeds().catch_up(forks[0].seeds());
             return steps;
         }

@@ -53,36 +53,6 @@ pub(crate) fn split(batch: &Batch, parts: usize) -> Vec<Shard> {
         .collect()
 }
 
-/// Runs `work(i)` for every i in 0..tasks, each on a thread of its own with a rayon pool of
-/// `threads_each` for the kernels inside; results in order. The pools are kept for the calling
-/// thread's next step.
-#[cfg(not(target_family = "wasm"))]
-pub(crate) fn on_threads<R: Send>(tasks: usize, threads_each: usize, work: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    use std::cell::RefCell;
-    thread_local! {
-        static POOLS: RefCell<Vec<rayon::ThreadPool>> = const { RefCell::new(Vec::new()) };
-    }
-    POOLS.with_borrow_mut(|pools| {
-        if pools.len() < tasks || pools.iter().any(|p| p.current_num_threads() != threads_each) {
-            // A pool that cannot be built (no threads left) runs its shard on the global pool.
-            *pools = (0..tasks).filter_map(|_| rayon::ThreadPoolBuilder::new().num_threads(threads_each).build().ok()).collect();
-        }
-        let pools = &pools[..];
-        let work = &work;
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..tasks)
-                .map(|i| {
-                    scope.spawn(move || match pools.get(i) {
-                        Some(pool) => pool.install(|| work(i)),
-                        None => work(i),
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().expect("a shard's step panicked")).collect()
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,11 +85,5 @@ mod tests {
         assert_eq!(shards[1].batch.loss_mask.as_deref(), Some(&[1.0, 1.0, 1.0][..]));
         let nothing_counted = batch(2, 2, Some(vec![0.0; 4]));
         assert_eq!(split(&nothing_counted, 2), [Shard { batch: nothing_counted.clone(), first_row: 0, weight: 1.0 }]);
-    }
-
-    #[cfg(not(target_family = "wasm"))]
-    #[test]
-    fn work_on_threads_comes_back_in_order() {
-        assert_eq!(on_threads(3, 1, |i| i * 10), [0, 10, 20]);
     }
 }
