@@ -6,12 +6,21 @@
 #   bash bench/gpu.sh            # ~3 minutes after the build on a recent GPU
 #   QUICK=1 bash bench/gpu.sh    # batch 2, one short round each: checks that the script runs
 #                                # (also on lavapipe, wgpu on the CPU, without a GPU)
+#   FUSION=1 bash bench/gpu.sh   # adds rows for wgpu with Burn's kernel fusion and autotuning
+#                                # (a second build of Burn, in target/fusion)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+target="${CARGO_TARGET_DIR:-target}"
 echo "== cargo build --release -p qkv-cli"
 cargo build --release --locked -p qkv-cli --quiet
-qkv="${CARGO_TARGET_DIR:-target}/release/qkv"
+qkv="$target/release/qkv"
+builds=("$qkv")
+if [ -n "${FUSION:-}" ]; then
+  echo "== cargo build --release -p qkv-cli --features fusion"
+  cargo build --release --locked -p qkv-cli --features fusion --quiet --target-dir "$target/fusion"
+  builds+=("$target/fusion/release/qkv")
+fi
 
 if [ -n "${QUICK:-}" ]; then steps=2 rounds=1; else steps=10 rounds=3; fi
 
@@ -26,17 +35,20 @@ configs=(
 for config in "${configs[@]}"; do
   read -r name preset batch <<< "$config"
   [ -n "${QUICK:-}" ] && batch=2
-  for backend in flex wgpu; do
-    if ! out=$("$qkv" bench --preset "$preset" --variants standard,wq-identity --backend "$backend" \
+  for run in flex wgpu ${FUSION:+wgpu+fusion}; do
+    backend=${run%+fusion}
+    binary=$qkv
+    [ "$run" = wgpu+fusion ] && binary=${builds[1]}
+    if ! out=$("$binary" bench --preset "$preset" --variants standard,wq-identity --backend "$backend" \
       --batch "$batch" --steps "$steps" --rounds "$rounds" --warmup 3 --gen-tokens 16 --json 2> /tmp/qkv-gpu-bench.err); then
-      echo "$name on $backend: failed: $(tail -1 /tmp/qkv-gpu-bench.err)"
+      echo "$name on $run: failed: $(tail -1 /tmp/qkv-gpu-bench.err)"
       continue
     fi
     # One line per variant, from the JSON (no Python needed on the GPU machine).
     echo "$out" | tr -d '\n ' | grep -o '"variant":"[^"]*"[^}]*"train_tokens_per_sec":[0-9.e+-]*' |
       sed -E 's/"variant":"([^"]*)".*"train_tokens_per_sec":([0-9.e+-]*)/\1 \2/' |
       while read -r variant rate; do
-        printf '%-18s %-5s batch %-3s %-12s %10.0f tok/s\n' "$name" "$backend" "$batch" "$variant" "$rate"
+        printf '%-18s %-12s batch %-3s %-12s %10.0f tok/s\n' "$name" "$run" "$batch" "$variant" "$rate"
       done
   done
 done

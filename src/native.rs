@@ -11,64 +11,64 @@ use qkv_ui::Playground;
 use crate::shell::{self, SETUP_KEY};
 
 /// What the command line asked for.
-#[derive(Default)]
+#[derive(clap::Parser)]
+#[command(name = "qkv-lab", about = "Opens the QKV Lab playground")]
 struct ShellArgs {
+    /// Start training at once, print frame-time and training figures after SECS seconds and
+    /// exit (the smoke test and the frame-time benchmark).
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
     train_for: Option<f64>,
+    /// Open lesson N (counted from 1).
+    #[arg(long, value_name = "N", value_parser = lesson)]
     lesson: Option<usize>,
-    /// Prefer this compute ("wgpu" or "flex") over the automatic choice.
-    compute: Option<String>,
-    /// Window size in points.
+    /// Prefer this compute over the automatic choice.
+    #[arg(long, value_enum)]
+    compute: Option<ComputeChoice>,
+    /// The window's size in points.
+    #[arg(long, value_name = "WIDTHxHEIGHT", value_parser = window_size)]
     size: Option<[f32; 2]>,
 }
 
-impl ShellArgs {
-    fn parse() -> Result<Self, String> {
-        let mut parsed = ShellArgs::default();
-        let mut args = std::env::args().skip(1);
-        while let Some(arg) = args.next() {
-            let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
-            match arg.as_str() {
-                "--train-for" => {
-                    let v = value("--train-for")?;
-                    parsed.train_for =
-                        Some(v.parse().map_err(|_| format!("--train-for takes seconds, e.g. 10 (got '{v}')"))?);
-                }
-                "--lesson" => {
-                    let v = value("--lesson")?;
-                    let n: usize = v.parse().map_err(|_| format!("--lesson takes a number from 1 to {}", qkv_ui::lessons::LESSONS.len()))?;
-                    if !(1..=qkv_ui::lessons::LESSONS.len()).contains(&n) {
-                        return Err(format!("--lesson takes a number from 1 to {}", qkv_ui::lessons::LESSONS.len()));
-                    }
-                    parsed.lesson = Some(n - 1);
-                }
-                "--compute" => {
-                    let v = value("--compute")?;
-                    if v != "wgpu" && v != "flex" {
-                        return Err(format!("--compute takes wgpu or flex (got '{v}')"));
-                    }
-                    parsed.compute = Some(v);
-                }
-                "--size" => {
-                    let v = value("--size")?;
-                    let bad = || format!("--size takes WIDTHxHEIGHT in points, e.g. 1280x720 (got '{v}')");
-                    let (w, h) = v.split_once('x').ok_or_else(bad)?;
-                    let (w, h): (f32, f32) = (w.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?);
-                    if !(200.0..=10_000.0).contains(&w) || !(200.0..=10_000.0).contains(&h) {
-                        return Err(bad());
-                    }
-                    parsed.size = Some([w, h]);
-                }
-                "--help" | "-h" => {
-                    println!(
-                        "qkv-lab [--train-for SECS] [--lesson N] [--compute wgpu|flex] [--size WxH]\n  opens the QKV Lab playground"
-                    );
-                    std::process::exit(0);
-                }
-                other => return Err(format!("unknown argument '{other}': try --help")),
-            }
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ComputeChoice {
+    /// The GPU, through wgpu.
+    Wgpu,
+    /// The CPU, through burn's flex.
+    Flex,
+}
+
+impl ComputeChoice {
+    /// The start of the label the shell gives this compute.
+    fn label_prefix(self) -> &'static str {
+        match self {
+            ComputeChoice::Wgpu => "wgpu",
+            ComputeChoice::Flex => "flex",
         }
-        Ok(parsed)
     }
+}
+
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 => Ok(secs),
+        _ => Err("takes seconds above zero, e.g. 10".into()),
+    }
+}
+
+/// A lesson's number as people count (from 1), returned as its index.
+fn lesson(text: &str) -> Result<usize, String> {
+    let count = qkv_ui::lessons::LESSONS.len();
+    match text.parse::<usize>() {
+        Ok(n) if (1..=count).contains(&n) => Ok(n - 1),
+        _ => Err(format!("takes a lesson number from 1 to {count}")),
+    }
+}
+
+fn window_size(text: &str) -> Result<[f32; 2], String> {
+    let bad = || "takes WIDTHxHEIGHT in points between 200 and 10000, e.g. 1280x720".to_string();
+    let (w, h) = text.split_once('x').ok_or_else(bad)?;
+    let (w, h): (f32, f32) = (w.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?);
+    let fits = |v: f32| (200.0..=10_000.0).contains(&v);
+    if fits(w) && fits(h) { Ok([w, h]) } else { Err(bad()) }
 }
 
 struct Shell {
@@ -139,13 +139,8 @@ impl eframe::App for Shell {
 }
 
 pub fn run() -> eframe::Result {
-    let args = match ShellArgs::parse() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("qkv-lab: {message}");
-            std::process::exit(2);
-        }
-    };
+    // A bad argument exits with clap's message and status 2; --help prints the options.
+    let args = <ShellArgs as clap::Parser>::parse();
     // Training runs on flex's thread pool; one core stays with the window so it keeps drawing.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let _ = rayon::ThreadPoolBuilder::new().num_threads(cores.saturating_sub(1).max(1)).build_global();
@@ -165,8 +160,8 @@ pub fn run() -> eframe::Result {
             if let Some(why) = no_gpu {
                 eprintln!("qkv-lab: {why}; training on the CPU");
             }
-            if let Some(wanted) = &args.compute {
-                match computes.iter().position(|c| c.label.starts_with(wanted.as_str())) {
+            if let Some(wanted) = args.compute.map(ComputeChoice::label_prefix) {
+                match computes.iter().position(|c| c.label.starts_with(wanted)) {
                     Some(i) => computes.swap(0, i),
                     None => eprintln!("qkv-lab: no {wanted} device here; using {}", computes[0].label),
                 }
@@ -183,4 +178,41 @@ pub fn run() -> eframe::Result {
             }))
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<ShellArgs, String> {
+        ShellArgs::try_parse_from(std::iter::once("qkv-lab").chain(args.iter().copied())).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_options_parse_into_what_the_shell_uses() {
+        let args = parse(&["--train-for", "8", "--lesson", "3", "--compute", "flex", "--size", "1280x720"]).unwrap();
+        assert_eq!(args.train_for, Some(8.0));
+        assert_eq!(args.lesson, Some(2), "lessons are counted from 1 on the command line");
+        assert_eq!(args.compute.map(ComputeChoice::label_prefix), Some("flex"));
+        assert_eq!(args.size, Some([1280.0, 720.0]));
+        let none = parse(&[]).unwrap();
+        assert!(none.train_for.is_none() && none.lesson.is_none() && none.compute.is_none() && none.size.is_none());
+    }
+
+    #[test]
+    fn bad_values_say_what_they_take() {
+        let lessons = qkv_ui::lessons::LESSONS.len();
+        for (args, expected) in [
+            (vec!["--train-for", "soon"], "seconds above zero".to_string()),
+            (vec!["--lesson", "0"], format!("from 1 to {lessons}")),
+            (vec!["--lesson", &(lessons + 1).to_string()], format!("from 1 to {lessons}")),
+            (vec!["--compute", "tpu"], "wgpu".to_string()),
+            (vec!["--size", "12x9000"], "WIDTHxHEIGHT".to_string()),
+            (vec!["--frobnicate"], "--frobnicate".to_string()),
+        ] {
+            let error = parse(&args).err().unwrap_or_default();
+            assert!(error.contains(&expected), "{args:?}: {error}");
+        }
+    }
 }

@@ -108,10 +108,10 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         out: Default::default(),
     };
     let plan = train_args.plan(&args.variants);
-    let dataset = plan.dataset()?;
+    let dataset = plan.dataset().map_err(|e| e.to_string())?;
     let device = args.backend.device()?;
     let mut runs: Vec<Run> = plan
-        .specs(&dataset)?
+        .specs(&dataset).map_err(|e| e.to_string())?
         .into_iter()
         .map(|spec| Run::new(spec, &dataset, &device).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;

@@ -12,7 +12,7 @@ use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, ParamReport, Preset};
 use qkv_train::checkpoint::{to_bytes, write_atomically};
 use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
-use qkv_train::{DataSource, Experiment, Run, RunEvent, TokenizerKind};
+use qkv_train::{DataSource, Experiment, Run, RunEvent, RunStatus, TokenizerKind};
 
 use crate::report;
 
@@ -114,8 +114,10 @@ pub struct RunSummary {
     pub accuracy: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sequence_accuracy: Option<f64>,
-    /// "finished", or why the run stopped.
-    pub status: String,
+    /// Finished, or diverged; written as text ("finished", "diverged at step N"), as summaries
+    /// and saved seeds have always had it.
+    #[serde(with = "status_as_text")]
+    pub status: RunStatus,
 }
 
 impl RunSummary {
@@ -139,10 +141,24 @@ impl RunSummary {
             accuracy: last_eval.and_then(|e| e.accuracy),
             sequence_accuracy: last_eval.and_then(|e| e.sequence_accuracy),
             status: match run.status {
-                qkv_train::RunStatus::Diverged { step } => format!("diverged at step {step}"),
-                _ => "finished".into(),
+                diverged @ RunStatus::Diverged { .. } => diverged,
+                RunStatus::Training | RunStatus::Finished => RunStatus::Finished,
             },
         }
+    }
+}
+
+/// A [`RunStatus`] as the text its `Display` writes (JSON files stay readable and unchanged).
+mod status_as_text {
+    use qkv_train::RunStatus;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(status: &RunStatus, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(status)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RunStatus, D::Error> {
+        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -163,8 +179,8 @@ pub fn train_plan(plan: &ExperimentPlan, device: &Device) -> Result<(Experiment,
     if let TokenizerKind::Bpe { .. } = plan.tokenizer {
         eprintln!("training the {} tokenizer on the training split…", plan.tokenizer);
     }
-    let dataset = plan.dataset()?;
-    let specs = plan.specs(&dataset)?;
+    let dataset = plan.dataset().map_err(|e| e.to_string())?;
+    let specs = plan.specs(&dataset).map_err(|e| e.to_string())?;
     let mut experiment = Experiment::new(dataset, specs, device).map_err(|e| e.to_string())?;
     experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
 

@@ -82,9 +82,9 @@ pub async fn to_bytes_async(run: &Run, dataset: &Dataset, data: &str) -> Result<
     };
     let header = serde_json::to_vec(&header).map_err(|e| failed(e.to_string()))?;
     let mut store = BurnpackStore::from_bytes(None);
-    model_on_cpu(run.model()).await.map_err(failed)?.save_into(&mut store).map_err(|e| failed(format!("{e:?}")))?;
+    model_on_cpu(run.model()).await.map_err(|e| failed(e.to_string()))?.save_into(&mut store).map_err(|e| failed(format!("{e:?}")))?;
     let weights = store.get_bytes().map_err(|e| failed(format!("{e:?}")))?;
-    let optimiser = run.optimiser().to_bytes_async().await.map_err(failed)?;
+    let optimiser = run.optimiser().to_bytes_async().await.map_err(|e| failed(e.to_string()))?;
 
     Ok(assemble(&header, &weights, &optimiser))
 }
@@ -199,8 +199,8 @@ impl Checkpoint {
         // The loaded parameters carry their saved ids, which the optimiser state is keyed by.
         *optimiser = Optimiser::new(&header.spec.training)
             .load_bytes(self.optimiser.clone(), &device.clone().without_autodiff())
-            .map_err(|e| self.mismatch(e))?;
-        optimiser.check_fits(model).map_err(|e| self.mismatch(e))?;
+            .map_err(|e| self.mismatch(e.to_string()))?;
+        optimiser.check_fits(model).map_err(|e| self.mismatch(e.to_string()))?;
         run.restore(header.step, header.tokens, header.wall_secs, header.metrics);
         Ok(run)
     }

@@ -11,9 +11,14 @@ use burn::tensor::{Device, Tensor, TensorData};
 
 use qkv_model::Gpt;
 
+/// A read of the weights back from their device that failed (e.g. a lost GPU).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("reading the model's weights from the device failed: {0}")]
+pub struct WeightsReadError(pub String);
+
 /// `model` in validation mode on flex, with the same parameter ids (which checkpoints and the
 /// optimiser state are keyed by).
-pub async fn model_on_cpu(model: &Gpt) -> Result<Gpt, String> {
+pub async fn model_on_cpu(model: &Gpt) -> Result<Gpt, WeightsReadError> {
     let model = model.valid();
     let cpu = Device::flex();
     if model.devices().iter().all(|d| *d == cpu) {
@@ -31,7 +36,7 @@ pub async fn model_on_cpu(model: &Gpt) -> Result<Gpt, String> {
     model.visit(&mut flattened);
     let mut read = HashMap::new();
     for (id, tensor) in flattened.0 {
-        let data = tensor.into_data_async().await.map_err(|e| format!("reading the model's weights: {e:?}"))?;
+        let data = tensor.into_data_async().await.map_err(|e| WeightsReadError(format!("{e:?}")))?;
         read.insert(id, data);
     }
 

@@ -52,6 +52,22 @@ pub struct Optimiser {
 }
 
 // Burn's record names: `{id}.momentum.moment_1`, `{id}.momentum.time`, `{id}.__rank`.
+/// Why an optimiser state cannot be saved or restored.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OptimiserStateError {
+    /// Burn's record format refused the bytes (its errors carry no more than their text).
+    #[error("the optimiser state is not a readable record: {0}")]
+    Format(String),
+    #[error("reading the optimiser state from the device failed: {0}")]
+    Device(String),
+    #[error("the optimiser state of parameter {id} has no {what}")]
+    Missing { id: u64, what: &'static str },
+    #[error("the optimiser state has parameter {0}, which the model does not")]
+    UnknownParameter(u64),
+    #[error("the optimiser state of parameter {id} has {found} values; the parameter has {expected}")]
+    WrongSize { id: u64, found: usize, expected: usize },
+}
+
 const MOMENT_1: &str = "momentum.moment_1";
 const MOMENT_2: &str = "momentum.moment_2";
 const TIME: &str = "momentum.time";
@@ -84,12 +100,12 @@ impl Optimiser {
     }
 
     /// The state in Burn's optimiser-record layout, every tensor awaited rather than blocked on.
-    pub async fn to_bytes_async(&self) -> Result<Vec<u8>, String> {
+    pub async fn to_bytes_async(&self) -> Result<Vec<u8>, OptimiserStateError> {
         let mut tensors = Vec::new();
         let mut scalars = Vec::new();
         for (&id, moments) in &self.moments {
             for (leaf, tensor) in [(MOMENT_1, &moments.moment_1), (MOMENT_2, &moments.moment_2)] {
-                let data = tensor.clone().into_data_async().await.map_err(|e| format!("reading the optimiser state: {e:?}"))?;
+                let data = tensor.clone().into_data_async().await.map_err(|e| OptimiserStateError::Device(format!("{e:?}")))?;
                 let (bytes, shape, dtype) = data.into_parts();
                 tensors.push(burn_pack::Tensor::new(format!("{id}.{leaf}"), dtype, shape, Some(id), bytes));
             }
@@ -97,36 +113,37 @@ impl Optimiser {
             scalars.push((format!("{id}.{RANK}"), Scalar::from(moments.rank)));
         }
         let writer = scalars.iter().fold(burn_pack::Writer::new(tensors), |w, (key, value)| w.with_scalar(key, *value));
-        writer.into_bytes().map(|b| b.to_vec()).map_err(|e| format!("writing the optimiser state: {e:?}"))
+        writer.into_bytes().map(|b| b.to_vec()).map_err(|e| OptimiserStateError::Format(format!("{e:?}")))
     }
 
     /// [`Optimiser::to_bytes_async`], waiting for the reads (native only).
     #[cfg(not(target_family = "wasm"))]
-    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
+    pub fn to_bytes(&self) -> Result<Vec<u8>, OptimiserStateError> {
         pollster::block_on(self.to_bytes_async())
     }
 
     /// Restores the state saved by [`Optimiser::to_bytes`] (or by Burn's AdamW) into an
     /// optimiser for the same model, on `device`.
-    pub fn load_bytes(mut self, bytes: Vec<u8>, device: &Device) -> Result<Self, String> {
-        let reader = burn_pack::Reader::from_bytes(Bytes::from_bytes_vec(bytes)).map_err(|e| format!("{e:?}"))?;
+    pub fn load_bytes(mut self, bytes: Vec<u8>, device: &Device) -> Result<Self, OptimiserStateError> {
+        let format = |e: burn_pack::Error| OptimiserStateError::Format(format!("{e:?}"));
+        let reader = burn_pack::Reader::from_bytes(Bytes::from_bytes_vec(bytes)).map_err(format)?;
         let scalar = |key: String| reader.scalars().get(&key).and_then(|s| usize::try_from(*s).ok());
         let mut times = BTreeMap::new();
         for name in reader.tensor_names() {
             if let Some(id) = name.strip_suffix(&format!(".{MOMENT_1}")).and_then(|id| id.parse::<u64>().ok()) {
-                let time = scalar(format!("{id}.{TIME}")).ok_or(format!("the optimiser state of parameter {id} has no step count"))?;
-                let rank = scalar(format!("{id}.{RANK}")).ok_or(format!("the optimiser state of parameter {id} has no rank"))?;
+                let time = scalar(format!("{id}.{TIME}")).ok_or(OptimiserStateError::Missing { id, what: "step count" })?;
+                let rank = scalar(format!("{id}.{RANK}")).ok_or(OptimiserStateError::Missing { id, what: "rank" })?;
                 times.insert(id, (time, rank));
             }
         }
         let mut data: BTreeMap<String, TensorData> = BTreeMap::new();
-        for tensor in reader.into_tensors().map_err(|e| format!("{e:?}"))? {
-            let (name, dtype, shape, _, bytes) = tensor.into_parts().map_err(|e| format!("{e:?}"))?;
+        for tensor in reader.into_tensors().map_err(format)? {
+            let (name, dtype, shape, _, bytes) = tensor.into_parts().map_err(format)?;
             let n = shape.iter().product::<usize>();
             data.insert(name, TensorData::from_bytes(bytes, [n], dtype));
         }
-        let mut take = |id: u64, leaf: &str| -> Result<Tensor<1>, String> {
-            let d = data.remove(&format!("{id}.{leaf}")).ok_or(format!("the optimiser state of parameter {id} has no {leaf}"))?;
+        let mut take = |id: u64, leaf: &'static str| -> Result<Tensor<1>, OptimiserStateError> {
+            let d = data.remove(&format!("{id}.{leaf}")).ok_or(OptimiserStateError::Missing { id, what: leaf })?;
             Ok(Tensor::<1>::from_data(d, device))
         };
         self.moments = BTreeMap::new();
@@ -139,7 +156,7 @@ impl Optimiser {
 
     /// Whether every saved moment belongs to a parameter of `model` and has its size: a state
     /// from another model would otherwise fail at the next step instead of at loading.
-    pub fn check_fits(&self, model: &Gpt) -> Result<(), String> {
+    pub fn check_fits(&self, model: &Gpt) -> Result<(), OptimiserStateError> {
         struct Sizes(BTreeMap<u64, usize>);
         impl ModuleVisitor for Sizes {
             fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
@@ -149,11 +166,11 @@ impl Optimiser {
         let mut sizes = Sizes(BTreeMap::new());
         model.visit(&mut sizes);
         for (id, moments) in &self.moments {
-            let expected = sizes.0.get(id).ok_or(format!("the optimiser state has parameter {id}, which the model does not"))?;
+            let expected = *sizes.0.get(id).ok_or(OptimiserStateError::UnknownParameter(*id))?;
             for moment in [&moments.moment_1, &moments.moment_2] {
                 let [found] = moment.dims();
-                if found != *expected {
-                    return Err(format!("the optimiser state of parameter {id} has {found} values; the parameter has {expected}"));
+                if found != expected {
+                    return Err(OptimiserStateError::WrongSize { id: *id, found, expected });
                 }
             }
         }
@@ -320,6 +337,6 @@ mod tests {
     fn damaged_state_is_refused_with_the_reason() {
         let config = TrainingConfig::for_preset(qkv_model::Preset::Classroom);
         let err = Optimiser::new(&config).load_bytes(b"not burnpack".to_vec(), &Device::flex()).err().unwrap();
-        assert!(!err.is_empty());
+        assert!(matches!(err, OptimiserStateError::Format(_)), "{err:?}");
     }
 }

@@ -5,10 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use qkv_model::{AttentionVariant, Preset};
+use qkv_model::{AttentionVariant, ConfigError, Preset};
 
+use crate::corpus::DataError;
 use crate::dataset::{DataSource, Dataset};
-use crate::recipe::TrainingConfig;
+use crate::recipe::{TrainingConfig, TrainingConfigError};
 use crate::run::RunSpec;
 use crate::tokenizer::TokenizerKind;
 
@@ -122,15 +123,15 @@ impl ExperimentPlan {
     }
 
     /// Loads (or generates) the plan's data.
-    pub fn dataset(&self) -> Result<Dataset, String> {
-        Dataset::load(&self.data, self.tokenizer, self.seed()).map_err(|e| e.to_string())
+    pub fn dataset(&self) -> Result<Dataset, DataError> {
+        Dataset::load(&self.data, self.tokenizer, self.seed())
     }
 
     /// Every run's spec, its vocabulary fitted to `dataset`. Each error names the run and the
     /// setting to change.
-    pub fn specs(&self, dataset: &Dataset) -> Result<Vec<RunSpec>, String> {
+    pub fn specs(&self, dataset: &Dataset) -> Result<Vec<RunSpec>, PlanError> {
         if self.runs.is_empty() {
-            return Err("the experiment has no runs: add at least one".into());
+            return Err(PlanError::NoRuns);
         }
         let mut names: Vec<String> = Vec::new();
         self.runs
@@ -150,7 +151,7 @@ impl ExperimentPlan {
             .collect()
     }
 
-    fn spec(&self, run: &RunPlan, name: String, dataset: &Dataset) -> Result<RunSpec, String> {
+    fn spec(&self, run: &RunPlan, name: String, dataset: &Dataset) -> Result<RunSpec, PlanError> {
         let preset = self.preset.config();
         let mut model = preset.clone().with_variant(run.variant);
         model.vocab_size = dataset.vocab_size();
@@ -168,7 +169,9 @@ impl ExperimentPlan {
         model.mlp_hidden = run.mlp_hidden.unwrap_or(model.mlp_hidden);
         model.attention.kv_heads = run.kv_heads;
         model.attention.scale = run.scale;
-        model.validate().map_err(|e| format!("{name}: {e}"))?;
+        if let Err(error) = model.validate() {
+            return Err(PlanError::Model { run: name, error });
+        }
 
         let mut training = TrainingConfig::for_preset(self.preset).for_variant(run.variant);
         let t = &self.training;
@@ -185,9 +188,22 @@ impl ExperimentPlan {
         }
         training.weight_decay = run.weight_decay.or(t.weight_decay).unwrap_or(training.weight_decay);
         training.seed = self.seed();
-        training.validate().map_err(|e| format!("{name}: {e}"))?;
+        if let Err(error) = training.validate() {
+            return Err(PlanError::Training { run: name, error });
+        }
         Ok(RunSpec { name, model, training })
     }
+}
+
+/// A plan that cannot become runs: which run, and the setting to change.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error("the experiment has no runs: add at least one")]
+    NoRuns,
+    #[error("{run}: {error}")]
+    Model { run: String, error: ConfigError },
+    #[error("{run}: {error}")]
+    Training { run: String, error: TrainingConfigError },
 }
 
 #[cfg(test)]
@@ -231,9 +247,10 @@ mod tests {
             ..ExperimentPlan::default()
         };
         let err = plan.specs(&digits()).unwrap_err();
-        assert!(err.starts_with("shared-qk+gqa2:"), "{err}");
+        assert!(matches!(&err, PlanError::Model { run, .. } if run == "shared-qk+gqa2"), "{err:?}");
+        assert!(err.to_string().starts_with("shared-qk+gqa2:"), "{err}");
         let empty = ExperimentPlan { runs: vec![], ..ExperimentPlan::default() };
-        assert!(empty.specs(&digits()).unwrap_err().contains("no runs"));
+        assert_eq!(empty.specs(&digits()), Err(PlanError::NoRuns));
     }
 
     #[test]

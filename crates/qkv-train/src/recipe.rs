@@ -121,34 +121,48 @@ impl TrainingConfig {
         self.batch_size * self.grad_accum * time
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    /// Every setting in its range, checked before anything is allocated.
+    pub fn validate(&self) -> Result<(), TrainingConfigError> {
         let positive = [("steps", self.steps), ("batch_size", self.batch_size), ("grad_accum", self.grad_accum), ("eval_interval", self.eval_interval)];
-        for (name, value) in positive {
-            if value == 0 {
-                return Err(format!("{name} is 0: it must be at least 1"));
-            }
+        if let Some((name, _)) = positive.into_iter().find(|&(_, value)| value == 0) {
+            return Err(TrainingConfigError::Zero(name));
         }
         if !(self.lr.is_finite() && self.lr > 0.0) {
-            return Err(format!("lr ({}) must be a positive number, e.g. 1e-3", self.lr));
+            return Err(TrainingConfigError::LearningRate(self.lr));
         }
         if !(self.min_lr.is_finite() && self.min_lr >= 0.0 && self.min_lr <= self.lr) {
-            return Err(format!("min_lr ({}) must lie in [0, lr = {}]", self.min_lr, self.lr));
+            return Err(TrainingConfigError::MinLearningRate { min_lr: self.min_lr, lr: self.lr });
         }
         if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
-            return Err(format!("weight decay ({}) must be ≥ 0", self.weight_decay));
+            return Err(TrainingConfigError::WeightDecay(self.weight_decay));
         }
-        for (name, beta) in [("beta1", self.beta1), ("beta2", self.beta2)] {
-            if !(0.0..1.0).contains(&beta) {
-                return Err(format!("{name} ({beta}) must lie in [0, 1)"));
-            }
+        if let Some((name, value)) = [("beta1", self.beta1), ("beta2", self.beta2)].into_iter().find(|(_, beta)| !(0.0..1.0).contains(beta)) {
+            return Err(TrainingConfigError::Beta { name, value });
         }
         if let Some(clip) = self.grad_clip
             && !(clip.is_finite() && clip > 0.0)
         {
-            return Err(format!("grad_clip ({clip}) must be positive; leave it out to turn clipping off"));
+            return Err(TrainingConfigError::GradClip(clip));
         }
         Ok(())
     }
+}
+
+/// A training setting out of its range, with the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TrainingConfigError {
+    #[error("{0} is 0: it must be at least 1")]
+    Zero(&'static str),
+    #[error("lr ({0}) must be a positive number, e.g. 1e-3")]
+    LearningRate(f64),
+    #[error("min_lr ({min_lr}) must lie in [0, lr = {lr}]")]
+    MinLearningRate { min_lr: f64, lr: f64 },
+    #[error("weight decay ({0}) must be ≥ 0")]
+    WeightDecay(f64),
+    #[error("{name} ({value}) must lie in [0, 1)")]
+    Beta { name: &'static str, value: f64 },
+    #[error("grad_clip ({0}) must be positive; leave it out to turn clipping off")]
+    GradClip(f64),
 }
 
 #[cfg(test)]
@@ -179,9 +193,9 @@ mod tests {
         }
         let mut c = TrainingConfig::for_preset(Preset::Classroom);
         c.lr = -1.0;
-        assert!(c.validate().unwrap_err().contains("lr"));
+        assert!(c.validate().unwrap_err().to_string().contains("lr"));
         c.lr = 1e-3;
         c.batch_size = 0;
-        assert!(c.validate().unwrap_err().contains("batch_size"));
+        assert_eq!(c.validate(), Err(TrainingConfigError::Zero("batch_size")));
     }
 }

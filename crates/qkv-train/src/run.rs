@@ -15,7 +15,7 @@ use crate::corpus::DataError;
 use crate::dataset::{Batch, Dataset};
 use crate::loss::{accuracy_counts, cross_entropy};
 use crate::optimizer::Optimiser;
-use crate::recipe::TrainingConfig;
+use crate::recipe::{TrainingConfig, TrainingConfigError};
 use crate::shards::{self, Shard};
 
 /// What a run is: a name, a model and how to train it.
@@ -75,12 +75,47 @@ pub enum RunStatus {
     Diverged { step: usize },
 }
 
+/// As people read it, and as summaries and result tables write it: "training", "finished",
+/// "diverged at step N".
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunStatus::Training => f.write_str("training"),
+            RunStatus::Finished => f.write_str("finished"),
+            RunStatus::Diverged { step } => write!(f, "diverged at step {step}"),
+        }
+    }
+}
+
+/// A status that is not one [`RunStatus`] writes.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("unknown run status {0:?}: expected \"training\", \"finished\" or \"diverged at step N\"")]
+pub struct UnknownStatus(pub String);
+
+impl std::str::FromStr for RunStatus {
+    type Err = UnknownStatus;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "training" => Ok(RunStatus::Training),
+            "finished" => Ok(RunStatus::Finished),
+            _ => text
+                .strip_prefix("diverged at step ")
+                .and_then(|step| step.parse().ok())
+                .map(|step| RunStatus::Diverged { step })
+                .ok_or_else(|| UnknownStatus(text.to_string())),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("model configuration: {0}")]
     Config(#[from] ConfigError),
     #[error("training configuration: {0}")]
     Training(String),
+    #[error("training configuration: {0}")]
+    TrainingConfig(#[from] TrainingConfigError),
     #[error(transparent)]
     Data(#[from] DataError),
     #[error("diverged at step {step}: the loss became {loss}; lower the learning rate or raise the weight decay")]
@@ -135,7 +170,7 @@ fn read_values(data: TensorData) -> Result<Vec<f64>, RunError> {
 impl Run {
     /// Builds the model (seeded by the training seed) on `device` with autodiff.
     pub fn new(spec: RunSpec, dataset: &Dataset, device: &Device) -> Result<Self, RunError> {
-        spec.training.validate().map_err(RunError::Training)?;
+        spec.training.validate()?;
         spec.model.validate()?;
         if spec.model.vocab_size < dataset.vocab_size() {
             return Err(RunError::Training(format!(
@@ -466,6 +501,17 @@ pub(crate) mod tests {
     /// A batch split over threads (one shard each) trains as it does in one piece, dropout
     /// masks included; only the order of float sums differs.
     #[cfg(not(target_family = "wasm"))]
+    #[test]
+    fn statuses_read_back_as_written() {
+        for status in [RunStatus::Training, RunStatus::Finished, RunStatus::Diverged { step: 17 }] {
+            assert_eq!(status.to_string().parse::<RunStatus>(), Ok(status));
+        }
+        assert_eq!(RunStatus::Diverged { step: 3 }.to_string(), "diverged at step 3");
+        for text in ["", "Finished", "diverged", "diverged at step x"] {
+            assert_eq!(text.parse::<RunStatus>(), Err(UnknownStatus(text.to_string())), "{text:?}");
+        }
+    }
+
     #[test]
     fn a_batch_in_shards_trains_as_it_does_whole() {
         let dataset = tiny_text();

@@ -197,8 +197,8 @@ impl Session {
     }
 
     async fn load(&mut self, plan: &ExperimentPlan) -> Result<Vec<Message>, String> {
-        let dataset = plan.dataset()?;
-        let specs = plan.specs(&dataset)?;
+        let dataset = plan.dataset().map_err(|e| e.to_string())?;
+        let specs = plan.specs(&dataset).map_err(|e| e.to_string())?;
         let experiment = Experiment::new(dataset, specs, &self.device).map_err(|e| e.to_string())?;
         self.loaded(experiment, plan.data.to_string()).await
     }
@@ -222,7 +222,7 @@ impl Session {
             training: crate::plan::TrainingOverrides { seed: Some(header.spec.training.seed), ..Default::default() },
             ..ExperimentPlan::default()
         };
-        let dataset = plan.dataset()?;
+        let dataset = plan.dataset().map_err(|e| e.to_string())?;
         let run = checkpoint.into_run(&dataset, &self.device).map_err(|e| e.to_string())?;
         let experiment = Experiment::from_runs(dataset, vec![run]).map_err(|e| e.to_string())?;
         self.loaded(experiment, plan.data.to_string()).await
@@ -348,10 +348,10 @@ impl Session {
             Err(e) => return Err(e.to_string()),
         };
         // On the CPU copy: the conversion reads every weight, which the browser cannot block on.
-        let on_cpu = model_on_cpu(original.model()).await?;
-        let (conversion, report) = convert_and_measure(case, original, on_cpu, experiment.val_batches())?;
+        let on_cpu = model_on_cpu(original.model()).await.map_err(|e| e.to_string())?;
+        let (conversion, report) = convert_and_measure(case, original, on_cpu, experiment.val_batches()).map_err(|e| e.to_string())?;
         let name = format!("{} (W_Q eliminated)", original.spec.name);
-        let run = continue_converted(original, conversion, &name, experiment.dataset())?;
+        let run = continue_converted(original, conversion, &name, experiment.dataset()).map_err(|e| e.to_string())?;
         let info = RunInfo::of(&run);
         experiment.add_run(run).map_err(|e| e.to_string())?;
         let mut messages = vec![Message::Converted { from: index, info, report }];

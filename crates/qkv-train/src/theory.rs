@@ -8,12 +8,12 @@ use burn::module::Module;
 use burn::tensor::Device;
 use serde::Serialize;
 
-use qkv_model::reparam::{Conversion, ReparamCase, eliminate_query, eliminate_query_approx};
+use qkv_model::reparam::{Conversion, ReparamCase, ReparamError, eliminate_query, eliminate_query_approx};
 use qkv_model::{Gpt, GptConfig, Norm, ParamReport, Preset};
 
 use crate::dataset::{Batch, Dataset};
 use crate::loss::cross_entropy;
-use crate::run::{Run, RunSpec};
+use crate::run::{Run, RunError, RunSpec};
 
 /// The architectures the theory covers, and a LayerNorm model for the approximate mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -59,9 +59,8 @@ impl TheoryCase {
         config
     }
 
-    pub fn convert(self, model: &Gpt, config: &GptConfig) -> Result<Conversion, String> {
-        let converted = if self.is_exact() { eliminate_query(model, config) } else { eliminate_query_approx(model, config) };
-        converted.map_err(|e| e.to_string())
+    pub fn convert(self, model: &Gpt, config: &GptConfig) -> Result<Conversion, ReparamError> {
+        if self.is_exact() { eliminate_query(model, config) } else { eliminate_query_approx(model, config) }
     }
 }
 
@@ -152,7 +151,7 @@ pub struct ReparamReport {
 
 /// Converts `original`, the run's model in validation mode (on its own device or a copy on the
 /// CPU), and measures the conversion on `val`.
-pub fn convert_and_measure(case: TheoryCase, run: &Run, original: Gpt, val: &[Batch]) -> Result<(Conversion, ReparamReport), String> {
+pub fn convert_and_measure(case: TheoryCase, run: &Run, original: Gpt, val: &[Batch]) -> Result<(Conversion, ReparamReport), ReparamError> {
     let conversion = case.convert(&original, &run.spec.model)?;
     let device = original.devices().first().cloned().unwrap_or_else(|| run.device().clone().without_autodiff());
     let agreement = compare(&original, &conversion.model, val, &device);
@@ -175,9 +174,9 @@ pub fn convert_and_measure(case: TheoryCase, run: &Run, original: Gpt, val: &[Ba
 
 /// A run that continues training a converted model: its own spec (the converted architecture),
 /// the original's metrics so curves continue, a fresh optimiser.
-pub fn continue_converted(original: &Run, conversion: Conversion, name: &str, dataset: &Dataset) -> Result<Run, String> {
+pub fn continue_converted(original: &Run, conversion: Conversion, name: &str, dataset: &Dataset) -> Result<Run, RunError> {
     let spec = RunSpec { name: name.to_string(), model: conversion.config, training: original.spec.training.clone() };
-    Run::from_model(spec, conversion.model, original, dataset).map_err(|e| e.to_string())
+    Run::from_model(spec, conversion.model, original, dataset)
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! The reports' findings: mean ± std over seeds, the tables, and each paper's claims checked
 //! against the numbers, saying where this run differs from the paper and by how much.
 
+use qkv_train::RunStatus;
+
 use super::Study;
 use super::seeds::Outcome;
 
@@ -63,7 +65,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
                 (Some((m, _, _)), Some(r)) => change(m, r),
                 _ => "-".into(),
             },
-            list.iter().filter(|o| o.summary.status != "finished").count(),
+            list.iter().filter(|o| o.summary.status != RunStatus::Finished).count(),
             list.len()
         );
     }
@@ -119,7 +121,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
         );
     }
     let lowered: Vec<&(String, Vec<&Outcome>)> = rows.iter().filter(|(n, _)| n.contains("wd=")).collect();
-    let diverged: usize = lowered.iter().map(|(_, l)| l.iter().filter(|o| o.summary.status != "finished").count()).sum();
+    let diverged: usize = lowered.iter().map(|(_, l)| l.iter().filter(|o| o.summary.status != RunStatus::Finished).count()).sum();
     let total: usize = lowered.iter().map(|(_, l)| l.len()).sum();
     let without_decay: Vec<String> = rows
         .iter()
@@ -302,7 +304,7 @@ mod tests {
                 kv_cache_bytes_per_token: 4096,
                 accuracy: None,
                 sequence_accuracy: None,
-                status: "finished".into(),
+                status: RunStatus::Finished,
             },
             curve: LossCurve { name: name.into(), train: vec![(1, 4.0)], val: vec![(2000, loss as f32)] },
         }

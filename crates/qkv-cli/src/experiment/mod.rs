@@ -13,6 +13,7 @@ use serde::Serialize;
 use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, GptConfig, ParamReport, Preset};
 use qkv_train::checkpoint::{Checkpoint, to_bytes, write_atomically};
+use qkv_train::csv;
 use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
 use qkv_train::{DataSource, Experiment, Run, RunEvent, SyntheticTask, TokenizerKind};
 
@@ -197,8 +198,8 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, String> {
 /// there, and checkpointing at every evaluation.
 fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -> Result<Experiment, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let dataset = plan.dataset()?;
-    let specs = plan.specs(&dataset)?;
+    let dataset = plan.dataset().map_err(|e| e.to_string())?;
+    let specs = plan.specs(&dataset).map_err(|e| e.to_string())?;
     let path = |name: &str| dir.join(format!("{}.qkv", name.replace(['/', ' ', '='], "_")));
     let saved: Vec<PathBuf> = specs.iter().map(|s| path(&s.name)).filter(|p| p.exists()).collect();
     let mut experiment = if saved.len() == specs.len() {
@@ -240,40 +241,17 @@ fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -
 }
 
 /// `work(0..count)` on up to `jobs` threads at once, results in index order.
-fn in_parallel<T: Send>(count: usize, jobs: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<T>>> = (0..count).map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.min(count) {
-            scope.spawn(|| {
-                loop {
-                    let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if index >= count {
-                        break;
-                    }
-                    let result = work(index);
-                    *results[index].lock().expect("no job panicked holding it") = Some(result);
-                }
-            });
-        }
-    });
-    results.into_iter().map(|r| r.into_inner().expect("no job panicked holding it").expect("every index was done")).collect()
+fn in_parallel<T: Send>(count: usize, jobs: usize, work: impl Fn(usize) -> T + Sync + Send) -> Result<Vec<T>, String> {
+    use rayon::prelude::*;
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().map_err(|e| format!("cannot start {jobs} job threads: {e}"))?;
+    Ok(pool.install(|| (0..count).into_par_iter().map(work).collect()))
 }
 
+/// Now, to the minute, as the reports write it: "2026-11-30 09:55 UTC".
 fn utc_date() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let days = (secs / 86_400) as i64 + 719_468;
-    let era = days.div_euclid(146_097);
-    let doe = days - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let time = secs % 86_400;
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02} UTC", time / 3600, time / 60 % 60)
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    // "2026-11-30T09:55:12Z": the date, then hours and minutes.
+    format!("{} {} UTC", &stamp[..10], &stamp[11..16])
 }
 
 pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
@@ -322,7 +300,7 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
             result.save(&results)?;
             Ok(result)
         };
-        for trained in in_parallel(seeds, args.jobs, train) {
+        for trained in in_parallel(seeds, args.jobs, train)? {
             let result = trained?;
             provenance += &format!(
                 "- {} seed {}: finished {} on {} after {:.0} s of training (its runs' clocks), by `{}`\n",
@@ -342,26 +320,37 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
     let write = |name: &str, text: &str| {
         std::fs::write(out.join(name), text).map_err(|e| format!("cannot write {}: {e}", out.join(name).display()))
     };
-    let mut csv = String::from("study,run,seed,variant,kv_heads,weight_decay,total_params,kv_cache_bytes_per_token,final_val_loss,best_val_loss,accuracy,status\n");
-    let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
-    for o in &outcomes {
-        csv += &format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
-            o.study,
-            o.summary.name,
-            o.seed,
-            o.summary.variant,
+    let header = [
+        "study",
+        "run",
+        "seed",
+        "variant",
+        "kv_heads",
+        "weight_decay",
+        "total_params",
+        "kv_cache_bytes_per_token",
+        "final_val_loss",
+        "best_val_loss",
+        "accuracy",
+        "status",
+    ];
+    let rows = outcomes.iter().map(|o| {
+        [
+            o.study.clone(),
+            o.summary.name.clone(),
+            o.seed.to_string(),
+            o.summary.variant.to_string(),
             o.kv_heads.map_or(String::new(), |k| k.to_string()),
-            o.weight_decay,
-            o.summary.total_params,
-            o.summary.kv_cache_bytes_per_token,
-            opt(o.summary.final_val_loss),
-            opt(o.summary.best_val_loss),
-            opt(o.summary.accuracy),
-            o.summary.status
-        );
-    }
-    write("results.csv", &csv)?;
+            o.weight_decay.to_string(),
+            o.summary.total_params.to_string(),
+            o.summary.kv_cache_bytes_per_token.to_string(),
+            csv::optional(o.summary.final_val_loss),
+            csv::optional(o.summary.best_val_loss),
+            csv::optional(o.summary.accuracy),
+            o.summary.status.to_string(),
+        ]
+    });
+    write("results.csv", &csv::table(&header, rows))?;
     let mut plots = String::new();
     for study in &studies {
         let first_seed = study.plan.seed();
@@ -422,7 +411,7 @@ mod tests {
                 calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 i * i
             });
-            assert_eq!(squares, vec![0, 1, 4, 9], "jobs {jobs}");
+            assert_eq!(squares.unwrap(), vec![0, 1, 4, 9], "jobs {jobs}");
             assert_eq!(calls.into_inner(), 4, "jobs {jobs}");
         }
     }
@@ -468,6 +457,8 @@ mod tests {
     #[test]
     fn dates_are_civil() {
         let date = utc_date();
-        assert!(date.starts_with("20") && date.ends_with("UTC") && date.len() == 20, "{date}");
+        let b = date.as_bytes();
+        assert!(date.starts_with("20") && date.ends_with(" UTC") && date.len() == 20, "{date}");
+        assert!(b[4] == b'-' && b[7] == b'-' && b[10] == b' ' && b[13] == b':', "{date}");
     }
 }
