@@ -34,7 +34,7 @@ pub struct ReparamArgs {
 }
 
 fn progress(label: &str, step: usize, total: usize, loss: f64) {
-    if step % 50 == 0 || step == total {
+    if step.is_multiple_of(50) || step == total {
         eprintln!("{label} step {step}/{total}: loss {loss:.4}");
     }
 }

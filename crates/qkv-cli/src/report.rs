@@ -104,10 +104,13 @@ impl LossCurve {
     }
 }
 
+/// (step, loss) points of one curve, as the plot takes them.
+type Points = Vec<(f64, f64)>;
+
 /// Train (thin, smoothed) and validation (thick) loss against step, one colour per run.
 pub fn loss_svg(curves: &[LossCurve], path: &Path) -> Result<(), String> {
     let failed = |e: String| format!("cannot draw {}: {e}", path.display());
-    let smooth = |values: &[(f64, f64)]| -> Vec<(f64, f64)> {
+    let smooth = |values: &[(f64, f64)]| -> Points {
         // Exponential moving average: single-batch losses are noisy.
         let mut average = None;
         values
@@ -119,10 +122,10 @@ pub fn loss_svg(curves: &[LossCurve], path: &Path) -> Result<(), String> {
             })
             .collect()
     };
-    let curves: Vec<(String, Vec<(f64, f64)>, Vec<(f64, f64)>)> = curves
+    let curves: Vec<(String, Points, Points)> = curves
         .iter()
         .map(|curve| {
-            let train: Vec<(f64, f64)> = curve.train.iter().map(|&(step, loss)| (step as f64, f64::from(loss))).collect();
+            let train: Points = curve.train.iter().map(|&(step, loss)| (step as f64, f64::from(loss))).collect();
             let val = curve.val.iter().map(|&(step, loss)| (step as f64, f64::from(loss))).collect();
             (curve.name.clone(), smooth(&train), val)
         })

@@ -150,8 +150,8 @@ mod tests {
         let device = Device::flex();
         let x = input([6, 5, 4], 3, &device).abs() + 0.5;
         let whole = values(dropout(x.clone(), 0.5, 9, 0));
-        let top = values(dropout(x.clone().slice([0..2]), 0.5, 9, 0));
-        let bottom = values(dropout(x.slice([2..6]), 0.5, 9, 2));
+        let top = values(dropout(x.clone().narrow(0, 0, 2), 0.5, 9, 0));
+        let bottom = values(dropout(x.narrow(0, 2, 4), 0.5, 9, 2));
         assert_eq!([top, bottom].concat(), whole);
     }
 }

@@ -125,7 +125,7 @@ impl GptConfig {
                 return Err(ConfigError::Zero { field });
             }
         }
-        if self.n_embd % self.n_head != 0 {
+        if !self.n_embd.is_multiple_of(self.n_head) {
             return Err(ConfigError::EmbdNotDivisibleByHeads { n_embd: self.n_embd, n_head: self.n_head });
         }
         let kv_heads = self.kv_heads();
@@ -135,7 +135,7 @@ impl GptConfig {
         if kv_heads > self.n_head {
             return Err(ConfigError::MoreKvHeadsThanHeads { kv_heads, n_head: self.n_head });
         }
-        if self.n_head % kv_heads != 0 {
+        if !self.n_head.is_multiple_of(kv_heads) {
             return Err(ConfigError::HeadsNotDivisibleByKvHeads { n_head: self.n_head, kv_heads });
         }
         let variant = self.attention.variant;

@@ -180,7 +180,7 @@ impl Dataset {
     pub fn val_batches(&self, count: usize, rows: usize, block_size: usize, seed: u64) -> Vec<Batch> {
         match self {
             Dataset::Text(text) => {
-                let mut rng = Rng::new(seed ^ 0x5EED_0F_7A1);
+                let mut rng = Rng::new(seed ^ 0x5_EED0_F7A1);
                 (0..count).map(|_| text_batch(&text.val, rows, block_size, |n| rng.below(n))).collect()
             }
             // The whole validation set, in order, so accuracy is measured on all of it.

@@ -384,7 +384,7 @@ impl Run {
     /// Whether an evaluation is due after the step just taken.
     pub fn eval_due(&self) -> bool {
         self.step > 0
-            && (self.step % self.spec.training.eval_interval == 0 || self.step >= self.spec.training.steps)
+            && (self.step.is_multiple_of(self.spec.training.eval_interval) || self.step >= self.spec.training.steps)
     }
 
     pub(crate) fn parts_mut(&mut self) -> (&mut Option<Gpt>, &mut Optimiser) {
@@ -421,7 +421,7 @@ pub(crate) mod tests {
     use qkv_model::{AttentionVariant, Preset};
 
     pub(crate) fn tiny_text() -> Dataset {
-        let corpus = TextCorpus::from_bytes("tiny", crate::corpus::SHAKESPEARE[..20_000].as_bytes()).unwrap();
+        let corpus = TextCorpus::from_bytes("tiny", &crate::corpus::SHAKESPEARE.as_bytes()[..20_000]).unwrap();
         Dataset::from_text(&corpus, TokenizerKind::Char).unwrap()
     }
 

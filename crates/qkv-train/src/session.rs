@@ -94,7 +94,8 @@ pub enum Message {
     Sampled { run: usize, text: String },
     Exported { run: usize, name: String, checkpoint: Vec<u8>, metrics_csv: String },
     /// A converted model joined as run `info`; `report` says how exactly it matches `from`.
-    Converted { from: usize, info: RunInfo, report: ReparamReport },
+    /// (Boxed: the message is rare and large, and every message would carry its size.)
+    Converted { from: usize, info: Box<RunInfo>, report: Box<ReparamReport> },
     /// Playing or paused, as the session now is.
     Playing(bool),
     /// Every run has finished or stopped.
@@ -207,13 +208,12 @@ impl Session {
         let checkpoint = Checkpoint::from_bytes(name, bytes).map_err(|e| e.to_string())?;
         let header = &checkpoint.header;
         let source: DataSource = header.data.parse()?;
-        if let DataSource::File(path) = &source {
-            if !std::path::Path::new(path).exists() && crate::corpus::uploaded(path).is_none() {
+        if let DataSource::File(path) = &source
+            && !std::path::Path::new(path).exists() && crate::corpus::uploaded(path).is_none() {
                 return Err(format!(
                     "{name} was trained on {path}, which is not here: put the file back at that path (in the browser: upload it) to continue training it"
                 ));
             }
-        }
         // The data as the run saw it: same source, tokenizer and seed (synthetic examples
         // are generated from it).
         let plan = ExperimentPlan {
@@ -354,7 +354,7 @@ impl Session {
         let run = continue_converted(original, conversion, &name, experiment.dataset()).map_err(|e| e.to_string())?;
         let info = RunInfo::of(&run);
         experiment.add_run(run).map_err(|e| e.to_string())?;
-        let mut messages = vec![Message::Converted { from: index, info, report }];
+        let mut messages = vec![Message::Converted { from: index, info: Box::new(info), report: Box::new(report) }];
         messages.push(Message::Attention(self.attention().await?));
         Ok(messages)
     }
@@ -665,8 +665,7 @@ mod tests {
         let next = session.run(Command::Step);
         assert_eq!(next.iter().filter(|m| matches!(m, Message::Stepped { .. })).count(), 2);
 
-        let mut standard_layers = ExperimentPlan::default();
-        standard_layers.preset = Preset::Theory;
+        let standard_layers = ExperimentPlan { preset: Preset::Theory, ..ExperimentPlan::default() };
         session.run(Command::Load(standard_layers));
         let refused = session.run(Command::EliminateQuery { run: 0 });
         assert!(matches!(&refused[..], [Message::Failed(e)] if e.contains("shared_layers")), "{refused:?}");

@@ -482,12 +482,11 @@ impl Playground {
             if ui.button("load checkpoint…").on_hover_text("or drop a .qkv file on the page").clicked() {
                 self.pick_file(".qkv", ui.ctx());
             }
-            if let Some(link) = self.share_link.clone() {
-                if ui.button("copy link to this setup").on_hover_text(&link).clicked() {
+            if let Some(link) = self.share_link.clone()
+                && ui.button("copy link to this setup").on_hover_text(&link).clicked() {
                     ui.ctx().copy_text(link);
                     self.notice = Some(("copied a link that opens this setup".into(), false));
                 }
-            }
         });
     }
 

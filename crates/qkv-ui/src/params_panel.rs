@@ -89,7 +89,8 @@ impl ParamsPanel {
                 ui.strong(format!("{}\n{}", column.variant.name(), column.variant.notation()));
             }
             ui.end_row();
-            let rows: [(&str, fn(&VariantColumn) -> usize); 4] = [
+            type Count = fn(&VariantColumn) -> usize;
+            let rows: [(&str, Count); 4] = [
                 ("total", |c| c.report.total_params),
                 ("non-embedding", |c| c.report.non_embedding_params),
                 ("attention", |c| c.report.attention_params),

@@ -94,8 +94,8 @@ impl SessionView {
             }
             Message::Converted { from, info, report } => {
                 let used: Vec<Color32> = self.runs.iter().map(|r| r.colour).collect();
-                self.runs.push(RunView::new(info, crate::palette::first_unused(&used)));
-                self.conversion = Some((from, report));
+                self.runs.push(RunView::new(*info, crate::palette::first_unused(&used)));
+                self.conversion = Some((from, *report));
                 self.error = None;
             }
             Message::Stepped { run, record, eval } => {
