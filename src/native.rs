@@ -170,12 +170,7 @@ pub fn run() -> eframe::Result {
             if let Some(lesson) = args.lesson {
                 playground.load_lesson(lesson);
             }
-            Ok(Box::new(Shell {
-                playground,
-                train_for: args.train_for,
-                started: Instant::now(),
-                smoke_started: false,
-            }))
+            Ok(Box::new(Shell { playground, train_for: args.train_for, started: Instant::now(), smoke_started: false }))
         }),
     )
 }

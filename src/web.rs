@@ -13,8 +13,8 @@ use std::rc::Rc;
 
 use eframe::egui;
 use eframe::wasm_bindgen::JsCast;
-use eframe::wasm_bindgen::closure::Closure;
 use eframe::wasm_bindgen::JsValue;
+use eframe::wasm_bindgen::closure::Closure;
 use qkv_model::burn::tensor::Device;
 use qkv_ui::setup_panel::Setup;
 use qkv_ui::{Compute, Playground};
@@ -56,11 +56,7 @@ fn query_value(key: &str) -> Option<String> {
 fn setup_in_address() -> Option<Result<String, String>> {
     let hash = location()?.hash().ok()?;
     let encoded = hash.strip_prefix(HASH_PREFIX)?;
-    Some(
-        js_sys::decode_uri_component(encoded)
-            .map(String::from)
-            .map_err(|_| "the link's setup is not valid URI encoding".to_string()),
-    )
+    Some(js_sys::decode_uri_component(encoded).map(String::from).map_err(|_| "the link's setup is not valid URI encoding".to_string()))
 }
 
 struct WebShell {
@@ -99,10 +95,8 @@ impl WebShell {
             playground.notice = Some((format!("{e}; starting from your last setup"), true));
         }
         if let Some(why) = no_gpu.filter(|_| !forced_cpu) {
-            playground.notice = Some((
-                format!("{why}: training runs on the CPU inside the page, slower. Chrome, Edge and Safari 26+ have WebGPU."),
-                true,
-            ));
+            playground.notice =
+                Some((format!("{why}: training runs on the CPU inside the page, slower. Chrome, Edge and Safari 26+ have WebGPU."), true));
         }
         show_status("", false);
         let export_requests = Rc::new(RefCell::new(Vec::new()));
@@ -240,15 +234,10 @@ pub fn start() {
                 }
             };
         }
-        let started = eframe::WebRunner::new()
-            .start(canvas, options, Box::new(move |cc| Ok(Box::new(WebShell::new(cc, own_gpu)))))
-            .await;
+        let started = eframe::WebRunner::new().start(canvas, options, Box::new(move |cc| Ok(Box::new(WebShell::new(cc, own_gpu))))).await;
         if let Err(e) = started {
             let reason = e.as_string().unwrap_or_else(|| format!("{e:?}"));
-            show_status(
-                &format!("QKV Lab cannot start in this browser: {reason}. Try a current Chrome, Edge, Firefox or Safari."),
-                true,
-            );
+            show_status(&format!("QKV Lab cannot start in this browser: {reason}. Try a current Chrome, Edge, Firefox or Safari."), true);
         }
     });
 }

@@ -44,6 +44,14 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
 fi
 
 start=$(date +%s)
+# Style and lints first: they take seconds when warm and fail before the long tiers run.
+for component in rustfmt clippy; do
+  rustup component list --installed | grep -q "^$component" || rustup component add "$component"
+done
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
 echo "== cargo test --workspace"
 cargo test --workspace --locked
 echo "== all tests passed in $(( $(date +%s) - start )) s"

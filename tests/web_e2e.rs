@@ -145,7 +145,11 @@ fn answer(mut stream: TcpStream, dist: &Path, reports: &Sender<String>) -> std::
     let file = if path == "/" { dist.join("index.html") } else { dist.join(path.trim_start_matches('/')) };
     let (status, body, kind) = match std::fs::read(&file) {
         Ok(body) if file.ends_with("index.html") => {
-            let html = String::from_utf8_lossy(&body).replacen("<head>", &format!("<head>{}", REPORTER.replace("__STEPS__", &STEPS.to_string())), 1);
+            let html = String::from_utf8_lossy(&body).replacen(
+                "<head>",
+                &format!("<head>{}", REPORTER.replace("__STEPS__", &STEPS.to_string())),
+                1,
+            );
             ("200 OK", html.into_bytes(), content_type(&file))
         }
         Ok(body) => ("200 OK", body, content_type(&file)),
@@ -328,8 +332,7 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
         return;
     }
     assert!(tool(&["trunk"]).is_some(), "needs trunk: cargo install --locked trunk@0.21.14 (or set QKV_SKIP_WEB=1)");
-    let chromium = tool(&["chromium", "chromium-browser"])
-        .expect("needs Chromium: apt-get install chromium (or set QKV_SKIP_WEB=1)");
+    let chromium = tool(&["chromium", "chromium-browser"]).expect("needs Chromium: apt-get install chromium (or set QKV_SKIP_WEB=1)");
     let dist = build_page();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();

@@ -111,7 +111,8 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let dataset = plan.dataset().map_err(|e| e.to_string())?;
     let device = args.backend.device()?;
     let mut runs: Vec<Run> = plan
-        .specs(&dataset).map_err(|e| e.to_string())?
+        .specs(&dataset)
+        .map_err(|e| e.to_string())?
         .into_iter()
         .map(|spec| Run::new(spec, &dataset, &device).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;

@@ -233,16 +233,10 @@ fn side_by_side(rows: &[ParamsRow]) -> String {
     out += &line("non-embedding", rows.iter().map(|r| millions(r.non_embedding_params)).collect());
     out += &line("attention", rows.iter().map(|r| millions(r.attention_params)).collect());
     out += &line("Δ total vs standard", rows.iter().map(|r| percent_change(r.total_params, standard.total_params)).collect());
-    out += &line(
-        "Δ attention",
-        rows.iter().map(|r| percent_change(r.attention_params, standard.attention_params)).collect(),
-    );
+    out += &line("Δ attention", rows.iter().map(|r| percent_change(r.attention_params, standard.attention_params)).collect());
     out += &line(&format!("KV/token ({})", rows[0].dtype), rows.iter().map(|r| bytes(r.kv_cache_bytes_per_token)).collect());
     out += &line(&format!("KV @ {}", rows[0].context), rows.iter().map(|r| bytes(r.kv_cache_bytes)).collect());
-    out += &line(
-        "Δ KV cache",
-        rows.iter().map(|r| percent_change(r.kv_cache_bytes, standard.kv_cache_bytes)).collect(),
-    );
+    out += &line("Δ KV cache", rows.iter().map(|r| percent_change(r.kv_cache_bytes, standard.kv_cache_bytes)).collect());
     out
 }
 

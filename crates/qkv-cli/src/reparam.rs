@@ -62,7 +62,8 @@ pub fn run(args: &ReparamArgs) -> Result<(), String> {
         progress("train", record.step, args.steps, record.train_loss);
     }
     let trained = &experiment.runs[0];
-    let (conversion, mut report) = convert_and_measure(args.case, trained, trained.model().valid(), experiment.val_batches()).map_err(|e| e.to_string())?;
+    let (conversion, mut report) =
+        convert_and_measure(args.case, trained, trained.model().valid(), experiment.val_batches()).map_err(|e| e.to_string())?;
     if !args.case.is_exact() && args.finetune > 0 {
         let converted = continue_converted(&experiment.runs[0], conversion, "converted", &dataset).map_err(|e| e.to_string())?;
         let mut finetune = Experiment::from_runs(dataset, vec![converted]).map_err(|e| e.to_string())?;

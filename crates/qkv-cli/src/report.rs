@@ -21,9 +21,8 @@ fn percent(value: f64, reference: f64) -> String {
 pub fn summary_table(summaries: &[RunSummary]) -> String {
     let reference = &summaries[0];
     let synthetic = summaries.iter().any(|s| s.accuracy.is_some());
-    let mut out = String::from(
-        "| variant | params | Δparams | KV cache / token | final val loss | best val loss | Δloss (best) | tokens/s |",
-    );
+    let mut out =
+        String::from("| variant | params | Δparams | KV cache / token | final val loss | best val loss | Δloss (best) | tokens/s |");
     out += if synthetic { " accuracy | sequences right | status |\n" } else { " status |\n" };
     out += "|---|---:|---:|---:|---:|---:|---:|---:|";
     out += if synthetic { "---:|---:|---|\n" } else { "---|\n" };
@@ -157,12 +156,7 @@ pub fn loss_svg(curves: &[LossCurve], path: &Path) -> Result<(), String> {
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
     }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(|e| failed(e.to_string()))?;
+    chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.8)).draw().map_err(|e| failed(e.to_string()))?;
     root.present().map_err(|e| failed(e.to_string()))
 }
 

@@ -75,22 +75,14 @@ impl Backend {
 impl TrainArgs {
     /// The experiment these flags describe: one run per variant, the flags shared by all.
     pub fn plan(&self, variants: &[AttentionVariant]) -> ExperimentPlan {
-        let runs = variants
-            .iter()
-            .map(|&variant| RunPlan { kv_heads: self.kv_heads, ..RunPlan::new(variant) }.named(variant.name()))
-            .collect();
+        let runs =
+            variants.iter().map(|&variant| RunPlan { kv_heads: self.kv_heads, ..RunPlan::new(variant) }.named(variant.name())).collect();
         ExperimentPlan {
             preset: self.preset,
             data: self.data.clone(),
             tokenizer: self.tokenizer,
             model: Default::default(),
-            training: TrainingOverrides {
-                steps: self.steps,
-                batch_size: self.batch,
-                lr: self.lr,
-                weight_decay: self.wd,
-                seed: self.seed,
-            },
+            training: TrainingOverrides { steps: self.steps, batch_size: self.batch, lr: self.lr, weight_decay: self.wd, seed: self.seed },
             runs,
         }
     }
@@ -134,10 +126,7 @@ impl RunSummary {
             tokens_per_sec: run.tokens() as f64 / run.wall_secs().max(1e-9),
             wall_secs: run.wall_secs(),
             total_params: ParamReport::new(&run.spec.model).total_params,
-            kv_cache_bytes_per_token: qkv_model::accounting::kv_cache_bytes_per_token(
-                &run.spec.model,
-                qkv_model::CacheDType::F32,
-            ),
+            kv_cache_bytes_per_token: qkv_model::accounting::kv_cache_bytes_per_token(&run.spec.model, qkv_model::CacheDType::F32),
             accuracy: last_eval.and_then(|e| e.accuracy),
             sequence_accuracy: last_eval.and_then(|e| e.sequence_accuracy),
             status: match run.status {
@@ -163,9 +152,7 @@ mod status_as_text {
 }
 
 fn progress_style() -> ProgressStyle {
-    ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos}/{len} {msg}")
-        .expect("valid template")
-        .progress_chars("=> ")
+    ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos}/{len} {msg}").expect("valid template").progress_chars("=> ")
 }
 
 /// Trains `variants` side by side; returns the finished experiment and the wall time.
@@ -203,10 +190,7 @@ pub fn train_plan(plan: &ExperimentPlan, device: &Device) -> Result<(Experiment,
                     let bar = &runs[run];
                     bar.set_position(record.step as u64);
                     let val = experiment.runs[run].metrics.evals.last().map(|e| e.val_loss).unwrap_or(f64::NAN);
-                    bar.set_message(format!(
-                        "loss {:.4}  val {:.4}  {:.0} tok/s",
-                        record.train_loss, val, record.tokens_per_sec
-                    ));
+                    bar.set_message(format!("loss {:.4}  val {:.4}  {:.0} tok/s", record.train_loss, val, record.tokens_per_sec));
                     if let Some(accuracy) = eval.as_ref().and_then(|e| e.accuracy) {
                         bar.set_message(format!("loss {:.4}  val {val:.4}  acc {:.2}%", record.train_loss, 100.0 * accuracy));
                     }
@@ -243,12 +227,8 @@ pub fn write_outputs(args: &TrainArgs, experiment: &Experiment, single: bool) ->
     let write = |path: &Path, text: &str| std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()));
     write(&out.join("metrics.csv"), &qkv_train::csv::metrics_csv(&experiment.runs))?;
     let summaries: Vec<RunSummary> = experiment.runs.iter().map(RunSummary::of).collect();
-    let summary_json = if single {
-        serde_json::to_string_pretty(&summaries[0])
-    } else {
-        serde_json::to_string_pretty(&summaries)
-    }
-    .map_err(|e| e.to_string())?;
+    let summary_json = if single { serde_json::to_string_pretty(&summaries[0]) } else { serde_json::to_string_pretty(&summaries) }
+        .map_err(|e| e.to_string())?;
     write(&out.join("summary.json"), &summary_json)?;
     for run in &experiment.runs {
         let bytes = to_bytes(run, experiment.dataset(), &args.data.to_string()).map_err(|e| e.to_string())?;

@@ -24,7 +24,7 @@ use burn::tensor::Tensor;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 
-use crate::flex::{backward_step, Route, View4, from_autodiff, from_flex, route, strided_tensor, tensor, to_autodiff, to_flex, values};
+use crate::flex::{Route, View4, backward_step, from_autodiff, from_flex, route, strided_tensor, tensor, to_autodiff, to_flex, values};
 use crate::math::{self, matmul};
 use crate::parallel::{self, SharedMut};
 
@@ -208,10 +208,7 @@ fn softmax_causal(p: &mut [f32], bias: Option<&[f32]>, s: &Shapes) {
 }
 
 /// Gradients of query, key, value (laid out time-major) and bias from the output's gradient.
-fn backward(
-    saved: &Saved,
-    grad: &FlexTensor,
-) -> (FlexTensor, FlexTensor, FlexTensor, Option<FlexTensor>) {
+fn backward(saved: &Saved, grad: &FlexTensor) -> (FlexTensor, FlexTensor, FlexTensor, Option<FlexTensor>) {
     let s = &saved.shapes;
     let probabilities = values(&saved.probabilities);
     let mut d_query = vec![0f32; s.batch * s.t_q * s.heads * s.d];
@@ -376,11 +373,7 @@ fn forward_recorded(
         },
         Some(bias) => {
             let (bias, bias_node) = to_autodiff(bias).into_parts();
-            match AttentionBackward
-                .prepare::<NoCheckpointing>([query_node, key_node, value_node, bias_node])
-                .compute_bound()
-                .stateful()
-            {
+            match AttentionBackward.prepare::<NoCheckpointing>([query_node, key_node, value_node, bias_node]).compute_bound().stateful() {
                 OpsKind::Tracked(prep) => {
                     let (output, saved) = run(Some(bias), true);
                     prep.finish(saved.expect("kept for the backward pass"), output)
@@ -428,7 +421,8 @@ mod tests {
                 let out = if fused { causal_attention(qs, ks, vs, bias_used, scale) } else { composed(qs, ks, vs, bias_used, scale) };
                 let weights = input([batch, heads, t_q, d], 5, &device);
                 let grads = (out.clone() * weights).sum().backward();
-                let grads = [q.grad(&grads).map(values), k.grad(&grads).map(values), v.grad(&grads).map(values), bias.grad(&grads).map(values)];
+                let grads =
+                    [q.grad(&grads).map(values), k.grad(&grads).map(values), v.grad(&grads).map(values), bias.grad(&grads).map(values)];
                 (values(out), grads)
             };
             let (fused, fused_grads) = run(true);

@@ -3,16 +3,18 @@
 //! with w_i the weight of row i in the mean.
 
 use burn::backend::Flex;
+use burn::backend::TensorMetadata;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::TensorMetadata;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Int, Tensor};
 
-use crate::flex::{backward_step, Route, constant_to_flex, from_autodiff, from_flex, int_to_flex, int_values, route, tensor, to_autodiff, to_flex, values};
+use crate::flex::{
+    Route, backward_step, constant_to_flex, from_autodiff, from_flex, int_to_flex, int_values, route, tensor, to_autodiff, to_flex, values,
+};
 use crate::math::{self, exp, vectorised};
 use crate::parallel::{self, SharedMut};
 

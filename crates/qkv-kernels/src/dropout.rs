@@ -13,7 +13,7 @@ use burn::backend::flex::FlexTensor;
 use burn::nn::DropoutConfig;
 use burn::tensor::Tensor;
 
-use crate::flex::{backward_step, Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::flex::{Route, backward_step, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
 use crate::math::vectorised;
 use crate::parallel::{self, SharedMut};
 

@@ -2,15 +2,15 @@
 //! an erf that vectorises. Backward: `dx = dy · (Φ(x) + x·φ(x))`.
 
 use burn::backend::Flex;
+use burn::backend::TensorMetadata;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::TensorMetadata;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
 
-use crate::flex::{backward_step, Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::flex::{Route, backward_step, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
 use crate::math::{erf_with, exp, vectorised};
 use crate::parallel::{self, SharedMut};
 

@@ -10,15 +10,15 @@
 //! Rows are split over the cores; each chunk of rows sums its own dγ, dβ, added up at the end.
 
 use burn::backend::Flex;
+use burn::backend::TensorMetadata;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::TensorMetadata;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
 
-use crate::flex::{backward_step, AutodiffTensor, Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::flex::{AutodiffTensor, Route, backward_step, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
 use crate::math::{self, vectorised};
 use crate::parallel::{self, SharedMut};
 

@@ -21,7 +21,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
 
-use crate::flex::{backward_step, AutodiffTensor, Route, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::flex::{AutodiffTensor, Route, backward_step, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
 use crate::math::matmul_parallel;
 
 /// `x W + b` over the last dimension of `x`: [..., in] · [in, out] → [..., out].
@@ -92,7 +92,14 @@ fn product(a: &[f32], m: usize, k: usize, b: Matrix) -> Vec<f32> {
     // SAFETY: gemm writes every value of the output without reading it (not accumulating), so
     // the buffer may start uninitialised; the operands lie as their strides say.
     unsafe {
-        matmul_parallel([m, n, k], (out.as_mut_ptr(), n as isize, 1), false, (a.as_ptr(), k as isize, 1), (b.at(0, 0), b.row_stride, b.col_stride), 1.0);
+        matmul_parallel(
+            [m, n, k],
+            (out.as_mut_ptr(), n as isize, 1),
+            false,
+            (a.as_ptr(), k as isize, 1),
+            (b.at(0, 0), b.row_stride, b.col_stride),
+            1.0,
+        );
         out.set_len(m * n);
     }
     out

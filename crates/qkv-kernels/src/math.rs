@@ -129,10 +129,7 @@ pub(crate) fn exp(x: f32) -> f32 {
     let t = x * LOG2_E + ROUNDER;
     let n = t - ROUNDER;
     let r = x - n * LN2_HI - n * LN2_LO;
-    let p = 1.0
-        + r * (1.0
-            + r * (0.5
-                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+    let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
     // 2^n from n's bits: (n + 127) into the exponent field. Integer arithmetic on the bits
     // vectorises where `n as i32` (a saturating conversion) would not. n ∈ [-126, 127].
     let two_to_n = f32::from_bits(t.to_bits().wrapping_add(127) << 23);

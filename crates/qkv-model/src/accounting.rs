@@ -177,11 +177,7 @@ impl FromStr for CacheDType {
 /// Bytes the KV cache holds per token: every layer caches K and V (one tensor when K = V),
 /// each with kv_heads·d_k channels.
 pub fn kv_cache_bytes_per_token(config: &GptConfig, dtype: CacheDType) -> usize {
-    config.n_layer
-        * config.attention.variant.cached_tensors()
-        * config.kv_heads()
-        * config.head_dim()
-        * dtype.bytes()
+    config.n_layer * config.attention.variant.cached_tensors() * config.kv_heads() * config.head_dim() * dtype.bytes()
 }
 
 /// Floating-point operations of one training step per token, matrix products only (the
@@ -249,10 +245,7 @@ mod tests {
     #[test]
     fn dtype_halves_the_cache() {
         let c = Preset::Gpt2Small.config();
-        assert_eq!(
-            kv_cache_bytes_per_token(&c, CacheDType::F32),
-            2 * kv_cache_bytes_per_token(&c, CacheDType::Bf16)
-        );
+        assert_eq!(kv_cache_bytes_per_token(&c, CacheDType::F32), 2 * kv_cache_bytes_per_token(&c, CacheDType::Bf16));
         assert_eq!("BF16".parse::<CacheDType>().unwrap(), CacheDType::Bf16);
         assert!("f8".parse::<CacheDType>().unwrap_err().contains("f32, f16 or bf16"));
     }

@@ -42,8 +42,7 @@ impl AsymmetricLogits {
     fn new(device: &Device) -> Self {
         // The weights start at 1/10 so that Σw = 1: training starts from the plain symmetric
         // logits instead of from a random gain that could switch attention off.
-        let weight = Initializer::Constant { value: 1.0 / ASYMMETRY_CHANNELS as f64 }
-            .init([ASYMMETRY_CHANNELS, 1], device);
+        let weight = Initializer::Constant { value: 1.0 / ASYMMETRY_CHANNELS as f64 }.init([ASYMMETRY_CHANNELS, 1], device);
         Self { mix: Linear { weight, bias: Some(Initializer::Zeros.init([1], device)) } }
     }
 
@@ -203,23 +202,14 @@ impl CausalSelfAttention {
                 (qkv.clone(), qkv.clone(), qkv)
             }
         };
-        Projected {
-            query: self.split_heads(query, h),
-            key: self.split_heads(key, g),
-            value: self.split_heads(value, g),
-        }
+        Projected { query: self.split_heads(query, h), key: self.split_heads(key, g), value: self.split_heads(value, g) }
     }
 
     /// Attention over projected tensors whose queries sit at positions
     /// `query_offset..query_offset + t_q` and keys at `0..t_k` (query_offset > 0 when decoding
     /// with a KV cache). Returns the output [batch, time, n_embd] and, when asked, the attention
     /// probabilities [batch, n_head, t_q, t_k].
-    pub fn attend(
-        &self,
-        projected: Projected,
-        query_offset: usize,
-        with_probabilities: bool,
-    ) -> (Tensor<3>, Option<Tensor<4>>) {
+    pub fn attend(&self, projected: Projected, query_offset: usize, with_probabilities: bool) -> (Tensor<3>, Option<Tensor<4>>) {
         let Projected { mut query, key, value } = projected;
         let [b, _, t_q, _] = query.dims();
         let t_k = key.dims()[2];
@@ -239,9 +229,7 @@ impl CausalSelfAttention {
             if let Some(bias) = bias {
                 logits = logits + bias.reshape([1, 1, t_q, t_k]);
             }
-            let future = causal_mask(query_offset, t_q, t_k, &logits.device())
-                .reshape([1, 1, t_q, t_k])
-                .expand([b, self.n_head, t_q, t_k]);
+            let future = causal_mask(query_offset, t_q, t_k, &logits.device()).reshape([1, 1, t_q, t_k]).expand([b, self.n_head, t_q, t_k]);
             let probabilities = softmax(logits.mask_fill(future, f32::NEG_INFINITY), 3);
             (probabilities.clone().matmul(value), Some(probabilities))
         } else {
@@ -284,11 +272,7 @@ impl LayerCache {
 
     /// Bytes held, from the tensors themselves.
     pub fn bytes(&self) -> usize {
-        [&self.key, &self.value]
-            .into_iter()
-            .flatten()
-            .map(|t| t.shape().num_elements() * t.dtype().size())
-            .sum()
+        [&self.key, &self.value].into_iter().flatten().map(|t| t.shape().num_elements() * t.dtype().size()).sum()
     }
 }
 
@@ -402,18 +386,17 @@ mod tests {
             let mut logits = query.matmul(key.swap_dims(2, 3));
             if let Some(asymmetry) = &layer.asymmetry {
                 // Move the weights off their symmetric start so that the positional term shows.
-                let trained = Tensor::from_data(
-                    TensorData::new((0..10).map(|i| 0.1 + 0.05 * i as f32).collect::<Vec<_>>(), [10, 1]),
-                    &device,
-                );
-                let asymmetry = AsymmetricLogits { mix: Linear { weight: burn::module::Param::from_tensor(trained), bias: asymmetry.mix.bias.clone() } };
+                let trained =
+                    Tensor::from_data(TensorData::new((0..10).map(|i| 0.1 + 0.05 * i as f32).collect::<Vec<_>>(), [10, 1]), &device);
+                let asymmetry = AsymmetricLogits {
+                    mix: Linear { weight: burn::module::Param::from_tensor(trained), bias: asymmetry.mix.bias.clone() },
+                };
                 logits = logits * asymmetry.gain() + asymmetry.positional_bias(0, 5, 5).reshape([1, 1, 5, 5]);
             }
             values(logits)
         };
-        let is_symmetric = |l: &[f32]| {
-            (0..2 * 4).all(|m| (0..5).all(|i| (0..5).all(|j| (l[m * 25 + i * 5 + j] - l[m * 25 + j * 5 + i]).abs() < 1e-5)))
-        };
+        let is_symmetric =
+            |l: &[f32]| (0..2 * 4).all(|m| (0..5).all(|i| (0..5).all(|j| (l[m * 25 + i * 5 + j] - l[m * 25 + j * 5 + i]).abs() < 1e-5)));
         assert!(is_symmetric(&logits(AttentionVariant::SharedQueryKey)));
         assert!(is_symmetric(&logits(AttentionVariant::SharedAll)));
         assert!(!is_symmetric(&logits(AttentionVariant::SharedQueryKeyAsym)));

@@ -155,8 +155,7 @@ impl GptConfig {
 
     /// Parses and validates a JSON configuration.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let config: GptConfig =
-            serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
+        let config: GptConfig = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
@@ -244,26 +243,16 @@ mod tests {
     #[test]
     fn kv_heads_errors() {
         assert_eq!(tiny().with_kv_heads(0).validate(), Err(ConfigError::ZeroKvHeads));
-        assert_eq!(
-            tiny().with_kv_heads(8).validate(),
-            Err(ConfigError::MoreKvHeadsThanHeads { kv_heads: 8, n_head: 4 })
-        );
+        assert_eq!(tiny().with_kv_heads(8).validate(), Err(ConfigError::MoreKvHeadsThanHeads { kv_heads: 8, n_head: 4 }));
         let mut c = tiny();
         c.n_head = 8;
         c.n_embd = 24;
-        assert_eq!(
-            c.with_kv_heads(3).validate(),
-            Err(ConfigError::HeadsNotDivisibleByKvHeads { n_head: 8, kv_heads: 3 })
-        );
+        assert_eq!(c.with_kv_heads(3).validate(), Err(ConfigError::HeadsNotDivisibleByKvHeads { n_head: 8, kv_heads: 3 }));
     }
 
     #[test]
     fn query_sharing_variants_refuse_gqa() {
-        for variant in [
-            AttentionVariant::SharedQueryKey,
-            AttentionVariant::SharedQueryKeyAsym,
-            AttentionVariant::SharedAll,
-        ] {
+        for variant in [AttentionVariant::SharedQueryKey, AttentionVariant::SharedQueryKeyAsym, AttentionVariant::SharedAll] {
             let err = tiny().with_variant(variant).with_kv_heads(2).validate().unwrap_err();
             assert_eq!(err, ConfigError::VariantCannotShareHeads { variant, kv_heads: 2, n_head: 4 });
             assert!(err.to_string().contains("shared-kv"), "{err}");

@@ -3,8 +3,8 @@
 
 use burn::module::Module;
 use burn::nn::{Embedding, Initializer, LayerNorm, LayerNormConfig, Linear};
-use qkv_kernels::{gelu, layer_norm, linear};
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use qkv_kernels::{gelu, layer_norm, linear};
 
 use crate::attention::{CausalSelfAttention, LayerCache, apply_linear, init_linear};
 use crate::config::{ConfigError, GptConfig, Norm};
@@ -40,9 +40,7 @@ impl Mlp {
 
 fn new_layer_norm(config: &GptConfig, device: &Device) -> Option<LayerNorm> {
     match config.norm {
-        Norm::LayerNorm => {
-            Some(LayerNormConfig::new(config.n_embd).with_bias(config.bias).with_epsilon(LAYER_NORM_EPSILON).init(device))
-        }
+        Norm::LayerNorm => Some(LayerNormConfig::new(config.n_embd).with_bias(config.bias).with_epsilon(LAYER_NORM_EPSILON).init(device)),
         Norm::None => None,
     }
 }
@@ -175,19 +173,15 @@ impl Gpt {
 
     fn modules(config: &GptConfig, seeds: &SeedStream, device: &Device) -> Result<Self, ConfigError> {
         config.validate()?;
-        let embedding = |rows: usize| Embedding {
-            weight: Initializer::Normal { mean: 0.0, std: INIT_STD }.init([rows, config.n_embd], device),
-        };
+        let embedding =
+            |rows: usize| Embedding { weight: Initializer::Normal { mean: 0.0, std: INIT_STD }.init([rows, config.n_embd], device) };
         Ok(Self {
             wte: embedding(config.vocab_size),
             wpe: embedding(config.block_size),
             drop: Dropout::new(config.dropout, seeds),
-            blocks: (0..if config.shared_layers { 1 } else { config.n_layer })
-                .map(|_| Block::new(config, seeds, device))
-                .collect(),
+            blocks: (0..if config.shared_layers { 1 } else { config.n_layer }).map(|_| Block::new(config, seeds, device)).collect(),
             ln_f: new_layer_norm(config, device),
-            lm_head: (!config.tie_embeddings)
-                .then(|| init_linear(config.n_embd, config.vocab_size, false, INIT_STD, device)),
+            lm_head: (!config.tie_embeddings).then(|| init_linear(config.n_embd, config.vocab_size, false, INIT_STD, device)),
             block_size: config.block_size,
             n_layer: config.n_layer,
         })
@@ -225,11 +219,8 @@ impl Gpt {
             self.block_size
         );
         let device = tokens.device();
-        let positions = Tensor::<1, Int>::from_data(
-            TensorData::new((offset as i64..(offset + time) as i64).collect(), [time]),
-            &device,
-        )
-        .reshape([1, time]);
+        let positions = Tensor::<1, Int>::from_data(TensorData::new((offset as i64..(offset + time) as i64).collect(), [time]), &device)
+            .reshape([1, time]);
         self.drop.forward(self.wte.forward(tokens) + self.wpe.forward(positions))
     }
 
@@ -437,14 +428,9 @@ pub(crate) mod tests {
         add("position embedding", model.wpe.num_params());
         for block in &model.blocks {
             let a = &block.attn;
-            for (name, proj) in [
-                ("W_Q", &a.w_q),
-                ("W_K", &a.w_k),
-                ("W_V", &a.w_v),
-                ("W_QK", &a.w_qk),
-                ("W_KV", &a.w_kv),
-                ("W_QKV", &a.w_qkv),
-            ] {
+            for (name, proj) in
+                [("W_Q", &a.w_q), ("W_K", &a.w_k), ("W_V", &a.w_v), ("W_QK", &a.w_qk), ("W_KV", &a.w_kv), ("W_QKV", &a.w_qkv)]
+            {
                 add(name, weight(proj));
             }
             add("W_O", a.w_o.weight.num_params());
@@ -505,8 +491,7 @@ pub(crate) mod tests {
             let model = Gpt::new(&config, &device).unwrap();
             let report = ParamReport::new(&config);
             assert_eq!(report.total_params, model.num_params(), "{config:?}");
-            let mut analytic: Vec<(String, usize)> =
-                report.components.iter().map(|c| (c.name.clone(), c.params)).collect();
+            let mut analytic: Vec<(String, usize)> = report.components.iter().map(|c| (c.name.clone(), c.params)).collect();
             let mut instantiated = instantiated_components(&model);
             analytic.sort();
             instantiated.sort();
@@ -530,9 +515,7 @@ pub(crate) mod tests {
     #[test]
     fn shared_variants_own_one_tensor_for_the_shared_roles() {
         let device = Device::flex();
-        let present = |a: &crate::CausalSelfAttention| {
-            [&a.w_q, &a.w_k, &a.w_v, &a.w_qk, &a.w_kv, &a.w_qkv].map(|p| p.is_some())
-        };
+        let present = |a: &crate::CausalSelfAttention| [&a.w_q, &a.w_k, &a.w_v, &a.w_qk, &a.w_kv, &a.w_qkv].map(|p| p.is_some());
         let expect = [
             (AttentionVariant::Standard, [true, true, true, false, false, false]),
             (AttentionVariant::SharedQueryKey, [false, false, true, true, false, false]),
@@ -562,9 +545,6 @@ pub(crate) mod tests {
     fn an_invalid_config_is_refused_before_allocation() {
         let mut config = tiny_config(AttentionVariant::SharedAll);
         config.attention.kv_heads = Some(2);
-        assert!(matches!(
-            Gpt::new(&config, &Device::flex()),
-            Err(ConfigError::VariantCannotShareHeads { .. })
-        ));
+        assert!(matches!(Gpt::new(&config, &Device::flex()), Err(ConfigError::VariantCannotShareHeads { .. })));
     }
 }

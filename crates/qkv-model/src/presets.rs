@@ -66,9 +66,7 @@ impl Preset {
     pub fn description(self) -> &'static str {
         match self {
             Preset::Gpt2Small => "paper 1's baseline: GPT-2 small, 12×12×768, context 1024, no biases, tied (124M)",
-            Preset::Gpt2SmallRealloc => {
-                "paper 1's reallocation run: W_Q = I and the MLP widened to 3456, matching GPT-2 small's count"
-            }
+            Preset::Gpt2SmallRealloc => "paper 1's reallocation run: W_Q = I and the MLP widened to 3456, matching GPT-2 small's count",
             Preset::Paper2_300m => "paper 2's 300M model: 20×16×1024, MLP 4096, context 2048, biases, tied",
             Preset::Paper2_1_2b => "paper 2's 1.2B model: 22×32×2048, MLP 8192, context 2048, biases, tied",
             Preset::ShakespeareChar => "nanoGPT's GPU Shakespeare recipe: 6×6×384, context 256, dropout 0.2",
@@ -113,11 +111,7 @@ impl Preset {
             Preset::Classroom => gpt(SHAKESPEARE_CHARS, 64, 2, 4, 64, false, 0.0),
             // Digits 0-9 and the separator.
             Preset::Synthetic => gpt(11, 128, 2, 4, 128, true, 0.0),
-            Preset::Theory => GptConfig {
-                norm: Norm::None,
-                tie_embeddings: false,
-                ..gpt(SHAKESPEARE_CHARS, 32, 2, 2, 32, false, 0.0)
-            },
+            Preset::Theory => GptConfig { norm: Norm::None, tie_embeddings: false, ..gpt(SHAKESPEARE_CHARS, 32, 2, 2, 32, false, 0.0) },
         }
     }
 }
@@ -136,10 +130,7 @@ impl FromStr for Preset {
     type Err = UnknownPreset;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Preset::ALL
-            .into_iter()
-            .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| UnknownPreset(s.to_string()))
+        Preset::ALL.into_iter().find(|p| p.name().eq_ignore_ascii_case(s.trim())).ok_or_else(|| UnknownPreset(s.to_string()))
     }
 }
 
@@ -183,8 +174,7 @@ mod tests {
     #[test]
     fn paper_1_removes_25_percent_of_attention_projections() {
         let standard = ParamReport::new(&Preset::Gpt2Small.config());
-        let identity =
-            ParamReport::new(&Preset::Gpt2Small.config().with_variant(AttentionVariant::QueryIdentity));
+        let identity = ParamReport::new(&Preset::Gpt2Small.config().with_variant(AttentionVariant::QueryIdentity));
         assert_eq!(identity.attention_params * 4, standard.attention_params * 3);
     }
 

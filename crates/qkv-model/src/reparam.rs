@@ -15,8 +15,8 @@
 //! The algebra runs in f64 on the host: these are d×d matrices, and exactness is the point.
 
 use burn::module::Param;
-use burn::tensor::{Device, Tensor, TensorData};
 use burn::nn::Linear;
+use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::config::{GptConfig, Norm};
 use crate::gpt::Gpt;
@@ -344,12 +344,7 @@ pub fn eliminate(model: &Gpt, config: &GptConfig, role: Eliminated) -> Result<Co
         // The identity variant's default scale is halved; the converted model keeps the original's.
         converted_config.attention.scale = Some(config.attention_scale());
     }
-    Ok(Conversion {
-        model: converted,
-        config: converted_config,
-        case: Some(case),
-        conditions: thetas.iter().map(|t| t.2).collect(),
-    })
+    Ok(Conversion { model: converted, config: converted_config, case: Some(case), conditions: thetas.iter().map(|t| t.2).collect() })
 }
 
 /// [`eliminate`] for W_Q.
@@ -450,10 +445,7 @@ mod tests {
             assert!(conversion.model.blocks.iter().all(|b| b.attn.w_q.is_none()));
             let saved = crate::ParamReport::new(&conversion.config).total_params;
             assert_eq!(saved, conversion.model.num_params(), "the converted config describes the converted model");
-            assert_eq!(
-                crate::ParamReport::new(&config).total_params - saved,
-                config.n_embd * config.n_embd * model.blocks.len()
-            );
+            assert_eq!(crate::ParamReport::new(&config).total_params - saved, config.n_embd * config.n_embd * model.blocks.len());
             // The converted config rebuilds the same architecture.
             let rebuilt = Gpt::new(&conversion.config, &device).unwrap();
             assert_eq!(rebuilt.blocks[0].attn.scale, conversion.model.blocks[0].attn.scale);

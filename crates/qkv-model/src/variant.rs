@@ -112,12 +112,7 @@ impl AttentionVariant {
     /// The query is computed from the key projection, so queries and keys must have the same
     /// number of heads: such variants cannot use GQA or MQA.
     pub fn query_shares_key(self) -> bool {
-        matches!(
-            self,
-            AttentionVariant::SharedQueryKey
-                | AttentionVariant::SharedQueryKeyAsym
-                | AttentionVariant::SharedAll
-        )
+        matches!(self, AttentionVariant::SharedQueryKey | AttentionVariant::SharedQueryKeyAsym | AttentionVariant::SharedAll)
     }
 
     /// Keys and values are one tensor, so the KV cache holds one tensor per layer, not two.
@@ -162,9 +157,7 @@ impl FromStr for AttentionVariant {
         let wanted = s.trim();
         AttentionVariant::ALL
             .into_iter()
-            .find(|v| {
-                v.name().eq_ignore_ascii_case(wanted) || v.notation().eq_ignore_ascii_case(wanted)
-            })
+            .find(|v| v.name().eq_ignore_ascii_case(wanted) || v.notation().eq_ignore_ascii_case(wanted))
             .ok_or_else(|| UnknownVariant(s.to_string()))
     }
 }

@@ -151,21 +151,16 @@ impl Checkpoint {
         if reader.u64()? != checksum(&bytes[..body_end]) || reader.at != bytes.len() {
             return Err(CheckpointError::Corrupt(name.to_string()));
         }
-        let header: CheckpointHeader = serde_json::from_slice(header)
-            .map_err(|e| CheckpointError::Header { name: name.to_string(), message: e.to_string() })?;
-        header
-            .spec
-            .model
-            .validate()
-            .map_err(|e| CheckpointError::Header { name: name.to_string(), message: e.to_string() })?;
+        let header: CheckpointHeader =
+            serde_json::from_slice(header).map_err(|e| CheckpointError::Header { name: name.to_string(), message: e.to_string() })?;
+        header.spec.model.validate().map_err(|e| CheckpointError::Header { name: name.to_string(), message: e.to_string() })?;
         Ok(Self { header, weights: weights.to_vec(), optimiser: optimiser.to_vec(), name: name.to_string() })
     }
 
     #[cfg(not(target_family = "wasm"))]
     pub fn read(path: &std::path::Path) -> Result<Self, CheckpointError> {
         let name = path.display().to_string();
-        let bytes = std::fs::read(path)
-            .map_err(|e| CheckpointError::Io { action: "read", name: name.clone(), message: e.to_string() })?;
+        let bytes = std::fs::read(path).map_err(|e| CheckpointError::Io { action: "read", name: name.clone(), message: e.to_string() })?;
         Self::from_bytes(&name, &bytes)
     }
 
@@ -207,8 +202,7 @@ impl Checkpoint {
 
     /// Only the model, for sampling and export (no optimiser, no dataset needed).
     pub fn into_model(self, device: &Device) -> Result<qkv_model::Gpt, CheckpointError> {
-        let mut model =
-            qkv_model::Gpt::new(&self.header.spec.model, device).map_err(|e| self.mismatch(e.to_string()))?;
+        let mut model = qkv_model::Gpt::new(&self.header.spec.model, device).map_err(|e| self.mismatch(e.to_string()))?;
         self.load_weights(&mut model)?;
         Ok(model.valid())
     }

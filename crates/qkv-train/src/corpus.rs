@@ -9,9 +9,7 @@ pub const SHAKESPEARE: &str = include_str!("../../../assets/shakespeare.txt");
 pub enum DataError {
     #[error("{name} is empty: give a text file with some content to train on")]
     Empty { name: String },
-    #[error(
-        "{name} is not UTF-8 text (invalid byte at offset {offset}): save it as UTF-8, or pick another file"
-    )]
+    #[error("{name} is not UTF-8 text (invalid byte at offset {offset}): save it as UTF-8, or pick another file")]
     NotUtf8 { name: String, offset: usize },
     #[error(
         "{name} is too short: its {split} split has {tokens} tokens but a batch row needs {needed} \
@@ -57,8 +55,7 @@ impl TextCorpus {
 
     /// The user's text as bytes (a dropped file, an upload): must be non-empty UTF-8.
     pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Self, DataError> {
-        let text = std::str::from_utf8(bytes)
-            .map_err(|e| DataError::NotUtf8 { name: name.into(), offset: e.valid_up_to() })?;
+        let text = std::str::from_utf8(bytes).map_err(|e| DataError::NotUtf8 { name: name.into(), offset: e.valid_up_to() })?;
         if text.trim().is_empty() {
             return Err(DataError::Empty { name: name.into() });
         }
@@ -99,10 +96,7 @@ mod tests {
 
     #[test]
     fn empty_and_non_utf8_texts_are_refused() {
-        assert_eq!(
-            TextCorpus::from_bytes("a.txt", b"  \n"),
-            Err(DataError::Empty { name: "a.txt".into() })
-        );
+        assert_eq!(TextCorpus::from_bytes("a.txt", b"  \n"), Err(DataError::Empty { name: "a.txt".into() }));
         let err = TextCorpus::from_bytes("b.bin", &[b'h', b'i', 0xff, 0xfe]).unwrap_err();
         assert_eq!(err, DataError::NotUtf8 { name: "b.bin".into(), offset: 2 });
         assert!(err.to_string().contains("UTF-8"));

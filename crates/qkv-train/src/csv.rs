@@ -82,10 +82,8 @@ mod tests {
         let rows = [["plain", "a,b", "say \"hi\"", "two\nlines", ""].map(String::from)];
         let text = table(&["name", "comma", "quote", "break", "empty"], rows);
         assert_eq!(text, "name,comma,quote,break,empty\nplain,\"a,b\",\"say \"\"hi\"\"\",\"two\nlines\",\n");
-        let read: Vec<Vec<String>> = ::csv::Reader::from_reader(text.as_bytes())
-            .records()
-            .map(|r| r.unwrap().iter().map(String::from).collect())
-            .collect();
+        let read: Vec<Vec<String>> =
+            ::csv::Reader::from_reader(text.as_bytes()).records().map(|r| r.unwrap().iter().map(String::from).collect()).collect();
         assert_eq!(read, [["plain", "a,b", "say \"hi\"", "two\nlines", ""]], "read back as written");
     }
 

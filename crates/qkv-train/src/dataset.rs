@@ -118,9 +118,7 @@ impl Dataset {
                 name: path.clone(),
                 message: "the browser has no such upload: drop the file on the page or pick it under 'my own text file'".into(),
             }),
-            DataSource::Synthetic { task, length } => {
-                Ok(Dataset::Synthetic(SyntheticData { task: *task, length: *length, seed }))
-            }
+            DataSource::Synthetic { task, length } => Ok(Dataset::Synthetic(SyntheticData { task: *task, length: *length, seed })),
         }
     }
 

@@ -23,9 +23,16 @@ async fn step_one(index: usize, run: &mut Run, batches: &[Batch], val_batches: &
 /// What one experiment step did to one run.
 #[derive(Debug)]
 pub enum RunEvent {
-    Stepped { run: usize, record: StepRecord, eval: Option<EvalRecord> },
+    Stepped {
+        run: usize,
+        record: StepRecord,
+        eval: Option<EvalRecord>,
+    },
     /// The run stopped (diverged, or an error); the others continue.
-    Stopped { run: usize, error: RunError },
+    Stopped {
+        run: usize,
+        error: RunError,
+    },
 }
 
 fn check_shared_batches(specs: &[RunSpec]) -> Result<(), RunError> {
@@ -76,16 +83,7 @@ impl Experiment {
         );
         let val_batches = dataset.val_batches(eval_batches, batch_size, block_size, seed);
         let step = runs.iter().map(|r| r.step).max().unwrap_or(0);
-        Ok(Self {
-            runs,
-            rng: Rng::new(seed ^ step as u64),
-            val_batches,
-            dataset,
-            block_size,
-            batch_size,
-            grad_accum,
-            step,
-        })
+        Ok(Self { runs, rng: Rng::new(seed ^ step as u64), val_batches, dataset, block_size, batch_size, grad_accum, step })
     }
 
     /// Adds a run that joins at the current step (e.g. a converted model continuing another's
@@ -154,9 +152,7 @@ impl Experiment {
         let per_run = (threads / active).max(1);
         let val_batches = &self.val_batches;
         let runs: Vec<(usize, &mut Run)> = self.runs.iter_mut().enumerate().filter(|(_, run)| run.is_active()).collect();
-        Some(crate::threads::on_threads(runs, per_run, |(index, run)| {
-            pollster::block_on(step_one(index, run, batches, val_batches))
-        }))
+        Some(crate::threads::on_threads(runs, per_run, |(index, run)| pollster::block_on(step_one(index, run, batches, val_batches))))
     }
 
     /// [`Experiment::evaluate_all_async`], waiting for every read-back (native only).

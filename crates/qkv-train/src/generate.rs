@@ -87,9 +87,7 @@ pub async fn generate_async(model: &Gpt, prompt: &[u32], options: &SampleOptions
 
 /// Draws a token from `logits` at `temperature`, among the `top_k` most likely.
 pub fn sample(logits: &[f32], temperature: f64, top_k: Option<usize>, rng: &mut Rng) -> u32 {
-    let argmax = || {
-        logits.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, &l)| if l > best.1 { (i, l) } else { best }).0
-    };
+    let argmax = || logits.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, &l)| if l > best.1 { (i, l) } else { best }).0;
     if temperature <= 0.0 {
         return argmax() as u32;
     }

@@ -17,10 +17,7 @@ pub fn accuracy_counts(logits: Tensor<3>, targets: Tensor<2, Int>, mask: Tensor<
     let wrong_per_row = (mask.clone() - correct.clone()).sum_dim(1); // [batch, 1]
     let perfect_rows = wrong_per_row.lower_equal_scalar(0.5).float().sum();
     let device = correct.device();
-    Tensor::cat(
-        vec![correct.sum(), mask.sum(), perfect_rows, Tensor::from_floats([batch as f32], &device)],
-        0,
-    )
+    Tensor::cat(vec![correct.sum(), mask.sum(), perfect_rows, Tensor::from_floats([batch as f32], &device)], 0)
 }
 
 #[cfg(test)]
@@ -37,10 +34,7 @@ mod tests {
         assert!((loss - 4f32.ln()).abs() < 1e-6);
 
         // Position 0 predicts its target with certainty; masked out, only position 1 counts.
-        let logits = Tensor::<3>::from_data(
-            TensorData::new(vec![0.0f32, 50.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [1, 2, 4]),
-            &device,
-        );
+        let logits = Tensor::<3>::from_data(TensorData::new(vec![0.0f32, 50.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [1, 2, 4]), &device);
         let all: f32 = cross_entropy(logits.clone(), targets.clone(), None).into_scalar();
         let mask = Tensor::<2>::from_data(TensorData::new(vec![0.0f32, 1.0], [1, 2]), &device);
         let second: f32 = cross_entropy(logits.clone(), targets.clone(), Some(mask.clone())).into_scalar();

@@ -205,13 +205,8 @@ impl ModuleMapper for Update<'_> {
             weight_decay: if D >= decay_min_rank { weight_decay } else { 0.0 },
             time: time as i32,
         };
-        let (updated, moment_1, moment_2) = adamw_update(
-            tensor.inner(),
-            grad,
-            previous.map(|m| (m.moment_1, m.moment_2)),
-            self.scale.as_ref(),
-            step,
-        );
+        let (updated, moment_1, moment_2) =
+            adamw_update(tensor.inner(), grad, previous.map(|m| (m.moment_1, m.moment_2)), self.scale.as_ref(), step);
         self.moments.insert(id.val(), Moments { time, rank: D, moment_1, moment_2 });
         let mut updated = Tensor::from_inner(updated);
         if require_grad {

@@ -242,10 +242,8 @@ mod tests {
 
     #[test]
     fn bad_settings_name_the_run() {
-        let plan = ExperimentPlan {
-            runs: vec![RunPlan::new(AttentionVariant::SharedQueryKey).with_kv_heads(2)],
-            ..ExperimentPlan::default()
-        };
+        let plan =
+            ExperimentPlan { runs: vec![RunPlan::new(AttentionVariant::SharedQueryKey).with_kv_heads(2)], ..ExperimentPlan::default() };
         let err = plan.specs(&digits()).unwrap_err();
         assert!(matches!(&err, PlanError::Model { run, .. } if run == "shared-qk+gqa2"), "{err:?}");
         assert!(err.to_string().starts_with("shared-qk+gqa2:"), "{err}");

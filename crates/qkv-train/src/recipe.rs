@@ -79,13 +79,7 @@ impl TrainingConfig {
         match preset {
             Preset::ShakespeareCharCpu => shakespeare(2000, 12, 20),
             Preset::ShakespeareChar => shakespeare(5000, 64, 50),
-            Preset::Classroom => TrainingConfig {
-                lr: 3e-3,
-                min_lr: 3e-4,
-                warmup_steps: 20,
-                eval_interval: 50,
-                ..shakespeare(500, 16, 4)
-            },
+            Preset::Classroom => TrainingConfig { lr: 3e-3, min_lr: 3e-4, warmup_steps: 20, eval_interval: 50, ..shakespeare(500, 16, 4) },
             Preset::Synthetic => TrainingConfig { eval_interval: 200, batch_size: 64, ..shakespeare(3000, 64, 1) },
             Preset::Theory => TrainingConfig { warmup_steps: 20, eval_interval: 50, ..shakespeare(500, 16, 4) },
             Preset::Gpt2Small | Preset::Gpt2SmallRealloc => gpt(6e-4, 2000),
@@ -123,7 +117,12 @@ impl TrainingConfig {
 
     /// Every setting in its range, checked before anything is allocated.
     pub fn validate(&self) -> Result<(), TrainingConfigError> {
-        let positive = [("steps", self.steps), ("batch_size", self.batch_size), ("grad_accum", self.grad_accum), ("eval_interval", self.eval_interval)];
+        let positive = [
+            ("steps", self.steps),
+            ("batch_size", self.batch_size),
+            ("grad_accum", self.grad_accum),
+            ("eval_interval", self.eval_interval),
+        ];
         if let Some((name, _)) = positive.into_iter().find(|&(_, value)| value == 0) {
             return Err(TrainingConfigError::Zero(name));
         }
@@ -136,7 +135,8 @@ impl TrainingConfig {
         if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
             return Err(TrainingConfigError::WeightDecay(self.weight_decay));
         }
-        if let Some((name, value)) = [("beta1", self.beta1), ("beta2", self.beta2)].into_iter().find(|(_, beta)| !(0.0..1.0).contains(beta)) {
+        if let Some((name, value)) = [("beta1", self.beta1), ("beta2", self.beta2)].into_iter().find(|(_, beta)| !(0.0..1.0).contains(beta))
+        {
             return Err(TrainingConfigError::Beta { name, value });
         }
         if let Some(clip) = self.grad_clip

@@ -72,7 +72,9 @@ pub enum RunStatus {
     Training,
     Finished,
     /// The loss became NaN or infinite at this step; the run stops, the others go on.
-    Diverged { step: usize },
+    Diverged {
+        step: usize,
+    },
 }
 
 /// As people read it, and as summaries and result tables write it: "training", "finished",
@@ -162,9 +164,7 @@ pub(crate) fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, 
 }
 
 fn read_values(data: TensorData) -> Result<Vec<f64>, RunError> {
-    data.try_into_vec_as::<f32>()
-        .map(|v| v.into_iter().map(f64::from).collect())
-        .map_err(|e| RunError::Device(format!("{e:?}")))
+    data.try_into_vec_as::<f32>().map(|v| v.into_iter().map(f64::from).collect()).map_err(|e| RunError::Device(format!("{e:?}")))
 }
 
 impl Run {
@@ -276,10 +276,8 @@ impl Run {
             // not by node, and meet again in the accumulator.
             // Each also draws its dropout masks from a shard of the model's seed stream, which
             // masks its rows as the whole batch would be masked.
-            let forks: Vec<Gpt> = shards
-                .iter()
-                .map(|shard| model.clone().fork(&self.device).with_seeds(&model.seeds().shard(shard.first_row)))
-                .collect();
+            let forks: Vec<Gpt> =
+                shards.iter().map(|shard| model.clone().fork(&self.device).with_seeds(&model.seeds().shard(shard.first_row))).collect();
             let threads_each = (rayon::current_num_threads() / shards.len()).max(1);
             let steps = crate::threads::on_threads(forks.iter().zip(shards).collect(), threads_each, |(fork, shard)| step(fork, shard));
             model.seeds().catch_up(forks[0].seeds());
@@ -361,8 +359,7 @@ impl Run {
         } else {
             (None, None)
         };
-        let record =
-            EvalRecord { step: self.step, tokens: self.tokens, wall_secs: self.wall_secs, val_loss, accuracy, sequence_accuracy };
+        let record = EvalRecord { step: self.step, tokens: self.tokens, wall_secs: self.wall_secs, val_loss, accuracy, sequence_accuracy };
         self.metrics.evals.push(record.clone());
         record
     }
@@ -383,8 +380,7 @@ impl Run {
 
     /// Whether an evaluation is due after the step just taken.
     pub fn eval_due(&self) -> bool {
-        self.step > 0
-            && (self.step.is_multiple_of(self.spec.training.eval_interval) || self.step >= self.spec.training.steps)
+        self.step > 0 && (self.step.is_multiple_of(self.spec.training.eval_interval) || self.step >= self.spec.training.steps)
     }
 
     pub(crate) fn parts_mut(&mut self) -> (&mut Option<Gpt>, &mut Optimiser) {

@@ -30,7 +30,10 @@ pub enum Command {
     /// Builds a new experiment from the plan, replacing the current one.
     Load(ExperimentPlan),
     /// Continues a saved run (checkpoint file contents) as a one-run experiment.
-    Import { name: String, bytes: Vec<u8> },
+    Import {
+        name: String,
+        bytes: Vec<u8>,
+    },
     Play,
     Pause,
     /// One step of every run, then pause.
@@ -39,11 +42,19 @@ pub enum Command {
     AttentionPrompt(String),
     /// Refresh the attention maps every this many steps while training.
     AttentionEvery(usize),
-    Sample { run: usize, prompt: String, options: SampleOptions },
-    Export { run: usize },
+    Sample {
+        run: usize,
+        prompt: String,
+        options: SampleOptions,
+    },
+    Export {
+        run: usize,
+    },
     /// Folds the run's W_Q into its neighbours (paper 1's theory) and adds the converted model
     /// as a new run that continues from here.
-    EliminateQuery { run: usize },
+    EliminateQuery {
+        run: usize,
+    },
 }
 
 /// What a front end needs to show a run before it has trained.
@@ -86,16 +97,42 @@ impl AttentionMaps {
 
 #[derive(Debug, Clone)]
 pub enum Message {
-    Loaded { runs: Vec<RunInfo>, data: String, backend: String },
-    Stepped { run: usize, record: StepRecord, eval: Option<EvalRecord> },
-    Evaluated { run: usize, record: EvalRecord },
-    Stopped { run: usize, error: String },
+    Loaded {
+        runs: Vec<RunInfo>,
+        data: String,
+        backend: String,
+    },
+    Stepped {
+        run: usize,
+        record: StepRecord,
+        eval: Option<EvalRecord>,
+    },
+    Evaluated {
+        run: usize,
+        record: EvalRecord,
+    },
+    Stopped {
+        run: usize,
+        error: String,
+    },
     Attention(AttentionMaps),
-    Sampled { run: usize, text: String },
-    Exported { run: usize, name: String, checkpoint: Vec<u8>, metrics_csv: String },
+    Sampled {
+        run: usize,
+        text: String,
+    },
+    Exported {
+        run: usize,
+        name: String,
+        checkpoint: Vec<u8>,
+        metrics_csv: String,
+    },
     /// A converted model joined as run `info`; `report` says how exactly it matches `from`.
     /// (Boxed: the message is rare and large, and every message would carry its size.)
-    Converted { from: usize, info: Box<RunInfo>, report: Box<ReparamReport> },
+    Converted {
+        from: usize,
+        info: Box<RunInfo>,
+        report: Box<ReparamReport>,
+    },
     /// Playing or paused, as the session now is.
     Playing(bool),
     /// Every run has finished or stopped.
@@ -209,11 +246,13 @@ impl Session {
         let header = &checkpoint.header;
         let source: DataSource = header.data.parse()?;
         if let DataSource::File(path) = &source
-            && !std::path::Path::new(path).exists() && crate::corpus::uploaded(path).is_none() {
-                return Err(format!(
-                    "{name} was trained on {path}, which is not here: put the file back at that path (in the browser: upload it) to continue training it"
-                ));
-            }
+            && !std::path::Path::new(path).exists()
+            && crate::corpus::uploaded(path).is_none()
+        {
+            return Err(format!(
+                "{name} was trained on {path}, which is not here: put the file back at that path (in the browser: upload it) to continue training it"
+            ));
+        }
         // The data as the run saw it: same source, tokenizer and seed (synthetic examples
         // are generated from it).
         let plan = ExperimentPlan {
@@ -298,9 +337,8 @@ impl Session {
                 .try_into_vec_as::<f32>()
                 .map_err(|e| format!("reading attention maps: {e:?}"))?;
             let per_map = time * time;
-            let maps = (0..n_layer)
-                .map(|l| (0..n_head).map(|h| values[(l * n_head + h) * per_map..][..per_map].to_vec()).collect())
-                .collect();
+            let maps =
+                (0..n_layer).map(|l| (0..n_head).map(|h| values[(l * n_head + h) * per_map..][..per_map].to_vec()).collect()).collect();
             runs.push(maps);
         }
         Ok(AttentionMaps { step: experiment.step, tokens: labels, runs })
@@ -619,9 +657,7 @@ mod tests {
         session.run(Command::Load(tiny_plan()));
         session.run(Command::Step);
         let exported = session.run(Command::Export { run: 1 });
-        let Some(Message::Exported { checkpoint, metrics_csv, name, .. }) = exported.into_iter().next() else {
-            panic!("no export")
-        };
+        let Some(Message::Exported { checkpoint, metrics_csv, name, .. }) = exported.into_iter().next() else { panic!("no export") };
         assert_eq!(name, "shared-qk");
         assert_eq!(metrics_csv.lines().count(), 1 + 1 + 1, "header, step 0 and step 1");
         let messages = session.run(Command::Import { name: name.clone(), bytes: checkpoint.clone() });
@@ -659,7 +695,8 @@ mod tests {
         assert_eq!(info.steps.len(), 5, "the converted run continues the original's curve");
         let Some(Message::Attention(maps)) = messages.get(1) else { panic!("{messages:?}") };
         let (a, b) = (&maps.runs[0], &maps.runs[1]);
-        let largest = a.iter().flatten().zip(b.iter().flatten()).flat_map(|(x, y)| x.iter().zip(y)).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
+        let largest =
+            a.iter().flatten().zip(b.iter().flatten()).flat_map(|(x, y)| x.iter().zip(y)).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
         assert!(largest < 1e-5, "attention maps differ by {largest}");
         // Both go on training on the same batches.
         let next = session.run(Command::Step);

@@ -84,9 +84,10 @@ impl FromStr for TheoryCase {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        TheoryCase::ALL.into_iter().find(|c| c.name() == s.trim()).ok_or_else(|| {
-            format!("unknown case '{s}': use {}", TheoryCase::ALL.map(TheoryCase::name).join(", "))
-        })
+        TheoryCase::ALL
+            .into_iter()
+            .find(|c| c.name() == s.trim())
+            .ok_or_else(|| format!("unknown case '{s}': use {}", TheoryCase::ALL.map(TheoryCase::name).join(", ")))
     }
 }
 
@@ -190,13 +191,8 @@ mod tests {
         let dataset = tiny_text();
         let mut model = case.config(Preset::Theory, dataset.vocab_size());
         model.block_size = 16;
-        let training = TrainingConfig {
-            steps: 1000,
-            batch_size: 8,
-            warmup_steps: 5,
-            eval_batches: 2,
-            ..TrainingConfig::for_preset(Preset::Theory)
-        };
+        let training =
+            TrainingConfig { steps: 1000, batch_size: 8, warmup_steps: 5, eval_batches: 2, ..TrainingConfig::for_preset(Preset::Theory) };
         let spec = RunSpec { name: "standard".into(), model, training };
         let mut experiment = Experiment::new(dataset, vec![spec], &Device::flex()).unwrap();
         (0..steps).for_each(|_| drop(experiment.step()));
@@ -207,7 +203,8 @@ mod tests {
     fn trained_models_convert_exactly_in_every_exact_case() {
         for case in [TheoryCase::Single, TheoryCase::NoMlpSkip, TheoryCase::Shared] {
             let experiment = trained(case, 30);
-            let (conversion, report) = convert_and_measure(case, &experiment.runs[0], experiment.runs[0].model().valid(), experiment.val_batches()).unwrap();
+            let (conversion, report) =
+                convert_and_measure(case, &experiment.runs[0], experiment.runs[0].model().valid(), experiment.val_batches()).unwrap();
             assert!(report.max_abs_logit_diff < 1e-4, "{case}: {report:?}");
             assert!((report.val_loss_before - report.val_loss_after).abs() < 1e-4, "{case}: {report:?}");
             assert!(report.params_after < report.params_before);
@@ -219,7 +216,8 @@ mod tests {
     fn a_converted_model_keeps_training_from_where_it_was() {
         let experiment = trained(TheoryCase::LayerNorm, 30);
         let original = &experiment.runs[0];
-        let (conversion, report) = convert_and_measure(TheoryCase::LayerNorm, original, original.model().valid(), experiment.val_batches()).unwrap();
+        let (conversion, report) =
+            convert_and_measure(TheoryCase::LayerNorm, original, original.model().valid(), experiment.val_batches()).unwrap();
         assert!(report.max_abs_logit_diff > 1e-3, "LayerNorm makes the conversion approximate: {report:?}");
         let mut run = continue_converted(original, conversion, "converted", experiment.dataset()).unwrap();
         assert_eq!(run.step, 30);

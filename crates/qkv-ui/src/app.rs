@@ -472,8 +472,7 @@ impl Playground {
             #[cfg(not(target_family = "wasm"))]
             ui.horizontal(|ui| {
                 ui.label("checkpoint");
-                ui.add(egui::TextEdit::singleline(&mut self.import_path).hint_text("path/to/run.qkv"))
-                    .accessible_name("checkpoint path");
+                ui.add(egui::TextEdit::singleline(&mut self.import_path).hint_text("path/to/run.qkv")).accessible_name("checkpoint path");
                 if ui.button("import").clicked() {
                     self.import_path();
                 }
@@ -483,10 +482,11 @@ impl Playground {
                 self.pick_file(".qkv", ui.ctx());
             }
             if let Some(link) = self.share_link.clone()
-                && ui.button("copy link to this setup").on_hover_text(&link).clicked() {
-                    ui.ctx().copy_text(link);
-                    self.notice = Some(("copied a link that opens this setup".into(), false));
-                }
+                && ui.button("copy link to this setup").on_hover_text(&link).clicked()
+            {
+                ui.ctx().copy_text(link);
+                self.notice = Some(("copied a link that opens this setup".into(), false));
+            }
         });
     }
 
@@ -519,7 +519,12 @@ impl Playground {
             let change = 100.0 * (report.params_after as f64 - report.params_before as f64) / report.params_before as f64;
             egui::Grid::new("theory_report").num_columns(2).show(ui, |ui| {
                 ui.label("converted");
-                ui.label(format!("{name} at step {} ({}, {})", report.steps, report.case, if report.exact { "exact" } else { "approximate" }));
+                ui.label(format!(
+                    "{name} at step {} ({}, {})",
+                    report.steps,
+                    report.case,
+                    if report.exact { "exact" } else { "approximate" }
+                ));
                 ui.end_row();
                 ui.label("parameters");
                 ui.label(format!("{} -> {} ({change:+.2}%)", report.params_before, report.params_after));

@@ -101,12 +101,9 @@ impl AttentionPanel {
         ui.painter().image(texture.id(), rect, Rect::from_min_max(pos2(0.0, 0.0), pos2(1.0, 1.0)), Color32::WHITE);
         let time = tokens.len();
         match response.hover_pos().and_then(|p| cell_at(rect, time, p)) {
-            Some((q, k)) => response.on_hover_text(format!(
-                "query {q} {:?} -> key {k} {:?}: {:.3}",
-                tokens[q],
-                tokens[k],
-                map[q * time + k]
-            )),
+            Some((q, k)) => {
+                response.on_hover_text(format!("query {q} {:?} -> key {k} {:?}: {:.3}", tokens[q], tokens[k], map[q * time + k]))
+            }
             None => response,
         }
     }
@@ -115,12 +112,9 @@ impl AttentionPanel {
         let mut request = AttentionRequest::None;
         ui.horizontal(|ui| {
             ui.label("prompt");
-            let edit = ui.add(
-                egui::TextEdit::singleline(&mut self.prompt)
-                    .hint_text("a line of the validation text")
-                    .desired_width(320.0),
-            )
-            .accessible_name("attention prompt");
+            let edit = ui
+                .add(egui::TextEdit::singleline(&mut self.prompt).hint_text("a line of the validation text").desired_width(320.0))
+                .accessible_name("attention prompt");
             if edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) || ui.button("show").clicked() {
                 request = AttentionRequest::Prompt(self.prompt.clone());
             }
@@ -178,9 +172,10 @@ impl AttentionPanel {
 
         ui.separator();
         ui.horizontal_top(|ui| {
-            if let Some((r, l, h)) = self.selected.filter(|&(r, l, h)| {
-                maps.runs.get(r).and_then(|layers| layers.get(l)).and_then(|heads| heads.get(h)).is_some()
-            }) {
+            if let Some((r, l, h)) = self
+                .selected
+                .filter(|&(r, l, h)| maps.runs.get(r).and_then(|layers| layers.get(l)).and_then(|heads| heads.get(h)).is_some())
+            {
                 ui.vertical(|ui| {
                     ui.label(RichText::new(format!("{}: layer {l}, head {h}", view.runs[r].name())).strong());
                     self.large_map(ui, &self.textures[r][l][h].clone(), &maps.runs[r][l][h], &maps.tokens);

@@ -32,18 +32,18 @@ impl Inbox {
         for file in ctx.input(|i| i.raw.dropped_files.clone()) {
             let name = file.path().display().to_string();
             #[cfg(not(target_family = "wasm"))]
-            self.arrived.borrow_mut().push(
-                file.bytes().map(|bytes| IncomingFile { name: name.clone(), bytes }).map_err(|e| format!("cannot read {name}: {e}")),
-            );
+            self.arrived
+                .borrow_mut()
+                .push(file.bytes().map(|bytes| IncomingFile { name: name.clone(), bytes }).map_err(|e| format!("cannot read {name}: {e}")));
             #[cfg(target_family = "wasm")]
             {
                 let arrived = self.arrived.clone();
                 let ctx = ctx.clone();
                 wasm_bindgen_futures::spawn_local(async move {
                     let read = file.bytes_async().await;
-                    arrived.borrow_mut().push(
-                        read.map(|bytes| IncomingFile { name: name.clone(), bytes }).map_err(|e| format!("cannot read {name}: {e}")),
-                    );
+                    arrived
+                        .borrow_mut()
+                        .push(read.map(|bytes| IncomingFile { name: name.clone(), bytes }).map_err(|e| format!("cannot read {name}: {e}")));
                     ctx.request_repaint();
                 });
             }
@@ -70,17 +70,10 @@ mod web {
 
     use super::IncomingFile;
 
-    pub(super) fn pick(
-        arrived: Rc<RefCell<Vec<Result<IncomingFile, String>>>>,
-        accept: &str,
-        ctx: &egui::Context,
-    ) -> Result<(), String> {
+    pub(super) fn pick(arrived: Rc<RefCell<Vec<Result<IncomingFile, String>>>>, accept: &str, ctx: &egui::Context) -> Result<(), String> {
         let document = web_sys::window().and_then(|w| w.document()).ok_or("no document to open a file dialog in")?;
-        let input: web_sys::HtmlInputElement = document
-            .create_element("input")
-            .map_err(|e| format!("{e:?}"))?
-            .dyn_into()
-            .map_err(|_| "the page refused a file input")?;
+        let input: web_sys::HtmlInputElement =
+            document.create_element("input").map_err(|e| format!("{e:?}"))?.dyn_into().map_err(|_| "the page refused a file input")?;
         input.set_type("file");
         input.set_accept(accept);
         let ctx = ctx.clone();

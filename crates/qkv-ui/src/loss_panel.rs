@@ -87,12 +87,8 @@ impl LossPanel {
                 for run in &view.runs {
                     let train: Vec<f64> = run.steps.iter().map(|s| s.train_loss).collect();
                     let smoothed = smooth(&train, self.smoothing);
-                    let train_points: Vec<[f64; 2]> = run
-                        .steps
-                        .iter()
-                        .zip(smoothed)
-                        .map(|(s, loss)| [x_of(s.step, s.tokens, s.wall_secs), self.y(loss)])
-                        .collect();
+                    let train_points: Vec<[f64; 2]> =
+                        run.steps.iter().zip(smoothed).map(|(s, loss)| [x_of(s.step, s.tokens, s.wall_secs), self.y(loss)]).collect();
                     let val_points: Vec<[f64; 2]> =
                         run.evals.iter().map(|e| [x_of(e.step, e.tokens, e.wall_secs), self.y(e.val_loss)]).collect();
                     points += train_points.len() + val_points.len();
@@ -119,11 +115,8 @@ impl LossPanel {
                 .include_y(1.0)
                 .show(ui, |plot| {
                     for run in &view.runs {
-                        let acc: Vec<[f64; 2]> = run
-                            .evals
-                            .iter()
-                            .filter_map(|e| e.accuracy.map(|a| [x_of(e.step, e.tokens, e.wall_secs), a]))
-                            .collect();
+                        let acc: Vec<[f64; 2]> =
+                            run.evals.iter().filter_map(|e| e.accuracy.map(|a| [x_of(e.step, e.tokens, e.wall_secs), a])).collect();
                         points += acc.len();
                         plot.line(Line::new(format!("{} accuracy", run.name()), PlotPoints::from(acc)).color(run.colour));
                     }

@@ -26,8 +26,7 @@ pub fn first_unused(used: &[Color32]) -> Color32 {
 
 /// Probability 0..1 → a dark-to-bright sequential colour (viridis-like, by hand-picked stops).
 pub fn heat(value: f32) -> Color32 {
-    const STOPS: [[f32; 3]; 5] =
-        [[68.0, 1.0, 84.0], [59.0, 82.0, 139.0], [33.0, 145.0, 140.0], [94.0, 201.0, 98.0], [253.0, 231.0, 37.0]];
+    const STOPS: [[f32; 3]; 5] = [[68.0, 1.0, 84.0], [59.0, 82.0, 139.0], [33.0, 145.0, 140.0], [94.0, 201.0, 98.0], [253.0, 231.0, 37.0]];
     let v = value.clamp(0.0, 1.0) * (STOPS.len() - 1) as f32;
     let i = (v.floor() as usize).min(STOPS.len() - 2);
     let t = v - i as f32;
@@ -39,11 +38,7 @@ pub fn heat(value: f32) -> Color32 {
 pub fn diverging(value: f32) -> Color32 {
     let v = value.clamp(-1.0, 1.0);
     let fade = |strength: f32| (255.0 * (1.0 - strength)) as u8;
-    if v >= 0.0 {
-        Color32::from_rgb(255, fade(v), fade(v))
-    } else {
-        Color32::from_rgb(fade(-v), fade(-v), 255)
-    }
+    if v >= 0.0 { Color32::from_rgb(255, fade(v), fade(v)) } else { Color32::from_rgb(fade(-v), fade(-v), 255) }
 }
 
 #[cfg(test)]

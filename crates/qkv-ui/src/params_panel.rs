@@ -79,9 +79,7 @@ impl ParamsPanel {
         let Some(standard) = columns.iter().find(|c| c.variant == AttentionVariant::Standard) else {
             return;
         };
-        let change = |value: usize, reference: usize| {
-            format!("{:+.2}%", 100.0 * (value as f64 - reference as f64) / reference as f64)
-        };
+        let change = |value: usize, reference: usize| format!("{:+.2}%", 100.0 * (value as f64 - reference as f64) / reference as f64);
         let millions = |n: usize| format!("{:.2} M", n as f64 / 1e6);
         Grid::new("params_grid").striped(true).num_columns(columns.len() + 1).show(ui, |ui| {
             ui.label("");
@@ -133,9 +131,6 @@ mod tests {
         }
         panel.kv_heads = Some(4);
         let variants: Vec<_> = panel.columns().into_iter().map(|c| c.variant).collect();
-        assert_eq!(
-            variants,
-            [AttentionVariant::Standard, AttentionVariant::QueryIdentity, AttentionVariant::SharedKeyValue]
-        );
+        assert_eq!(variants, [AttentionVariant::Standard, AttentionVariant::QueryIdentity, AttentionVariant::SharedKeyValue]);
     }
 }

@@ -243,9 +243,7 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource) -> bool {
         {
             *data = DataSource::Synthetic { task: SyntheticTask::Reverse, length: DEFAULT_SYNTHETIC_LENGTH };
         }
-        if ui.selectable_label(matches!(data, DataSource::File(_)), "my own text file").clicked()
-            && !matches!(data, DataSource::File(_))
-        {
+        if ui.selectable_label(matches!(data, DataSource::File(_)), "my own text file").clicked() && !matches!(data, DataSource::File(_)) {
             *data = DataSource::File(String::new());
         }
     });

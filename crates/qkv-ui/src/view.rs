@@ -19,14 +19,7 @@ pub struct RunView {
 impl RunView {
     /// A run as the session announced it, with the metrics it already has.
     pub fn new(info: RunInfo, colour: Color32) -> Self {
-        Self {
-            colour,
-            steps: info.steps.clone(),
-            evals: info.evals.clone(),
-            error: None,
-            sample: None,
-            info,
-        }
+        Self { colour, steps: info.steps.clone(), evals: info.evals.clone(), error: None, sample: None, info }
     }
 
     pub fn name(&self) -> &str {
@@ -81,9 +74,7 @@ impl SessionView {
                 self.runs = runs
                     .into_iter()
                     .enumerate()
-                    .map(|(i, info)| {
-                        RunView::new(info, colours.get(i).copied().unwrap_or_else(|| crate::palette::colour(i)))
-                    })
+                    .map(|(i, info)| RunView::new(info, colours.get(i).copied().unwrap_or_else(|| crate::palette::colour(i))))
                     .collect();
                 self.data = data;
                 self.backend = backend;

@@ -16,18 +16,15 @@ use qkv_ui::{Compute, Playground};
 type State = Option<Playground>;
 
 fn harness() -> Harness<'static, State> {
-    Harness::builder()
-        .with_size(vec2(1500.0, 920.0))
-        .wgpu()
-        .build_ui_state(
-            |ui, state: &mut State| {
-                let playground = state.get_or_insert_with(|| {
-                    Playground::new(ui.ctx(), vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }], None)
-                });
-                playground.ui(ui);
-            },
-            None,
-        )
+    Harness::builder().with_size(vec2(1500.0, 920.0)).wgpu().build_ui_state(
+        |ui, state: &mut State| {
+            let playground = state.get_or_insert_with(|| {
+                Playground::new(ui.ctx(), vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }], None)
+            });
+            playground.ui(ui);
+        },
+        None,
+    )
 }
 
 fn playground<'h>(harness: &'h Harness<'_, State>) -> &'h Playground {

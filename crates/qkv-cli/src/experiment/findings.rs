@@ -82,7 +82,10 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
         } else if delta * paper_sign > 0.0 || paper_sign == 0.0 && delta.abs() <= 1.0 {
             "the same direction as the paper".to_string()
         } else {
-            format!("the opposite of the paper, by {:.2}% beyond the seeds' spread (±{spread:.2}%): this differs from the paper", delta.abs() - spread)
+            format!(
+                "the opposite of the paper, by {:.2}% beyond the seeds' spread (±{spread:.2}%): this differs from the paper",
+                delta.abs() - spread
+            )
         }
     };
     // Runs of one seed saw the same batches, so their difference within a seed is the sharper
@@ -160,7 +163,8 @@ pub(super) fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {
         let synthetic = rows.iter().any(|(_, l)| l.iter().any(|o| o.summary.accuracy.is_some()));
         out += &format!("\n### {} ({})\n\n", study.name, study.plan.data);
         out += "| variant | params | KV cache / token (f32) | KV reduction | best val loss | Δ loss | Δ perplexity |";
-        out += if synthetic { " accuracy |\n|---|---:|---:|---:|---:|---:|---:|---:|\n" } else { "\n|---|---:|---:|---:|---:|---:|---:|\n" };
+        out +=
+            if synthetic { " accuracy |\n|---|---:|---:|---:|---:|---:|---:|---:|\n" } else { "\n|---|---:|---:|---:|---:|---:|---:|\n" };
         for (name, list) in &rows {
             let loss = mean_std(list.iter().map(|o| o.summary.best_val_loss));
             let (d_loss, d_ppl) = match (loss, ref_loss) {
@@ -193,15 +197,8 @@ pub(super) fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {
 
 /// Paper 2's validation perplexity at 300M parameters relative to standard (5.11), by our run
 /// names; its GQA shares 16 heads among 4, ours half of the heads.
-const PAPER2_PPL_CHANGE: [(&str, f64); 7] = [
-    ("Q-K=V", 5.27),
-    ("Q=K-V", 5.36),
-    ("Q=K=V", 6.41),
-    ("GQA", 5.15),
-    ("MQA", 5.19),
-    ("Q-K=V + GQA", 5.32),
-    ("Q-K=V + MQA", 5.36),
-];
+const PAPER2_PPL_CHANGE: [(&str, f64); 7] =
+    [("Q-K=V", 5.27), ("Q=K-V", 5.36), ("Q=K=V", 6.41), ("GQA", 5.15), ("MQA", 5.19), ("Q-K=V + GQA", 5.32), ("Q-K=V + MQA", 5.36)];
 
 /// The text study's perplexity changes next to the paper's, and whether the paper's ordering
 /// (K=V costs less than Q=K; sharing all three costs most) holds here.
@@ -249,8 +246,7 @@ pub(super) fn paper2_against_paper(outcomes: &[Outcome]) -> String {
             .unwrap_or_default()
     };
     let (kv, qk) = (seed_ppl("Q-K=V"), seed_ppl("Q=K-V"));
-    let gaps: Vec<f64> =
-        kv.iter().filter_map(|(seed, a)| qk.iter().find(|(s, _)| s == seed).map(|(_, b)| 100.0 * (a - b) / b)).collect();
+    let gaps: Vec<f64> = kv.iter().filter_map(|(seed, a)| qk.iter().find(|(s, _)| s == seed).map(|(_, b)| 100.0 * (a - b) / b)).collect();
     let paper = |name: &str| PAPER2_PPL_CHANGE.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, p)| *p);
     let paper_gap = 100.0 * (paper("Q-K=V") - paper("Q=K-V")) / paper("Q=K-V");
     if !gaps.is_empty() {

@@ -135,7 +135,8 @@ fn paper1_runs(preset: Preset, lowered_decay: f64) -> Vec<RunPlan> {
         RunPlan { mlp_hidden: Some(wide), ..RunPlan::new(AttentionVariant::QueryIdentity) }.named("wq-identity-wide-mlp"),
         RunPlan { mlp_hidden: Some(narrow), ..RunPlan::new(AttentionVariant::Standard) }.named("standard-narrow-mlp"),
     ];
-    let lowered = main.iter().map(|r| RunPlan { weight_decay: Some(lowered_decay), ..r.clone() }.named(format!("{} wd={lowered_decay}", r.name)));
+    let lowered =
+        main.iter().map(|r| RunPlan { weight_decay: Some(lowered_decay), ..r.clone() }.named(format!("{} wd={lowered_decay}", r.name)));
     main.iter().cloned().chain(lowered).collect()
 }
 
@@ -282,7 +283,8 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
     for study in &studies {
         let train = |seed_index: usize| -> Result<SeedResult, String> {
             let seed = study.plan.seed() + seed_index as u64;
-            let plan = ExperimentPlan { training: TrainingOverrides { seed: Some(seed), ..study.plan.training.clone() }, ..study.plan.clone() };
+            let plan =
+                ExperimentPlan { training: TrainingOverrides { seed: Some(seed), ..study.plan.training.clone() }, ..study.plan.clone() };
             let label = format!("{} seed {seed}", study.name);
             let results = SeedResult::path(&out, &study.name, seed);
             if let Some(saved) = SeedResult::load(&results, &plan)? {

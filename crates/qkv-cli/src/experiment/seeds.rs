@@ -50,9 +50,8 @@ impl SeedResult {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
-        let saved: SeedResult = serde_json::from_str(&text).map_err(|e| {
-            format!("{} is not a finished seed's results ({e}): delete it to train that seed again", path.display())
-        })?;
+        let saved: SeedResult = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a finished seed's results ({e}): delete it to train that seed again", path.display()))?;
         if saved.plan != *plan {
             return Err(format!(
                 "{} holds a seed trained with another plan (other steps, data or runs): give another --out, \
