@@ -166,9 +166,7 @@ pub fn train_plan(plan: &ExperimentPlan, device: &Device) -> Result<(Experiment,
     if let TokenizerKind::Bpe { .. } = plan.tokenizer {
         eprintln!("training the {} tokenizer on the training split…", plan.tokenizer);
     }
-    let dataset = plan.dataset().map_err(|e| e.to_string())?;
-    let specs = plan.specs(&dataset).map_err(|e| e.to_string())?;
-    let mut experiment = Experiment::new(dataset, specs, device).map_err(|e| e.to_string())?;
+    let mut experiment = plan.experiment(device).map_err(|e| e.to_string())?;
     experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
 
     let plain_log = !std::io::stderr().is_terminal();

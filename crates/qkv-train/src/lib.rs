@@ -29,7 +29,7 @@ pub mod tokenizer;
 pub use corpus::{DataError, TextCorpus};
 pub use dataset::{Batch, DataSource, Dataset};
 pub use experiment::{Experiment, RunEvent};
-pub use plan::{ExperimentPlan, RunPlan};
+pub use plan::{ExperimentPlan, PlanError, RunPlan, StartError};
 pub use recipe::{TrainingConfig, TrainingConfigError};
 pub use run::{EvalRecord, Metrics, Run, RunError, RunSpec, RunStatus, StepRecord, UnknownStatus};
 pub use synthetic::{SyntheticData, SyntheticTask};

@@ -3,14 +3,16 @@
 //! flags, the app from its setup panel (and persists it); both turn it into [`RunSpec`]s here,
 //! so a run means the same thing everywhere.
 
+use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
 use qkv_model::{AttentionVariant, ConfigError, Preset};
 
 use crate::corpus::DataError;
 use crate::dataset::{DataSource, Dataset};
+use crate::experiment::Experiment;
 use crate::recipe::{TrainingConfig, TrainingConfigError};
-use crate::run::RunSpec;
+use crate::run::{RunError, RunSpec};
 use crate::tokenizer::TokenizerKind;
 
 /// Changes to the preset's architecture, shared by every run (runs of one experiment must see
@@ -127,6 +129,14 @@ impl ExperimentPlan {
         Dataset::load(&self.data, self.tokenizer, self.seed())
     }
 
+    /// The plan's experiment on `device`: its data loaded and every run built, nothing trained
+    /// or evaluated yet. What the app, `qkv train` and `qkv compare` start from.
+    pub fn experiment(&self, device: &Device) -> Result<Experiment, StartError> {
+        let dataset = self.dataset()?;
+        let specs = self.specs(&dataset)?;
+        Ok(Experiment::new(dataset, specs, device)?)
+    }
+
     /// Every run's spec, its vocabulary fitted to `dataset`. Each error names the run and the
     /// setting to change.
     pub fn specs(&self, dataset: &Dataset) -> Result<Vec<RunSpec>, PlanError> {
@@ -206,6 +216,17 @@ pub enum PlanError {
     Training { run: String, error: TrainingConfigError },
 }
 
+/// Why a plan did not become an experiment: its data, its settings, or a run that failed to build.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Data(#[from] DataError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +270,18 @@ mod tests {
         assert!(err.to_string().starts_with("shared-qk+gqa2:"), "{err}");
         let empty = ExperimentPlan { runs: vec![], ..ExperimentPlan::default() };
         assert_eq!(empty.specs(&digits()), Err(PlanError::NoRuns));
+    }
+
+    #[test]
+    fn a_plan_starts_its_experiment_or_says_which_part_failed() {
+        let plan = ExperimentPlan { data: DataSource::Synthetic { task: SyntheticTask::Reverse, length: 8 }, ..ExperimentPlan::default() };
+        let experiment = plan.experiment(&Device::flex()).unwrap();
+        let names: Vec<_> = experiment.runs.iter().map(|r| r.spec.name.as_str()).collect();
+        assert_eq!(names, ["standard", "wq-identity"]);
+        assert_eq!((experiment.step, experiment.dataset().vocab_size()), (0, 11));
+        let bad = ExperimentPlan { runs: vec![RunPlan::new(AttentionVariant::SharedQueryKey).with_kv_heads(2)], ..plan };
+        let error = bad.experiment(&Device::flex()).err().unwrap();
+        assert!(matches!(error, StartError::Plan(PlanError::Model { .. })), "{error:?}");
     }
 
     #[test]

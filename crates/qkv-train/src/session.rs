@@ -235,9 +235,7 @@ impl Session {
     }
 
     async fn load(&mut self, plan: &ExperimentPlan) -> Result<Vec<Message>, String> {
-        let dataset = plan.dataset().map_err(|e| e.to_string())?;
-        let specs = plan.specs(&dataset).map_err(|e| e.to_string())?;
-        let experiment = Experiment::new(dataset, specs, &self.device).map_err(|e| e.to_string())?;
+        let experiment = plan.experiment(&self.device).map_err(|e| e.to_string())?;
         self.loaded(experiment, plan.data.to_string()).await
     }
 
