@@ -14,6 +14,7 @@ use qkv_train::generate::{SampleOptions, generate};
 use qkv_train::rng::Rng;
 use qkv_train::{DataSource, Run, TokenizerKind};
 
+use crate::Failure;
 use crate::train::{Backend, TrainArgs};
 
 #[derive(Args, Debug)]
@@ -90,7 +91,7 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-pub fn run(args: &BenchArgs) -> Result<(), String> {
+pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     if args.steps == 0 || args.rounds == 0 {
         return Err("--steps and --rounds must be at least 1".into());
     }
@@ -108,14 +109,9 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         out: Default::default(),
     };
     let plan = train_args.plan(&args.variants);
-    let dataset = plan.dataset().map_err(|e| e.to_string())?;
+    let dataset = plan.dataset()?;
     let device = args.backend.device()?;
-    let mut runs: Vec<Run> = plan
-        .specs(&dataset)
-        .map_err(|e| e.to_string())?
-        .into_iter()
-        .map(|spec| Run::new(spec, &dataset, &device).map_err(|e| e.to_string()))
-        .collect::<Result<_, _>>()?;
+    let mut runs: Vec<Run> = plan.specs(&dataset)?.into_iter().map(|spec| Run::new(spec, &dataset, &device)).collect::<Result<_, _>>()?;
     let batch_size = runs[0].spec.training.batch_size;
     let block_size = runs[0].spec.model.block_size;
     let mut rng = Rng::new(7);
@@ -124,7 +120,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
 
     for run in &mut runs {
         for _ in 0..args.warmup {
-            run.train_step(std::slice::from_ref(&batch)).map_err(|e| e.to_string())?;
+            run.train_step(std::slice::from_ref(&batch))?;
         }
     }
     let rss_after_warmup = proc_status_mib("VmRSS:");
@@ -136,15 +132,15 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         for (index, run) in runs.iter_mut().enumerate() {
             let started = Instant::now();
             for _ in 0..args.steps {
-                run.train_step(std::slice::from_ref(&batch)).map_err(|e| e.to_string())?;
+                run.train_step(std::slice::from_ref(&batch))?;
             }
             train_rates[index].push(tokens_per_step * args.steps as f64 / started.elapsed().as_secs_f64());
 
             let model = run.model().valid();
             let options = SampleOptions { max_new_tokens: args.gen_tokens, seed: round as u64, ..Default::default() };
-            generate(&model, &prompt, &SampleOptions { max_new_tokens: 4, ..options.clone() }).map_err(|e| e.to_string())?;
+            generate(&model, &prompt, &SampleOptions { max_new_tokens: 4, ..options.clone() })?;
             let started = Instant::now();
-            generate(&model, &prompt, &options).map_err(|e| e.to_string())?;
+            generate(&model, &prompt, &options)?;
             generate_rates[index].push(args.gen_tokens as f64 / started.elapsed().as_secs_f64());
         }
     }
@@ -175,7 +171,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         .collect();
     if args.json {
         let report = BenchReport { preset: args.preset, backend: args.backend, batch: batch_size, block: block_size, rows, memory };
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
             "{} on {:?}, batch {batch_size} × {block_size}, median of {} rounds × {} steps (warm-up {} excluded)",

@@ -12,6 +12,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Why a command failed: a library's typed error or a sentence of the CLI's own. The CLI is the
+/// edge where errors become the one line the user reads, so it keeps them whole until then.
+pub type Failure = Box<dyn std::error::Error + Send + Sync>;
+
 /// Training allocates and frees the same large tensors every step; see `qkv_train::allocator`.
 #[global_allocator]
 static ALLOCATOR: qkv_train::allocator::Allocator = qkv_train::allocator::Allocator;

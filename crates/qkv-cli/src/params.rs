@@ -3,6 +3,7 @@
 use clap::Args;
 use serde::Serialize;
 
+use crate::Failure;
 use qkv_model::accounting::{component_rank, kv_cache_bytes_per_token};
 use qkv_model::{AttentionVariant, CacheDType, Component, GptConfig, ParamReport, Preset};
 
@@ -79,7 +80,7 @@ impl ParamsRow {
     }
 }
 
-pub fn run(args: &ParamsArgs) -> Result<(), String> {
+pub fn run(args: &ParamsArgs) -> Result<(), Failure> {
     let mut base = args.preset.config();
     if let Some(mlp_hidden) = args.mlp_hidden {
         base.mlp_hidden = mlp_hidden;
@@ -107,7 +108,7 @@ pub fn run(args: &ParamsArgs) -> Result<(), String> {
             return Err("no variant accepts these settings".into());
         }
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
+            println!("{}", serde_json::to_string_pretty(&rows)?);
         } else {
             print!("{}", side_by_side(&rows));
         }
@@ -116,10 +117,10 @@ pub fn run(args: &ParamsArgs) -> Result<(), String> {
             Some(name) => base.with_variant(name.parse().map_err(|e| format!("--variant: {e}"))?),
             None => base,
         };
-        config.validate().map_err(|e| e.to_string())?;
+        config.validate()?;
         let row = ParamsRow::new(args.preset, config, context, args.dtype);
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&row).map_err(|e| e.to_string())?);
+            println!("{}", serde_json::to_string_pretty(&row)?);
         } else {
             print!("{}", single(&row));
         }

@@ -3,6 +3,7 @@
 
 use clap::Args;
 
+use crate::Failure;
 use qkv_model::Preset;
 use qkv_model::burn::module::Module;
 use qkv_model::burn::tensor::Device;
@@ -39,7 +40,7 @@ fn progress(label: &str, step: usize, total: usize, loss: f64) {
     }
 }
 
-pub fn run(args: &ReparamArgs) -> Result<(), String> {
+pub fn run(args: &ReparamArgs) -> Result<(), Failure> {
     if args.steps == 0 {
         return Err("--steps must be at least 1: the conversion needs a trained model".into());
     }
@@ -51,22 +52,21 @@ pub fn run(args: &ReparamArgs) -> Result<(), String> {
     if let Some(seed) = args.seed {
         training.seed = seed;
     }
-    let dataset = Dataset::load(&DataSource::Shakespeare, TokenizerKind::Char, training.seed).map_err(|e| e.to_string())?;
+    let dataset = Dataset::load(&DataSource::Shakespeare, TokenizerKind::Char, training.seed)?;
     let model = args.case.config(args.preset, dataset.vocab_size());
-    model.validate().map_err(|e| e.to_string())?;
+    model.validate()?;
     let spec = RunSpec { name: "standard".into(), model, training };
-    let mut experiment = Experiment::new(dataset.clone(), vec![spec], &Device::flex()).map_err(|e| e.to_string())?;
+    let mut experiment = Experiment::new(dataset.clone(), vec![spec], &Device::flex())?;
     for _ in 0..args.steps {
         let events = experiment.step();
         let record = &experiment.runs[0].metrics.steps.last().ok_or_else(|| format!("training failed: {events:?}"))?;
         progress("train", record.step, args.steps, record.train_loss);
     }
     let trained = &experiment.runs[0];
-    let (conversion, mut report) =
-        convert_and_measure(args.case, trained, trained.model().valid(), experiment.val_batches()).map_err(|e| e.to_string())?;
+    let (conversion, mut report) = convert_and_measure(args.case, trained, trained.model().valid(), experiment.val_batches())?;
     if !args.case.is_exact() && args.finetune > 0 {
-        let converted = continue_converted(&experiment.runs[0], conversion, "converted", &dataset).map_err(|e| e.to_string())?;
-        let mut finetune = Experiment::from_runs(dataset, vec![converted]).map_err(|e| e.to_string())?;
+        let converted = continue_converted(&experiment.runs[0], conversion, "converted", &dataset)?;
+        let mut finetune = Experiment::from_runs(dataset, vec![converted])?;
         for _ in 0..args.finetune {
             finetune.step();
             if let Some(record) = finetune.runs[0].metrics.steps.last() {
@@ -74,12 +74,12 @@ pub fn run(args: &ReparamArgs) -> Result<(), String> {
             }
         }
         let val = finetune.val_batches().to_vec();
-        let eval = finetune.runs[0].evaluate(&val).map_err(|e| e.to_string())?;
+        let eval = finetune.runs[0].evaluate(&val)?;
         report.finetune_steps = Some(args.finetune);
         report.val_loss_after_finetune = Some(eval.val_loss);
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", text(&report));
     }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use qkv_train::{Metrics, Run};
 
+use crate::Failure;
 use crate::train::RunSummary;
 
 pub fn fmt_loss(loss: Option<f64>) -> String {
@@ -107,7 +108,7 @@ impl LossCurve {
 type Points = Vec<(f64, f64)>;
 
 /// Train (thin, smoothed) and validation (thick) loss against step, one colour per run.
-pub fn loss_svg(curves: &[LossCurve], path: &Path) -> Result<(), String> {
+pub fn loss_svg(curves: &[LossCurve], path: &Path) -> Result<(), Failure> {
     let failed = |e: String| format!("cannot draw {}: {e}", path.display());
     let smooth = |values: &[(f64, f64)]| -> Points {
         // Exponential moving average: single-batch losses are noisy.
@@ -157,7 +158,8 @@ pub fn loss_svg(curves: &[LossCurve], path: &Path) -> Result<(), String> {
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
     }
     chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.8)).draw().map_err(|e| failed(e.to_string()))?;
-    root.present().map_err(|e| failed(e.to_string()))
+    root.present().map_err(|e| failed(e.to_string()))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use qkv_train::checkpoint::Checkpoint;
 use qkv_train::generate::{SampleOptions, generate};
 use qkv_train::synthetic::SEP;
 
+use crate::Failure;
 use crate::train::Backend;
 
 #[derive(Args, Debug)]
@@ -33,14 +34,14 @@ pub struct SampleArgs {
     backend: Backend,
 }
 
-pub fn run(args: &SampleArgs) -> Result<(), String> {
+pub fn run(args: &SampleArgs) -> Result<(), Failure> {
     if !(args.temperature.is_finite() && args.temperature >= 0.0) {
-        return Err(format!("--temperature {} must be ≥ 0", args.temperature));
+        return Err(format!("--temperature {} must be ≥ 0", args.temperature).into());
     }
-    let checkpoint = Checkpoint::read(&args.checkpoint).map_err(|e| e.to_string())?;
+    let checkpoint = Checkpoint::read(&args.checkpoint)?;
     let tokenizer = checkpoint.header.tokenizer.clone();
     let device = args.backend.device()?;
-    let model = checkpoint.into_model(&device).map_err(|e| e.to_string())?;
+    let model = checkpoint.into_model(&device)?;
     let options = SampleOptions {
         max_new_tokens: args.tokens,
         temperature: args.temperature,
@@ -51,8 +52,8 @@ pub fn run(args: &SampleArgs) -> Result<(), String> {
     match tokenizer {
         Some(tokenizer) => {
             let prompt = args.prompt.clone().unwrap_or_else(|| "\n".into());
-            let ids = tokenizer.encode(&prompt).map_err(|e| e.to_string())?;
-            let generation = generate(&model, &ids, &options).map_err(|e| e.to_string())?;
+            let ids = tokenizer.encode(&prompt)?;
+            let generation = generate(&model, &ids, &options)?;
             println!("{prompt}{}", tokenizer.decode(&generation.tokens));
         }
         None => {
@@ -64,7 +65,7 @@ pub fn run(args: &SampleArgs) -> Result<(), String> {
                 .collect::<Result<_, _>>()?;
             ids.push(SEP);
             let options = SampleOptions { max_new_tokens: prompt.chars().count(), ..options };
-            let generation = generate(&model, &ids, &options).map_err(|e| e.to_string())?;
+            let generation = generate(&model, &ids, &options)?;
             let answer: String = generation.tokens.iter().map(|&t| if t == SEP { '|' } else { char::from(b'0' + t as u8) }).collect();
             println!("{prompt} → {answer}");
         }

@@ -14,6 +14,7 @@ use qkv_train::checkpoint::{to_bytes, write_atomically};
 use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
 use qkv_train::{DataSource, Experiment, Run, RunEvent, RunStatus, TokenizerKind};
 
+use crate::Failure;
 use crate::report;
 
 /// Settings shared by `train` and `compare`.
@@ -62,11 +63,12 @@ pub enum Backend {
 }
 
 impl Backend {
-    pub fn device(self) -> Result<Device, String> {
+    pub fn device(self) -> Result<Device, Failure> {
         match self {
             Backend::Flex => Ok(Device::flex()),
             Backend::Wgpu => Device::wgpu_options().init().map_err(|e| {
                 format!("no wgpu device ({e}); without a GPU install Mesa's lavapipe (apt-get install mesa-vulkan-drivers) or use --backend flex")
+                    .into()
             }),
         }
     }
@@ -156,18 +158,18 @@ fn progress_style() -> ProgressStyle {
 }
 
 /// Trains `variants` side by side; returns the finished experiment and the wall time.
-pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant]) -> Result<(Experiment, f64), String> {
+pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant]) -> Result<(Experiment, f64), Failure> {
     train_plan(&args.plan(variants), &args.backend.device()?)
 }
 
 /// Trains every run of `plan` on identical batches with progress bars (plain lines in logs).
-pub fn train_plan(plan: &ExperimentPlan, device: &Device) -> Result<(Experiment, f64), String> {
+pub fn train_plan(plan: &ExperimentPlan, device: &Device) -> Result<(Experiment, f64), Failure> {
     let started = std::time::Instant::now();
     if let TokenizerKind::Bpe { .. } = plan.tokenizer {
         eprintln!("training the {} tokenizer on the training split…", plan.tokenizer);
     }
-    let mut experiment = plan.experiment(device).map_err(|e| e.to_string())?;
-    experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+    let mut experiment = plan.experiment(device)?;
+    experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>()?;
 
     let plain_log = !std::io::stderr().is_terminal();
     let bars = MultiProgress::new();
@@ -219,19 +221,18 @@ pub fn train_plan(plan: &ExperimentPlan, device: &Device) -> Result<(Experiment,
 }
 
 /// metrics.csv, summary.json and one checkpoint per run; returns the summaries.
-pub fn write_outputs(args: &TrainArgs, experiment: &Experiment, single: bool) -> Result<Vec<RunSummary>, String> {
+pub fn write_outputs(args: &TrainArgs, experiment: &Experiment, single: bool) -> Result<Vec<RunSummary>, Failure> {
     let out = &args.out;
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let write = |path: &Path, text: &str| std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()));
     write(&out.join("metrics.csv"), &qkv_train::csv::metrics_csv(&experiment.runs))?;
     let summaries: Vec<RunSummary> = experiment.runs.iter().map(RunSummary::of).collect();
-    let summary_json = if single { serde_json::to_string_pretty(&summaries[0]) } else { serde_json::to_string_pretty(&summaries) }
-        .map_err(|e| e.to_string())?;
+    let summary_json = if single { serde_json::to_string_pretty(&summaries[0]) } else { serde_json::to_string_pretty(&summaries) }?;
     write(&out.join("summary.json"), &summary_json)?;
     for run in &experiment.runs {
-        let bytes = to_bytes(run, experiment.dataset(), &args.data.to_string()).map_err(|e| e.to_string())?;
+        let bytes = to_bytes(run, experiment.dataset(), &args.data.to_string())?;
         let path = if single { out.join("checkpoint.qkv") } else { out.join(format!("{}.qkv", run.spec.name)) };
-        write_atomically(&path, &bytes).map_err(|e| e.to_string())?;
+        write_atomically(&path, &bytes)?;
     }
     Ok(summaries)
 }
@@ -246,7 +247,7 @@ pub struct TrainCommand {
     pub variant: AttentionVariant,
 }
 
-pub fn run_train(command: &TrainCommand) -> Result<(), String> {
+pub fn run_train(command: &TrainCommand) -> Result<(), Failure> {
     let (experiment, wall) = train_variants(&command.args, &[command.variant])?;
     let summaries = write_outputs(&command.args, &experiment, true)?;
     let s = &summaries[0];
@@ -275,7 +276,7 @@ pub struct CompareCommand {
     pub variants: Vec<AttentionVariant>,
 }
 
-pub fn run_compare(command: &CompareCommand, invocation: &str) -> Result<(), String> {
+pub fn run_compare(command: &CompareCommand, invocation: &str) -> Result<(), Failure> {
     let (experiment, wall) = train_variants(&command.args, &command.variants)?;
     let summaries = write_outputs(&command.args, &experiment, false)?;
     let out = &command.args.out;

@@ -17,6 +17,7 @@ use qkv_train::csv;
 use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
 use qkv_train::{DataSource, Experiment, Run, RunEvent, SyntheticTask, TokenizerKind};
 
+use crate::Failure;
 use crate::report::LossCurve;
 use crate::train::Backend;
 use findings::{paper1_report, paper2_against_paper, paper2_report};
@@ -156,7 +157,7 @@ fn paper2_runs(n_head: usize) -> Vec<RunPlan> {
     ]
 }
 
-fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, String> {
+fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
     let steps = args.steps.or(args.scale.default_steps());
     let data = match (&args.data, args.scale) {
         (Some(data), _) => data.clone(),
@@ -197,22 +198,22 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, String> {
 
 /// Trains one seed of a study, resuming from the checkpoints in `dir` when all of them are
 /// there, and checkpointing at every evaluation.
-fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -> Result<Experiment, String> {
+fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -> Result<Experiment, Failure> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let dataset = plan.dataset().map_err(|e| e.to_string())?;
-    let specs = plan.specs(&dataset).map_err(|e| e.to_string())?;
+    let dataset = plan.dataset()?;
+    let specs = plan.specs(&dataset)?;
     let path = |name: &str| dir.join(format!("{}.qkv", name.replace(['/', ' ', '='], "_")));
     let saved: Vec<PathBuf> = specs.iter().map(|s| path(&s.name)).filter(|p| p.exists()).collect();
     let mut experiment = if saved.len() == specs.len() {
         let runs = specs
             .iter()
-            .map(|spec| Checkpoint::read(&path(&spec.name)).and_then(|c| c.into_run(&dataset, device)).map_err(|e| e.to_string()))
-            .collect::<Result<Vec<Run>, String>>()?;
+            .map(|spec| Checkpoint::read(&path(&spec.name)).and_then(|c| c.into_run(&dataset, device)))
+            .collect::<Result<Vec<Run>, _>>()?;
         eprintln!("{label}: resuming at step {} from {}", runs[0].step, dir.display());
-        Experiment::from_runs(dataset, runs).map_err(|e| e.to_string())?
+        Experiment::from_runs(dataset, runs)?
     } else {
-        let mut experiment = Experiment::new(dataset, specs, device).map_err(|e| e.to_string())?;
-        experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+        let mut experiment = Experiment::new(dataset, specs, device)?;
+        experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>()?;
         experiment
     };
     let data = plan.data.to_string();
@@ -233,8 +234,8 @@ fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -
                 .collect();
             eprintln!("{label} step {}: val {}", experiment.step, losses.join(", "));
             for run in &experiment.runs {
-                let bytes = to_bytes(run, experiment.dataset(), &data).map_err(|e| e.to_string())?;
-                write_atomically(&path(&run.spec.name), &bytes).map_err(|e| e.to_string())?;
+                let bytes = to_bytes(run, experiment.dataset(), &data)?;
+                write_atomically(&path(&run.spec.name), &bytes)?;
             }
         }
     }
@@ -242,7 +243,7 @@ fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -
 }
 
 /// `work(0..count)` on up to `jobs` threads at once, results in index order.
-fn in_parallel<T: Send>(count: usize, jobs: usize, work: impl Fn(usize) -> T + Sync + Send) -> Result<Vec<T>, String> {
+fn in_parallel<T: Send>(count: usize, jobs: usize, work: impl Fn(usize) -> T + Sync + Send) -> Result<Vec<T>, Failure> {
     use rayon::prelude::*;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().map_err(|e| format!("cannot start {jobs} job threads: {e}"))?;
     Ok(pool.install(|| (0..count).into_par_iter().map(work).collect()))
@@ -255,7 +256,7 @@ fn utc_date() -> String {
     format!("{} {} UTC", &stamp[..10], &stamp[11..16])
 }
 
-pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
+pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
     let started = std::time::Instant::now();
     let seeds = args.seeds.unwrap_or(if args.scale == Scale::Gpu { 1 } else { 3 });
     if seeds == 0 {
@@ -281,7 +282,7 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), String> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads_per_job = (cores / args.jobs).max(1);
     for study in &studies {
-        let train = |seed_index: usize| -> Result<SeedResult, String> {
+        let train = |seed_index: usize| -> Result<SeedResult, Failure> {
             let seed = study.plan.seed() + seed_index as u64;
             let plan =
                 ExperimentPlan { training: TrainingOverrides { seed: Some(seed), ..study.plan.training.clone() }, ..study.plan.clone() };
@@ -448,10 +449,10 @@ mod tests {
         assert!(std::fs::read_to_string(out.join("report.md")).unwrap().contains("wq-identity"));
 
         // Another plan is not mixed with it, and a damaged file is named, not trusted.
-        let error = run(&args(3), "other steps").unwrap_err();
+        let error = run(&args(3), "other steps").unwrap_err().to_string();
         assert!(error.contains("another plan") && error.contains("seed-"), "{error}");
         std::fs::write(&seed_file, "{ not json").unwrap();
-        let error = run(&args(2), "damaged").unwrap_err();
+        let error = run(&args(2), "damaged").unwrap_err().to_string();
         assert!(error.contains("delete it to train that seed again"), "{error}");
         std::fs::remove_dir_all(&out).unwrap();
     }

@@ -9,6 +9,7 @@ use qkv_train::Run;
 use qkv_train::checkpoint::write_atomically;
 use qkv_train::plan::ExperimentPlan;
 
+use crate::Failure;
 use crate::report::LossCurve;
 use crate::train::RunSummary;
 
@@ -44,11 +45,11 @@ impl SeedResult {
     }
 
     /// The result saved at `path` for `plan`, or None where that seed has not finished.
-    pub(super) fn load(path: &Path, plan: &ExperimentPlan) -> Result<Option<SeedResult>, String> {
+    pub(super) fn load(path: &Path, plan: &ExperimentPlan) -> Result<Option<SeedResult>, Failure> {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display()).into()),
         };
         let saved: SeedResult = serde_json::from_str(&text)
             .map_err(|e| format!("{} is not a finished seed's results ({e}): delete it to train that seed again", path.display()))?;
@@ -57,17 +58,18 @@ impl SeedResult {
                 "{} holds a seed trained with another plan (other steps, data or runs): give another --out, \
                  or delete it to train that seed again",
                 path.display()
-            ));
+            )
+            .into());
         }
         Ok(Some(saved))
     }
 
-    pub(super) fn save(&self, path: &Path) -> Result<(), String> {
+    pub(super) fn save(&self, path: &Path) -> Result<(), Failure> {
         let json = serde_json::to_string(self).map_err(|e| format!("cannot encode {}: {e}", path.display()))?;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
-        write_atomically(path, json.as_bytes()).map_err(|e| e.to_string())
+        Ok(write_atomically(path, json.as_bytes())?)
     }
 }
 
