@@ -12,7 +12,7 @@ use qkv_model::accounting::training_flops_per_token;
 use qkv_model::burn::module::Module;
 use qkv_train::generate::{SampleOptions, generate};
 use qkv_train::rng::Rng;
-use qkv_train::{DataSource, Run, TokenizerKind};
+use qkv_train::{DataSource, TokenizerKind};
 
 use crate::Failure;
 use crate::train::{Backend, TrainArgs};
@@ -109,16 +109,17 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         out: Default::default(),
     };
     let plan = train_args.plan(&args.variants);
-    let dataset = plan.dataset()?;
     let device = args.backend.device()?;
-    let mut runs: Vec<Run> = plan.specs(&dataset)?.into_iter().map(|spec| Run::new(spec, &dataset, &device)).collect::<Result<_, _>>()?;
-    let batch_size = runs[0].spec.training.batch_size;
-    let block_size = runs[0].spec.model.block_size;
+    // The runs are stepped one at a time, each on the same batch, not through the experiment.
+    let mut experiment = plan.experiment(&device)?;
+    let batch_size = experiment.runs[0].spec.training.batch_size;
+    let block_size = experiment.runs[0].spec.model.block_size;
     let mut rng = Rng::new(7);
-    let batch = dataset.train_batch(&mut rng, batch_size, block_size);
+    let batch = experiment.dataset().train_batch(&mut rng, batch_size, block_size);
+    let runs = &mut experiment.runs;
     let tokens_per_step = (batch_size * block_size) as f64;
 
-    for run in &mut runs {
+    for run in runs.iter_mut() {
         for _ in 0..args.warmup {
             run.train_step(std::slice::from_ref(&batch))?;
         }
