@@ -8,14 +8,14 @@ mod native;
 #[cfg(target_family = "wasm")]
 mod web;
 
-/// Training allocates and frees the same large tensors every step; see `qkv_train::allocator`.
+/// Training allocates and frees the same large tensors every step; see `qkv_allocator`.
 #[cfg(not(target_family = "wasm"))]
 #[global_allocator]
-static ALLOCATOR: qkv_train::allocator::Allocator = qkv_train::allocator::Allocator;
+static ALLOCATOR: qkv_allocator::Allocator = qkv_allocator::Allocator;
 
 #[cfg(not(target_family = "wasm"))]
 fn main() -> eframe::Result {
-    qkv_train::allocator::keep_freed_pages();
+    qkv_allocator::keep_freed_pages();
     native::run()
 }
 

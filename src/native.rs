@@ -6,7 +6,9 @@
 use std::time::Instant;
 
 use eframe::egui;
-use qkv_ui::Playground;
+use qkv_train::session::SessionTask;
+use qkv_ui::files::{FileKind, Inbox, IncomingFile, OutgoingFile};
+use qkv_ui::{Platform, Playground};
 
 use crate::shell::{self, SETUP_KEY};
 
@@ -69,6 +71,33 @@ fn window_size(text: &str) -> Result<[f32; 2], String> {
     let (w, h): (f32, f32) = (w.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?);
     let fits = |v: f32| (200.0..=10_000.0).contains(&v);
     if fits(w) && fits(h) { Ok([w, h]) } else { Err(bad()) }
+}
+
+/// The desktop: sessions on threads of their own, files named by path in folders.
+struct Desktop;
+
+impl Platform for Desktop {
+    fn spawn_session(&self, task: SessionTask) {
+        std::thread::Builder::new().name("qkv-session".into()).spawn(move || task.run_blocking()).expect("the OS can start a thread");
+    }
+
+    fn default_folder(&self) -> Option<String> {
+        let folder = std::env::current_dir().map_or_else(|_| "qkv-lab-exports".into(), |d| d.join("qkv-lab-exports"));
+        Some(folder.display().to_string())
+    }
+
+    fn save(&self, folder: &str, files: &[OutgoingFile]) -> Result<String, String> {
+        OutgoingFile::write_into(std::path::Path::new(folder), files)
+    }
+
+    fn read_dropped(&self, file: egui::DroppedFileHandle, inbox: &Inbox) {
+        inbox.deliver(IncomingFile::read(file.path()));
+    }
+
+    /// The desktop names files by path (the setup's and the import's fields).
+    fn pick(&self, _kind: FileKind, _inbox: &Inbox) -> bool {
+        false
+    }
 }
 
 struct Shell {
@@ -166,7 +195,7 @@ pub fn run() -> eframe::Result {
                     None => eprintln!("qkv-lab: no {wanted} device here; using {}", computes[0].label),
                 }
             }
-            let mut playground = Playground::new(&cc.egui_ctx, computes, saved.as_deref());
+            let mut playground = Playground::new(&cc.egui_ctx, Box::new(Desktop), computes, saved.as_deref());
             if let Some(lesson) = args.lesson {
                 playground.load_lesson(lesson);
             }

@@ -16,8 +16,10 @@ use eframe::wasm_bindgen::JsCast;
 use eframe::wasm_bindgen::JsValue;
 use eframe::wasm_bindgen::closure::Closure;
 use qkv_model::burn::tensor::Device;
+use qkv_train::session::{SessionTask, Turn};
+use qkv_ui::files::{FileKind, Inbox, IncomingFile, OutgoingFile};
 use qkv_ui::setup_panel::Setup;
-use qkv_ui::{Compute, Playground};
+use qkv_ui::{Compute, Platform, Playground};
 
 use crate::shell::{self, SETUP_KEY};
 
@@ -59,6 +61,117 @@ fn setup_in_address() -> Option<Result<String, String>> {
     Some(js_sys::decode_uri_component(encoded).map(String::from).map_err(|_| "the link's setup is not valid URI encoding".to_string()))
 }
 
+/// How long the session task trains before it hands the page back: most of a 60 Hz frame, so
+/// that the page still draws every frame. Short steps run back to back within it, since a yield
+/// costs a timer tick (4 ms or more) and a frame, more than a step of a small model takes.
+const SESSION_TURN: std::time::Duration = std::time::Duration::from_millis(12);
+
+/// Resolves after `ms` milliseconds on the page's timer queue: the page draws and handles input
+/// meanwhile (a resolved promise alone would not let it, microtasks run before rendering).
+async fn yield_to_page(ms: i32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _reject| {
+        if let Some(window) = web_sys::window() {
+            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+/// The browser: one thread, so the session is a task on the page's event loop that hands the
+/// page back after every turn; files come from a picker or a drop and leave as downloads.
+struct Browser {
+    /// Asked to repaint when a file has been read.
+    ctx: egui::Context,
+}
+
+impl Platform for Browser {
+    fn spawn_session(&self, mut task: SessionTask) {
+        wasm_bindgen_futures::spawn_local(async move {
+            loop {
+                match task.turn(SESSION_TURN).await {
+                    Turn::Worked => yield_to_page(0).await,
+                    // Idle: look for commands a few times per frame.
+                    Turn::Idle => yield_to_page(5).await,
+                    Turn::Closed => return,
+                }
+            }
+        });
+    }
+
+    fn default_folder(&self) -> Option<String> {
+        None
+    }
+
+    fn save(&self, _folder: &str, files: &[OutgoingFile]) -> Result<String, String> {
+        files.iter().try_for_each(download)?;
+        Ok(format!("downloaded {}", qkv_ui::files::names(files)))
+    }
+
+    fn read_dropped(&self, file: egui::DroppedFileHandle, inbox: &Inbox) {
+        let (inbox, ctx) = (inbox.clone(), self.ctx.clone());
+        wasm_bindgen_futures::spawn_local(async move {
+            let name = file.path().display().to_string();
+            let read = file.bytes_async().await;
+            inbox.deliver(read.map(|bytes| IncomingFile { name: name.clone(), bytes }).map_err(|e| format!("cannot read {name}: {e}")));
+            ctx.request_repaint();
+        });
+    }
+
+    fn pick(&self, kind: FileKind, inbox: &Inbox) -> bool {
+        if let Err(e) = pick(kind, inbox, &self.ctx) {
+            inbox.deliver(Err(e));
+        }
+        true
+    }
+}
+
+/// Opens the browser's file dialog; the file is read asynchronously into `inbox`.
+fn pick(kind: FileKind, inbox: &Inbox, ctx: &egui::Context) -> Result<(), String> {
+    let document = web_sys::window().and_then(|w| w.document()).ok_or("no document to open a file dialog in")?;
+    let input: web_sys::HtmlInputElement =
+        document.create_element("input").map_err(|e| format!("{e:?}"))?.dyn_into().map_err(|_| "the page refused a file input")?;
+    input.set_type("file");
+    input.set_accept(&kind.extensions().iter().map(|e| format!(".{e}")).collect::<Vec<_>>().join(","));
+    let (inbox, ctx, source) = (inbox.clone(), ctx.clone(), input.clone());
+    let on_change = Closure::<dyn FnMut()>::new(move || {
+        let Some(file) = source.files().and_then(|files| files.get(0)) else { return };
+        let (inbox, ctx) = (inbox.clone(), ctx.clone());
+        wasm_bindgen_futures::spawn_local(async move {
+            let name = file.name();
+            let read = wasm_bindgen_futures::JsFuture::from(file.array_buffer()).await;
+            inbox.deliver(
+                read.map(|buffer| IncomingFile { name: name.clone(), bytes: js_sys::Uint8Array::new(&buffer).to_vec() })
+                    .map_err(|e| format!("cannot read {name}: {e:?}")),
+            );
+            ctx.request_repaint();
+        });
+    });
+    input.set_onchange(Some(on_change.as_ref().unchecked_ref()));
+    // The input may call back at any later time: the closure lives as long as the page.
+    on_change.forget();
+    input.click();
+    Ok(())
+}
+
+/// Hands a file to the browser as a download.
+fn download(file: &OutgoingFile) -> Result<(), String> {
+    let name = &file.name;
+    let fail = |e: JsValue| format!("could not download {name}: {e:?}");
+    let document = web_sys::window().and_then(|w| w.document()).ok_or("no document to download from")?;
+    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(file.bytes.as_slice()));
+    let options = web_sys::BlobPropertyBag::new();
+    options.set_type(file.mime);
+    let blob = web_sys::Blob::new_with_u8_array_sequence_and_options(&parts, &options).map_err(fail)?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(fail)?;
+    let anchor: web_sys::HtmlAnchorElement =
+        document.create_element("a").map_err(fail)?.dyn_into().map_err(|_| format!("could not download {name}"))?;
+    anchor.set_href(&url);
+    anchor.set_download(name);
+    anchor.click();
+    web_sys::Url::revoke_object_url(&url).map_err(fail)?;
+    Ok(())
+}
+
 struct WebShell {
     playground: Playground,
     autotrain: bool,
@@ -90,7 +203,7 @@ impl WebShell {
             Some(Ok(json)) => Some(json.clone()),
             _ => cc.storage.and_then(|s| s.get_string(SETUP_KEY)),
         };
-        let mut playground = Playground::new(&cc.egui_ctx, computes, saved.as_deref());
+        let mut playground = Playground::new(&cc.egui_ctx, Box::new(Browser { ctx: cc.egui_ctx.clone() }), computes, saved.as_deref());
         if let Some(Err(e)) = from_address {
             playground.notice = Some((format!("{e}; starting from your last setup"), true));
         }

@@ -16,9 +16,9 @@ use clap::{Parser, Subcommand};
 /// edge where errors become the one line the user reads, so it keeps them whole until then.
 pub type Failure = Box<dyn std::error::Error + Send + Sync>;
 
-/// Training allocates and frees the same large tensors every step; see `qkv_train::allocator`.
+/// Training allocates and frees the same large tensors every step; see `qkv_allocator`.
 #[global_allocator]
-static ALLOCATOR: qkv_train::allocator::Allocator = qkv_train::allocator::Allocator;
+static ALLOCATOR: qkv_allocator::Allocator = qkv_allocator::Allocator;
 
 #[derive(Parser)]
 #[command(name = "qkv", version, about = "QKV Lab: train and compare attention variants (does a transformer need W_Q?)")]
@@ -46,7 +46,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    qkv_train::allocator::keep_freed_pages();
+    qkv_allocator::keep_freed_pages();
     let cli = Cli::parse();
     let invocation = std::env::args().collect::<Vec<_>>().join(" ");
     let result = match &cli.command {

@@ -34,10 +34,10 @@ pub(crate) unsafe fn matmul_parallel(
     rhs: (*const f32, isize, isize),
     scale: f32,
 ) {
-    #[cfg(not(target_family = "wasm"))]
-    let parallelism = gemm::Parallelism::Rayon(rayon::current_num_threads());
-    #[cfg(target_family = "wasm")]
-    let parallelism = gemm::Parallelism::None;
+    let parallelism = match rayon::current_num_threads() {
+        1 => gemm::Parallelism::None,
+        threads => gemm::Parallelism::Rayon(threads),
+    };
     unsafe { matmul_on(parallelism, shape, dst, accumulate, lhs, rhs, scale) }
 }
 

@@ -1,30 +1,24 @@
-//! Work split over the cores: rayon's current pool natively (the one flex uses, or the pool a
-//! caller installed for its run), one thread in the browser.
+//! Work split over the cores: rayon's current pool (the one flex uses, or the pool a caller
+//! installed for its run). In the browser that pool is the page's one thread.
 
 /// Below this many floating-point operations a task list runs on the calling thread: waking a
 /// worker costs more than the work.
-#[cfg(not(target_family = "wasm"))]
 const PARALLEL_MIN_FLOPS: usize = 1 << 16;
 
 /// `task(i)` for every i in 0..tasks, in parallel when the total work (`flops`) is worth it.
 /// Returns the results in order.
 pub(crate) fn map<R: Send>(tasks: usize, flops: usize, task: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
-    #[cfg(not(target_family = "wasm"))]
     if tasks > 1 && flops >= PARALLEL_MIN_FLOPS && rayon::current_num_threads() > 1 {
         use rayon::prelude::*;
         return (0..tasks).into_par_iter().map(task).collect();
     }
-    let _ = flops;
     (0..tasks).map(task).collect()
 }
 
 /// Contiguous ranges that split `len` items into about one chunk per thread (at least
 /// `min_chunk` items each), for row-wise kernels.
 pub(crate) fn chunks(len: usize, min_chunk: usize) -> Vec<std::ops::Range<usize>> {
-    #[cfg(not(target_family = "wasm"))]
     let threads = rayon::current_num_threads();
-    #[cfg(target_family = "wasm")]
-    let threads = 1;
     let count = (len / min_chunk.max(1)).clamp(1, 4 * threads);
     let size = len.div_ceil(count);
     (0..len).step_by(size.max(1)).map(|start| start..(start + size).min(len)).collect()

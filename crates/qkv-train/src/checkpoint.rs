@@ -61,8 +61,7 @@ fn push_section(out: &mut Vec<u8>, section: &[u8]) {
     out.extend(section);
 }
 
-/// [`to_bytes_async`], waiting for the reads (native only).
-#[cfg(not(target_family = "wasm"))]
+/// [`to_bytes_async`], blocking on the reads (not in the browser, which cannot block).
 pub fn to_bytes(run: &Run, dataset: &Dataset, data: &str) -> Result<Vec<u8>, CheckpointError> {
     pollster::block_on(to_bytes_async(run, dataset, data))
 }
@@ -157,7 +156,6 @@ impl Checkpoint {
         Ok(Self { header, weights: weights.to_vec(), optimiser: optimiser.to_vec(), name: name.to_string() })
     }
 
-    #[cfg(not(target_family = "wasm"))]
     pub fn read(path: &std::path::Path) -> Result<Self, CheckpointError> {
         let name = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|e| CheckpointError::Io { action: "read", name: name.clone(), message: e.to_string() })?;
@@ -210,7 +208,6 @@ impl Checkpoint {
 
 /// Writes `bytes` next to `path` first and renames, so an interrupted save never leaves a
 /// half-written checkpoint under the real name.
-#[cfg(not(target_family = "wasm"))]
 pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), CheckpointError> {
     let io = |e: std::io::Error| CheckpointError::Io { action: "write", name: path.display().to_string(), message: e.to_string() };
     let tmp = path.with_extension("partial");

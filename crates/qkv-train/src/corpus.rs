@@ -62,10 +62,19 @@ impl TextCorpus {
         Ok(Self { name: name.into(), text: text.to_string() })
     }
 
-    #[cfg(not(target_family = "wasm"))]
+    /// Reads the text at `path`. Where there are no files to read (the browser), says how to
+    /// hand the text over instead.
     pub fn from_path(path: &std::path::Path) -> Result<Self, DataError> {
         let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| DataError::Io { name: name.clone(), message: e.to_string() })?;
+        let bytes = std::fs::read(path).map_err(|e| {
+            let message = match e.kind() {
+                std::io::ErrorKind::Unsupported => {
+                    "there are no files to read here: drop the file on the page or pick it under 'my own text file'".to_string()
+                }
+                _ => e.to_string(),
+            };
+            DataError::Io { name: name.clone(), message }
+        })?;
         Self::from_bytes(&name, &bytes)
     }
 

@@ -111,13 +111,7 @@ impl Dataset {
         }
         match source {
             DataSource::Shakespeare => Self::from_text(&TextCorpus::shakespeare(), tokenizer),
-            #[cfg(not(target_family = "wasm"))]
             DataSource::File(path) => Self::from_text(&TextCorpus::from_path(std::path::Path::new(path))?, tokenizer),
-            #[cfg(target_family = "wasm")]
-            DataSource::File(path) => Err(DataError::Io {
-                name: path.clone(),
-                message: "the browser has no such upload: drop the file on the page or pick it under 'my own text file'".into(),
-            }),
             DataSource::Synthetic { task, length } => Ok(Dataset::Synthetic(SyntheticData { task: *task, length: *length, seed })),
         }
     }

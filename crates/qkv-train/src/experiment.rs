@@ -114,8 +114,7 @@ impl Experiment {
         (0..self.grad_accum).map(|_| self.dataset.train_batch(&mut self.rng, self.batch_size, self.block_size)).collect()
     }
 
-    /// [`Experiment::step_async`], waiting for every read-back (native only).
-    #[cfg(not(target_family = "wasm"))]
+    /// [`Experiment::step_async`], blocking on every read-back (not in the browser, which cannot block).
     pub fn step(&mut self) -> Vec<RunEvent> {
         pollster::block_on(self.step_async())
     }
@@ -124,7 +123,6 @@ impl Experiment {
     /// every read-back is awaited (the browser cannot block on its GPU).
     pub async fn step_async(&mut self) -> Vec<RunEvent> {
         let batches = self.next_batches();
-        #[cfg(not(target_family = "wasm"))]
         if let Some(events) = self.step_concurrently(&batches) {
             return events;
         }
@@ -141,7 +139,6 @@ impl Experiment {
     /// caller computes with, when that can help: on the CPU, with two or more runs and threads to
     /// share. A run's result does not depend on it (its dropout masks come from its own seeds),
     /// beyond the order in which a thread count adds partial sums.
-    #[cfg(not(target_family = "wasm"))]
     fn step_concurrently(&mut self, batches: &[Batch]) -> Option<Vec<RunEvent>> {
         let active = self.runs.iter().filter(|run| run.is_active()).count();
         let threads = rayon::current_num_threads();
@@ -155,8 +152,7 @@ impl Experiment {
         Some(crate::threads::on_threads(runs, per_run, |(index, run)| pollster::block_on(step_one(index, run, batches, val_batches))))
     }
 
-    /// [`Experiment::evaluate_all_async`], waiting for every read-back (native only).
-    #[cfg(not(target_family = "wasm"))]
+    /// [`Experiment::evaluate_all_async`], blocking on every read-back (not in the browser, which cannot block).
     pub fn evaluate_all(&mut self) -> Vec<Result<EvalRecord, RunError>> {
         pollster::block_on(self.evaluate_all_async())
     }

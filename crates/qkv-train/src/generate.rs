@@ -49,8 +49,7 @@ async fn last_logits(logits: Tensor<3>) -> Result<Vec<f32>, RunError> {
         .map_err(|e| RunError::Device(format!("{e:?}")))
 }
 
-/// [`generate_async`], waiting for it (native only: the browser cannot wait on the GPU).
-#[cfg(not(target_family = "wasm"))]
+/// [`generate_async`], blocking on it (not in the browser, which cannot wait on its GPU).
 pub fn generate(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<Generation, RunError> {
     pollster::block_on(generate_async(model, prompt, options))
 }

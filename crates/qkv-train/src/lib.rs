@@ -2,8 +2,6 @@
 //! per call (blocking natively, awaiting in the browser), experiments on identical batches,
 //! generation with a KV cache, and checkpoints.
 
-#[cfg(not(target_family = "wasm"))]
-pub mod allocator;
 pub mod checkpoint;
 pub mod corpus;
 pub mod cpu_copy;
@@ -22,7 +20,6 @@ pub mod session;
 mod shards;
 pub mod synthetic;
 pub mod theory;
-#[cfg(not(target_family = "wasm"))]
 mod threads;
 pub mod tokenizer;
 

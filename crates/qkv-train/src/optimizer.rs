@@ -116,8 +116,7 @@ impl Optimiser {
         writer.into_bytes().map(|b| b.to_vec()).map_err(|e| OptimiserStateError::Format(format!("{e:?}")))
     }
 
-    /// [`Optimiser::to_bytes_async`], waiting for the reads (native only).
-    #[cfg(not(target_family = "wasm"))]
+    /// [`Optimiser::to_bytes_async`], blocking on the reads (not in the browser, which cannot block).
     pub fn to_bytes(&self) -> Result<Vec<u8>, OptimiserStateError> {
         pollster::block_on(self.to_bytes_async())
     }

@@ -252,7 +252,6 @@ impl Run {
     /// Into how many shards a batch is split ([`shards`]): one per thread of the caller's pool on
     /// the CPU, one elsewhere (a GPU runs the whole batch at once).
     fn shards_per_batch(&self) -> usize {
-        #[cfg(not(target_family = "wasm"))]
         if qkv_kernels::is_flex(&self.device) {
             return rayon::current_num_threads();
         }
@@ -268,7 +267,6 @@ impl Run {
             let grads = GradientsParams::from_grads(loss.backward(), model);
             (loss.inner(), grads)
         };
-        #[cfg(not(target_family = "wasm"))]
         if shards.len() > 1 {
             // Each shard forks the parameters into leaves of its own: Burn's autodiff merges
             // graphs that share a node and holds a graph's lock through a whole backward pass,
@@ -312,8 +310,7 @@ impl Run {
         Ok(record)
     }
 
-    /// [`Run::train_step_async`], waiting for the loss (native only: the browser cannot wait).
-    #[cfg(not(target_family = "wasm"))]
+    /// [`Run::train_step_async`], blocking on the loss (not in the browser, which cannot block).
     pub fn train_step(&mut self, batches: &[Batch]) -> Result<StepRecord, RunError> {
         pollster::block_on(self.train_step_async(batches))
     }
@@ -364,8 +361,7 @@ impl Run {
         record
     }
 
-    /// [`Run::evaluate_async`], waiting for the losses (native only).
-    #[cfg(not(target_family = "wasm"))]
+    /// [`Run::evaluate_async`], blocking on the losses (not in the browser, which cannot block).
     pub fn evaluate(&mut self, val: &[Batch]) -> Result<EvalRecord, RunError> {
         pollster::block_on(self.evaluate_async(val))
     }
@@ -494,9 +490,6 @@ pub(crate) mod tests {
         assert_ne!(alone, losses(vec![spec]), "dropout changes the losses");
     }
 
-    /// A batch split over threads (one shard each) trains as it does in one piece, dropout
-    /// masks included; only the order of float sums differs.
-    #[cfg(not(target_family = "wasm"))]
     #[test]
     fn statuses_read_back_as_written() {
         for status in [RunStatus::Training, RunStatus::Finished, RunStatus::Diverged { step: 17 }] {
@@ -508,6 +501,8 @@ pub(crate) mod tests {
         }
     }
 
+    /// A batch split over threads (one shard each) trains as it does in one piece, dropout
+    /// masks included; only the order of float sums differs.
     #[test]
     fn a_batch_in_shards_trains_as_it_does_whole() {
         let dataset = tiny_text();

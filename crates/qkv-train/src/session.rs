@@ -2,23 +2,30 @@
 //! play, pause, step, sample, export), results out (step records, evaluations, attention maps,
 //! samples). The app never touches a tensor; it sends [`Command`]s and draws [`Message`]s.
 //!
-//! [`spawn`] runs a session beside the UI, so the UI never waits on training: natively on its own
-//! thread, in the browser as a task on the page's event loop that yields between steps. Every
-//! read-back from the device is awaited, since a browser's GPU cannot be waited on.
+//! [`channel`] splits a session into a handle for the front end and a task that the shell runs
+//! beside the UI, so the UI never waits on training: natively on a thread of its own
+//! ([`SessionTask::run_blocking`]), in the browser in turns on the page's event loop
+//! ([`SessionTask::turn`]). Every read-back from the device is awaited, since a browser's GPU
+//! cannot be waited on.
+
+use std::sync::mpsc;
+use std::time::Duration;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
+use web_time::Instant;
 
-use qkv_model::reparam::ReparamCase;
+use qkv_model::reparam::{ReparamCase, ReparamError};
 use qkv_model::{Norm, ParamReport};
 
-use crate::checkpoint::{self, Checkpoint};
-use crate::cpu_copy::model_on_cpu;
+use crate::checkpoint::{self, Checkpoint, CheckpointError};
+use crate::corpus::DataError;
+use crate::cpu_copy::{WeightsReadError, model_on_cpu};
 use crate::dataset::{DataSource, Dataset};
 use crate::experiment::{Experiment, RunEvent};
 use crate::generate::{SampleOptions, generate_async};
-use crate::plan::ExperimentPlan;
-use crate::run::{EvalRecord, Run, RunSpec, StepRecord};
+use crate::plan::{ExperimentPlan, StartError};
+use crate::run::{EvalRecord, Run, RunError, RunSpec, StepRecord};
 use crate::synthetic::{SEP, Split};
 use crate::theory::{ReparamReport, TheoryCase, continue_converted, convert_and_measure};
 
@@ -210,10 +217,10 @@ impl Session {
             Command::Export { run } => self.export(run).await,
             Command::EliminateQuery { run } => self.eliminate_query(run).await,
         };
-        result.unwrap_or_else(|error| vec![Message::Failed(error)])
+        result.unwrap_or_else(|error| vec![Message::Failed(error.to_string())])
     }
 
-    async fn loaded(&mut self, experiment: Experiment, data: String) -> Result<Vec<Message>, String> {
+    async fn loaded(&mut self, experiment: Experiment, data: String) -> Result<Vec<Message>, SessionError> {
         let runs = experiment.runs.iter().map(RunInfo::of).collect();
         self.experiment = Some(experiment);
         self.data = data.clone();
@@ -230,26 +237,24 @@ impl Session {
             }
         }
         // The experiment is loaded either way: a failed read of the maps must not hide its runs.
-        messages.push(self.attention().await.map_or_else(Message::Failed, Message::Attention));
+        messages.push(self.attention().await.map_or_else(|e| Message::Failed(e.to_string()), Message::Attention));
         Ok(messages)
     }
 
-    async fn load(&mut self, plan: &ExperimentPlan) -> Result<Vec<Message>, String> {
-        let experiment = plan.experiment(&self.device).map_err(|e| e.to_string())?;
+    async fn load(&mut self, plan: &ExperimentPlan) -> Result<Vec<Message>, SessionError> {
+        let experiment = plan.experiment(&self.device)?;
         self.loaded(experiment, plan.data.to_string()).await
     }
 
-    async fn import(&mut self, name: &str, bytes: &[u8]) -> Result<Vec<Message>, String> {
-        let checkpoint = Checkpoint::from_bytes(name, bytes).map_err(|e| e.to_string())?;
+    async fn import(&mut self, name: &str, bytes: &[u8]) -> Result<Vec<Message>, SessionError> {
+        let checkpoint = Checkpoint::from_bytes(name, bytes)?;
         let header = &checkpoint.header;
-        let source: DataSource = header.data.parse()?;
+        let source: DataSource = header.data.parse().map_err(SessionError::DataSource)?;
         if let DataSource::File(path) = &source
             && !std::path::Path::new(path).exists()
             && crate::corpus::uploaded(path).is_none()
         {
-            return Err(format!(
-                "{name} was trained on {path}, which is not here: put the file back at that path (in the browser: upload it) to continue training it"
-            ));
+            return Err(SessionError::DataMissing { checkpoint: name.to_string(), path: path.clone() });
         }
         // The data as the run saw it: same source, tokenizer and seed (synthetic examples
         // are generated from it).
@@ -259,9 +264,9 @@ impl Session {
             training: crate::plan::TrainingOverrides { seed: Some(header.spec.training.seed), ..Default::default() },
             ..ExperimentPlan::default()
         };
-        let dataset = plan.dataset().map_err(|e| e.to_string())?;
-        let run = checkpoint.into_run(&dataset, &self.device).map_err(|e| e.to_string())?;
-        let experiment = Experiment::from_runs(dataset, vec![run]).map_err(|e| e.to_string())?;
+        let dataset = plan.dataset()?;
+        let run = checkpoint.into_run(&dataset, &self.device)?;
+        let experiment = Experiment::from_runs(dataset, vec![run])?;
         self.loaded(experiment, plan.data.to_string()).await
     }
 
@@ -276,7 +281,7 @@ impl Session {
         if step % self.attention_every == 0 || experiment.is_done() {
             match self.attention().await {
                 Ok(maps) => messages.push(Message::Attention(maps)),
-                Err(error) => messages.push(Message::Failed(error)),
+                Err(error) => messages.push(Message::Failed(error.to_string())),
             }
         }
         if self.experiment.as_ref().is_some_and(Experiment::is_done) {
@@ -287,7 +292,7 @@ impl Session {
     }
 
     /// The prompt tokens of the attention maps and their labels.
-    fn attention_tokens(&self, experiment: &Experiment) -> Result<(Vec<u32>, Vec<String>), String> {
+    fn attention_tokens(&self, experiment: &Experiment) -> Result<(Vec<u32>, Vec<String>), SessionError> {
         let block_size = experiment.runs.iter().map(|r| r.spec.model.block_size).min().unwrap_or(1);
         match experiment.dataset() {
             Dataset::Synthetic(data) => {
@@ -303,10 +308,10 @@ impl Session {
                     let start = newline.and_then(|nl| text.val.iter().position(|&t| t == nl)).map_or(0, |p| p + 1);
                     text.val[start..].iter().copied().take(ATTENTION_PROMPT_TOKENS).collect()
                 } else {
-                    text.tokenizer.encode(&self.attention_prompt).map_err(|e| e.to_string())?
+                    text.tokenizer.encode(&self.attention_prompt)?
                 };
                 if tokens.is_empty() {
-                    return Err("the attention prompt is empty: type a few words".into());
+                    return Err(SessionError::EmptyPrompt);
                 }
                 let tokens: Vec<u32> = tokens.into_iter().take(block_size.min(64)).collect();
                 let labels = tokens.iter().map(|&t| text.tokenizer.decode(&[t])).collect();
@@ -315,8 +320,8 @@ impl Session {
         }
     }
 
-    async fn attention(&self) -> Result<AttentionMaps, String> {
-        let Some(experiment) = &self.experiment else { return Err("load an experiment first".into()) };
+    async fn attention(&self) -> Result<AttentionMaps, SessionError> {
+        let Some(experiment) = &self.experiment else { return Err(SessionError::NothingLoaded) };
         let (tokens, labels) = self.attention_tokens(experiment)?;
         let time = tokens.len();
         let ids: Vec<i64> = tokens.iter().map(|&t| t as i64).collect();
@@ -331,9 +336,9 @@ impl Session {
             let values = Tensor::cat(layers.into_iter().map(|l| l.reshape([-1])).collect(), 0)
                 .into_data_async()
                 .await
-                .map_err(|e| format!("reading attention maps: {e:?}"))?
+                .map_err(|e| SessionError::ReadBack(format!("{e:?}")))?
                 .try_into_vec_as::<f32>()
-                .map_err(|e| format!("reading attention maps: {e:?}"))?;
+                .map_err(|e| SessionError::ReadBack(format!("{e:?}")))?;
             let per_map = time * time;
             let maps =
                 (0..n_layer).map(|l| (0..n_head).map(|h| values[(l * n_head + h) * per_map..][..per_map].to_vec()).collect()).collect();
@@ -342,14 +347,14 @@ impl Session {
         Ok(AttentionMaps { step: experiment.step, tokens: labels, runs })
     }
 
-    async fn sample(&self, run: usize, prompt: &str, options: &SampleOptions) -> Result<Vec<Message>, String> {
-        let experiment = self.experiment.as_ref().ok_or("load an experiment first")?;
-        let model = burn::module::Module::valid(experiment.runs.get(run).ok_or("no such run")?.model());
+    async fn sample(&self, run: usize, prompt: &str, options: &SampleOptions) -> Result<Vec<Message>, SessionError> {
+        let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
+        let model = burn::module::Module::valid(experiment.runs.get(run).ok_or(SessionError::NoSuchRun(run))?.model());
         let text = match experiment.dataset() {
             Dataset::Text(data) => {
                 let prompt = if prompt.is_empty() { "\n" } else { prompt };
-                let ids = data.tokenizer.encode(prompt).map_err(|e| e.to_string())?;
-                let generation = generate_async(&model, &ids, options).await.map_err(|e| e.to_string())?;
+                let ids = data.tokenizer.encode(prompt)?;
+                let generation = generate_async(&model, &ids, options).await?;
                 format!("{prompt}{}", data.tokenizer.decode(&generation.tokens))
             }
             Dataset::Synthetic(data) => {
@@ -357,7 +362,7 @@ impl Session {
                 let example = data.example(Split::Val, options.seed as usize % Split::Val.examples());
                 let question = &example[..data.length + 1];
                 let options = SampleOptions { max_new_tokens: data.length, temperature: 0.0, ..options.clone() };
-                let answer = generate_async(&model, question, &options).await.map_err(|e| e.to_string())?.tokens;
+                let answer = generate_async(&model, question, &options).await?.tokens;
                 let digits = |t: &[u32]| t.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" ");
                 let expected = &example[data.length + 1..];
                 let right = answer.iter().zip(expected).filter(|(a, b)| a == b).count();
@@ -373,34 +378,34 @@ impl Session {
         Ok(vec![Message::Sampled { run, text }])
     }
 
-    async fn eliminate_query(&mut self, index: usize) -> Result<Vec<Message>, String> {
-        let experiment = self.experiment.as_mut().ok_or("load an experiment first")?;
-        let original = experiment.runs.get(index).ok_or("no such run")?;
+    async fn eliminate_query(&mut self, index: usize) -> Result<Vec<Message>, SessionError> {
+        let experiment = self.experiment.as_mut().ok_or(SessionError::NothingLoaded)?;
+        let original = experiment.runs.get(index).ok_or(SessionError::NoSuchRun(index))?;
         let config = &original.spec.model;
         // Exact where the theory allows it; with LayerNorm, the approximate conversion.
         let case = match ReparamCase::of(config) {
             Ok(exact) => TheoryCase::from(exact),
             Err(_) if config.norm == Norm::LayerNorm => TheoryCase::LayerNorm,
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         // On the CPU copy: the conversion reads every weight, which the browser cannot block on.
-        let on_cpu = model_on_cpu(original.model()).await.map_err(|e| e.to_string())?;
-        let (conversion, report) = convert_and_measure(case, original, on_cpu, experiment.val_batches()).map_err(|e| e.to_string())?;
+        let on_cpu = model_on_cpu(original.model()).await?;
+        let (conversion, report) = convert_and_measure(case, original, on_cpu, experiment.val_batches())?;
         let name = format!("{} (W_Q eliminated)", original.spec.name);
-        let run = continue_converted(original, conversion, &name, experiment.dataset()).map_err(|e| e.to_string())?;
+        let run = continue_converted(original, conversion, &name, experiment.dataset())?;
         let info = RunInfo::of(&run);
-        experiment.add_run(run).map_err(|e| e.to_string())?;
+        experiment.add_run(run)?;
         let mut messages = vec![Message::Converted { from: index, info: Box::new(info), report: Box::new(report) }];
         messages.push(Message::Attention(self.attention().await?));
         Ok(messages)
     }
 
     /// The run's metrics and checkpoint.
-    async fn export(&self, run: usize) -> Result<Vec<Message>, String> {
-        let experiment = self.experiment.as_ref().ok_or("load an experiment first")?;
-        let r = experiment.runs.get(run).ok_or("no such run")?;
+    async fn export(&self, run: usize) -> Result<Vec<Message>, SessionError> {
+        let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
+        let r = experiment.runs.get(run).ok_or(SessionError::NoSuchRun(run))?;
         let metrics_csv = crate::csv::metrics_csv(std::slice::from_ref(r));
-        let checkpoint = checkpoint::to_bytes_async(r, experiment.dataset(), &self.data).await.map_err(|e| e.to_string())?;
+        let checkpoint = checkpoint::to_bytes_async(r, experiment.dataset(), &self.data).await?;
         Ok(vec![Message::Exported { run, name: r.spec.name.clone(), checkpoint, metrics_csv }])
     }
 }
@@ -412,17 +417,59 @@ fn event_message(event: RunEvent) -> Message {
     }
 }
 
-/// A session on its own thread: send commands, receive messages.
-#[cfg(not(target_family = "wasm"))]
-pub struct SessionHandle {
-    commands: std::sync::mpsc::Sender<Command>,
-    messages: std::sync::mpsc::Receiver<Message>,
+/// Why a command failed. The session sends it to the front end as [`Message::Failed`] and carries
+/// on as before the command.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("load an experiment first")]
+    NothingLoaded,
+    #[error("there is no run {0}")]
+    NoSuchRun(usize),
+    #[error(
+        "{checkpoint} was trained on {path}, which is not here: put the file back at that path (in the browser: upload it) to continue training it"
+    )]
+    DataMissing { checkpoint: String, path: String },
+    #[error("{0}")]
+    DataSource(String),
+    #[error("the attention prompt is empty: type a few words")]
+    EmptyPrompt,
+    #[error("reading attention maps: {0}")]
+    ReadBack(String),
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error(transparent)]
+    Data(#[from] DataError),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error(transparent)]
+    Reparam(#[from] ReparamError),
+    #[error(transparent)]
+    Weights(#[from] WeightsReadError),
 }
 
-#[cfg(not(target_family = "wasm"))]
+/// The two ends of a session that runs beside a front end: the front end keeps the
+/// [`SessionHandle`] and the shell runs the [`SessionTask`] where its platform runs work beside the
+/// UI (a thread of its own on the desktop, a task on the page's event loop in the browser).
+/// `notify` is called after every batch of messages (the app asks for a repaint there), so the UI
+/// wakes only when something changed.
+pub fn channel(session: Session, notify: impl Fn() + Send + 'static) -> (SessionHandle, SessionTask) {
+    let (commands, command_rx) = mpsc::channel();
+    let (message_tx, messages) = mpsc::channel();
+    let task = SessionTask { session, commands: command_rx, messages: message_tx, notify: Box::new(notify), waiting: None };
+    (SessionHandle { commands, messages }, task)
+}
+
+/// The front end's end of a session: send commands, receive messages.
+pub struct SessionHandle {
+    commands: mpsc::Sender<Command>,
+    messages: mpsc::Receiver<Message>,
+}
+
 impl SessionHandle {
-    /// False once the session's thread has gone (it only ends when the handle is dropped, or
-    /// on a panic inside the engine).
+    /// False once the session's task has ended (it ends when the handle is dropped, or on a
+    /// panic inside the engine that its shell could not catch).
     pub fn send(&self, command: Command) -> bool {
         self.commands.send(command).is_ok()
     }
@@ -432,155 +479,113 @@ impl SessionHandle {
     }
 
     /// Waits up to `timeout` for the next message (for tests and headless drivers).
-    pub fn recv_timeout(&self, timeout: std::time::Duration) -> Option<Message> {
+    pub fn recv_timeout(&self, timeout: Duration) -> Option<Message> {
         self.messages.recv_timeout(timeout).ok()
     }
 }
 
-/// Starts a session thread. `notify` is called after every batch of messages (the app asks for
-/// a repaint there), so the UI wakes only when something changed.
-#[cfg(not(target_family = "wasm"))]
-pub fn spawn(session: Session, notify: impl Fn() + Send + 'static) -> SessionHandle {
-    use std::sync::mpsc::{TryRecvError, channel};
-    let (commands, command_rx) = channel::<Command>();
-    let (message_tx, messages) = channel::<Message>();
-    std::thread::Builder::new()
-        .name("qkv-session".into())
-        .spawn(move || {
-            let mut session = session;
-            loop {
-                // Commands first, so Pause takes effect before the next step; idle, wait for one.
-                let command = if session.is_busy() {
-                    match command_rx.try_recv() {
-                        Ok(command) => Some(command),
-                        Err(TryRecvError::Empty) => None,
-                        Err(TryRecvError::Disconnected) => return,
-                    }
-                } else {
-                    match command_rx.recv() {
-                        Ok(command) => Some(command),
-                        Err(_) => return,
-                    }
-                };
-                // A failing device (a kernel that does not compile, a lost GPU) panics inside
-                // Burn; the session survives it, drops the experiment and says what happened.
-                let work = std::panic::AssertUnwindSafe(|| {
-                    pollster::block_on(async {
-                        match command {
-                            Some(command) => session.handle(command).await,
-                            None => session.advance().await,
-                        }
-                    })
-                });
-                let batch = std::panic::catch_unwind(work).unwrap_or_else(|panic| {
-                    session.unload();
-                    let reason = panic
-                        .downcast_ref::<String>()
-                        .map(String::as_str)
-                        .or_else(|| panic.downcast_ref::<&str>().copied())
-                        .unwrap_or("unknown failure");
-                    let reason = reason.lines().next().unwrap_or(reason);
-                    vec![
-                        Message::Playing(false),
-                        Message::Failed(format!(
-                            "training stopped on {}: {reason}; apply the setup again, or switch compute to flex (CPU)",
-                            session.backend
-                        )),
-                    ]
-                });
-                for message in batch {
-                    if message_tx.send(message).is_err() {
-                        return;
+/// What a [`SessionTask::turn`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// It handled a command or trained; call again soon.
+    Worked,
+    /// Nothing to do until a command arrives.
+    Idle,
+    /// The handle has gone: the task is over.
+    Closed,
+}
+
+/// The session's end of the channel: the shell drives it, in turns, on its platform.
+pub struct SessionTask {
+    session: Session,
+    commands: mpsc::Receiver<Command>,
+    messages: mpsc::Sender<Message>,
+    notify: Box<dyn Fn() + Send>,
+    /// A command taken off the channel to look whether one is there, handled next.
+    waiting: Option<Command>,
+}
+
+impl SessionTask {
+    /// One turn: the next command if one is waiting (commands first, so Pause takes effect before
+    /// the next step); otherwise, while playing, steps back to back until `budget` has passed
+    /// (at least one step) or a command arrives. Sends what happened and notifies the front end.
+    pub async fn turn(&mut self, budget: Duration) -> Turn {
+        let command = match self.waiting.take().map_or_else(|| self.commands.try_recv(), Ok) {
+            Ok(command) => Some(command),
+            Err(mpsc::TryRecvError::Empty) => None,
+            Err(mpsc::TryRecvError::Disconnected) => return Turn::Closed,
+        };
+        let batch = match command {
+            Some(command) => self.session.handle(command).await,
+            None if self.session.is_busy() => {
+                let started = Instant::now();
+                let mut batch = Vec::new();
+                loop {
+                    batch.extend(self.session.advance().await);
+                    if !self.session.is_busy() || started.elapsed() >= budget || self.command_waiting() {
+                        break batch;
                     }
                 }
-                notify();
             }
-        })
-        .expect("the OS can start a thread");
-    SessionHandle { commands, messages }
-}
-
-/// A session on the page's event loop: send commands, receive messages. The browser has one
-/// thread, so the session runs as a task that hands the page back after every step.
-#[cfg(target_family = "wasm")]
-pub struct SessionHandle {
-    commands: std::rc::Rc<std::cell::RefCell<std::collections::VecDeque<Command>>>,
-    messages: std::rc::Rc<std::cell::RefCell<std::collections::VecDeque<Message>>>,
-}
-
-#[cfg(target_family = "wasm")]
-impl SessionHandle {
-    /// Always true: a panic in the browser ends the whole page, not just the session.
-    pub fn send(&self, command: Command) -> bool {
-        self.commands.borrow_mut().push_back(command);
-        true
+            None => return Turn::Idle,
+        };
+        self.deliver(batch)
     }
 
-    pub fn try_recv(&self) -> Option<Message> {
-        self.messages.borrow_mut().pop_front()
-    }
-}
-
-/// Resolves after `ms` milliseconds on the page's timer queue: the page draws and handles input
-/// meanwhile (a resolved promise alone would not let it, microtasks run before rendering).
-#[cfg(target_family = "wasm")]
-async fn yield_to_page(ms: i32) {
-    let promise = js_sys::Promise::new(&mut |resolve, _reject| {
-        if let Some(window) = web_sys::window() {
-            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+    fn command_waiting(&mut self) -> bool {
+        if self.waiting.is_none() {
+            self.waiting = self.commands.try_recv().ok();
         }
-    });
-    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
-}
+        self.waiting.is_some()
+    }
 
-/// How long the browser's session task trains before it hands the page back: most of a 60 Hz
-/// frame, so that the page still draws every frame.
-#[cfg(target_family = "wasm")]
-const BROWSER_TURN: std::time::Duration = std::time::Duration::from_millis(12);
+    fn deliver(&self, batch: Vec<Message>) -> Turn {
+        for message in batch {
+            if self.messages.send(message).is_err() {
+                return Turn::Closed;
+            }
+        }
+        (self.notify)();
+        Turn::Worked
+    }
 
-/// Starts the session task. `notify` is called after every batch of messages. The task ends
-/// when the handle is dropped.
-#[cfg(target_family = "wasm")]
-pub fn spawn(session: Session, notify: impl Fn() + 'static) -> SessionHandle {
-    use std::rc::Rc;
-    let handle = SessionHandle { commands: Rc::default(), messages: Rc::default() };
-    let (commands, messages) = (Rc::downgrade(&handle.commands), Rc::downgrade(&handle.messages));
-    wasm_bindgen_futures::spawn_local(async move {
-        let mut session = session;
+    /// Blocks until a command arrives: an idle task on a thread of its own. False when the
+    /// handle has gone.
+    pub fn wait_for_command(&mut self) -> bool {
+        if self.waiting.is_none() {
+            self.waiting = self.commands.recv().ok();
+        }
+        self.waiting.is_some()
+    }
+
+    /// After a panic inside Burn (a kernel that does not compile, a lost GPU) the session drops
+    /// its experiment and says what happened; it takes commands again afterwards.
+    pub fn recover(&mut self, panic: Box<dyn std::any::Any + Send>) -> Turn {
+        self.session.unload();
+        let reason = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("unknown failure");
+        let reason = reason.lines().next().unwrap_or(reason);
+        let failure =
+            format!("training stopped on {}: {reason}; apply the setup again, or switch compute to flex (CPU)", self.session.backend);
+        self.deliver(vec![Message::Playing(false), Message::Failed(failure)])
+    }
+
+    /// Runs the task to its end on the calling thread, blocking while idle: the desktop gives
+    /// it a thread of its own. Survives panics inside the engine ([`SessionTask::recover`]).
+    pub fn run_blocking(mut self) {
         loop {
-            let Some(inbox) = commands.upgrade() else { return };
-            let command = inbox.borrow_mut().pop_front();
-            drop(inbox);
-            let batch = match command {
-                Some(command) => session.handle(command).await,
-                None if session.is_busy() => {
-                    // Short steps run back to back for up to one turn before the page gets the
-                    // thread back: a yield costs a timer tick (4 ms or more) and a frame, more
-                    // than a step of a small model takes.
-                    let started = web_time::Instant::now();
-                    let mut batch = Vec::new();
-                    loop {
-                        batch.extend(session.advance().await);
-                        let command_waiting = commands.upgrade().is_some_and(|inbox| !inbox.borrow().is_empty());
-                        if !session.is_busy() || command_waiting || started.elapsed() >= BROWSER_TURN {
-                            break batch;
-                        }
-                    }
-                }
-                None => {
-                    // Idle: look for commands a few times per frame.
-                    yield_to_page(5).await;
-                    continue;
-                }
-            };
-            let Some(outbox) = messages.upgrade() else { return };
-            outbox.borrow_mut().extend(batch);
-            drop(outbox);
-            notify();
-            yield_to_page(0).await;
+            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pollster::block_on(self.turn(Duration::ZERO))));
+            let next = turn.unwrap_or_else(|panic| self.recover(panic));
+            match next {
+                Turn::Worked => {}
+                Turn::Idle if self.wait_for_command() => {}
+                Turn::Idle | Turn::Closed => return,
+            }
         }
-    });
-    handle
+    }
 }
 
 #[cfg(test)]
@@ -613,7 +618,8 @@ mod tests {
 
     #[test]
     fn a_threaded_session_trains_to_the_end_and_reports_every_step() {
-        let handle = spawn(Session::new(Device::flex(), "flex"), || {});
+        let (handle, task) = channel(Session::new(Device::flex(), "flex"), || {});
+        std::thread::spawn(move || task.run_blocking());
         handle.send(Command::Load(tiny_plan()));
         handle.send(Command::Play);
         let mut steps = [0usize; 2];

@@ -7,6 +7,9 @@ use web_time::Instant;
 
 use qkv_train::session::{self, Command, Session, SessionHandle};
 
+use crate::files::{FileKind, Inbox, IncomingFile, OutgoingFile};
+use crate::platform::Platform;
+
 use crate::attention_panel::{AttentionPanel, AttentionRequest};
 use crate::costs_panel::CostsPanel;
 use crate::lessons::LESSONS;
@@ -90,6 +93,7 @@ pub struct Playground {
     pub attention: AttentionPanel,
     pub samples: SamplesPanel,
     pub variants: ParamsPanel,
+    /// Where exports go: a folder on the desktop, empty where the platform downloads instead.
     pub export_dir: String,
     pub import_path: String,
     /// The latest note for the user (saved files, errors of the shell's own work).
@@ -98,25 +102,30 @@ pub struct Playground {
     open_theory: bool,
     /// A link that opens this setup, where the shell has one (the browser's address).
     pub share_link: Option<String>,
-    inbox: crate::files::Inbox,
+    inbox: Inbox,
+    platform: Box<dyn Platform>,
 }
 
-fn start_session(ctx: &egui::Context, compute: &Compute) -> SessionHandle {
+/// A new session on `compute`, its task handed to the platform to run.
+fn start_session(platform: &dyn Platform, ctx: &egui::Context, compute: &Compute) -> SessionHandle {
     let ctx = ctx.clone();
-    session::spawn(Session::new(compute.device.clone(), compute.label.clone()), move || ctx.request_repaint())
+    let (handle, task) = session::channel(Session::new(compute.device.clone(), compute.label.clone()), move || ctx.request_repaint());
+    platform.spawn_session(task);
+    handle
 }
 
 impl Playground {
-    /// `computes` lists the devices offered, the preferred first. `saved` is the setup stored
-    /// by a previous run of the app (JSON); an unreadable one is replaced by the default.
-    pub fn new(ctx: &egui::Context, computes: Vec<Compute>, saved: Option<&str>) -> Self {
+    /// `platform` is the shell's (files, the session's task); `computes` lists the devices
+    /// offered, the preferred first. `saved` is the setup stored by a previous run of the app
+    /// (JSON); an unreadable one is replaced by the default.
+    pub fn new(ctx: &egui::Context, platform: Box<dyn Platform>, computes: Vec<Compute>, saved: Option<&str>) -> Self {
         assert!(!computes.is_empty(), "the playground needs at least one device");
         let (setup, notice) = match saved.map(serde_json::from_str::<Setup>) {
             Some(Ok(setup)) => (setup, None),
             Some(Err(e)) => (Setup::default(), Some((format!("the saved setup could not be read ({e}); starting from the default"), true))),
             None => (Setup::default(), None),
         };
-        let session = start_session(ctx, &computes[0]);
+        let session = start_session(platform.as_ref(), ctx, &computes[0]);
         Self {
             setup,
             applied: None,
@@ -127,19 +136,20 @@ impl Playground {
             repaint: ctx.clone(),
             tab: Tab::Playground,
             lesson: None,
-            setup_panel: SetupPanel,
+            setup_panel: SetupPanel { paths: platform.default_folder().is_some() },
             loss: LossPanel::default(),
             costs: CostsPanel::default(),
             attention: AttentionPanel::default(),
             samples: SamplesPanel::default(),
             variants: ParamsPanel::default(),
-            export_dir: default_export_dir(),
+            export_dir: platform.default_folder().unwrap_or_default(),
             import_path: String::new(),
             notice,
             frames: FrameTimer::default(),
             open_theory: false,
             share_link: None,
-            inbox: Default::default(),
+            inbox: Inbox::default(),
+            platform,
         }
     }
 
@@ -155,7 +165,7 @@ impl Playground {
     fn send(&mut self, command: Command) {
         if !self.session.send(command) {
             self.notice = Some(("the training session stopped unexpectedly; restarting it".into(), true));
-            self.session = start_session(&self.repaint, &self.computes[self.compute]);
+            self.session = start_session(self.platform.as_ref(), &self.repaint, &self.computes[self.compute]);
             self.applied = None;
         }
     }
@@ -211,40 +221,16 @@ impl Playground {
         self.save_exports();
     }
 
-    #[cfg(not(target_family = "wasm"))]
-    fn save_exports(&mut self) {
-        for export in std::mem::take(&mut self.view.exports) {
-            let dir = std::path::PathBuf::from(&self.export_dir);
-            let name = &export.name;
-            let mut saved = Vec::new();
-            let result = std::fs::create_dir_all(&dir).map_err(|e| e.to_string()).and_then(|_| {
-                let file = format!("{name}.qkv");
-                qkv_train::checkpoint::write_atomically(&dir.join(&file), &export.checkpoint).map_err(|e| e.to_string())?;
-                saved.push(file);
-                let file = format!("{name}-metrics.csv");
-                std::fs::write(dir.join(&file), &export.metrics_csv).map_err(|e| e.to_string())?;
-                saved.push(file);
-                Ok(())
-            });
-            self.notice = Some(match result {
-                Ok(()) => (format!("saved {} in {}", saved.join(" and "), dir.display()), false),
-                Err(e) => (format!("could not save {name} in {}: {e}; choose another folder", dir.display()), true),
-            });
-        }
-    }
-
-    /// The browser saves by downloading.
-    #[cfg(target_family = "wasm")]
+    /// Hands every exported run to the user (a folder on the desktop, downloads in the browser).
     fn save_exports(&mut self) {
         for export in std::mem::take(&mut self.view.exports) {
             let name = &export.name;
             let files = [
-                (format!("{name}.qkv"), export.checkpoint.as_slice(), "application/octet-stream"),
-                (format!("{name}-metrics.csv"), export.metrics_csv.as_bytes(), "text/csv"),
+                OutgoingFile { name: format!("{name}.qkv"), bytes: export.checkpoint, mime: "application/octet-stream" },
+                OutgoingFile { name: format!("{name}-metrics.csv"), bytes: export.metrics_csv.into_bytes(), mime: "text/csv" },
             ];
-            let result = files.iter().try_for_each(|(file, bytes, mime)| crate::files::download(file, bytes, mime));
-            self.notice = Some(match result {
-                Ok(()) => (format!("downloaded {}", files.iter().map(|f| f.0.as_str()).collect::<Vec<_>>().join(" and ")), false),
+            self.notice = Some(match self.platform.save(&self.export_dir, &files) {
+                Ok(done) => (done, false),
                 Err(e) => (e, true),
             });
         }
@@ -258,18 +244,16 @@ impl Playground {
         self.lesson = None;
     }
 
-    #[cfg(not(target_family = "wasm"))]
     fn import_path(&mut self) {
-        let path = std::path::PathBuf::from(self.import_path.trim());
-        match std::fs::read(&path) {
-            Ok(bytes) => self.import(path.display().to_string(), bytes),
-            Err(e) => self.notice = Some((format!("cannot read {}: {e}", path.display()), true)),
+        match IncomingFile::read(std::path::Path::new(self.import_path.trim())) {
+            Ok(file) => self.import(file.name, file.bytes),
+            Err(e) => self.notice = Some((e, true)),
         }
     }
 
     /// A file the user gave the app: a checkpoint continues its run; anything else becomes the
     /// text the setup trains on.
-    pub fn receive(&mut self, file: crate::files::IncomingFile) {
+    pub fn receive(&mut self, file: IncomingFile) {
         if file.is_checkpoint() {
             self.import(file.name, file.bytes);
             return;
@@ -285,7 +269,9 @@ impl Playground {
     }
 
     fn receive_files(&mut self, ctx: &egui::Context) {
-        self.inbox.collect_dropped(ctx);
+        for file in ctx.input(|i| i.raw.dropped_files.clone()) {
+            self.platform.read_dropped(file, &self.inbox);
+        }
         for file in self.inbox.take() {
             match file {
                 Ok(file) => self.receive(file),
@@ -294,11 +280,10 @@ impl Playground {
         }
     }
 
-    /// Opens the browser's file dialog (the desktop names files by path instead).
-    fn pick_file(&mut self, _accept: &str, _ctx: &egui::Context) {
-        #[cfg(target_family = "wasm")]
-        if let Err(e) = self.inbox.pick(_accept, _ctx) {
-            self.notice = Some((e, true));
+    /// Opens the platform's file dialog, where it has one.
+    fn pick_file(&mut self, kind: FileKind) {
+        if !self.platform.pick(kind, &self.inbox) {
+            self.notice = Some(("type the file's path instead: this app has no file dialog here".into(), true));
         }
     }
 
@@ -387,7 +372,7 @@ impl Playground {
                 .accessible_name("compute device");
             if compute != self.compute {
                 self.compute = compute;
-                self.session = start_session(&self.repaint, &self.computes[compute]);
+                self.session = start_session(self.platform.as_ref(), &self.repaint, &self.computes[compute]);
                 self.apply_setup();
             }
             if let Some(mean) = self.frames.mean() {
@@ -434,7 +419,7 @@ impl Playground {
                     self.lesson = None;
                     self.apply_setup();
                 }
-                SetupAction::UploadText => self.pick_file(".txt,text/plain", ui.ctx()),
+                SetupAction::UploadText => self.pick_file(FileKind::Text),
             }
         });
         egui::CollapsingHeader::new("Throughput").default_open(true).show(ui, |ui| {
@@ -457,11 +442,13 @@ impl Playground {
             self.theory_ui(ui);
         });
         egui::CollapsingHeader::new("Export and import").show(ui, |ui| {
-            #[cfg(not(target_family = "wasm"))]
-            ui.horizontal(|ui| {
-                ui.label("folder");
-                ui.text_edit_singleline(&mut self.export_dir).accessible_name("export folder");
-            });
+            let has_folders = self.setup_panel.paths;
+            if has_folders {
+                ui.horizontal(|ui| {
+                    ui.label("folder");
+                    ui.text_edit_singleline(&mut self.export_dir).accessible_name("export folder");
+                });
+            }
             ui.horizontal_wrapped(|ui| {
                 for i in 0..self.view.runs.len() {
                     if ui.button(format!("export {}", self.view.runs[i].name())).clicked() {
@@ -469,17 +456,17 @@ impl Playground {
                     }
                 }
             });
-            #[cfg(not(target_family = "wasm"))]
-            ui.horizontal(|ui| {
-                ui.label("checkpoint");
-                ui.add(egui::TextEdit::singleline(&mut self.import_path).hint_text("path/to/run.qkv")).accessible_name("checkpoint path");
-                if ui.button("import").clicked() {
-                    self.import_path();
-                }
-            });
-            #[cfg(target_family = "wasm")]
-            if ui.button("load checkpoint…").on_hover_text("or drop a .qkv file on the page").clicked() {
-                self.pick_file(".qkv", ui.ctx());
+            if has_folders {
+                ui.horizontal(|ui| {
+                    ui.label("checkpoint");
+                    ui.add(egui::TextEdit::singleline(&mut self.import_path).hint_text("path/to/run.qkv"))
+                        .accessible_name("checkpoint path");
+                    if ui.button("import").clicked() {
+                        self.import_path();
+                    }
+                });
+            } else if ui.button("load checkpoint…").on_hover_text("or drop a .qkv file on the page").clicked() {
+                self.pick_file(FileKind::Checkpoint);
             }
             if let Some(link) = self.share_link.clone()
                 && ui.button("copy link to this setup").on_hover_text(&link).clicked()
@@ -592,16 +579,4 @@ fn wrapped(ui: &mut Ui, text: &str) {
         ui.set_max_width(400.0);
         ui.label(text);
     });
-}
-
-/// Where exports go unless the user picks another folder.
-fn default_export_dir() -> String {
-    #[cfg(not(target_family = "wasm"))]
-    {
-        std::env::current_dir().map(|d| d.join("qkv-lab-exports").display().to_string()).unwrap_or_else(|_| "qkv-lab-exports".into())
-    }
-    #[cfg(target_family = "wasm")]
-    {
-        String::new()
-    }
 }

@@ -1,5 +1,10 @@
 //! Files in and out of the app: what the user drops on the window or picks, and what the app hands
-//! back. On the desktop that is the file system; in the browser a file picker and downloads.
+//! back. How that happens is the platform's ([`crate::Platform`]): the file system on the desktop,
+//! a file picker and downloads in the browser.
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::rc::Rc;
 
 /// A file the user gave the app, read into memory.
 #[derive(Debug, Clone)]
@@ -13,13 +18,65 @@ impl IncomingFile {
     pub fn is_checkpoint(&self) -> bool {
         self.name.ends_with(".qkv")
     }
+
+    /// Reads the file at `path` (a dropped file, or a path the user typed).
+    pub fn read(path: &Path) -> Result<Self, String> {
+        let name = path.display().to_string();
+        std::fs::read(path).map(|bytes| Self { name: name.clone(), bytes }).map_err(|e| format!("cannot read {name}: {e}"))
+    }
 }
 
-/// Files on their way in: dropped on the window or picked in the browser's dialog. The browser
-/// reads files asynchronously, so they arrive here a little later; [`Inbox::take`] collects them.
+/// A file the app hands to the user.
+#[derive(Debug, Clone)]
+pub struct OutgoingFile {
+    pub name: String,
+    pub bytes: Vec<u8>,
+    /// Its media type, for a browser download.
+    pub mime: &'static str,
+}
+
+impl OutgoingFile {
+    /// Writes `files` into `folder` (created if missing); a checkpoint is written whole or not
+    /// at all. Says what was saved where.
+    pub fn write_into(folder: &Path, files: &[OutgoingFile]) -> Result<String, String> {
+        let fail = |e: &dyn std::fmt::Display| format!("could not save in {}: {e}; choose another folder", folder.display());
+        std::fs::create_dir_all(folder).map_err(|e| fail(&e))?;
+        for file in files {
+            qkv_train::checkpoint::write_atomically(&folder.join(&file.name), &file.bytes).map_err(|e| fail(&e))?;
+        }
+        Ok(format!("saved {} in {}", names(files), folder.display()))
+    }
+}
+
+/// "a and b": the files' names, for a notice.
+pub fn names(files: &[OutgoingFile]) -> String {
+    files.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(" and ")
+}
+
+/// What a file dialog offers to pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// Text to train on.
+    Text,
+    /// A saved run.
+    Checkpoint,
+}
+
+impl FileKind {
+    /// The file-name endings a dialog offers.
+    pub fn extensions(self) -> &'static [&'static str] {
+        match self {
+            FileKind::Text => &["txt"],
+            FileKind::Checkpoint => &["qkv"],
+        }
+    }
+}
+
+/// Files on their way in. Platforms that read files asynchronously (the browser) deliver them a
+/// little later; [`Inbox::take`] collects whatever has arrived.
 #[derive(Default, Clone)]
 pub struct Inbox {
-    arrived: std::rc::Rc<std::cell::RefCell<Vec<Result<IncomingFile, String>>>>,
+    arrived: Rc<RefCell<Vec<Result<IncomingFile, String>>>>,
 }
 
 impl Inbox {
@@ -27,93 +84,8 @@ impl Inbox {
         std::mem::take(&mut self.arrived.borrow_mut())
     }
 
-    /// Starts reading the files dropped on the window this frame.
-    pub fn collect_dropped(&self, ctx: &egui::Context) {
-        for file in ctx.input(|i| i.raw.dropped_files.clone()) {
-            let name = file.path().display().to_string();
-            #[cfg(not(target_family = "wasm"))]
-            self.arrived
-                .borrow_mut()
-                .push(file.bytes().map(|bytes| IncomingFile { name: name.clone(), bytes }).map_err(|e| format!("cannot read {name}: {e}")));
-            #[cfg(target_family = "wasm")]
-            {
-                let arrived = self.arrived.clone();
-                let ctx = ctx.clone();
-                wasm_bindgen_futures::spawn_local(async move {
-                    let read = file.bytes_async().await;
-                    arrived
-                        .borrow_mut()
-                        .push(read.map(|bytes| IncomingFile { name: name.clone(), bytes }).map_err(|e| format!("cannot read {name}: {e}")));
-                    ctx.request_repaint();
-                });
-            }
-        }
-    }
-
-    /// Opens the browser's file dialog for files ending in `accept` (e.g. ".qkv").
-    #[cfg(target_family = "wasm")]
-    pub fn pick(&self, accept: &str, ctx: &egui::Context) -> Result<(), String> {
-        web::pick(self.arrived.clone(), accept, ctx)
-    }
-}
-
-#[cfg(target_family = "wasm")]
-pub use web::download;
-
-#[cfg(target_family = "wasm")]
-mod web {
-    use std::cell::RefCell;
-    use std::rc::Rc;
-
-    use wasm_bindgen::JsCast;
-    use wasm_bindgen::prelude::Closure;
-
-    use super::IncomingFile;
-
-    pub(super) fn pick(arrived: Rc<RefCell<Vec<Result<IncomingFile, String>>>>, accept: &str, ctx: &egui::Context) -> Result<(), String> {
-        let document = web_sys::window().and_then(|w| w.document()).ok_or("no document to open a file dialog in")?;
-        let input: web_sys::HtmlInputElement =
-            document.create_element("input").map_err(|e| format!("{e:?}"))?.dyn_into().map_err(|_| "the page refused a file input")?;
-        input.set_type("file");
-        input.set_accept(accept);
-        let ctx = ctx.clone();
-        let source = input.clone();
-        let on_change = Closure::<dyn FnMut()>::new(move || {
-            let Some(file) = source.files().and_then(|files| files.get(0)) else { return };
-            let arrived = arrived.clone();
-            let ctx = ctx.clone();
-            wasm_bindgen_futures::spawn_local(async move {
-                let name = file.name();
-                let read = wasm_bindgen_futures::JsFuture::from(file.array_buffer()).await;
-                arrived.borrow_mut().push(
-                    read.map(|buffer| IncomingFile { name: name.clone(), bytes: js_sys::Uint8Array::new(&buffer).to_vec() })
-                        .map_err(|e| format!("cannot read {name}: {e:?}")),
-                );
-                ctx.request_repaint();
-            });
-        });
-        input.set_onchange(Some(on_change.as_ref().unchecked_ref()));
-        // The input may call back at any later time: the closure lives as long as the page.
-        on_change.forget();
-        input.click();
-        Ok(())
-    }
-
-    /// Hands `bytes` to the browser as a download named `name`.
-    pub fn download(name: &str, bytes: &[u8], mime: &str) -> Result<(), String> {
-        let fail = |e: wasm_bindgen::JsValue| format!("could not download {name}: {e:?}");
-        let document = web_sys::window().and_then(|w| w.document()).ok_or("no document to download from")?;
-        let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(bytes));
-        let options = web_sys::BlobPropertyBag::new();
-        options.set_type(mime);
-        let blob = web_sys::Blob::new_with_u8_array_sequence_and_options(&parts, &options).map_err(fail)?;
-        let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(fail)?;
-        let anchor: web_sys::HtmlAnchorElement =
-            document.create_element("a").map_err(fail)?.dyn_into().map_err(|_| format!("could not download {name}"))?;
-        anchor.set_href(&url);
-        anchor.set_download(name);
-        anchor.click();
-        web_sys::Url::revoke_object_url(&url).map_err(fail)?;
-        Ok(())
+    /// A file read (or why it could not be).
+    pub fn deliver(&self, file: Result<IncomingFile, String>) {
+        self.arrived.borrow_mut().push(file);
     }
 }

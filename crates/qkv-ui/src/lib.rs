@@ -10,9 +10,11 @@ pub mod lessons;
 pub mod loss_panel;
 pub mod palette;
 pub mod params_panel;
+pub mod platform;
 pub mod samples_panel;
 pub mod setup_panel;
 pub mod view;
 
 pub use app::{Compute, Playground, Tab};
 pub use params_panel::ParamsPanel;
+pub use platform::Platform;

@@ -81,7 +81,11 @@ fn override_value<T: egui::emath::Numeric>(ui: &mut Ui, name: &str, value: &mut 
 }
 
 #[derive(Default)]
-pub struct SetupPanel;
+pub struct SetupPanel {
+    /// Whether the user names files by path (the desktop); otherwise a text is uploaded (or
+    /// dropped on the page) and known by its name.
+    pub paths: bool,
+}
 
 /// What the user asked for in the setup panel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +118,7 @@ impl SetupPanel {
             ui.end_row();
 
             ui.label("data");
-            ui.horizontal(|ui| upload = data_ui(ui, &mut plan.data));
+            ui.horizontal(|ui| upload = data_ui(ui, &mut plan.data, self.paths));
             ui.end_row();
 
             if !matches!(plan.data, DataSource::Synthetic { .. }) {
@@ -228,7 +232,7 @@ impl SetupPanel {
 }
 
 /// True when the user asked to upload a text.
-fn data_ui(ui: &mut Ui, data: &mut DataSource) -> bool {
+fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> bool {
     let label = match data {
         DataSource::Shakespeare => "Shakespeare (embedded)",
         DataSource::Synthetic { .. } => "synthetic task",
@@ -263,9 +267,7 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource) -> bool {
             ui.add(DragValue::new(length).range(2..=64).prefix("L = ")).accessible_name("list length");
         }
         DataSource::File(path) => {
-            // The browser cannot open a path: there a text is uploaded (or dropped on the page)
-            // and known by its name.
-            if cfg!(target_family = "wasm") {
+            if !paths {
                 let shown = if path.is_empty() { "no text yet".to_string() } else { path.clone() };
                 ui.label(shown);
                 return ui.button("upload…").on_hover_text("or drop a UTF-8 .txt file on the page").clicked();

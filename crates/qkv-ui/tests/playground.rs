@@ -11,15 +11,48 @@ use egui_kittest::kittest::Queryable;
 use egui_kittest::{Harness, SnapshotOptions};
 use qkv_model::ParamReport;
 use qkv_model::burn::tensor::Device;
-use qkv_ui::{Compute, Playground};
+use qkv_train::session::SessionTask;
+use qkv_ui::files::{FileKind, Inbox, IncomingFile, OutgoingFile};
+use qkv_ui::{Compute, Platform, Playground};
 
 type State = Option<Playground>;
+
+/// A desktop-like platform for the tests (the real ones belong to the shells): sessions on
+/// threads, files in folders, no dialogs.
+struct TestPlatform;
+
+impl Platform for TestPlatform {
+    fn spawn_session(&self, task: SessionTask) {
+        std::thread::spawn(move || task.run_blocking());
+    }
+
+    fn default_folder(&self) -> Option<String> {
+        Some(std::env::temp_dir().display().to_string())
+    }
+
+    fn save(&self, folder: &str, files: &[OutgoingFile]) -> Result<String, String> {
+        OutgoingFile::write_into(std::path::Path::new(folder), files)
+    }
+
+    fn read_dropped(&self, file: egui::DroppedFileHandle, inbox: &Inbox) {
+        inbox.deliver(IncomingFile::read(file.path()));
+    }
+
+    fn pick(&self, _kind: FileKind, _inbox: &Inbox) -> bool {
+        false
+    }
+}
 
 fn harness() -> Harness<'static, State> {
     Harness::builder().with_size(vec2(1500.0, 920.0)).wgpu().build_ui_state(
         |ui, state: &mut State| {
             let playground = state.get_or_insert_with(|| {
-                Playground::new(ui.ctx(), vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }], None)
+                Playground::new(
+                    ui.ctx(),
+                    Box::new(TestPlatform),
+                    vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }],
+                    None,
+                )
             });
             playground.ui(ui);
         },
@@ -93,10 +126,10 @@ fn a_dropped_text_becomes_the_data_and_a_dropped_checkpoint_continues_its_run() 
     harness.run_steps(2);
     let text = "the quick brown fox jumps over the lazy dog\n".repeat(200);
     let app = harness.state_mut().as_mut().unwrap();
-    app.receive(qkv_ui::files::IncomingFile { name: "fox.txt".into(), bytes: vec![0xc3, 0x28] });
+    app.receive(IncomingFile { name: "fox.txt".into(), bytes: vec![0xc3, 0x28] });
     let notice = app.notice.clone().unwrap();
     assert!(notice.1 && notice.0.contains("not UTF-8"), "{notice:?}");
-    app.receive(qkv_ui::files::IncomingFile { name: "fox.txt".into(), bytes: text.into_bytes() });
+    app.receive(IncomingFile { name: "fox.txt".into(), bytes: text.into_bytes() });
     assert_eq!(app.setup.plan.data.to_string(), "fox.txt");
     harness.get_by_label("Step").click();
     run_until(&mut harness, "a step on the dropped text", |p| p.view.step() >= 1);
@@ -113,7 +146,7 @@ fn a_dropped_text_becomes_the_data_and_a_dropped_checkpoint_continues_its_run() 
     let dir = std::path::PathBuf::from(&playground(&harness).export_dir);
     let bytes = std::fs::read(dir.join(format!("{name}.qkv"))).unwrap();
     std::fs::remove_dir_all(&dir).ok();
-    harness.state_mut().as_mut().unwrap().receive(qkv_ui::files::IncomingFile { name: format!("{name}.qkv"), bytes });
+    harness.state_mut().as_mut().unwrap().receive(IncomingFile { name: format!("{name}.qkv"), bytes });
     run_until(&mut harness, "the imported run", |p| p.view.runs.len() == 1 && p.view.runs[0].steps.len() == 1);
     harness.get_by_label("Step").click();
     run_until(&mut harness, "a step of the imported run", |p| p.view.step() == 2);
@@ -199,15 +232,15 @@ fn lesson_screenshots() {
 fn the_setup_survives_a_restart_and_a_damaged_one_is_replaced() {
     let ctx = egui::Context::default();
     let flex = || vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }];
-    let mut first = Playground::new(&ctx, flex(), None);
+    let mut first = Playground::new(&ctx, Box::new(TestPlatform), flex(), None);
     first.load_lesson(2);
     first.setup.plan.training.steps = Some(123);
     let saved = first.saved_setup();
-    let second = Playground::new(&ctx, flex(), Some(&saved));
+    let second = Playground::new(&ctx, Box::new(TestPlatform), flex(), Some(&saved));
     assert_eq!(second.setup, first.setup);
     assert!(second.notice.is_none());
 
-    let damaged = Playground::new(&ctx, flex(), Some("{\"plan\": 7"));
+    let damaged = Playground::new(&ctx, Box::new(TestPlatform), flex(), Some("{\"plan\": 7"));
     assert_eq!(damaged.setup, qkv_ui::setup_panel::Setup::default());
     let (notice, is_error) = damaged.notice.clone().unwrap();
     assert!(is_error && notice.contains("saved setup could not be read"), "{notice}");

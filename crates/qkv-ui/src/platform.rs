@@ -1,0 +1,28 @@
+//! What the playground needs from the machine it runs on, as one trait. The shells implement it:
+//! the desktop in `src/native.rs`, the browser in `src/web.rs`. The panels and the playground hold
+//! no platform code of their own.
+
+use qkv_train::session::SessionTask;
+
+use crate::files::{FileKind, Inbox, OutgoingFile};
+
+pub trait Platform {
+    /// Runs a training session's task beside the UI, so that the UI never waits on training.
+    fn spawn_session(&self, task: SessionTask);
+
+    /// Where exports go unless the user picks another folder; `None` where the user has no
+    /// folders to name (the browser downloads instead).
+    fn default_folder(&self) -> Option<String>;
+
+    /// Hands `files` to the user: into `folder` on the desktop, as downloads in the browser.
+    /// Says what happened, for the notice.
+    fn save(&self, folder: &str, files: &[OutgoingFile]) -> Result<String, String>;
+
+    /// Reads a file dropped on the window into `inbox` (at once, or later where reading is
+    /// asynchronous).
+    fn read_dropped(&self, file: egui::DroppedFileHandle, inbox: &Inbox);
+
+    /// Opens the platform's dialog for a file of `kind`; the picked file arrives in `inbox`.
+    /// `false` where the platform has no dialog (the user types a path instead).
+    fn pick(&self, kind: FileKind, inbox: &Inbox) -> bool;
+}
