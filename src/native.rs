@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use eframe::egui;
 use qkv_train::session::SessionTask;
-use qkv_ui::files::{FileKind, Inbox, IncomingFile, OutgoingFile};
 use qkv_ui::{Platform, Playground};
 
 use crate::shell::{self, SETUP_KEY};
@@ -73,7 +72,8 @@ fn window_size(text: &str) -> Result<[f32; 2], String> {
     if fits(w) && fits(h) { Ok([w, h]) } else { Err(bad()) }
 }
 
-/// The desktop: sessions on threads of their own, files named by path in folders.
+/// The desktop: sessions on threads of their own, files named by path in folders (the
+/// platform's default file handling).
 struct Desktop;
 
 impl Platform for Desktop {
@@ -84,19 +84,6 @@ impl Platform for Desktop {
     fn default_folder(&self) -> Option<String> {
         let folder = std::env::current_dir().map_or_else(|_| "qkv-lab-exports".into(), |d| d.join("qkv-lab-exports"));
         Some(folder.display().to_string())
-    }
-
-    fn save(&self, folder: &str, files: &[OutgoingFile]) -> Result<String, String> {
-        OutgoingFile::write_into(std::path::Path::new(folder), files)
-    }
-
-    fn read_dropped(&self, file: egui::DroppedFileHandle, inbox: &Inbox) {
-        inbox.deliver(IncomingFile::read(file.path()));
-    }
-
-    /// The desktop names files by path (the setup's and the import's fields).
-    fn pick(&self, _kind: FileKind, _inbox: &Inbox) -> bool {
-        false
     }
 }
 

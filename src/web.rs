@@ -17,7 +17,7 @@ use eframe::wasm_bindgen::JsValue;
 use eframe::wasm_bindgen::closure::Closure;
 use qkv_model::burn::tensor::Device;
 use qkv_train::session::{SessionTask, Turn};
-use qkv_ui::files::{FileKind, Inbox, IncomingFile, OutgoingFile};
+use qkv_ui::files::{FileError, FileKind, Inbox, IncomingFile, OutgoingFile};
 use qkv_ui::setup_panel::Setup;
 use qkv_ui::{Compute, Platform, Playground};
 
@@ -102,7 +102,7 @@ impl Platform for Browser {
         None
     }
 
-    fn save(&self, _folder: &str, files: &[OutgoingFile]) -> Result<String, String> {
+    fn save(&self, _folder: &str, files: &[OutgoingFile]) -> Result<String, FileError> {
         files.iter().try_for_each(download)?;
         Ok(format!("downloaded {}", qkv_ui::files::names(files)))
     }
@@ -112,7 +112,7 @@ impl Platform for Browser {
         wasm_bindgen_futures::spawn_local(async move {
             let name = file.path().display().to_string();
             let read = file.bytes_async().await;
-            inbox.deliver(read.map(|bytes| IncomingFile { name: name.clone(), bytes }).map_err(|e| format!("cannot read {name}: {e}")));
+            inbox.deliver(read.map(|bytes| IncomingFile { name: name.clone(), bytes }).map_err(|reason| FileError::Read { name, reason }));
             ctx.request_repaint();
         });
     }
@@ -126,10 +126,14 @@ impl Platform for Browser {
 }
 
 /// Opens the browser's file dialog; the file is read asynchronously into `inbox`.
-fn pick(kind: FileKind, inbox: &Inbox, ctx: &egui::Context) -> Result<(), String> {
-    let document = web_sys::window().and_then(|w| w.document()).ok_or("no document to open a file dialog in")?;
-    let input: web_sys::HtmlInputElement =
-        document.create_element("input").map_err(|e| format!("{e:?}"))?.dyn_into().map_err(|_| "the page refused a file input")?;
+fn pick(kind: FileKind, inbox: &Inbox, ctx: &egui::Context) -> Result<(), FileError> {
+    let refused = |why: String| FileError::Dialog(why);
+    let document = web_sys::window().and_then(|w| w.document()).ok_or_else(|| refused("the page has no document".into()))?;
+    let input: web_sys::HtmlInputElement = document
+        .create_element("input")
+        .map_err(|e| refused(format!("{e:?}")))?
+        .dyn_into()
+        .map_err(|_| refused("the page refused a file input".into()))?;
     input.set_type("file");
     input.set_accept(&kind.extensions().iter().map(|e| format!(".{e}")).collect::<Vec<_>>().join(","));
     let (inbox, ctx, source) = (inbox.clone(), ctx.clone(), input.clone());
@@ -141,7 +145,7 @@ fn pick(kind: FileKind, inbox: &Inbox, ctx: &egui::Context) -> Result<(), String
             let read = wasm_bindgen_futures::JsFuture::from(file.array_buffer()).await;
             inbox.deliver(
                 read.map(|buffer| IncomingFile { name: name.clone(), bytes: js_sys::Uint8Array::new(&buffer).to_vec() })
-                    .map_err(|e| format!("cannot read {name}: {e:?}")),
+                    .map_err(|e| FileError::Read { name, reason: format!("{e:?}") }),
             );
             ctx.request_repaint();
         });
@@ -154,17 +158,17 @@ fn pick(kind: FileKind, inbox: &Inbox, ctx: &egui::Context) -> Result<(), String
 }
 
 /// Hands a file to the browser as a download.
-fn download(file: &OutgoingFile) -> Result<(), String> {
+fn download(file: &OutgoingFile) -> Result<(), FileError> {
     let name = &file.name;
-    let fail = |e: JsValue| format!("could not download {name}: {e:?}");
-    let document = web_sys::window().and_then(|w| w.document()).ok_or("no document to download from")?;
+    let fail = |e: JsValue| FileError::Download { name: name.clone(), reason: format!("{e:?}") };
+    let document = web_sys::window().and_then(|w| w.document()).ok_or_else(|| fail("the page has no document".into()))?;
     let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(file.bytes.as_slice()));
     let options = web_sys::BlobPropertyBag::new();
     options.set_type(file.mime);
     let blob = web_sys::Blob::new_with_u8_array_sequence_and_options(&parts, &options).map_err(fail)?;
     let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(fail)?;
     let anchor: web_sys::HtmlAnchorElement =
-        document.create_element("a").map_err(fail)?.dyn_into().map_err(|_| format!("could not download {name}"))?;
+        document.create_element("a").map_err(fail)?.dyn_into().map_err(|_| fail("the page refused a link".into()))?;
     anchor.set_href(&url);
     anchor.set_download(name);
     anchor.click();

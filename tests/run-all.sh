@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Runs every QKV Lab test. Installs what the tests need when it is missing and we are root
 # (Mesa's lavapipe, so that wgpu has a Vulkan adapter on a machine without a GPU).
+#
+# `--fast`: the common loop while working. Skips the two long tiers (the browser end-to-end test
+# and the desktop smoke test) and what only they need; CI runs the full command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--fast" ]; then
+  export QKV_SKIP_WEB=1 QKV_SKIP_DESKTOP=1
+elif [ -n "${1:-}" ]; then
+  echo "usage: bash tests/run-all.sh [--fast]" >&2
+  exit 2
+fi
 
 have_lavapipe() { compgen -G "/usr/share/vulkan/icd.d/lvp_icd*.json" > /dev/null; }
 
@@ -10,8 +20,12 @@ have_lavapipe() { compgen -G "/usr/share/vulkan/icd.d/lvp_icd*.json" > /dev/null
 # Chromium runs the browser build.
 missing=()
 have_lavapipe || missing+=(mesa-vulkan-drivers)
-command -v xvfb-run > /dev/null || missing+=(xvfb xauth)
-command -v chromium > /dev/null || command -v chromium-browser > /dev/null || missing+=(chromium)
+if [ -z "${QKV_SKIP_DESKTOP:-}" ]; then
+  command -v xvfb-run > /dev/null || missing+=(xvfb xauth)
+fi
+if [ -z "${QKV_SKIP_WEB:-}" ]; then
+  command -v chromium > /dev/null || command -v chromium-browser > /dev/null || missing+=(chromium)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
     echo "== installing ${missing[*]}"

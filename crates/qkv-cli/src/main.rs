@@ -2,6 +2,7 @@
 
 mod bench;
 mod experiment;
+mod export;
 mod params;
 mod reparam;
 mod report;
@@ -41,6 +42,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Train a standard model, eliminate its W_Q by a change of basis, compare logits and loss.
     Reparam(reparam::ReparamArgs),
+    /// Write a checkpoint's weights as safetensors for PyTorch (nanoGPT's names).
+    Export(export::ExportArgs),
     /// Reproduce a paper's comparison (paper1: W_Q = I; paper2: shared projections, GQA/MQA) with a report.
     Experiment(experiment::ExperimentArgs),
 }
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Sample(args) => sample::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Reparam(args) => reparam::run(args),
+        Command::Export(args) => export::run(args),
         Command::Experiment(args) => experiment::run(args, &invocation),
     };
     match result {

@@ -4,12 +4,14 @@
 use clap::Args;
 
 use crate::Failure;
+use crate::train::{headless_session, started_or_failed};
 use qkv_model::Preset;
 use qkv_model::burn::module::Module;
 use qkv_model::burn::tensor::Device;
 use qkv_train::experiment::Experiment;
 use qkv_train::recipe::TrainingConfig;
 use qkv_train::run::RunSpec;
+use qkv_train::session::{Command, Message, Session};
 use qkv_train::theory::{ReparamReport, TheoryCase, continue_converted, convert_and_measure};
 use qkv_train::{DataSource, Dataset, TokenizerKind};
 
@@ -34,10 +36,24 @@ pub struct ReparamArgs {
     pub json: bool,
 }
 
-fn progress(label: &str, step: usize, total: usize, loss: f64) {
-    if step.is_multiple_of(50) || step == total {
-        eprintln!("{label} step {step}/{total}: loss {loss:.4}");
+/// `steps` steps of the session's run, reporting progress (counted from `offset`) every 50.
+fn step_with_progress(session: &mut Session, label: &str, offset: usize, steps: usize) -> Result<(), Failure> {
+    for _ in 0..steps {
+        let messages = session.run(Command::Step);
+        for message in &messages {
+            match message {
+                Message::Stepped { record, .. } => {
+                    let step = record.step - offset;
+                    if step.is_multiple_of(50) || step == steps {
+                        eprintln!("{label} step {step}/{steps}: loss {:.4}", record.train_loss);
+                    }
+                }
+                Message::Stopped { error, .. } | Message::Failed(error) => return Err(format!("{label} failed: {error}").into()),
+                _ => {}
+            }
+        }
     }
+    Ok(())
 }
 
 pub fn run(args: &ReparamArgs) -> Result<(), Failure> {
@@ -56,23 +72,18 @@ pub fn run(args: &ReparamArgs) -> Result<(), Failure> {
     let model = args.case.config(args.preset, dataset.vocab_size());
     model.validate()?;
     let spec = RunSpec { name: "standard".into(), model, training };
-    let mut experiment = Experiment::new(dataset.clone(), vec![spec], &Device::flex())?;
-    for _ in 0..args.steps {
-        let events = experiment.step();
-        let record = &experiment.runs[0].metrics.steps.last().ok_or_else(|| format!("training failed: {events:?}"))?;
-        progress("train", record.step, args.steps, record.train_loss);
-    }
+    let device = Device::flex();
+    let mut session = headless_session(&device);
+    started_or_failed(session.run_start(Experiment::new(dataset.clone(), vec![spec], &device)?, DataSource::Shakespeare.to_string()))?;
+    step_with_progress(&mut session, "train", 0, args.steps)?;
+    let experiment = session.experiment().expect("trained");
     let trained = &experiment.runs[0];
     let (conversion, mut report) = convert_and_measure(args.case, trained, trained.model().valid(), experiment.val_batches())?;
     if !args.case.is_exact() && args.finetune > 0 {
-        let converted = continue_converted(&experiment.runs[0], conversion, "converted", &dataset)?;
-        let mut finetune = Experiment::from_runs(dataset, vec![converted])?;
-        for _ in 0..args.finetune {
-            finetune.step();
-            if let Some(record) = finetune.runs[0].metrics.steps.last() {
-                progress("fine-tune", record.step - args.steps, args.finetune, record.train_loss);
-            }
-        }
+        let converted = continue_converted(trained, conversion, "converted", &dataset)?;
+        started_or_failed(session.run_start(Experiment::from_runs(dataset, vec![converted])?, DataSource::Shakespeare.to_string()))?;
+        step_with_progress(&mut session, "fine-tune", args.steps, args.finetune)?;
+        let mut finetune = session.into_experiment().expect("fine-tuned");
         let val = finetune.val_batches().to_vec();
         let eval = finetune.runs[0].evaluate(&val)?;
         report.finetune_steps = Some(args.finetune);

@@ -12,7 +12,8 @@ use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, ParamReport, Preset};
 use qkv_train::checkpoint::{to_bytes, write_atomically};
 use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
-use qkv_train::{DataSource, Experiment, Run, RunEvent, RunStatus, TokenizerKind};
+use qkv_train::session::{Command, Message, Session};
+use qkv_train::{DataSource, Experiment, Run, RunStatus, TokenizerKind};
 
 use crate::Failure;
 use crate::report;
@@ -168,11 +169,12 @@ pub fn train_plan(plan: &ExperimentPlan, device: &Device) -> Result<(Experiment,
     if let TokenizerKind::Bpe { .. } = plan.tokenizer {
         eprintln!("training the {} tokenizer on the training split…", plan.tokenizer);
     }
-    let mut experiment = plan.experiment(device)?;
-    experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>()?;
+    let mut session = headless_session(device);
+    started_or_failed(session.run_start(plan.experiment(device)?, plan.data.to_string()))?;
 
     let plain_log = !std::io::stderr().is_terminal();
     let bars = MultiProgress::new();
+    let experiment = session.experiment().expect("just started");
     let runs: Vec<ProgressBar> = experiment
         .runs
         .iter()
@@ -183,13 +185,13 @@ pub fn train_plan(plan: &ExperimentPlan, device: &Device) -> Result<(Experiment,
             bar
         })
         .collect();
-    while !experiment.is_done() {
-        for event in experiment.step() {
-            match event {
-                RunEvent::Stepped { run, record, eval } => {
-                    let bar = &runs[run];
+    session.play_to_end(|experiment, messages| {
+        for message in messages {
+            match message {
+                Message::Stepped { run, record, eval } => {
+                    let bar = &runs[*run];
                     bar.set_position(record.step as u64);
-                    let val = experiment.runs[run].metrics.evals.last().map(|e| e.val_loss).unwrap_or(f64::NAN);
+                    let val = experiment.runs[*run].metrics.evals.last().map(|e| e.val_loss).unwrap_or(f64::NAN);
                     bar.set_message(format!("loss {:.4}  val {:.4}  {:.0} tok/s", record.train_loss, val, record.tokens_per_sec));
                     if let Some(accuracy) = eval.as_ref().and_then(|e| e.accuracy) {
                         bar.set_message(format!("loss {:.4}  val {val:.4}  acc {:.2}%", record.train_loss, 100.0 * accuracy));
@@ -198,26 +200,44 @@ pub fn train_plan(plan: &ExperimentPlan, device: &Device) -> Result<(Experiment,
                     if plain_log && eval.is_some() {
                         eprintln!(
                             "{} step {}/{}: {}",
-                            experiment.runs[run].spec.name,
+                            experiment.runs[*run].spec.name,
                             record.step,
-                            experiment.runs[run].spec.training.steps,
+                            experiment.runs[*run].spec.training.steps,
                             bar.message()
                         );
                     }
                 }
-                RunEvent::Stopped { run, error } => {
+                Message::Stopped { run, error } => {
                     if plain_log {
-                        eprintln!("{} stopped: {error}", experiment.runs[run].spec.name);
+                        eprintln!("{} stopped: {error}", experiment.runs[*run].spec.name);
                     }
-                    runs[run].abandon_with_message(error.to_string());
+                    runs[*run].abandon_with_message(error.clone());
                 }
+                _ => {}
             }
         }
-    }
+        Ok::<(), Failure>(())
+    })?;
     for bar in &runs {
         bar.finish();
     }
+    let experiment = session.into_experiment().expect("trained");
     Ok((experiment, started.elapsed().as_secs_f64()))
+}
+
+/// A session for a driver without a screen: no attention maps.
+pub fn headless_session(device: &Device) -> Session {
+    let mut session = Session::new(device.clone(), format!("{device:?}"));
+    session.run(Command::AttentionEvery(0));
+    session
+}
+
+/// The messages of a start, or the first run that could not be evaluated.
+pub fn started_or_failed(messages: Vec<Message>) -> Result<(), Failure> {
+    match messages.into_iter().find_map(|m| if let Message::Stopped { error, .. } = m { Some(error) } else { None }) {
+        Some(error) => Err(error.into()),
+        None => Ok(()),
+    }
 }
 
 /// metrics.csv, summary.json and one checkpoint per run; returns the summaries.

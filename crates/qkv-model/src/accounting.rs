@@ -161,15 +161,19 @@ impl fmt::Display for CacheDType {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dtype '{0}': use f32, f16 or bf16")]
+pub struct UnknownDType(pub String);
+
 impl FromStr for CacheDType {
-    type Err = String;
+    type Err = UnknownDType;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "f32" => Ok(CacheDType::F32),
             "f16" => Ok(CacheDType::F16),
             "bf16" => Ok(CacheDType::Bf16),
-            _ => Err(format!("unknown dtype '{s}': use f32, f16 or bf16")),
+            _ => Err(UnknownDType(s.to_string())),
         }
     }
 }
@@ -247,6 +251,6 @@ mod tests {
         let c = Preset::Gpt2Small.config();
         assert_eq!(kv_cache_bytes_per_token(&c, CacheDType::F32), 2 * kv_cache_bytes_per_token(&c, CacheDType::Bf16));
         assert_eq!("BF16".parse::<CacheDType>().unwrap(), CacheDType::Bf16);
-        assert!("f8".parse::<CacheDType>().unwrap_err().contains("f32, f16 or bf16"));
+        assert!("f8".parse::<CacheDType>().unwrap_err().to_string().contains("f32, f16 or bf16"));
     }
 }

@@ -242,10 +242,6 @@ impl CausalSelfAttention {
         (self.resid_dropout.forward(apply_linear(&self.w_o, y)), probabilities)
     }
 
-    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.attend(self.project(x), 0, false).0
-    }
-
     pub fn forward_with_probabilities(&self, x: Tensor<3>) -> (Tensor<3>, Tensor<4>) {
         let (y, probabilities) = self.attend(self.project(x), 0, true);
         (y, probabilities.expect("probabilities were requested"))

@@ -1,7 +1,7 @@
 //! Paper 1's theory, carried out on a model: for any invertible Θ, attention sees its input X
 //! only through XW_Q, XW_K, XW_V, so `(X, W) → (XΘ, Θ⁻¹W)` changes nothing. With Θ = W_Q the
 //! query weight becomes I, and whatever writes X must write XΘ instead. Which neighbours can
-//! absorb Θ depends on the architecture (REFERENCE.md, "The theory"):
+//! absorb Θ depends on the architecture (docs/theory.md):
 //!
 //! - one layer without normalisation;
 //! - many layers without normalisation whose MLPs have no skip: each layer gets its own Θ_l and

@@ -32,8 +32,19 @@ impl fmt::Display for DataSource {
     }
 }
 
+/// Why a data source's text names no source.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DataSourceError {
+    #[error(transparent)]
+    Task(#[from] crate::synthetic::UnknownTask),
+    #[error("synthetic list length '{0}' must be a whole number ≥ 2, e.g. synthetic:reverse:16")]
+    ListLength(String),
+    #[error("empty data source: use shakespeare, synthetic:TASK[:L] or a path to a UTF-8 text file")]
+    Empty,
+}
+
 impl FromStr for DataSource {
-    type Err = String;
+    type Err = DataSourceError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s == "shakespeare" {
@@ -43,17 +54,13 @@ impl FromStr for DataSource {
             let mut parts = rest.split(':');
             let task: SyntheticTask = parts.next().unwrap_or_default().parse()?;
             let length = match parts.next() {
-                Some(l) => l
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|&l| l >= 2)
-                    .ok_or_else(|| format!("synthetic list length '{l}' must be a whole number ≥ 2, e.g. synthetic:reverse:16"))?,
+                Some(l) => l.parse::<usize>().ok().filter(|&l| l >= 2).ok_or_else(|| DataSourceError::ListLength(l.to_string()))?,
                 None => DEFAULT_SYNTHETIC_LENGTH,
             };
             return Ok(DataSource::Synthetic { task, length });
         }
         if s.is_empty() {
-            return Err("empty data source: use shakespeare, synthetic:TASK[:L] or a path to a UTF-8 text file".into());
+            return Err(DataSourceError::Empty);
         }
         Ok(DataSource::File(s.to_string()))
     }
@@ -87,7 +94,7 @@ pub struct Batch {
 }
 
 impl Dataset {
-    /// Tokenises a text corpus with a tokeniser trained on its training split.
+    /// Tokenizes a text corpus with a tokenizer trained on its training split.
     pub fn from_text(corpus: &TextCorpus, tokenizer: TokenizerKind) -> Result<Self, DataError> {
         let (train_text, val_text) = corpus.split();
         let tokenizer = Tokenizer::train(tokenizer, train_text)?;
@@ -254,8 +261,8 @@ mod tests {
             "synthetic:sort".parse::<DataSource>().unwrap(),
             DataSource::Synthetic { task: SyntheticTask::Sort, length: DEFAULT_SYNTHETIC_LENGTH }
         );
-        assert!("synthetic:rotate".parse::<DataSource>().unwrap_err().contains("copy, reverse"));
-        assert!("synthetic:copy:x".parse::<DataSource>().unwrap_err().contains("≥ 2"));
+        assert!("synthetic:rotate".parse::<DataSource>().unwrap_err().to_string().contains("copy, reverse"));
+        assert!("synthetic:copy:x".parse::<DataSource>().unwrap_err().to_string().contains("≥ 2"));
         assert_eq!("my.txt".parse::<DataSource>().unwrap(), DataSource::File("my.txt".into()));
     }
 

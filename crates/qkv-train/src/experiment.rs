@@ -157,6 +157,15 @@ impl Experiment {
         pollster::block_on(self.evaluate_all_async())
     }
 
+    /// Evaluates the runs that have not trained yet (the step-0 point of their curves), by index.
+    pub async fn evaluate_untrained_async(&mut self) -> Vec<(usize, Result<EvalRecord, RunError>)> {
+        let mut records = Vec::new();
+        for (index, run) in self.runs.iter_mut().enumerate().filter(|(_, run)| run.step == 0) {
+            records.push((index, run.evaluate_async(&self.val_batches).await));
+        }
+        records
+    }
+
     /// Evaluates every run now (e.g. before training, for the step-0 point of the curves).
     pub async fn evaluate_all_async(&mut self) -> Vec<Result<EvalRecord, RunError>> {
         let mut records = Vec::with_capacity(self.runs.len());

@@ -29,18 +29,23 @@ const RENAMES: [(&str, &str); 5] = [
     (r"^ln_f\.", "transformer.ln_f."),
 ];
 
+/// Why a model could not be written as safetensors (Burn's store says why).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the weights as safetensors: {0}")]
+pub struct ExportError(String);
+
 /// The model's weights as a safetensors file, with `metadata` (e.g. the config as JSON).
-pub fn to_safetensors(model: &Gpt, metadata: &[(&str, String)]) -> Result<Vec<u8>, String> {
+pub fn to_safetensors(model: &Gpt, metadata: &[(&str, String)]) -> Result<Vec<u8>, ExportError> {
     let mut remapper = KeyRemapper::new();
     for (from, to) in RENAMES {
-        remapper = remapper.add_pattern(from, to).map_err(|e| e.to_string())?;
+        remapper = remapper.add_pattern(from, to).map_err(|e| ExportError(e.to_string()))?;
     }
     let mut store = SafetensorsStore::from_bytes(None).with_to_adapter(BurnToPyTorchAdapter).remap(remapper);
     for (key, value) in metadata {
         store = store.metadata(*key, value.clone());
     }
-    model.save_into(&mut store).map_err(|e| format!("{e:?}"))?;
-    store.get_bytes().map_err(|e| format!("{e:?}"))
+    model.save_into(&mut store).map_err(|e| ExportError(format!("{e:?}")))?;
+    store.get_bytes().map_err(|e| ExportError(format!("{e:?}")))
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! QKV Lab's training engine: data and tokenisers, AdamW recipes, runs that advance one step
+//! QKV Lab's training engine: data and tokenizers, AdamW recipes, runs that advance one step
 //! per call (blocking natively, awaiting in the browser), experiments on identical batches,
 //! generation with a KV cache, and checkpoints.
 

@@ -21,7 +21,7 @@ use qkv_model::{Norm, ParamReport};
 use crate::checkpoint::{self, Checkpoint, CheckpointError};
 use crate::corpus::DataError;
 use crate::cpu_copy::{WeightsReadError, model_on_cpu};
-use crate::dataset::{DataSource, Dataset};
+use crate::dataset::{DataSource, DataSourceError, Dataset};
 use crate::experiment::{Experiment, RunEvent};
 use crate::generate::{SampleOptions, generate_async};
 use crate::plan::{ExperimentPlan, StartError};
@@ -47,7 +47,8 @@ pub enum Command {
     Step,
     /// The prompt of the attention maps (empty: the default line); maps are sent at once.
     AttentionPrompt(String),
-    /// Refresh the attention maps every this many steps while training.
+    /// Refresh the attention maps every this many steps while training; 0: never (a driver
+    /// without a screen).
     AttentionEvery(usize),
     Sample {
         run: usize,
@@ -210,7 +211,7 @@ impl Session {
                 self.attention().await.map(|maps| vec![Message::Attention(maps)])
             }
             Command::AttentionEvery(every) => {
-                self.attention_every = every.max(1);
+                self.attention_every = every;
                 Ok(vec![])
             }
             Command::Sample { run, prompt, options } => self.sample(run, &prompt, &options).await,
@@ -220,36 +221,38 @@ impl Session {
         result.unwrap_or_else(|error| vec![Message::Failed(error.to_string())])
     }
 
-    async fn loaded(&mut self, experiment: Experiment, data: String) -> Result<Vec<Message>, SessionError> {
+    /// Takes over `experiment` (built by the caller: from a plan, or resumed from checkpoints),
+    /// trained on `data` (the data source as text, for its checkpoints), replacing the current
+    /// one. Runs that have not trained yet are evaluated: the step-0 point of their curves.
+    pub async fn start(&mut self, experiment: Experiment, data: String) -> Vec<Message> {
         let runs = experiment.runs.iter().map(RunInfo::of).collect();
         self.experiment = Some(experiment);
         self.data = data.clone();
         self.playing = false;
         let mut messages = vec![Message::Loaded { runs, data, backend: self.backend.clone() }, Message::Playing(false)];
-        // The step-0 point of every curve: what an untrained model scores.
         let experiment = self.experiment.as_mut().expect("just set");
-        let fresh: Vec<bool> = experiment.runs.iter().map(|r| r.step == 0).collect();
-        for (run, result) in experiment.evaluate_all_async().await.into_iter().enumerate() {
-            match result {
-                Ok(record) if fresh[run] => messages.push(Message::Evaluated { run, record }),
-                Ok(_) => {}
-                Err(error) => messages.push(Message::Stopped { run, error: error.to_string() }),
-            }
+        for (run, result) in experiment.evaluate_untrained_async().await {
+            messages.push(match result {
+                Ok(record) => Message::Evaluated { run, record },
+                Err(error) => Message::Stopped { run, error: error.to_string() },
+            });
         }
         // The experiment is loaded either way: a failed read of the maps must not hide its runs.
-        messages.push(self.attention().await.map_or_else(|e| Message::Failed(e.to_string()), Message::Attention));
-        Ok(messages)
+        if self.attention_every > 0 {
+            messages.push(self.attention().await.map_or_else(|e| Message::Failed(e.to_string()), Message::Attention));
+        }
+        messages
     }
 
     async fn load(&mut self, plan: &ExperimentPlan) -> Result<Vec<Message>, SessionError> {
         let experiment = plan.experiment(&self.device)?;
-        self.loaded(experiment, plan.data.to_string()).await
+        Ok(self.start(experiment, plan.data.to_string()).await)
     }
 
     async fn import(&mut self, name: &str, bytes: &[u8]) -> Result<Vec<Message>, SessionError> {
         let checkpoint = Checkpoint::from_bytes(name, bytes)?;
         let header = &checkpoint.header;
-        let source: DataSource = header.data.parse().map_err(SessionError::DataSource)?;
+        let source: DataSource = header.data.parse()?;
         if let DataSource::File(path) = &source
             && !std::path::Path::new(path).exists()
             && crate::corpus::uploaded(path).is_none()
@@ -267,7 +270,35 @@ impl Session {
         let dataset = plan.dataset()?;
         let run = checkpoint.into_run(&dataset, &self.device)?;
         let experiment = Experiment::from_runs(dataset, vec![run])?;
-        self.loaded(experiment, plan.data.to_string()).await
+        Ok(self.start(experiment, plan.data.to_string()).await)
+    }
+
+    /// [`Session::handle`] on the calling thread, blocking on every read-back: the command line's
+    /// executor (not the browser's, which cannot block).
+    pub fn run(&mut self, command: Command) -> Vec<Message> {
+        pollster::block_on(self.handle(command))
+    }
+
+    /// [`Session::start`] on the calling thread, blocking.
+    pub fn run_start(&mut self, experiment: Experiment, data: String) -> Vec<Message> {
+        pollster::block_on(self.start(experiment, data))
+    }
+
+    /// Plays every run to its end on the calling thread, blocking, and hands each step's
+    /// messages to `on_step` with the experiment as that step left it: the command line's
+    /// training loop. Stops early with `on_step`'s error.
+    pub fn play_to_end<E>(&mut self, mut on_step: impl FnMut(&Experiment, &[Message]) -> Result<(), E>) -> Result<(), E> {
+        self.playing = self.experiment.is_some();
+        while self.is_busy() {
+            let messages = pollster::block_on(self.advance());
+            on_step(self.experiment.as_ref().expect("a busy session has an experiment"), &messages)?;
+        }
+        Ok(())
+    }
+
+    /// The experiment, taken out of the session (what a command line writes once training ends).
+    pub fn into_experiment(self) -> Option<Experiment> {
+        self.experiment
     }
 
     /// One step of every active run.
@@ -278,7 +309,7 @@ impl Session {
         }
         let mut messages: Vec<Message> = experiment.step_async().await.into_iter().map(event_message).collect();
         let step = experiment.step;
-        if step % self.attention_every == 0 || experiment.is_done() {
+        if self.attention_every > 0 && (step % self.attention_every == 0 || experiment.is_done()) {
             match self.attention().await {
                 Ok(maps) => messages.push(Message::Attention(maps)),
                 Err(error) => messages.push(Message::Failed(error.to_string())),
@@ -429,8 +460,8 @@ pub enum SessionError {
         "{checkpoint} was trained on {path}, which is not here: put the file back at that path (in the browser: upload it) to continue training it"
     )]
     DataMissing { checkpoint: String, path: String },
-    #[error("{0}")]
-    DataSource(String),
+    #[error(transparent)]
+    DataSource(#[from] DataSourceError),
     #[error("the attention prompt is empty: type a few words")]
     EmptyPrompt,
     #[error("reading attention maps: {0}")]
@@ -593,17 +624,6 @@ mod tests {
     use super::*;
     use crate::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
     use qkv_model::{AttentionVariant, Preset};
-
-    /// The tests drive a session directly, waiting on each command.
-    trait Blocking {
-        fn run(&mut self, command: Command) -> Vec<Message>;
-    }
-
-    impl Blocking for Session {
-        fn run(&mut self, command: Command) -> Vec<Message> {
-            pollster::block_on(self.handle(command))
-        }
-    }
 
     fn tiny_plan() -> ExperimentPlan {
         ExperimentPlan {

@@ -71,14 +71,15 @@ impl fmt::Display for SyntheticTask {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown synthetic task '{0}': use {names}", names = SyntheticTask::ALL.map(SyntheticTask::name).join(", "))]
+pub struct UnknownTask(pub String);
+
 impl FromStr for SyntheticTask {
-    type Err = String;
+    type Err = UnknownTask;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        SyntheticTask::ALL
-            .into_iter()
-            .find(|t| t.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("unknown synthetic task '{s}': use copy, reverse, sort, swap or sub"))
+        SyntheticTask::ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(s.trim())).ok_or_else(|| UnknownTask(s.to_string()))
     }
 }
 

@@ -80,14 +80,15 @@ impl fmt::Display for TheoryCase {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown case '{0}': use {names}", names = TheoryCase::ALL.map(TheoryCase::name).join(", "))]
+pub struct UnknownCase(pub String);
+
 impl FromStr for TheoryCase {
-    type Err = String;
+    type Err = UnknownCase;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        TheoryCase::ALL
-            .into_iter()
-            .find(|c| c.name() == s.trim())
-            .ok_or_else(|| format!("unknown case '{s}': use {}", TheoryCase::ALL.map(TheoryCase::name).join(", ")))
+        TheoryCase::ALL.into_iter().find(|c| c.name() == s.trim()).ok_or_else(|| UnknownCase(s.to_string()))
     }
 }
 
@@ -235,6 +236,6 @@ mod tests {
     #[test]
     fn cases_parse_by_name() {
         assert_eq!("no-mlp-skip".parse::<TheoryCase>().unwrap(), TheoryCase::NoMlpSkip);
-        assert!("both".parse::<TheoryCase>().unwrap_err().contains("single"));
+        assert!("both".parse::<TheoryCase>().unwrap_err().to_string().contains("single"));
     }
 }

@@ -1,4 +1,4 @@
-//! Character-level and byte-level BPE tokenisers, trained on the training split and saved with
+//! Character-level and byte-level BPE tokenizers, trained on the training split and saved with
 //! every run.
 
 use std::fmt;
@@ -12,7 +12,7 @@ use tokenizers::{DecoderWrapper, PostProcessorWrapper, PreTokenizerWrapper, Toke
 
 use crate::corpus::DataError;
 
-/// Which tokeniser to train: `char` or `bpe:N` (N = vocabulary size).
+/// Which tokenizer to train: `char` or `bpe:N` (N = vocabulary size).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TokenizerKind {
     Char,
@@ -28,11 +28,15 @@ impl fmt::Display for TokenizerKind {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown tokenizer '{0}': use char, or bpe:N with a vocabulary size N ≥ 257, e.g. bpe:512")]
+pub struct UnknownTokenizer(pub String);
+
 impl FromStr for TokenizerKind {
-    type Err = String;
+    type Err = UnknownTokenizer;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || format!("unknown tokenizer '{s}': use char, or bpe:N with a vocabulary size N ≥ 257, e.g. bpe:512");
+        let bad = || UnknownTokenizer(s.to_string());
         match s.trim() {
             "char" => Ok(TokenizerKind::Char),
             other => {
@@ -46,7 +50,7 @@ impl FromStr for TokenizerKind {
     }
 }
 
-/// A trained tokeniser.
+/// A trained tokenizer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Tokenizer {
@@ -175,7 +179,7 @@ mod tests {
         assert_eq!("char".parse::<TokenizerKind>().unwrap(), TokenizerKind::Char);
         assert_eq!("bpe:512".parse::<TokenizerKind>().unwrap(), TokenizerKind::Bpe { vocab_size: 512 });
         for bad in ["bpe", "bpe:x", "bpe:10", "word"] {
-            assert!(bad.parse::<TokenizerKind>().unwrap_err().contains("bpe:N"), "{bad}");
+            assert!(bad.parse::<TokenizerKind>().unwrap_err().to_string().contains("bpe:N"), "{bad}");
         }
     }
 }

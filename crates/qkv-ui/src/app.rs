@@ -213,7 +213,7 @@ impl Playground {
     }
 
     /// Applies every message the session has sent since the last frame.
-    pub fn pump(&mut self) {
+    fn apply_messages(&mut self) {
         let colours = self.setup.colours32();
         while let Some(message) = self.session.try_recv() {
             self.view.apply(message, &colours);
@@ -231,7 +231,7 @@ impl Playground {
             ];
             self.notice = Some(match self.platform.save(&self.export_dir, &files) {
                 Ok(done) => (done, false),
-                Err(e) => (e, true),
+                Err(e) => (e.to_string(), true),
             });
         }
     }
@@ -247,7 +247,7 @@ impl Playground {
     fn import_path(&mut self) {
         match IncomingFile::read(std::path::Path::new(self.import_path.trim())) {
             Ok(file) => self.import(file.name, file.bytes),
-            Err(e) => self.notice = Some((e, true)),
+            Err(e) => self.notice = Some((e.to_string(), true)),
         }
     }
 
@@ -275,7 +275,7 @@ impl Playground {
         for file in self.inbox.take() {
             match file {
                 Ok(file) => self.receive(file),
-                Err(e) => self.notice = Some((e, true)),
+                Err(e) => self.notice = Some((e.to_string(), true)),
             }
         }
     }
@@ -301,7 +301,7 @@ impl Playground {
     }
 
     fn panels(&mut self, ui: &mut Ui) {
-        self.pump();
+        self.apply_messages();
         self.receive_files(ui.ctx());
         if self.view.playing {
             // Messages wake the UI; this keeps the frame-time readout alive between them.

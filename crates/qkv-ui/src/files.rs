@@ -6,6 +6,19 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
 
+/// Why a file did not arrive, or could not be handed over.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FileError {
+    #[error("cannot read {name}: {reason}")]
+    Read { name: String, reason: String },
+    #[error("could not save in {folder}: {reason}; choose another folder")]
+    Save { folder: String, reason: String },
+    #[error("could not download {name}: {reason}")]
+    Download { name: String, reason: String },
+    #[error("cannot open a file dialog: {0}")]
+    Dialog(String),
+}
+
 /// A file the user gave the app, read into memory.
 #[derive(Debug, Clone)]
 pub struct IncomingFile {
@@ -20,9 +33,12 @@ impl IncomingFile {
     }
 
     /// Reads the file at `path` (a dropped file, or a path the user typed).
-    pub fn read(path: &Path) -> Result<Self, String> {
+    pub fn read(path: &Path) -> Result<Self, FileError> {
         let name = path.display().to_string();
-        std::fs::read(path).map(|bytes| Self { name: name.clone(), bytes }).map_err(|e| format!("cannot read {name}: {e}"))
+        match std::fs::read(path) {
+            Ok(bytes) => Ok(Self { name, bytes }),
+            Err(e) => Err(FileError::Read { name, reason: e.to_string() }),
+        }
     }
 }
 
@@ -38,8 +54,8 @@ pub struct OutgoingFile {
 impl OutgoingFile {
     /// Writes `files` into `folder` (created if missing); a checkpoint is written whole or not
     /// at all. Says what was saved where.
-    pub fn write_into(folder: &Path, files: &[OutgoingFile]) -> Result<String, String> {
-        let fail = |e: &dyn std::fmt::Display| format!("could not save in {}: {e}; choose another folder", folder.display());
+    pub fn write_into(folder: &Path, files: &[OutgoingFile]) -> Result<String, FileError> {
+        let fail = |e: &dyn std::fmt::Display| FileError::Save { folder: folder.display().to_string(), reason: e.to_string() };
         std::fs::create_dir_all(folder).map_err(|e| fail(&e))?;
         for file in files {
             qkv_train::checkpoint::write_atomically(&folder.join(&file.name), &file.bytes).map_err(|e| fail(&e))?;
@@ -76,16 +92,16 @@ impl FileKind {
 /// little later; [`Inbox::take`] collects whatever has arrived.
 #[derive(Default, Clone)]
 pub struct Inbox {
-    arrived: Rc<RefCell<Vec<Result<IncomingFile, String>>>>,
+    arrived: Rc<RefCell<Vec<Result<IncomingFile, FileError>>>>,
 }
 
 impl Inbox {
-    pub fn take(&self) -> Vec<Result<IncomingFile, String>> {
+    pub fn take(&self) -> Vec<Result<IncomingFile, FileError>> {
         std::mem::take(&mut self.arrived.borrow_mut())
     }
 
     /// A file read (or why it could not be).
-    pub fn deliver(&self, file: Result<IncomingFile, String>) {
+    pub fn deliver(&self, file: Result<IncomingFile, FileError>) {
         self.arrived.borrow_mut().push(file);
     }
 }

@@ -1,10 +1,13 @@
 //! What the playground needs from the machine it runs on, as one trait. The shells implement it:
 //! the desktop in `src/native.rs`, the browser in `src/web.rs`. The panels and the playground hold
-//! no platform code of their own.
+//! no platform code of their own. The file methods' defaults are those of a machine with a file
+//! system (the desktop, the tests); the browser overrides them.
+
+use std::path::Path;
 
 use qkv_train::session::SessionTask;
 
-use crate::files::{FileKind, Inbox, OutgoingFile};
+use crate::files::{FileError, FileKind, Inbox, IncomingFile, OutgoingFile};
 
 pub trait Platform {
     /// Runs a training session's task beside the UI, so that the UI never waits on training.
@@ -16,13 +19,19 @@ pub trait Platform {
 
     /// Hands `files` to the user: into `folder` on the desktop, as downloads in the browser.
     /// Says what happened, for the notice.
-    fn save(&self, folder: &str, files: &[OutgoingFile]) -> Result<String, String>;
+    fn save(&self, folder: &str, files: &[OutgoingFile]) -> Result<String, FileError> {
+        OutgoingFile::write_into(Path::new(folder), files)
+    }
 
     /// Reads a file dropped on the window into `inbox` (at once, or later where reading is
     /// asynchronous).
-    fn read_dropped(&self, file: egui::DroppedFileHandle, inbox: &Inbox);
+    fn read_dropped(&self, file: egui::DroppedFileHandle, inbox: &Inbox) {
+        inbox.deliver(IncomingFile::read(file.path()));
+    }
 
     /// Opens the platform's dialog for a file of `kind`; the picked file arrives in `inbox`.
     /// `false` where the platform has no dialog (the user types a path instead).
-    fn pick(&self, kind: FileKind, inbox: &Inbox) -> bool;
+    fn pick(&self, _kind: FileKind, _inbox: &Inbox) -> bool {
+        false
+    }
 }

@@ -12,13 +12,13 @@ use egui_kittest::{Harness, SnapshotOptions};
 use qkv_model::ParamReport;
 use qkv_model::burn::tensor::Device;
 use qkv_train::session::SessionTask;
-use qkv_ui::files::{FileKind, Inbox, IncomingFile, OutgoingFile};
+use qkv_ui::files::IncomingFile;
 use qkv_ui::{Compute, Platform, Playground};
 
 type State = Option<Playground>;
 
 /// A desktop-like platform for the tests (the real ones belong to the shells): sessions on
-/// threads, files in folders, no dialogs.
+/// threads, and the default file handling (folders, no dialogs).
 struct TestPlatform;
 
 impl Platform for TestPlatform {
@@ -28,18 +28,6 @@ impl Platform for TestPlatform {
 
     fn default_folder(&self) -> Option<String> {
         Some(std::env::temp_dir().display().to_string())
-    }
-
-    fn save(&self, folder: &str, files: &[OutgoingFile]) -> Result<String, String> {
-        OutgoingFile::write_into(std::path::Path::new(folder), files)
-    }
-
-    fn read_dropped(&self, file: egui::DroppedFileHandle, inbox: &Inbox) {
-        inbox.deliver(IncomingFile::read(file.path()));
-    }
-
-    fn pick(&self, _kind: FileKind, _inbox: &Inbox) -> bool {
-        false
     }
 }
 

@@ -15,11 +15,12 @@ use qkv_model::{AttentionVariant, GptConfig, ParamReport, Preset};
 use qkv_train::checkpoint::{Checkpoint, to_bytes, write_atomically};
 use qkv_train::csv;
 use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
-use qkv_train::{DataSource, Experiment, Run, RunEvent, SyntheticTask, TokenizerKind};
+use qkv_train::session::Message;
+use qkv_train::{DataSource, Experiment, Run, SyntheticTask, TokenizerKind};
 
 use crate::Failure;
 use crate::report::LossCurve;
-use crate::train::Backend;
+use crate::train::{Backend, headless_session, started_or_failed};
 use findings::{paper1_report, paper2_against_paper, paper2_report};
 use seeds::{Outcome, SeedResult};
 
@@ -204,7 +205,7 @@ fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -
     let specs = plan.specs(&dataset)?;
     let path = |name: &str| dir.join(format!("{}.qkv", name.replace(['/', ' ', '='], "_")));
     let saved: Vec<PathBuf> = specs.iter().map(|s| path(&s.name)).filter(|p| p.exists()).collect();
-    let mut experiment = if saved.len() == specs.len() {
+    let experiment = if saved.len() == specs.len() {
         let runs = specs
             .iter()
             .map(|spec| Checkpoint::read(&path(&spec.name)).and_then(|c| c.into_run(&dataset, device)))
@@ -212,18 +213,18 @@ fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -
         eprintln!("{label}: resuming at step {} from {}", runs[0].step, dir.display());
         Experiment::from_runs(dataset, runs)?
     } else {
-        let mut experiment = Experiment::new(dataset, specs, device)?;
-        experiment.evaluate_all().into_iter().collect::<Result<Vec<_>, _>>()?;
-        experiment
+        Experiment::new(dataset, specs, device)?
     };
     let data = plan.data.to_string();
-    while !experiment.is_done() {
+    let mut session = headless_session(device);
+    started_or_failed(session.run_start(experiment, data.clone()))?;
+    session.play_to_end(|experiment, messages| {
         let mut evaluated = false;
-        for event in experiment.step() {
-            match event {
-                RunEvent::Stepped { eval: Some(_), .. } => evaluated = true,
-                RunEvent::Stepped { .. } => {}
-                RunEvent::Stopped { run, error } => eprintln!("{label}: {} stopped: {error}", experiment.runs[run].spec.name),
+        for message in messages {
+            match message {
+                Message::Stepped { eval: Some(_), .. } => evaluated = true,
+                Message::Stopped { run, error } => eprintln!("{label}: {} stopped: {error}", experiment.runs[*run].spec.name),
+                _ => {}
             }
         }
         if evaluated || experiment.is_done() {
@@ -238,8 +239,9 @@ fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -
                 write_atomically(&path(&run.spec.name), &bytes)?;
             }
         }
-    }
-    Ok(experiment)
+        Ok::<(), Failure>(())
+    })?;
+    Ok(session.into_experiment().expect("trained"))
 }
 
 /// `work(0..count)` on up to `jobs` threads at once, results in index order.

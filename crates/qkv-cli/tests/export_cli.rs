@@ -1,0 +1,38 @@
+//! `qkv export` as a user runs it: a trained checkpoint becomes a safetensors file that PyTorch
+//! code reads by nanoGPT's names; a damaged checkpoint is refused with its reason.
+
+use std::process::{Command, Output};
+
+fn qkv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_qkv")).args(args).output().expect("qkv runs")
+}
+
+/// The JSON header of a safetensors file: its length as 8 little-endian bytes, then the JSON.
+fn header(bytes: &[u8]) -> serde_json::Value {
+    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    serde_json::from_slice(&bytes[8..8 + len]).expect("a JSON header")
+}
+
+#[test]
+fn a_trained_checkpoint_exports_with_nanogpt_names_and_its_config() {
+    let dir = std::env::temp_dir().join(format!("qkv-export-cli-{}", std::process::id()));
+    let out = dir.display().to_string();
+    let trained = qkv(&["train", "--preset", "classroom", "--data", "synthetic:copy:4", "--steps", "1", "--batch", "2", "--out", &out]);
+    assert!(trained.status.success(), "{}", String::from_utf8_lossy(&trained.stderr));
+
+    let checkpoint = dir.join("checkpoint.qkv").display().to_string();
+    let exported = qkv(&["export", "--checkpoint", &checkpoint]);
+    assert!(exported.status.success(), "{}", String::from_utf8_lossy(&exported.stderr));
+    let bytes = std::fs::read(dir.join("checkpoint.safetensors")).expect("written next to the checkpoint");
+    let header = header(&bytes);
+    assert!(header["transformer.wte.weight"]["shape"].is_array(), "{header}");
+    assert!(header["transformer.h.0.attn.c_proj.weight"].is_object(), "{header}");
+    let config: serde_json::Value = serde_json::from_str(header["__metadata__"]["config"].as_str().unwrap()).unwrap();
+    assert_eq!(config["n_layer"], 2, "{config}");
+
+    std::fs::write(dir.join("broken.qkv"), b"not a checkpoint").unwrap();
+    let refused = qkv(&["export", "--checkpoint", &dir.join("broken.qkv").display().to_string()]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("broken.qkv"), "{}", String::from_utf8_lossy(&refused.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+}
