@@ -22,25 +22,6 @@ pub enum DataError {
     Tokenizer(String),
 }
 
-/// Texts the user handed over as bytes (a browser upload, a dropped file), by name: a plan names
-/// its data by a string, so an uploaded text is found here under its name before any disk is tried.
-static UPLOADS: std::sync::Mutex<Vec<TextCorpus>> = std::sync::Mutex::new(Vec::new());
-
-/// Keeps `bytes` (checked to be non-empty UTF-8) as the text named `name`; a plan whose data is
-/// `name` then trains on it. A later upload of the same name replaces it.
-pub fn upload(name: &str, bytes: &[u8]) -> Result<(), DataError> {
-    let corpus = TextCorpus::from_bytes(name, bytes)?;
-    let mut uploads = UPLOADS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    uploads.retain(|c| c.name != name);
-    uploads.push(corpus);
-    Ok(())
-}
-
-/// The uploaded text named `name`, if there is one.
-pub fn uploaded(name: &str) -> Option<TextCorpus> {
-    UPLOADS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).iter().find(|c| c.name == name).cloned()
-}
-
 /// A named text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextCorpus {

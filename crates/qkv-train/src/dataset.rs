@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,12 +12,56 @@ use crate::synthetic::{self, Split, SyntheticData, SyntheticTask};
 use crate::tokenizer::{Tokenizer, TokenizerKind};
 
 /// Where the data comes from, as the user names it: `shakespeare`, `synthetic:TASK[:L]` or a
-/// file path.
+/// file path; or a text the user handed over (an upload), which carries its text with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DataSource {
     Shakespeare,
     Synthetic { task: SyntheticTask, length: usize },
     File(String),
+    Upload(Upload),
+}
+
+/// A text the user handed over as bytes (dropped on the window, picked in the browser), known by
+/// its name. The text is not saved with a setup: a restored setup or a shared link keeps the
+/// name only, and training on it asks for the text again.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Upload {
+    pub name: String,
+    #[serde(skip)]
+    text: Option<Arc<TextCorpus>>,
+}
+
+impl Upload {
+    /// `bytes` as the text named `name`: refused unless non-empty UTF-8.
+    pub fn new(name: &str, bytes: &[u8]) -> Result<Self, DataError> {
+        Ok(Self { name: name.to_string(), text: Some(Arc::new(TextCorpus::from_bytes(name, bytes)?)) })
+    }
+
+    /// The text, unless only the name was restored.
+    pub fn corpus(&self) -> Result<&TextCorpus, DataError> {
+        self.text.as_deref().ok_or_else(|| DataError::Io {
+            name: self.name.clone(),
+            message:
+                "its text was not kept with the setup: drop the file on the window again (in the browser: pick it under 'my own text file')"
+                    .into(),
+        })
+    }
+}
+
+impl PartialEq for Upload {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.text.as_ref().map(|t| &t.text) == other.text.as_ref().map(|t| &t.text)
+    }
+}
+
+impl Eq for Upload {}
+
+/// The name and size only: the text may be megabytes.
+impl fmt::Debug for Upload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bytes = self.text.as_ref().map(|t| t.text.len());
+        f.debug_struct("Upload").field("name", &self.name).field("bytes", &bytes).finish()
+    }
 }
 
 /// List length when `synthetic:TASK` gives none.
@@ -28,6 +73,7 @@ impl fmt::Display for DataSource {
             DataSource::Shakespeare => f.write_str("shakespeare"),
             DataSource::Synthetic { task, length } => write!(f, "synthetic:{task}:{length}"),
             DataSource::File(path) => f.write_str(path),
+            DataSource::Upload(upload) => f.write_str(&upload.name),
         }
     }
 }
@@ -108,17 +154,12 @@ impl Dataset {
         Ok(Dataset::Text(TextData { name: corpus.name.clone(), tokenizer, train, val }))
     }
 
-    /// Loads a data source: an uploaded text of that name first ([`crate::corpus::upload`]),
-    /// otherwise the file at that path (the browser has no files: there it must be uploaded).
+    /// Loads a data source (the browser has no files to read: there a text is uploaded).
     pub fn load(source: &DataSource, tokenizer: TokenizerKind, seed: u64) -> Result<Self, DataError> {
-        if let DataSource::File(name) = source
-            && let Some(corpus) = crate::corpus::uploaded(name)
-        {
-            return Self::from_text(&corpus, tokenizer);
-        }
         match source {
             DataSource::Shakespeare => Self::from_text(&TextCorpus::shakespeare(), tokenizer),
             DataSource::File(path) => Self::from_text(&TextCorpus::from_path(std::path::Path::new(path))?, tokenizer),
+            DataSource::Upload(upload) => Self::from_text(upload.corpus()?, tokenizer),
             DataSource::Synthetic { task, length } => Ok(Dataset::Synthetic(SyntheticData { task: *task, length: *length, seed })),
         }
     }
@@ -235,19 +276,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_uploaded_text_is_found_by_its_name_and_bad_uploads_are_refused() {
+    fn an_upload_carries_its_text_and_a_restored_one_asks_for_it_again() {
         let name = "uploaded-by-the-dataset-test.txt";
-        let source = DataSource::File(name.into());
-        assert!(Dataset::load(&source, TokenizerKind::Char, 1).is_err(), "no such file, no such upload yet");
+        assert!(Dataset::load(&DataSource::File(name.into()), TokenizerKind::Char, 1).is_err(), "no such file");
         let text = "to be or not to be, that is the question\n".repeat(40);
-        crate::corpus::upload(name, text.as_bytes()).unwrap();
+        let source = DataSource::Upload(Upload::new(name, text.as_bytes()).unwrap());
+        assert_eq!(source.to_string(), name, "known by its name");
         let Dataset::Text(data) = Dataset::load(&source, TokenizerKind::Char, 1).unwrap() else { panic!("text data") };
         assert_eq!(data.train.len() + data.val.len(), text.len());
 
-        let bad = crate::corpus::upload("binary.txt", &[0x66, 0xff, 0x00]).unwrap_err();
+        // A saved setup keeps the name, not the text.
+        let restored: DataSource = serde_json::from_str(&serde_json::to_string(&source).unwrap()).unwrap();
+        assert!(matches!(&restored, DataSource::Upload(u) if u.name == name));
+        let error = Dataset::load(&restored, TokenizerKind::Char, 1).unwrap_err().to_string();
+        assert!(error.contains("drop the file"), "{error}");
+
+        let bad = Upload::new("binary.txt", &[0x66, 0xff, 0x00]).unwrap_err();
         assert!(bad.to_string().contains("not UTF-8"), "{bad}");
-        assert!(crate::corpus::upload("blank.txt", b" \n ").unwrap_err().to_string().contains("empty"));
-        assert!(crate::corpus::uploaded("binary.txt").is_none(), "a refused upload is not kept");
+        assert!(Upload::new("blank.txt", b" \n ").unwrap_err().to_string().contains("empty"));
     }
 
     #[test]

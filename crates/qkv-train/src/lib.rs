@@ -24,7 +24,7 @@ mod threads;
 pub mod tokenizer;
 
 pub use corpus::{DataError, TextCorpus};
-pub use dataset::{Batch, DataSource, Dataset};
+pub use dataset::{Batch, DataSource, Dataset, Upload};
 pub use experiment::{Experiment, RunEvent};
 pub use plan::{ExperimentPlan, PlanError, RunPlan, StartError};
 pub use recipe::{TrainingConfig, TrainingConfigError};

@@ -21,7 +21,7 @@ use qkv_model::{Norm, ParamReport};
 use crate::checkpoint::{self, Checkpoint, CheckpointError};
 use crate::corpus::DataError;
 use crate::cpu_copy::{WeightsReadError, model_on_cpu};
-use crate::dataset::{DataSource, DataSourceError, Dataset};
+use crate::dataset::{DataSource, DataSourceError, Dataset, Upload};
 use crate::experiment::{Experiment, RunEvent};
 use crate::generate::{SampleOptions, generate_async};
 use crate::plan::{ExperimentPlan, StartError};
@@ -36,10 +36,12 @@ const ATTENTION_PROMPT_TOKENS: usize = 32;
 pub enum Command {
     /// Builds a new experiment from the plan, replacing the current one.
     Load(ExperimentPlan),
-    /// Continues a saved run (checkpoint file contents) as a one-run experiment.
+    /// Continues a saved run (checkpoint file contents) as a one-run experiment. A run trained
+    /// on an upload finds its text in `upload` (the front end's, of the same name).
     Import {
         name: String,
         bytes: Vec<u8>,
+        upload: Option<Upload>,
     },
     Play,
     Pause,
@@ -191,7 +193,7 @@ impl Session {
     pub async fn handle(&mut self, command: Command) -> Vec<Message> {
         let result = match command {
             Command::Load(plan) => self.load(&plan).await,
-            Command::Import { name, bytes } => self.import(&name, &bytes).await,
+            Command::Import { name, bytes, upload } => self.import(&name, &bytes, upload).await,
             Command::Play => {
                 self.playing = self.experiment.is_some();
                 Ok(vec![Message::Playing(self.playing)])
@@ -249,15 +251,18 @@ impl Session {
         Ok(self.start(experiment, plan.data.to_string()).await)
     }
 
-    async fn import(&mut self, name: &str, bytes: &[u8]) -> Result<Vec<Message>, SessionError> {
+    async fn import(&mut self, name: &str, bytes: &[u8], upload: Option<Upload>) -> Result<Vec<Message>, SessionError> {
         let checkpoint = Checkpoint::from_bytes(name, bytes)?;
         let header = &checkpoint.header;
-        let source: DataSource = header.data.parse()?;
+        let mut source: DataSource = header.data.parse()?;
         if let DataSource::File(path) = &source
             && !std::path::Path::new(path).exists()
-            && crate::corpus::uploaded(path).is_none()
         {
-            return Err(SessionError::DataMissing { checkpoint: name.to_string(), path: path.clone() });
+            // A text that was uploaded, not read from a path: the front end may hold it.
+            match upload.filter(|u| &u.name == path) {
+                Some(upload) => source = DataSource::Upload(upload),
+                None => return Err(SessionError::DataMissing { checkpoint: name.to_string(), path: path.clone() }),
+            }
         }
         // The data as the run saw it: same source, tokenizer and seed (synthetic examples
         // are generated from it).
@@ -684,7 +689,7 @@ mod tests {
         let Some(Message::Exported { checkpoint, metrics_csv, name, .. }) = exported.into_iter().next() else { panic!("no export") };
         assert_eq!(name, "shared-qk");
         assert_eq!(metrics_csv.lines().count(), 1 + 1 + 1, "header, step 0 and step 1");
-        let messages = session.run(Command::Import { name: name.clone(), bytes: checkpoint.clone() });
+        let messages = session.run(Command::Import { name: name.clone(), bytes: checkpoint.clone(), upload: None });
         let Some(Message::Loaded { runs, .. }) = messages.first() else { panic!("{messages:?}") };
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].steps.len(), 1, "the imported run keeps its curve");
@@ -693,7 +698,7 @@ mod tests {
 
         let mut broken = checkpoint;
         broken.truncate(broken.len() / 2);
-        let messages = session.run(Command::Import { name: "half.qkv".into(), bytes: broken });
+        let messages = session.run(Command::Import { name: "half.qkv".into(), bytes: broken, upload: None });
         assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("truncated")), "{messages:?}");
         // The session still holds the imported run.
         assert_eq!(session.experiment().unwrap().runs.len(), 1);

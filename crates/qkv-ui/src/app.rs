@@ -236,10 +236,15 @@ impl Playground {
         }
     }
 
-    /// Continues a saved run from its checkpoint file's contents.
+    /// Continues a saved run from its checkpoint file's contents (a run trained on an upload
+    /// finds its text in the setup's, when the names match).
     fn import(&mut self, name: String, bytes: Vec<u8>) {
         self.view = SessionView::default();
-        self.send(Command::Import { name, bytes });
+        let upload = match &self.setup.plan.data {
+            qkv_train::DataSource::Upload(upload) => Some(upload.clone()),
+            _ => None,
+        };
+        self.send(Command::Import { name, bytes, upload });
         self.applied = Some(self.setup.clone());
         self.lesson = None;
     }
@@ -258,9 +263,9 @@ impl Playground {
             self.import(file.name, file.bytes);
             return;
         }
-        match qkv_train::corpus::upload(&file.name, &file.bytes) {
-            Ok(()) => {
-                self.setup.plan.data = qkv_train::DataSource::File(file.name.clone());
+        match qkv_train::Upload::new(&file.name, &file.bytes) {
+            Ok(upload) => {
+                self.setup.plan.data = qkv_train::DataSource::Upload(upload);
                 self.lesson = None;
                 self.notice = Some((format!("{} is the data now: press Train (or Apply setup) to train on it", file.name), false));
             }

@@ -236,8 +236,9 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> bool {
     let label = match data {
         DataSource::Shakespeare => "Shakespeare (embedded)",
         DataSource::Synthetic { .. } => "synthetic task",
-        DataSource::File(_) => "my own text file",
+        DataSource::File(_) | DataSource::Upload(_) => "my own text file",
     };
+    let own_text = matches!(data, DataSource::File(_) | DataSource::Upload(_));
     let combo = ComboBox::from_id_salt("data").selected_text(label).show_ui(ui, |ui| {
         if ui.selectable_label(matches!(data, DataSource::Shakespeare), "Shakespeare (embedded)").clicked() {
             *data = DataSource::Shakespeare;
@@ -247,7 +248,7 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> bool {
         {
             *data = DataSource::Synthetic { task: SyntheticTask::Reverse, length: DEFAULT_SYNTHETIC_LENGTH };
         }
-        if ui.selectable_label(matches!(data, DataSource::File(_)), "my own text file").clicked() && !matches!(data, DataSource::File(_)) {
+        if ui.selectable_label(own_text, "my own text file").clicked() && !own_text {
             *data = DataSource::File(String::new());
         }
     });
@@ -265,6 +266,15 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> bool {
                 .response
                 .accessible_name("synthetic task");
             ui.add(DragValue::new(length).range(2..=64).prefix("L = ")).accessible_name("list length");
+        }
+        DataSource::Upload(upload) => {
+            ui.label(&upload.name).on_hover_text("a text you handed over; drop another file to replace it");
+            if !paths {
+                return ui.button("upload…").on_hover_text("or drop a UTF-8 .txt file on the page").clicked();
+            }
+            if ui.small_button("use a path").clicked() {
+                *data = DataSource::File(String::new());
+            }
         }
         DataSource::File(path) => {
             if !paths {
