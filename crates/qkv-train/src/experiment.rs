@@ -68,8 +68,9 @@ impl Experiment {
         Self::from_runs(dataset, runs)
     }
 
-    /// An experiment of existing runs (e.g. loaded from checkpoints). Batches are drawn afresh
-    /// from the seed: a resumed run sees new batches, not the ones it would have seen.
+    /// An experiment of existing runs (e.g. loaded from checkpoints). The batch stream goes on
+    /// where the runs left it: a resumed experiment sees the batches an uninterrupted one would
+    /// have seen. (Dropout masks start afresh: a checkpoint does not hold the model's seed stream.)
     pub fn from_runs(dataset: Dataset, runs: Vec<Run>) -> Result<Self, RunError> {
         let specs: Vec<RunSpec> = runs.iter().map(|r| r.spec.clone()).collect();
         check_shared_batches(&specs)?;
@@ -83,7 +84,12 @@ impl Experiment {
         );
         let val_batches = dataset.val_batches(eval_batches, batch_size, block_size, seed);
         let step = runs.iter().map(|r| r.step).max().unwrap_or(0);
-        Ok(Self { runs, rng: Rng::new(seed ^ step as u64), val_batches, dataset, block_size, batch_size, grad_accum, step })
+        // Drawing the batches of the steps already taken costs microseconds a step.
+        let mut rng = Rng::new(seed);
+        for _ in 0..step * grad_accum {
+            dataset.train_batch(&mut rng, batch_size, block_size);
+        }
+        Ok(Self { runs, rng, val_batches, dataset, block_size, batch_size, grad_accum, step })
     }
 
     /// Adds a run that joins at the current step (e.g. a converted model continuing another's
@@ -173,5 +179,42 @@ impl Experiment {
             records.push(run.evaluate_async(&self.val_batches).await);
         }
         records
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{Checkpoint, to_bytes};
+    use crate::run::tests::{tiny_spec, tiny_text};
+    use qkv_model::AttentionVariant;
+
+    #[test]
+    fn a_resumed_experiment_trains_as_an_uninterrupted_one() {
+        let dataset = tiny_text();
+        let mut spec = tiny_spec(AttentionVariant::Standard, &dataset);
+        spec.model.dropout = 0.0;
+        let device = Device::flex();
+        let losses = |experiment: &mut Experiment, steps: usize| -> Vec<f64> {
+            (0..steps)
+                .flat_map(|_| experiment.step())
+                .map(|event| match event {
+                    RunEvent::Stepped { record, .. } => record.train_loss,
+                    RunEvent::Stopped { error, .. } => panic!("{error}"),
+                })
+                .collect()
+        };
+        let mut whole = Experiment::new(dataset.clone(), vec![spec.clone()], &device).unwrap();
+        let uninterrupted = losses(&mut whole, 6);
+
+        let mut first = Experiment::new(dataset.clone(), vec![spec], &device).unwrap();
+        losses(&mut first, 3);
+        let bytes = to_bytes(&first.runs[0], first.dataset(), "tiny").unwrap();
+        let run = Checkpoint::from_bytes("tiny.qkv", &bytes).unwrap().into_run(&dataset, &device).unwrap();
+        let mut resumed = Experiment::from_runs(dataset, vec![run]).unwrap();
+        let after_resume = losses(&mut resumed, 3);
+        for (step, (a, b)) in uninterrupted[3..].iter().zip(&after_resume).enumerate() {
+            assert!((a - b).abs() < 1e-5, "step {}: {a} uninterrupted, {b} resumed", step + 4);
+        }
     }
 }
