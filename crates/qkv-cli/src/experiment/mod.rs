@@ -258,54 +258,48 @@ fn utc_date() -> String {
     format!("{} {} UTC", &stamp[..10], &stamp[11..16])
 }
 
-pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
-    let started = std::time::Instant::now();
-    let seeds = args.seeds.unwrap_or(if args.scale == Scale::Gpu { 1 } else { 3 });
-    if seeds == 0 {
-        return Err("--seeds must be at least 1".into());
-    }
-    let backend = args.backend.unwrap_or(if args.scale == Scale::Gpu { Backend::Wgpu } else { Backend::Flex });
-    let device = backend.device()?;
-    let compute = format!("{backend:?} ({device:?})");
-    let paper = match args.paper {
-        Paper::Paper1 => "paper1",
-        Paper::Paper2 => "paper2",
-    };
-    let scale = format!("{:?}", args.scale).to_lowercase();
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/{paper}-{scale}")));
-    let studies = studies(args)?;
-    let mut outcomes = Vec::new();
-    let mut provenance = String::new();
-    if args.jobs == 0 {
-        return Err("--jobs must be at least 1".into());
-    }
-    // Each job computes on a pool of its own, with its share of the cores: jobs sharing one
-    // pool would queue for the same workers.
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads_per_job = (cores / args.jobs).max(1);
-    for study in &studies {
+/// Where a study's seeds run: the device, named for the report, and the command that ran them.
+struct Trainer<'a> {
+    device: Device,
+    compute: String,
+    invocation: &'a str,
+    out: &'a Path,
+    jobs: usize,
+}
+
+impl Trainer<'_> {
+    /// Every seed of `study`, trained or (when finished earlier) read from `seeds/`, up to
+    /// `jobs` at once; with a line of provenance each.
+    fn seeds(&self, study: &Study, seeds: usize) -> Result<(Vec<Outcome>, String), Failure> {
+        // Each job computes on a pool of its own, with its share of the cores: jobs sharing one
+        // pool would queue for the same workers.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads_per_job = (cores / self.jobs).max(1);
         let train = |seed_index: usize| -> Result<SeedResult, Failure> {
             let seed = study.plan.seed() + seed_index as u64;
             let plan =
                 ExperimentPlan { training: TrainingOverrides { seed: Some(seed), ..study.plan.training.clone() }, ..study.plan.clone() };
             let label = format!("{} seed {seed}", study.name);
-            let results = SeedResult::path(&out, &study.name, seed);
+            let results = SeedResult::path(self.out, &study.name, seed);
             if let Some(saved) = SeedResult::load(&results, &plan)? {
                 eprintln!("{label}: finished earlier, reporting {}", results.display());
                 return Ok(saved);
             }
-            let dir = out.join("checkpoints").join(&study.name).join(format!("seed-{seed}"));
+            let dir = self.out.join("checkpoints").join(&study.name).join(format!("seed-{seed}"));
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads_per_job)
                 .build()
                 .map_err(|e| format!("cannot start {threads_per_job} compute threads: {e}"))?;
-            let experiment = pool.install(|| train_seed(&plan, &device, &dir, &label))?;
+            let experiment = pool.install(|| train_seed(&plan, &self.device, &dir, &label))?;
             let outcomes: Vec<Outcome> = experiment.runs.iter().map(|r| Outcome::of(&study.name, seed, r)).collect();
-            let result = SeedResult { plan, finished: utc_date(), compute: compute.clone(), command: invocation.to_string(), outcomes };
+            let result =
+                SeedResult { plan, finished: utc_date(), compute: self.compute.clone(), command: self.invocation.to_string(), outcomes };
             result.save(&results)?;
             Ok(result)
         };
-        for trained in in_parallel(seeds, args.jobs, train)? {
+        let mut outcomes = Vec::new();
+        let mut provenance = String::new();
+        for trained in in_parallel(seeds, self.jobs, train)? {
             let result = trained?;
             provenance += &format!(
                 "- {} seed {}: finished {} on {} after {:.0} s of training (its runs' clocks), by `{}`\n",
@@ -318,13 +312,12 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
             );
             outcomes.extend(result.outcomes);
         }
+        Ok((outcomes, provenance))
     }
-    // The runs' own clocks, which survive resumes (this invocation may have started midway).
-    let training_secs: f64 = outcomes.iter().map(|o| o.summary.wall_secs).sum();
-    let wall = started.elapsed().as_secs_f64();
-    let write = |name: &str, text: &str| {
-        std::fs::write(out.join(name), text).map_err(|e| format!("cannot write {}: {e}", out.join(name).display()))
-    };
+}
+
+/// results.csv: one row per run and seed.
+fn results_csv(outcomes: &[Outcome]) -> String {
     let header = [
         "study",
         "run",
@@ -355,9 +348,13 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
             o.summary.status.to_string(),
         ]
     });
-    write("results.csv", &csv::table(&header, rows))?;
+    csv::table(&header, rows)
+}
+
+/// loss-STUDY.svg for each study (its first seed's curves); returns the report's links to them.
+fn loss_plots(studies: &[Study], outcomes: &[Outcome], out: &Path) -> Result<String, Failure> {
     let mut plots = String::new();
-    for study in &studies {
+    for study in studies {
         let first_seed = study.plan.seed();
         let curves: Vec<LossCurve> =
             outcomes.iter().filter(|o| o.study == study.name && o.seed == first_seed).map(|o| o.curve.clone()).collect();
@@ -365,6 +362,44 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
         crate::report::loss_svg(&curves, &out.join(&file))?;
         plots += &format!("\n![{} loss curves, first seed]({file})\n", study.name);
     }
+    Ok(plots)
+}
+
+pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
+    let started = std::time::Instant::now();
+    let seeds = args.seeds.unwrap_or(if args.scale == Scale::Gpu { 1 } else { 3 });
+    if seeds == 0 {
+        return Err("--seeds must be at least 1".into());
+    }
+    if args.jobs == 0 {
+        return Err("--jobs must be at least 1".into());
+    }
+    let backend = args.backend.unwrap_or(if args.scale == Scale::Gpu { Backend::Wgpu } else { Backend::Flex });
+    let device = backend.device()?;
+    let compute = format!("{backend:?} ({device:?})");
+    let paper = match args.paper {
+        Paper::Paper1 => "paper1",
+        Paper::Paper2 => "paper2",
+    };
+    let scale = format!("{:?}", args.scale).to_lowercase();
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/{paper}-{scale}")));
+    let studies = studies(args)?;
+    let trainer = Trainer { device, compute: compute.clone(), invocation, out: &out, jobs: args.jobs };
+    let mut outcomes = Vec::new();
+    let mut provenance = String::new();
+    for study in &studies {
+        let (study_outcomes, study_provenance) = trainer.seeds(study, seeds)?;
+        outcomes.extend(study_outcomes);
+        provenance += &study_provenance;
+    }
+    // The runs' own clocks, which survive resumes (this invocation may have started midway).
+    let training_secs: f64 = outcomes.iter().map(|o| o.summary.wall_secs).sum();
+    let wall = started.elapsed().as_secs_f64();
+    let write = |name: &str, text: &str| {
+        std::fs::write(out.join(name), text).map_err(|e| format!("cannot write {}: {e}", out.join(name).display()))
+    };
+    write("results.csv", &results_csv(&outcomes))?;
+    let plots = loss_plots(&studies, &outcomes, &out)?;
     let body = match args.paper {
         Paper::Paper1 => paper1_report(&outcomes),
         Paper::Paper2 => paper2_report(&outcomes, &studies) + &paper2_against_paper(&outcomes),
