@@ -12,11 +12,13 @@ use crate::platform::Platform;
 
 use crate::attention_panel::{AttentionPanel, AttentionRequest};
 use crate::costs_panel::CostsPanel;
+use crate::files_panel::{FilesPanel, FilesRequest};
 use crate::lessons::LESSONS;
 use crate::loss_panel::LossPanel;
 use crate::params_panel::ParamsPanel;
 use crate::samples_panel::SamplesPanel;
 use crate::setup_panel::{Setup, SetupAction, SetupPanel};
+use crate::theory_panel::TheoryPanel;
 use crate::view::SessionView;
 
 /// A device training can run on, named for people.
@@ -93,9 +95,9 @@ pub struct Playground {
     pub attention: AttentionPanel,
     pub samples: SamplesPanel,
     pub variants: ParamsPanel,
-    /// Where exports go: a folder on the desktop, empty where the platform downloads instead.
-    pub export_dir: String,
-    pub import_path: String,
+    /// Export and import (the export folder and the checkpoint path on the desktop).
+    pub files: FilesPanel,
+    theory: TheoryPanel,
     /// The latest note for the user (saved files, errors of the shell's own work).
     pub notice: Option<(String, bool)>,
     pub frames: FrameTimer,
@@ -142,8 +144,12 @@ impl Playground {
             attention: AttentionPanel::default(),
             samples: SamplesPanel::default(),
             variants: ParamsPanel::default(),
-            export_dir: platform.default_folder().unwrap_or_default(),
-            import_path: String::new(),
+            files: FilesPanel {
+                paths: platform.default_folder().is_some(),
+                folder: platform.default_folder().unwrap_or_default(),
+                import_path: String::new(),
+            },
+            theory: TheoryPanel,
             notice,
             frames: FrameTimer::default(),
             open_theory: false,
@@ -229,7 +235,7 @@ impl Playground {
                 OutgoingFile { name: format!("{name}.qkv"), bytes: export.checkpoint, mime: "application/octet-stream" },
                 OutgoingFile { name: format!("{name}-metrics.csv"), bytes: export.metrics_csv.into_bytes(), mime: "text/csv" },
             ];
-            self.notice = Some(match self.platform.save(&self.export_dir, &files) {
+            self.notice = Some(match self.platform.save(&self.files.folder, &files) {
                 Ok(done) => (done, false),
                 Err(e) => (e.to_string(), true),
             });
@@ -250,7 +256,7 @@ impl Playground {
     }
 
     fn import_path(&mut self) {
-        match IncomingFile::read(std::path::Path::new(self.import_path.trim())) {
+        match IncomingFile::read(std::path::Path::new(self.files.import_path.trim())) {
             Ok(file) => self.import(file.name, file.bytes),
             Err(e) => self.notice = Some((e.to_string(), true)),
         }
@@ -443,94 +449,23 @@ impl Playground {
         });
         // The theory lesson opens its section once; after that the user decides.
         let open = std::mem::take(&mut self.open_theory).then_some(true);
-        egui::CollapsingHeader::new("Theory: eliminate W_Q").open(open).show(ui, |ui| {
-            self.theory_ui(ui);
-        });
-        egui::CollapsingHeader::new("Export and import").show(ui, |ui| {
-            let has_folders = self.setup_panel.paths;
-            if has_folders {
-                ui.horizontal(|ui| {
-                    ui.label("folder");
-                    ui.text_edit_singleline(&mut self.export_dir).accessible_name("export folder");
-                });
-            }
-            ui.horizontal_wrapped(|ui| {
-                for i in 0..self.view.runs.len() {
-                    if ui.button(format!("export {}", self.view.runs[i].name())).clicked() {
-                        self.export(i);
-                    }
-                }
-            });
-            if has_folders {
-                ui.horizontal(|ui| {
-                    ui.label("checkpoint");
-                    ui.add(egui::TextEdit::singleline(&mut self.import_path).hint_text("path/to/run.qkv"))
-                        .accessible_name("checkpoint path");
-                    if ui.button("import").clicked() {
-                        self.import_path();
-                    }
-                });
-            } else if ui.button("load checkpoint…").on_hover_text("or drop a .qkv file on the page").clicked() {
-                self.pick_file(FileKind::Checkpoint);
-            }
-            if let Some(link) = self.share_link.clone()
-                && ui.button("copy link to this setup").on_hover_text(&link).clicked()
-            {
+        let convert = egui::CollapsingHeader::new("Theory: eliminate W_Q").open(open).show(ui, |ui| self.theory.ui(ui, &self.view));
+        if let Some(run) = convert.body_returned.flatten() {
+            self.send(Command::EliminateQuery { run });
+        }
+        let files = egui::CollapsingHeader::new("Export and import")
+            .show(ui, |ui| self.files.ui(ui, &self.view, self.share_link.as_deref()))
+            .body_returned
+            .unwrap_or(FilesRequest::None);
+        match files {
+            FilesRequest::None => {}
+            FilesRequest::Export(run) => self.export(run),
+            FilesRequest::ImportPath => self.import_path(),
+            FilesRequest::PickCheckpoint => self.pick_file(FileKind::Checkpoint),
+            FilesRequest::CopyLink(link) => {
                 ui.ctx().copy_text(link);
                 self.notice = Some(("copied a link that opens this setup".into(), false));
             }
-        });
-    }
-
-    /// Paper 1's change of basis on a trained run: the converted model joins as a new run.
-    fn theory_ui(&mut self, ui: &mut Ui) {
-        wrapped(
-            ui,
-            "Any invertible matrix T can be folded into the layer's input: X becomes XT and each of W_Q, W_K, W_V \
-             becomes T^-1 W. With T = W_Q the query weight becomes I. Exact without LayerNorm, for one layer, \
-             without the MLP skip, or with shared layers; approximate with LayerNorm.",
-        );
-        let standard: Vec<usize> = (0..self.view.runs.len())
-            .filter(|&i| {
-                let model = &self.view.runs[i].info.spec.model;
-                model.attention.variant == qkv_model::AttentionVariant::Standard
-            })
-            .collect();
-        if standard.is_empty() {
-            ui.label(RichText::new("No standard run to convert: add one, or open the lesson 'Is W_Q needed?'.").weak());
-        }
-        ui.horizontal_wrapped(|ui| {
-            for i in standard {
-                if ui.button(format!("Eliminate W_Q from {}", self.view.runs[i].name())).clicked() {
-                    self.send(Command::EliminateQuery { run: i });
-                }
-            }
-        });
-        if let Some((from, report)) = &self.view.conversion {
-            let name = self.view.runs.get(*from).map_or("?", |r| r.name());
-            let change = 100.0 * (report.params_after as f64 - report.params_before as f64) / report.params_before as f64;
-            egui::Grid::new("theory_report").num_columns(2).show(ui, |ui| {
-                ui.label("converted");
-                ui.label(format!(
-                    "{name} at step {} ({}, {})",
-                    report.steps,
-                    report.case,
-                    if report.exact { "exact" } else { "approximate" }
-                ));
-                ui.end_row();
-                ui.label("parameters");
-                ui.label(format!("{} -> {} ({change:+.2}%)", report.params_before, report.params_after));
-                ui.end_row();
-                ui.label("max |logit difference|");
-                ui.label(format!("{:.2e} (mean {:.2e})", report.max_abs_logit_diff, report.mean_abs_logit_diff));
-                ui.end_row();
-                ui.label("val loss");
-                ui.label(format!("{:.4} -> {:.4}", report.val_loss_before, report.val_loss_after));
-                ui.end_row();
-                ui.label("condition of W_Q");
-                ui.label(report.condition_numbers.iter().map(|c| format!("{c:.1}")).collect::<Vec<_>>().join(", "));
-                ui.end_row();
-            });
         }
     }
 
@@ -579,7 +514,7 @@ impl Playground {
 }
 
 /// A paragraph that wraps at the side panel's width (the panel scrolls sideways for its tables).
-fn wrapped(ui: &mut Ui, text: &str) {
+pub(crate) fn wrapped(ui: &mut Ui, text: &str) {
     ui.scope(|ui| {
         ui.set_max_width(400.0);
         ui.label(text);

@@ -6,6 +6,7 @@ pub mod app;
 pub mod attention_panel;
 pub mod costs_panel;
 pub mod files;
+pub mod files_panel;
 pub mod lessons;
 pub mod loss_panel;
 pub mod palette;
@@ -13,6 +14,7 @@ pub mod params_panel;
 pub mod platform;
 pub mod samples_panel;
 pub mod setup_panel;
+pub mod theory_panel;
 pub mod view;
 
 pub use app::{Compute, Playground, Tab};

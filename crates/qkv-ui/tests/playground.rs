@@ -126,12 +126,12 @@ fn a_dropped_text_becomes_the_data_and_a_dropped_checkpoint_continues_its_run() 
     assert_eq!(playground(&harness).view.runs[0].info.spec.model.vocab_size, 28);
 
     // Export the first run, then hand its checkpoint back as a dropped file.
-    harness.state_mut().as_mut().unwrap().export_dir =
+    harness.state_mut().as_mut().unwrap().files.folder =
         std::env::temp_dir().join(format!("qkv-drop-test-{}", std::process::id())).display().to_string();
     let name = playground(&harness).view.runs[0].name().to_string();
     harness.state_mut().as_mut().unwrap().export(0);
     run_until(&mut harness, "the export", |p| p.notice.as_ref().is_some_and(|n| n.0.starts_with("saved")));
-    let dir = std::path::PathBuf::from(&playground(&harness).export_dir);
+    let dir = std::path::PathBuf::from(&playground(&harness).files.folder);
     let bytes = std::fs::read(dir.join(format!("{name}.qkv"))).unwrap();
     std::fs::remove_dir_all(&dir).ok();
     harness.state_mut().as_mut().unwrap().receive(IncomingFile { name: format!("{name}.qkv"), bytes });

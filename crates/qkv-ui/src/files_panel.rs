@@ -1,0 +1,67 @@
+//! Export and import: save a run's checkpoint and metrics, continue a saved run, copy a link to
+//! the setup. Where files go is the platform's business; this panel only says what the user asked.
+
+use egui::Ui;
+
+use crate::view::SessionView;
+
+/// What the user asked for in the files panel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilesRequest {
+    None,
+    /// Save this run's checkpoint and metrics.
+    Export(usize),
+    /// Continue the run saved at the typed path.
+    ImportPath,
+    /// Open the platform's dialog for a checkpoint.
+    PickCheckpoint,
+    /// Copy this link (it opens the applied setup).
+    CopyLink(String),
+}
+
+#[derive(Default)]
+pub struct FilesPanel {
+    /// Whether the user names files by path (the desktop) rather than picking and downloading.
+    pub paths: bool,
+    /// Where exports go, on the desktop.
+    pub folder: String,
+    /// The checkpoint to import, on the desktop.
+    pub import_path: String,
+}
+
+impl FilesPanel {
+    /// `share_link`: a link that opens the applied setup, where the shell has one.
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView, share_link: Option<&str>) -> FilesRequest {
+        let mut request = FilesRequest::None;
+        if self.paths {
+            ui.horizontal(|ui| {
+                ui.label("folder");
+                ui.text_edit_singleline(&mut self.folder).accessible_name("export folder");
+            });
+        }
+        ui.horizontal_wrapped(|ui| {
+            for (i, run) in view.runs.iter().enumerate() {
+                if ui.button(format!("export {}", run.name())).clicked() {
+                    request = FilesRequest::Export(i);
+                }
+            }
+        });
+        if self.paths {
+            ui.horizontal(|ui| {
+                ui.label("checkpoint");
+                ui.add(egui::TextEdit::singleline(&mut self.import_path).hint_text("path/to/run.qkv")).accessible_name("checkpoint path");
+                if ui.button("import").clicked() {
+                    request = FilesRequest::ImportPath;
+                }
+            });
+        } else if ui.button("load checkpoint…").on_hover_text("or drop a .qkv file on the page").clicked() {
+            request = FilesRequest::PickCheckpoint;
+        }
+        if let Some(link) = share_link
+            && ui.button("copy link to this setup").on_hover_text(link).clicked()
+        {
+            request = FilesRequest::CopyLink(link.to_string());
+        }
+        request
+    }
+}

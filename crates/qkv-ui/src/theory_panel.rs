@@ -1,0 +1,63 @@
+//! Paper 1's change of basis on a trained run: pick a standard run, and the converted model
+//! (W_Q = I) joins as a new run; the report says how exactly it matches. The theory is in
+//! docs/theory.md.
+
+use egui::{RichText, Ui};
+
+use crate::view::SessionView;
+
+#[derive(Default)]
+pub struct TheoryPanel;
+
+impl TheoryPanel {
+    /// Returns the run whose W_Q the user asked to eliminate.
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Option<usize> {
+        crate::app::wrapped(
+            ui,
+            "Any invertible matrix T can be folded into the layer's input: X becomes XT and each of W_Q, W_K, W_V \
+             becomes T^-1 W. With T = W_Q the query weight becomes I. Exact without LayerNorm, for one layer, \
+             without the MLP skip, or with shared layers; approximate with LayerNorm.",
+        );
+        let standard: Vec<usize> = (0..view.runs.len())
+            .filter(|&i| view.runs[i].info.spec.model.attention.variant == qkv_model::AttentionVariant::Standard)
+            .collect();
+        if standard.is_empty() {
+            ui.label(RichText::new("No standard run to convert: add one, or open the lesson 'Is W_Q needed?'.").weak());
+        }
+        let mut convert = None;
+        ui.horizontal_wrapped(|ui| {
+            for i in standard {
+                if ui.button(format!("Eliminate W_Q from {}", view.runs[i].name())).clicked() {
+                    convert = Some(i);
+                }
+            }
+        });
+        if let Some((from, report)) = &view.conversion {
+            let name = view.runs.get(*from).map_or("?", |r| r.name());
+            let change = 100.0 * (report.params_after as f64 - report.params_before as f64) / report.params_before as f64;
+            egui::Grid::new("theory_report").num_columns(2).show(ui, |ui| {
+                ui.label("converted");
+                ui.label(format!(
+                    "{name} at step {} ({}, {})",
+                    report.steps,
+                    report.case,
+                    if report.exact { "exact" } else { "approximate" }
+                ));
+                ui.end_row();
+                ui.label("parameters");
+                ui.label(format!("{} -> {} ({change:+.2}%)", report.params_before, report.params_after));
+                ui.end_row();
+                ui.label("max |logit difference|");
+                ui.label(format!("{:.2e} (mean {:.2e})", report.max_abs_logit_diff, report.mean_abs_logit_diff));
+                ui.end_row();
+                ui.label("val loss");
+                ui.label(format!("{:.4} -> {:.4}", report.val_loss_before, report.val_loss_after));
+                ui.end_row();
+                ui.label("condition of W_Q");
+                ui.label(report.condition_numbers.iter().map(|c| format!("{c:.1}")).collect::<Vec<_>>().join(", "));
+                ui.end_row();
+            });
+        }
+        convert
+    }
+}
