@@ -158,25 +158,11 @@ impl Experiment {
         Some(crate::threads::on_threads(runs, per_run, |(index, run)| pollster::block_on(step_one(index, run, batches, val_batches))))
     }
 
-    /// [`Experiment::evaluate_all_async`], blocking on every read-back (not in the browser, which cannot block).
-    pub fn evaluate_all(&mut self) -> Vec<Result<EvalRecord, RunError>> {
-        pollster::block_on(self.evaluate_all_async())
-    }
-
     /// Evaluates the runs that have not trained yet (the step-0 point of their curves), by index.
     pub async fn evaluate_untrained_async(&mut self) -> Vec<(usize, Result<EvalRecord, RunError>)> {
         let mut records = Vec::new();
         for (index, run) in self.runs.iter_mut().enumerate().filter(|(_, run)| run.step == 0) {
             records.push((index, run.evaluate_async(&self.val_batches).await));
-        }
-        records
-    }
-
-    /// Evaluates every run now (e.g. before training, for the step-0 point of the curves).
-    pub async fn evaluate_all_async(&mut self) -> Vec<Result<EvalRecord, RunError>> {
-        let mut records = Vec::with_capacity(self.runs.len());
-        for run in &mut self.runs {
-            records.push(run.evaluate_async(&self.val_batches).await);
         }
         records
     }

@@ -440,7 +440,8 @@ pub(crate) mod tests {
         let dataset = tiny_text();
         let specs: Vec<RunSpec> = AttentionVariant::ALL.into_iter().map(|v| tiny_spec(v, &dataset)).collect();
         let mut experiment = Experiment::new(dataset, specs, &Device::flex()).unwrap();
-        let before: Vec<f64> = experiment.evaluate_all().into_iter().map(|e| e.unwrap().val_loss).collect();
+        let before: Vec<f64> =
+            pollster::block_on(experiment.evaluate_untrained_async()).into_iter().map(|(_, e)| e.unwrap().val_loss).collect();
         while !experiment.is_done() {
             for event in experiment.step() {
                 assert!(matches!(event, RunEvent::Stepped { .. }), "{event:?}");

@@ -128,6 +128,7 @@ impl Playground {
             None => (Setup::default(), None),
         };
         let session = start_session(platform.as_ref(), ctx, &computes[0]);
+        let folder = platform.default_folder();
         Self {
             setup,
             applied: None,
@@ -138,17 +139,13 @@ impl Playground {
             repaint: ctx.clone(),
             tab: Tab::Playground,
             lesson: None,
-            setup_panel: SetupPanel { paths: platform.default_folder().is_some() },
+            setup_panel: SetupPanel { paths: folder.is_some() },
             loss: LossPanel::default(),
             costs: CostsPanel::default(),
             attention: AttentionPanel::default(),
             samples: SamplesPanel::default(),
             variants: ParamsPanel::default(),
-            files: FilesPanel {
-                paths: platform.default_folder().is_some(),
-                folder: platform.default_folder().unwrap_or_default(),
-                import_path: String::new(),
-            },
+            files: FilesPanel { paths: folder.is_some(), folder: folder.unwrap_or_default(), import_path: String::new() },
             theory: TheoryPanel,
             notice,
             frames: FrameTimer::default(),
