@@ -129,7 +129,9 @@ impl Playground {
         };
         let session = start_session(platform.as_ref(), ctx, &computes[0]);
         let folder = platform.default_folder();
-        Self {
+        // A setup that is a lesson's (the default is the first) shows that lesson's text.
+        let lesson = LESSONS.iter().position(|lesson| (lesson.plan)() == setup.plan);
+        let mut playground = Self {
             setup,
             applied: None,
             session,
@@ -138,7 +140,7 @@ impl Playground {
             compute: 0,
             repaint: ctx.clone(),
             tab: Tab::Playground,
-            lesson: None,
+            lesson,
             setup_panel: SetupPanel { paths: folder.is_some() },
             loss: LossPanel::default(),
             costs: CostsPanel::default(),
@@ -153,7 +155,12 @@ impl Playground {
             share_link: None,
             inbox: Inbox::default(),
             platform,
-        }
+        };
+        // The first screen shows what the setup is about before anyone presses Train: its
+        // parameter and KV-cache bars, the untrained models' loss and attention maps. On a GPU this
+        // also compiles the kernels the first step needs while the page draws.
+        playground.apply_setup();
+        playground
     }
 
     /// The setup to persist.
@@ -471,9 +478,15 @@ impl Playground {
             ui.vertical_centered(|ui| {
                 ui.add_space(40.0);
                 ui.heading("Does a transformer need all three of W_Q, W_K and W_V?");
-                ui.label("Press Train to compare the runs of the setup on the left, or pick a lesson under Classroom.");
+                ui.label("Preparing the runs of the setup on the left… (or pick a lesson under Classroom)");
             });
             return;
+        }
+        if self.view.step() == 0 && !self.view.playing {
+            ui.label(
+                RichText::new("Untrained models: press Train to train every run on the same batches, or Step for one step at a time.")
+                    .weak(),
+            );
         }
         // Loss and costs side by side on top, the attention maps across the full width below:
         // fixed proportions, so that a projector shows all three at once.
@@ -481,8 +494,8 @@ impl Playground {
         let top_height = (ui.available_height() * 0.48).max(220.0);
         ui.allocate_ui(egui::vec2(width, top_height), |ui| {
             ui.horizontal_top(|ui| {
-                ui.allocate_ui(egui::vec2(width * 0.52, top_height), |ui| {
-                    ui.set_min_size(egui::vec2(width * 0.52, top_height));
+                ui.allocate_ui(egui::vec2(width * 0.46, top_height), |ui| {
+                    ui.set_min_size(egui::vec2(width * 0.46, top_height));
                     ui.vertical(|ui| {
                         ui.label(RichText::new("Loss").strong());
                         self.loss.ui(ui, &self.view);

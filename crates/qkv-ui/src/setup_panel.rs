@@ -140,12 +140,17 @@ impl SetupPanel {
                 ui.end_row();
             }
 
+            // Two fields a row, so that the panel's default width shows every one of them.
             ui.label("model");
             ui.horizontal(|ui| {
                 ui.label("layers");
                 override_value(ui, "layers", &mut plan.model.n_layer, preset_config.n_layer, 0.05);
                 ui.label("heads");
                 override_value(ui, "heads", &mut plan.model.n_head, preset_config.n_head, 0.05);
+            });
+            ui.end_row();
+            ui.label("");
+            ui.horizontal(|ui| {
                 ui.label("width");
                 override_value(ui, "width", &mut plan.model.n_embd, preset_config.n_embd, 1.0);
                 ui.label("context");
@@ -159,12 +164,16 @@ impl SetupPanel {
                 override_value(ui, "steps", &mut plan.training.steps, recipe.steps, 5.0);
                 ui.label("batch");
                 override_value(ui, "batch", &mut plan.training.batch_size, recipe.batch_size, 0.2);
+                ui.label("seed");
+                override_value(ui, "seed", &mut plan.training.seed, recipe.seed, 1.0);
+            });
+            ui.end_row();
+            ui.label("");
+            ui.horizontal(|ui| {
                 ui.label("lr");
                 override_value(ui, "learning rate", &mut plan.training.lr, recipe.lr, 1e-4);
                 ui.label("weight decay");
                 override_value(ui, "weight decay", &mut plan.training.weight_decay, recipe.weight_decay, 1e-3);
-                ui.label("seed");
-                override_value(ui, "seed", &mut plan.training.seed, recipe.seed, 1.0);
             });
             ui.end_row();
         });
@@ -175,38 +184,47 @@ impl SetupPanel {
         let mut duplicate = None;
         let n_runs = setup.plan.runs.len();
         setup.colours.resize(n_runs, [128; 3]);
-        Grid::new("setup_runs").striped(true).num_columns(8).show(ui, |ui| {
-            for header in ["", "name", "variant", "kv heads", "scale", "weight decay", "MLP hidden", ""] {
-                ui.label(RichText::new(header).weak());
-            }
-            ui.end_row();
+        // Each run in rows: what it is (colour, name, variant), then its overrides.
+        Grid::new("setup_runs").striped(true).num_columns(2).show(ui, |ui| {
             for (i, run) in setup.plan.runs.iter_mut().enumerate() {
                 ui.color_edit_button_srgb(&mut setup.colours[i]).accessible_name(format!("colour of run {}", i + 1));
-                let hint = run.display_name();
-                ui.add(egui::TextEdit::singleline(&mut run.name).hint_text(hint).desired_width(110.0))
-                    .accessible_name(format!("name of run {}", i + 1));
-                ComboBox::from_id_salt(("variant", i))
-                    .selected_text(run.variant.name())
-                    .show_ui(ui, |ui| {
-                        for variant in AttentionVariant::ALL {
-                            ui.selectable_value(&mut run.variant, variant, format!("{}  {}", variant.name(), variant.notation()));
-                        }
-                    })
-                    .response
-                    .accessible_name(format!("variant of run {}", i + 1));
-                ui.horizontal(|ui| override_value(ui, "kv heads", &mut run.kv_heads, preset_config.n_head, 0.05));
-                let d_k = preset_config.n_embd / preset_config.n_head.max(1);
-                ui.horizontal(|ui| override_value(ui, "attention scale", &mut run.scale, run.variant.default_scale(d_k), 1e-3));
-                let decay = recipe.clone().for_variant(run.variant).weight_decay;
-                ui.horizontal(|ui| override_value(ui, "run weight decay", &mut run.weight_decay, decay, 1e-3));
-                ui.horizontal(|ui| override_value(ui, "MLP hidden", &mut run.mlp_hidden, preset_config.mlp_hidden, 1.0));
                 ui.horizontal(|ui| {
+                    let hint = run.display_name();
+                    ui.add(egui::TextEdit::singleline(&mut run.name).hint_text(hint).desired_width(110.0))
+                        .accessible_name(format!("name of run {}", i + 1));
+                    ComboBox::from_id_salt(("variant", i))
+                        .selected_text(run.variant.name())
+                        .show_ui(ui, |ui| {
+                            for variant in AttentionVariant::ALL {
+                                ui.selectable_value(&mut run.variant, variant, format!("{}  {}", variant.name(), variant.notation()));
+                            }
+                        })
+                        .response
+                        .accessible_name(format!("variant of run {}", i + 1));
                     if ui.small_button("copy").on_hover_text("duplicate this run").clicked() {
                         duplicate = Some(i);
                     }
                     if ui.add_enabled(n_runs > 1, egui::Button::new("remove").small()).clicked() {
                         remove = Some(i);
                     }
+                });
+                ui.end_row();
+                ui.label("");
+                ui.horizontal(|ui| {
+                    ui.label(RichText::new("kv heads").weak());
+                    override_value(ui, "kv heads", &mut run.kv_heads, preset_config.n_head, 0.05);
+                    let d_k = preset_config.n_embd / preset_config.n_head.max(1);
+                    ui.label(RichText::new("scale").weak());
+                    override_value(ui, "attention scale", &mut run.scale, run.variant.default_scale(d_k), 1e-3);
+                });
+                ui.end_row();
+                ui.label("");
+                ui.horizontal(|ui| {
+                    let decay = recipe.clone().for_variant(run.variant).weight_decay;
+                    ui.label(RichText::new("weight decay").weak());
+                    override_value(ui, "run weight decay", &mut run.weight_decay, decay, 1e-3);
+                    ui.label(RichText::new("MLP hidden").weak());
+                    override_value(ui, "MLP hidden", &mut run.mlp_hidden, preset_config.mlp_hidden, 1.0);
                 });
                 ui.end_row();
             }

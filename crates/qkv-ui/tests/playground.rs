@@ -32,7 +32,11 @@ impl Platform for TestPlatform {
 }
 
 fn harness() -> Harness<'static, State> {
-    Harness::builder().with_size(vec2(1500.0, 920.0)).wgpu().build_ui_state(
+    harness_of_size(vec2(1500.0, 920.0))
+}
+
+fn harness_of_size(size: egui::Vec2) -> Harness<'static, State> {
+    Harness::builder().with_size(size).wgpu().build_ui_state(
         |ui, state: &mut State| {
             let playground = state.get_or_insert_with(|| {
                 Playground::new(
@@ -78,6 +82,48 @@ fn mask_timings(harness: &mut Harness<'_, State>) {
             harness.mask(rect);
         }
     }
+}
+
+/// Before anyone presses Train the playground already shows what the setup is about: the
+/// lesson's text, the parameter and KV-cache bars and the untrained models' attention maps. And
+/// on a projector's 1280×720 every field of the setup fits beside the main area.
+#[test]
+fn the_first_screen_shows_the_setup_untrained_and_fits_1280_by_720() {
+    let mut harness = harness_of_size(vec2(1280.0, 720.0));
+    run_until(&mut harness, "the untrained attention maps", |p| p.attention.maps_drawn > 0);
+    let app = playground(&harness);
+    assert_eq!((app.view.step(), app.view.playing), (0, false), "nothing trained");
+    assert_eq!(app.attention.maps_drawn, 2 * 2 * 4, "2 runs × 2 layers × 4 heads, untrained");
+    for run in &app.view.runs {
+        let total = ParamReport::new(&run.info.spec.model).total_params;
+        assert!(harness.query_by_label(&format!("{total} ({:.3} M)", total as f64 / 1e6)).is_some(), "the parameter bars");
+        assert!(run.evals.first().is_some_and(|e| e.step == 0), "the untrained loss, the curves' first point");
+    }
+    let lesson = &qkv_ui::lessons::LESSONS[0];
+    assert!(harness.query_by_label_contains(&lesson.explanation[..40]).is_some(), "the default setup is the first lesson's");
+
+    let main_area = harness.get_by_label("Loss").rect().min.x;
+    let fields = ["layers", "heads", "width", "context", "steps", "batch", "seed", "learning rate", "weight decay"];
+    let per_run = [
+        "colour of run 1",
+        "name of run 1",
+        "variant of run 1",
+        "copy",
+        "remove",
+        "kv heads",
+        "attention scale",
+        "run weight decay",
+        "MLP hidden",
+    ];
+    for name in fields.into_iter().chain(per_run) {
+        let rects: Vec<_> = harness.query_all_by_label(name).map(|node| node.rect()).collect();
+        assert!(!rects.is_empty(), "no field {name}");
+        for rect in rects {
+            assert!(rect.max.x <= main_area, "{name} is cut off: it ends at x = {} but the main area starts at {main_area}", rect.max.x);
+        }
+    }
+    mask_timings(&mut harness);
+    harness.snapshot_options("first_screen_1280x720", &SnapshotOptions::new().max_failed_pixels(200));
 }
 
 #[test]
