@@ -26,10 +26,21 @@ use crate::shell::{self, SETUP_KEY};
 /// The address part that carries the setup: `#setup=<URI-encoded JSON>`.
 const HASH_PREFIX: &str = "#setup=";
 
-/// Shows `message` where the loading indicator was (the page must never stay blank).
+/// Shows `message` where the loading indicator was (the page must never stay blank); an empty
+/// message removes the indicator, and an error after that puts it back.
 fn show_status(message: &str, is_error: bool) {
-    let Some(status) = web_sys::window().and_then(|w| w.document()).and_then(|d| d.get_element_by_id("qkv_status")) else {
-        return;
+    let Some(document) = web_sys::window().and_then(|w| w.document()) else { return };
+    let status = match document.get_element_by_id("qkv_status") {
+        Some(status) => status,
+        None if is_error => {
+            let Ok(status) = document.create_element("div") else { return };
+            status.set_id("qkv_status");
+            if let Some(body) = document.body() {
+                let _ = body.append_child(&status);
+            }
+            status
+        }
+        None => return,
     };
     if message.is_empty() {
         status.remove();
@@ -255,6 +266,9 @@ impl WebShell {
         self.in_address = Some(applied);
     }
 
+    /// How many of each run's first training losses `window.qkvLab` carries.
+    const EARLY_LOSSES: usize = 64;
+
     /// `window.qkvLab`: what scripts (and the end-to-end test) can read without parsing pixels.
     fn publish_state(&mut self) {
         let Some(window) = web_sys::window() else { return };
@@ -270,6 +284,7 @@ impl WebShell {
         set(&state, "notice", self.playground.notice.clone().map_or(JsValue::NULL, |(n, _)| n.into()));
         set(&state, "link", self.playground.share_link.clone().map_or(JsValue::NULL, Into::into));
         set(&state, "exportRun", self.export_run.as_ref().clone());
+        set(&state, "frameMs", self.playground.frames.mean().map_or(JsValue::NULL, |mean| (mean * 1e3).into()));
         let runs = js_sys::Array::new();
         for run in &view.runs {
             let r = js_sys::Object::new();
@@ -280,6 +295,13 @@ impl WebShell {
             set(&r, "firstValLoss", run.evals.first().map_or(JsValue::NULL, |e| e.val_loss.into()));
             set(&r, "lastValLoss", run.evals.last().map_or(JsValue::NULL, |e| e.val_loss.into()));
             set(&r, "error", run.error.clone().map_or(JsValue::NULL, Into::into));
+            set(&r, "tokensPerSec", run.recent_tokens_per_sec().map_or(JsValue::NULL, Into::into));
+            // The first steps' losses, to compare builds (the same seed trains the same curve).
+            let early = js_sys::Array::new();
+            for step in run.steps.iter().take(Self::EARLY_LOSSES) {
+                early.push(&step.train_loss.into());
+            }
+            set(&r, "earlyLosses", early.into());
             runs.push(&r);
         }
         set(&state, "runs", runs.into());
@@ -328,6 +350,15 @@ impl eframe::App for WebShell {
 }
 
 pub fn start() {
+    // A browser build cannot unwind: a panic stops the app for good. Say so on the page (and in
+    // the console) instead of leaving a frozen picture.
+    std::panic::set_hook(Box::new(|info| {
+        web_sys::console::error_1(&format!("QKV Lab: {info}").into());
+        show_status(
+            &format!("QKV Lab stopped on an internal error ({info}). Reload the page to start again: your setup is kept in its address."),
+            true,
+        );
+    }));
     wasm_bindgen_futures::spawn_local(async {
         let canvas = web_sys::window()
             .and_then(|w| w.document())

@@ -37,8 +37,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# The browser build: the wasm32 target, trunk, and the wasm-bindgen-cli that matches Cargo.lock
-# (trunk cannot download one offline, and a different version cannot read the build's output).
+# The browser build: the wasm32 target, trunk, the wasm-bindgen-cli that matches Cargo.lock
+# (trunk cannot download one offline, and a different version cannot read the build's output)
+# and wasm-opt.
 if [ -z "${QKV_SKIP_WEB:-}" ]; then
   rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
   command -v trunk > /dev/null || { echo "== installing trunk"; cargo install --locked --quiet trunk@0.21.14; }
@@ -46,6 +47,11 @@ if [ -z "${QKV_SKIP_WEB:-}" ]; then
   if ! wasm-bindgen --version 2> /dev/null | grep -qx "wasm-bindgen $bindgen"; then
     echo "== installing wasm-bindgen-cli $bindgen"
     cargo install --quiet --force wasm-bindgen-cli --version "$bindgen"
+  fi
+  # binaryen's wasm-opt shrinks the release page's wasm; Trunk.toml names the version.
+  if ! wasm-opt --version 2> /dev/null | grep -q "(version_116)"; then
+    echo "== installing wasm-opt (binaryen 116)"
+    cargo install --locked --quiet --force wasm-opt@0.116.1
   fi
 fi
 

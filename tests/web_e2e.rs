@@ -1,14 +1,17 @@
-//! The browser build end to end: `trunk build --release`, a localhost server, and Debian's
-//! Chromium headless driving the page. The page trains the default demo (`?autotrain`) and the
+//! The browser build end to end: `trunk serve --release` builds and serves the page (what the
+//! README's `trunk serve` does, with the settings of the deployed site), a localhost server of
+//! the test's own serves the same files, and Debian's Chromium headless drives the page. The page trains the default demo (`?autotrain`) and the
 //! test reads `window.qkvLab`, the state the app publishes, through a small reporter script that
 //! the test server adds to the page and that POSTs it back once enough steps are done.
 //!
 //! Run 1 has WebGPU (`--enable-unsafe-webgpu`, SwiftShader without a GPU); run 2 has none and
 //! must train on the CPU fallback. Both then export the first run and must download its
-//! checkpoint and metrics. Between them, `trunk serve` must serve the page and its wasm. Both print the time from page load to the first training step
-//! (`web/bench.sh` collects them with the wasm size).
+//! checkpoint and metrics. Run 2 then reloads: the service worker must serve the app from its
+//! cache (the server sees no request for the wasm or its glue) and the page must train again.
+//! Both print their start-up stages and the page's training speed (`web/bench.sh` collects them
+//! with the wasm size).
 //!
-//! Needs trunk, wasm-bindgen-cli, the wasm32 target and chromium: `tests/run-all.sh` installs
+//! Needs trunk, wasm-bindgen-cli, wasm-opt, the wasm32 target and chromium: `tests/run-all.sh` installs
 //! them. Set QKV_SKIP_WEB=1 to skip on a machine without them.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -52,23 +55,44 @@ const REPORTER: &str = r#"<script>
     }
     return click.call(this);
   };
-  var firstStepMs = null, trainedMs = null, trainedNotice = null, sent = false, ticks = 0, adapter = null;
+  var appMs = null, evaluatedMs = null, firstStepMs = null, trainedMs = null, trainedNotice = null, sent = false, ticks = 0, adapter = null;
+  // `?e2e_reload`: once trained, reload the page (when the service worker is ready); the reloaded
+  // page reports after a few steps, without exporting.
+  var reloadCheck = /[?&]e2e_reload/.test(location.search);
+  var reloaded = sessionStorage.getItem("qkv-e2e-reloaded") === "1";
+  var target = reloaded ? 3 : __STEPS__;
   // Whether WebGPU could give this page an adapter at all (navigator.gpu alone does not say).
   if (navigator.gpu) navigator.gpu.requestAdapter().then(function (a) { adapter = !!a; }, function () { adapter = false; });
   else adapter = false;
   function report(reason) {
     if (sent) return;
     sent = reason !== "progress";
-    fetch("/e2e-report", { method: "POST", body: JSON.stringify({
+    var controlled = !!(navigator.serviceWorker && navigator.serviceWorker.controller);
+    var posted = fetch("/e2e-report", { method: "POST", body: JSON.stringify({
       reason: reason, state: window.qkvLab || null, errors: errors, webGpuAdapter: adapter, downloads: downloads,
-      firstStepMs: firstStepMs, trainedMs: trainedMs, trainedNotice: trainedNotice, elapsedMs: performance.now() }) });
+      downloadedMs: window.qkvDownloadedMs || null, appMs: appMs, evaluatedMs: evaluatedMs,
+      firstStepMs: firstStepMs, trainedMs: trainedMs, trainedNotice: trainedNotice, elapsedMs: performance.now(),
+      reloaded: reloaded, serviceWorker: controlled }) });
+    if (reason === "trained" && reloadCheck && !reloaded) {
+      posted.then(function () { return navigator.serviceWorker.ready; }).then(function () {
+        sessionStorage.setItem("qkv-e2e-reloaded", "1");
+        location.reload();
+      });
+    }
   }
   setInterval(function () {
     var s = window.qkvLab;
+    // Start-up, in stages: the app runs (the wasm downloaded and compiled, the device made), the
+    // untrained models are evaluated (on a GPU: the first kernels compiled), the first step.
+    if (s && appMs === null) appMs = performance.now();
+    if (s && s.runs && s.runs.length && s.runs[0].firstValLoss !== null && evaluatedMs === null) evaluatedMs = performance.now();
     if (s && s.step >= 1 && firstStepMs === null) firstStepMs = performance.now();
     if (s && s.error) report("app error");
     else if (errors.length) report("console error");
-    else if (s && s.step >= __STEPS__ && trainedMs === null) { trainedMs = performance.now(); trainedNotice = s.notice; s.exportRun(0); }
+    else if (s && s.step >= target && trainedMs === null) {
+      trainedMs = performance.now(); trainedNotice = s.notice;
+      if (reloaded) report("trained after reload"); else s.exportRun(0);
+    }
     else if (downloads.length >= 2 && downloads.every(function (d) { return d.head !== null; })) report("trained");
     else if (++ticks % 50 === 0) report("progress");
   }, 100);
@@ -80,25 +104,6 @@ fn tool(candidates: &[&str]) -> Option<String> {
         .iter()
         .find(|name| Command::new(name).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok())
         .map(|name| name.to_string())
-}
-
-/// Builds the release page into a folder of the test's own.
-fn build_page() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dist = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-dist");
-    let output = Command::new("trunk")
-        .args(["build", "--release", "--offline", "--dist"])
-        .arg(&dist)
-        .current_dir(root)
-        .output()
-        .expect("trunk runs");
-    assert!(
-        output.status.success(),
-        "trunk build failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    dist
 }
 
 fn content_type(path: &Path) -> &'static str {
@@ -121,6 +126,10 @@ fn serve(listener: TcpListener, dist: PathBuf, reports: Sender<String>) {
     }
 }
 
+/// Every request the test server answered, in order ("GET /path"), and "REPORT reason" where a
+/// page's final report arrived: what the page fetched after a reload.
+static REQUESTS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
 fn answer(mut stream: TcpStream, dist: &Path, reports: &Sender<String>) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request = String::new();
@@ -141,10 +150,17 @@ fn answer(mut stream: TcpStream, dist: &Path, reports: &Sender<String>) -> std::
     if method == "POST" && target == "/e2e-report" {
         let mut body = vec![0; length];
         reader.read_exact(&mut body)?;
-        let _ = reports.send(String::from_utf8_lossy(&body).into_owned());
+        let body = String::from_utf8_lossy(&body).into_owned();
+        if let Ok(report) = serde_json::from_str::<serde_json::Value>(&body)
+            && report["reason"] != "progress"
+        {
+            REQUESTS.lock().unwrap().push(format!("REPORT {}", report["reason"]));
+        }
+        let _ = reports.send(body);
         return stream.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
     }
     let path = target.split(['?', '#']).next().unwrap_or("/");
+    REQUESTS.lock().unwrap().push(format!("{method} {path}"));
     let steps = target
         .split(['?', '&', '#'])
         .find_map(|pair| pair.strip_prefix("e2e_steps=").and_then(|n| n.parse::<usize>().ok()))
@@ -262,13 +278,27 @@ fn assert_trained(report: &Report, label: &str, steps: usize) {
     assert!(checkpoint["size"].as_u64().unwrap_or(0) > 10_000, "{label}: the checkpoint is too small to hold the weights: {raw}");
     let metrics = downloaded(format!("{first}-metrics.csv")).unwrap_or_else(|| panic!("{label}: no metrics downloaded: {raw}"));
     assert!(metrics["head"].as_str().is_some_and(|h| h.starts_with("run,")), "{label}: the metrics are not CSV: {raw}");
+    let number = |value: &serde_json::Value| value.as_f64().unwrap_or(f64::NAN);
+    let tokens_per_sec: Vec<String> = runs.iter().map(|run| format!("{:.0}", number(&run["tokensPerSec"]))).collect();
     eprintln!(
-        "web e2e {label}: compute {}, {steps} steps; page load to first training step {:.0} ms; to step {steps} {:.0} ms; checkpoint export {:.0} ms ({} bytes)",
+        "web e2e {label} start-up: wasm downloaded {:.0} ms, app running {:.0} ms, untrained models evaluated {:.0} ms, first step {:.0} ms",
+        number(&json["downloadedMs"]),
+        number(&json["appMs"]),
+        number(&json["evaluatedMs"]),
+        number(&json["firstStepMs"]),
+    );
+    eprintln!(
+        "web e2e {label}: compute {}, {steps} steps; page load to first training step {:.0} ms; to step {steps} {:.0} ms; \
+         checkpoint export {:.0} ms ({} bytes); tokens/s {}; frame {:.1} ms while training; {} loss at step {steps} {:.6}",
         state["compute"],
-        json["firstStepMs"].as_f64().unwrap_or(f64::NAN),
-        json["trainedMs"].as_f64().unwrap_or(f64::NAN),
-        json["elapsedMs"].as_f64().unwrap_or(f64::NAN) - json["trainedMs"].as_f64().unwrap_or(f64::NAN),
-        checkpoint["size"]
+        number(&json["firstStepMs"]),
+        number(&json["trainedMs"]),
+        number(&json["elapsedMs"]) - number(&json["trainedMs"]),
+        checkpoint["size"],
+        tokens_per_sec.join(" / "),
+        number(&state["frameMs"]),
+        first,
+        number(&runs[0]["earlyLosses"][steps - 1]),
     );
 }
 
@@ -295,8 +325,9 @@ impl Drop for TrunkServe {
 }
 
 /// What the README tells a newcomer to run: `trunk serve` builds the page and serves it, the
-/// wasm included.
-fn check_trunk_serve() {
+/// wasm included. Built with `--release` (the site `trunk build --release` deploys), and the
+/// folder it serves from is the page the rest of the test opens: one build for both.
+fn trunk_serve() -> (TrunkServe, PathBuf) {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dist = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-serve-dist");
     let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("trunk-serve.log");
@@ -308,15 +339,21 @@ fn check_trunk_serve() {
         .stderr(std::fs::File::create(&log).expect("a log file"))
         .spawn()
         .expect("trunk serve starts");
-    let _serving = TrunkServe(child);
-    let deadline = std::time::Instant::now() + Duration::from_secs(900);
+    let mut serving = TrunkServe(child);
+    // A cold release build of the page (whole-program LTO, then wasm-opt) takes about 20 minutes
+    // on this project's 2-core reference machine.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3600);
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
     let page = loop {
         match get(port, "/") {
             Ok((status, _, body)) if status.contains(" 200") => break String::from_utf8_lossy(&body).to_string(),
-            _ if std::time::Instant::now() > deadline => {
-                panic!("trunk serve did not serve the page within 15 minutes:\n{}", std::fs::read_to_string(&log).unwrap_or_default())
+            _ if std::time::Instant::now() > deadline => panic!("trunk serve did not serve the page within an hour:\n{}", log_text()),
+            _ => {
+                if let Ok(Some(status)) = serving.0.try_wait() {
+                    panic!("trunk serve stopped ({status}) before serving the page:\n{}", log_text());
+                }
+                std::thread::sleep(Duration::from_secs(2))
             }
-            _ => std::thread::sleep(Duration::from_secs(2)),
         }
     };
     assert!(page.contains("qkv_canvas"), "trunk serve's page has no app canvas:\n{page}");
@@ -330,6 +367,7 @@ fn check_trunk_serve() {
     assert!(headers.contains("content-type: application/wasm"), "{wasm} is not served as wasm: {headers}");
     assert!(body.starts_with(b"\0asm"), "{wasm} is not WebAssembly");
     eprintln!("trunk serve: http://127.0.0.1:{port}/ serves the page and {wasm} ({} bytes)", body.len());
+    (serving, dist)
 }
 
 #[test]
@@ -340,7 +378,7 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     }
     assert!(tool(&["trunk"]).is_some(), "needs trunk: cargo install --locked trunk@0.21.14 (or set QKV_SKIP_WEB=1)");
     let chromium = tool(&["chromium", "chromium-browser"]).expect("needs Chromium: apt-get install chromium (or set QKV_SKIP_WEB=1)");
-    let dist = build_page();
+    let (_trunk_serve, dist) = trunk_serve();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (sender, reports) = channel();
@@ -348,7 +386,7 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     let profile = |name: &str| std::env::temp_dir().join(format!("qkv-web-e2e-{}-{name}", std::process::id()));
     let timeout = Duration::from_secs(std::env::var("QKV_WEB_TIMEOUT").ok().and_then(|t| t.parse().ok()).unwrap_or(1200));
 
-    // QKV_WEB_RUNS=webgpu, serve or cpu runs one part only, when working on it.
+    // QKV_WEB_RUNS=webgpu or cpu runs one part only, when working on it.
     let runs = std::env::var("QKV_WEB_RUNS").unwrap_or_default();
     if runs.is_empty() || runs == "webgpu" {
         // Headless Chromium without a GPU computes on WebGPU (SwiftShader) but cannot present a
@@ -364,20 +402,16 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     if runs == "webgpu" {
         return;
     }
-    if runs.is_empty() || runs == "serve" {
-        check_trunk_serve();
-    }
-    if runs == "serve" {
-        return;
-    }
 
     // The second page opens a shared link: the default demo's setup with its first run renamed.
     let default_setup = r#"{"plan":{"runs":[{"variant":"standard"},{"variant":"wq-identity"}]}}"#;
     let mut setup: serde_json::Value = serde_json::from_str(default_setup).unwrap();
     setup["plan"]["runs"][0]["name"] = "from-the-link".into();
-    let link = format!("http://127.0.0.1:{port}/?autotrain#setup={}", encode_uri_component(&setup.to_string()));
+    // Once trained, the page reloads: the second load must come from the service worker's cache.
+    let link = format!("http://127.0.0.1:{port}/?autotrain&e2e_reload#setup={}", encode_uri_component(&setup.to_string()));
     let cpu = open(&chromium, &link, false, &profile("cpu"));
     let report = wait_for_report(&reports, timeout);
+    let after_reload = wait_for_report(&reports, timeout);
     drop(cpu);
     assert_eq!(report.json["webGpuAdapter"], false, "WebGPU was not switched off: {}", report.raw);
     assert_trained(&report, "CPU fallback", STEPS);
@@ -386,4 +420,23 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     // The notice as it stood before the export's own notice replaced it.
     let notice = report.json["trainedNotice"].as_str().unwrap_or("");
     assert!(notice.contains("no WebGPU"), "the fallback is not announced: {}", report.raw);
+    assert_served_from_cache(&after_reload);
+}
+
+/// The reloaded page trained, under the service worker, without fetching the app again.
+fn assert_served_from_cache(report: &Report) {
+    let (json, raw) = (&report.json, &report.raw);
+    assert_eq!(json["reason"], "trained after reload", "the reloaded page did not train: {raw}");
+    assert!(json["errors"].as_array().is_some_and(|e| e.is_empty()), "console errors after the reload: {raw}");
+    assert_eq!(json["serviceWorker"], true, "no service worker controls the reloaded page: {raw}");
+    let requests = REQUESTS.lock().unwrap().clone();
+    let since = requests.iter().rposition(|r| r.starts_with("REPORT \"trained\"")).expect("the first load's report");
+    let fetched: Vec<&String> =
+        requests[since..].iter().filter(|r| r.ends_with(".wasm") || (r.ends_with(".js") && !r.ends_with("/sw.js"))).collect();
+    assert!(fetched.is_empty(), "the reloaded page fetched the app again: {fetched:?} (all requests since: {:?})", &requests[since..]);
+    eprintln!(
+        "web e2e reload: step {} with the app from the service worker's cache; the server saw only {:?}",
+        json["state"]["step"],
+        requests[since + 1..].iter().filter(|r| !r.starts_with("POST")).collect::<Vec<_>>()
+    );
 }

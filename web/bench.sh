@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
-# The browser build's figures: the wasm size (raw and gzip, as a server would send it) and the
-# time from page load to the first completed training step on WebGPU and on the CPU fallback,
-# measured by the end-to-end test in headless Chromium (tests/web_e2e.rs). Needs what
-# tests/run-all.sh installs.
+# The browser build's figures: the download (raw, gzip and brotli, as a server would send it,
+# and the code by crate, so that a regression has a culprit), then what headless Chromium
+# measures in the end-to-end test (tests/web_e2e.rs): page load to the first training step on
+# WebGPU and on the CPU fallback, the page's training tokens/s and its frame time while
+# training. Needs what tests/run-all.sh installs (and brotli, installed here when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/qkv-lab/target}"
 dist=$(mktemp -d)
 trap 'rm -rf "$dist"' EXIT
 
-echo "== trunk build --release"
-trunk build --release --offline --dist "$dist" > /dev/null 2>&1
+if ! command -v brotli > /dev/null && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq brotli > /dev/null
+fi
+
+echo "== trunk build --release (the web profile, then wasm-opt)"
+start=$(date +%s)
+trunk build --release --offline --dist "$dist" > "$dist/build.log" 2>&1 || { tail -40 "$dist/build.log"; exit 1; }
+echo "built in $(( $(date +%s) - start )) s"
 wasm=$(ls "$dist"/*.wasm)
 raw=$(stat -c %s "$wasm")
 gz=$(gzip -9 -c "$wasm" | wc -c)
-js=$(cat "$dist"/*.js | wc -c)
-awk -v r="$raw" -v g="$gz" -v j="$js" 'BEGIN {
-  printf "wasm %.2f MB raw, %.2f MB gzip (%.1f%% of raw); JS glue %.0f kB\n", r/1e6, g/1e6, 100*g/r, j/1e3 }'
+br=$(command -v brotli > /dev/null && brotli -q 11 -c "$wasm" | wc -c || echo 0)
+js=$(cat "$dist"/qkv-lab-*.js | wc -c)
+awk -v r="$raw" -v g="$gz" -v b="$br" -v j="$js" 'BEGIN {
+  printf "wasm %.2f MB raw, %.2f MB gzip, %s brotli; JS glue %.0f kB\n", r/1e6, g/1e6, (b > 0 ? sprintf("%.2f MB", b/1e6) : "(no brotli here)"), j/1e3 }'
 
-echo "== page load to first training step (headless Chromium)"
+echo "== where the bytes go (the build's own output, which still names its functions)"
+python3 web/wasm_size.py "$CARGO_TARGET_DIR/wasm32-unknown-unknown/web/qkv-lab.wasm" 15
+
+echo "== in the page (headless Chromium)"
 out=$(cargo test --workspace --locked --test web_e2e -- --nocapture 2>&1) || { echo "$out" | tail -40; exit 1; }
 echo "$out" | grep '^web e2e'
-echo "$out" | awk '/^web e2e WebGPU/ { match($0, /first training step [0-9]+/); g = substr($0, RSTART + 20, RLENGTH - 20) }
-                   /^web e2e CPU/ { match($0, /first training step [0-9]+/); c = substr($0, RSTART + 20, RLENGTH - 20) }
+echo "$out" | awk '/^web e2e WebGPU:/ { match($0, /first training step [0-9]+/); g = substr($0, RSTART + 20, RLENGTH - 20) }
+                   /^web e2e CPU fallback:/ { match($0, /first training step [0-9]+/); c = substr($0, RSTART + 20, RLENGTH - 20) }
                    END { if (g > 0) printf "CPU fallback / WebGPU, page load to first step: %.2f×\n", c / g }'

@@ -1,0 +1,54 @@
+// QKV Lab's service worker: once a browser has loaded the app, the next visit starts without
+// downloading it again, and the page opens without a network at all (a classroom's Wi-Fi).
+//
+// Trunk gives the wasm and its JavaScript glue names with a content hash, so a cached copy of
+// one is never stale: they are served from the cache first. The page (index.html) names the
+// current ones, so it comes from the network when there is one and from the cache when not.
+// Installing caches the page and the files it names, so the first visit's files are kept too.
+
+const CACHE = "qkv-lab";
+const HASHED = /[\w.-]+-[0-9a-f]{16}(?:_bg\.wasm|\.js)/g;
+
+function hashedNames(html) {
+  return Array.from(new Set(html.match(HASHED) || []));
+}
+
+// Stores the page and the files it names, and drops files of older builds.
+async function keepPage(response) {
+  const cache = await caches.open(CACHE);
+  const html = await response.clone().text();
+  const names = hashedNames(html);
+  const urls = names.map((name) => new URL(name, self.registration.scope).href);
+  await cache.put(self.registration.scope, response);
+  const cached = new Set((await cache.keys()).map((request) => request.url));
+  await cache.addAll(urls.filter((url) => !cached.has(url)));
+  for (const request of await cache.keys()) {
+    const name = request.url.split("/").pop();
+    if (name.match(HASHED) && !urls.includes(request.url)) await cache.delete(request);
+  }
+}
+
+self.addEventListener("install", (event) => {
+  event.waitUntil(fetch(self.registration.scope, { cache: "no-cache" }).then(keepPage).then(() => self.skipWaiting()));
+});
+
+self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim()));
+
+self.addEventListener("fetch", (event) => {
+  const request = event.request;
+  const url = new URL(request.url);
+  if (request.method !== "GET" || url.origin !== self.location.origin) return;
+  if (url.pathname.split("/").pop().match(HASHED)) {
+    event.respondWith(caches.match(request).then((hit) => hit || fetch(request)));
+  } else if (request.mode === "navigate") {
+    // The network's page when there is one (it names the newest build), else the cached one.
+    event.respondWith(
+      fetch(request)
+        .then((response) => {
+          if (response.ok) event.waitUntil(keepPage(response.clone()));
+          return response;
+        })
+        .catch(() => caches.match(self.registration.scope)),
+    );
+  }
+});
