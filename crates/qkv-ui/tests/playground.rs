@@ -75,11 +75,14 @@ fn run_until(harness: &mut Harness<'_, State>, what: &str, done: impl Fn(&Playgr
 }
 
 /// The frame-time readout and the throughput figures change from run to run.
+/// Each mask is as wide as the longest such label gets, so that a figure with more digits (or
+/// narrower ones) does not move the mask's edge.
 fn mask_timings(harness: &mut Harness<'_, State>) {
+    const WIDTH: f32 = 360.0;
     for label in ["frame ", "tokens/s"] {
         let rects: Vec<_> = harness.query_all_by_label_contains(label).map(|node| node.rect()).collect();
         for rect in rects {
-            harness.mask(rect);
+            harness.mask(egui::Rect::from_min_size(rect.min, egui::vec2(rect.width().max(WIDTH), rect.height())));
         }
     }
 }
