@@ -1,8 +1,9 @@
 //! The browser build end to end: `trunk serve --release` builds and serves the page (what the
 //! README's `trunk serve` does, with the settings of the deployed site), a localhost server of
-//! the test's own serves the same files, and Debian's Chromium headless drives the page. The page trains the default demo (`?autotrain`) and the
-//! test reads `window.qkvLab`, the state the app publishes, through a small reporter script that
-//! the test server adds to the page and that POSTs it back once enough steps are done.
+//! the test's own serves the same files, and Debian's Chromium headless drives the page. The
+//! page trains the default demo (`?autotrain`) and the test reads `window.qkvLab`, the state the
+//! app publishes, through a small reporter script that the test server adds to the page and that
+//! POSTs it back once enough steps are done.
 //!
 //! Run 1 has WebGPU (`--enable-unsafe-webgpu`, SwiftShader without a GPU); run 2 has none and
 //! must train on the CPU fallback. Both then export the first run and must download its
@@ -11,8 +12,8 @@
 //! Both print their start-up stages and the page's training speed (`web/bench.sh` collects them
 //! with the wasm size).
 //!
-//! Needs trunk, wasm-bindgen-cli, wasm-opt, the wasm32 target and chromium: `tests/run-all.sh` installs
-//! them. Set QKV_SKIP_WEB=1 to skip on a machine without them.
+//! Needs trunk, wasm-bindgen-cli, wasm-opt, the wasm32 target and chromium: `tests/run-all.sh`
+//! installs them. Set QKV_SKIP_WEB=1 to skip on a machine without them.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -340,8 +341,9 @@ fn trunk_serve() -> (TrunkServe, PathBuf) {
         .spawn()
         .expect("trunk serve starts");
     let mut serving = TrunkServe(child);
-    // A cold release build of the page (whole-program LTO, then wasm-opt) takes about 20 minutes
-    // on this project's 2-core reference machine.
+    // A cold release build of the page (whole-program LTO, then wasm-opt) took 12 minutes on this
+    // project's 2-core reference machine when it had the machine to itself; CI builds it beside
+    // other work.
     let deadline = std::time::Instant::now() + Duration::from_secs(3600);
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
     let page = loop {

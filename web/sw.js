@@ -9,22 +9,21 @@
 const CACHE = "qkv-lab";
 const HASHED = /[\w.-]+-[0-9a-f]{16}(?:_bg\.wasm|\.js)/g;
 
-function hashedNames(html) {
-  return Array.from(new Set(html.match(HASHED) || []));
+// Whether `url` names one of a build's hashed files.
+function isHashed(url) {
+  return new URL(url).pathname.split("/").pop().match(HASHED) !== null;
 }
 
 // Stores the page and the files it names, and drops files of older builds.
 async function keepPage(response) {
   const cache = await caches.open(CACHE);
-  const html = await response.clone().text();
-  const names = hashedNames(html);
-  const urls = names.map((name) => new URL(name, self.registration.scope).href);
+  const names = new Set((await response.clone().text()).match(HASHED) || []);
+  const urls = Array.from(names, (name) => new URL(name, self.registration.scope).href);
   await cache.put(self.registration.scope, response);
-  const cached = new Set((await cache.keys()).map((request) => request.url));
-  await cache.addAll(urls.filter((url) => !cached.has(url)));
-  for (const request of await cache.keys()) {
-    const name = request.url.split("/").pop();
-    if (name.match(HASHED) && !urls.includes(request.url)) await cache.delete(request);
+  const cached = (await cache.keys()).map((request) => request.url);
+  await cache.addAll(urls.filter((url) => !cached.includes(url)));
+  for (const url of cached) {
+    if (isHashed(url) && !urls.includes(url)) await cache.delete(url);
   }
 }
 
@@ -36,9 +35,8 @@ self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim(
 
 self.addEventListener("fetch", (event) => {
   const request = event.request;
-  const url = new URL(request.url);
-  if (request.method !== "GET" || url.origin !== self.location.origin) return;
-  if (url.pathname.split("/").pop().match(HASHED)) {
+  if (request.method !== "GET" || new URL(request.url).origin !== self.location.origin) return;
+  if (isHashed(request.url)) {
     event.respondWith(caches.match(request).then((hit) => hit || fetch(request)));
   } else if (request.mode === "navigate") {
     // The network's page when there is one (it names the newest build), else the cached one.
