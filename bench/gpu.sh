@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # QKV Lab's training speed on a GPU machine, in a few minutes: both benchmark configurations
 # (nanoGPT's CPU recipe and its GPU recipe's shape), standard and wq-identity, on flex (the CPU)
-# and on wgpu (the GPU), one line per figure. Record its output in docs/performance.md.
+# and on wgpu (the GPU), the latter also with the losses read back every 8 steps instead of
+# every step (`wgpu+rb8`, as the app does while playing), one line per figure. Record its output
+# in docs/performance.md.
 #
 #   bash bench/gpu.sh            # ~3 minutes after the build on a recent GPU
 #   QUICK=1 bash bench/gpu.sh    # batch 2, one short round each: checks that the script runs
@@ -22,7 +24,7 @@ if [ -n "${FUSION:-}" ]; then
   builds+=("$target/fusion/release/qkv")
 fi
 
-if [ -n "${QUICK:-}" ]; then steps=2 rounds=1; else steps=10 rounds=3; fi
+if [ -n "${QUICK:-}" ]; then steps=2 rounds=1; else steps=16 rounds=3; fi
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | sed 's/^/gpu: /'
@@ -35,12 +37,15 @@ configs=(
 for config in "${configs[@]}"; do
   read -r name preset batch <<< "$config"
   [ -n "${QUICK:-}" ] && batch=2
-  for run in flex wgpu ${FUSION:+wgpu+fusion}; do
-    backend=${run%+fusion}
+  for run in flex wgpu wgpu+rb8 ${FUSION:+wgpu+fusion}; do
+    backend=${run%+*}
     binary=$qkv
     [ "$run" = wgpu+fusion ] && binary=${builds[1]}
+    read_back=1
+    [ "$run" = wgpu+rb8 ] && read_back=8
     if ! out=$("$binary" bench --preset "$preset" --variants standard,wq-identity --backend "$backend" \
-      --batch "$batch" --steps "$steps" --rounds "$rounds" --warmup 3 --gen-tokens 16 --json 2> /tmp/qkv-gpu-bench.err); then
+      --batch "$batch" --steps "$steps" --rounds "$rounds" --warmup 3 --gen-tokens 16 \
+      --read-back-every "$read_back" --json 2> /tmp/qkv-gpu-bench.err); then
       echo "$name on $run: failed: $(tail -1 /tmp/qkv-gpu-bench.err)"
       continue
     fi

@@ -42,6 +42,10 @@ pub struct BenchArgs {
     /// over rounds, so that drift in the machine's speed hits every variant alike.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Steps launched back to back before one read-back of their losses (the app, playing on a
+    /// GPU, groups steps so); 1 reads every step.
+    #[arg(long, default_value_t = 1)]
+    read_back_every: usize,
     #[arg(long)]
     json: bool,
 }
@@ -65,6 +69,7 @@ struct BenchReport {
     backend: Backend,
     batch: usize,
     block: usize,
+    read_back_every: usize,
     rows: Vec<BenchRow>,
     memory: Option<Memory>,
 }
@@ -92,8 +97,8 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 pub fn run(args: &BenchArgs) -> Result<(), Failure> {
-    if args.steps == 0 || args.rounds == 0 {
-        return Err("--steps and --rounds must be at least 1".into());
+    if args.steps == 0 || args.rounds == 0 || args.read_back_every == 0 {
+        return Err("--steps, --rounds and --read-back-every must be at least 1".into());
     }
     let train_args = TrainArgs {
         preset: args.preset,
@@ -132,8 +137,13 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         eprintln!("round {}/{}", round + 1, args.rounds);
         for (index, run) in runs.iter_mut().enumerate() {
             let started = Instant::now();
-            for _ in 0..args.steps {
-                run.train_step(std::slice::from_ref(&batch))?;
+            let mut left = args.steps;
+            while left > 0 {
+                let group = vec![std::slice::from_ref(&batch); left.min(args.read_back_every)];
+                for outcome in run.train_steps(&group) {
+                    outcome?;
+                }
+                left -= group.len();
             }
             train_rates[index].push(tokens_per_step * args.steps as f64 / started.elapsed().as_secs_f64());
 
@@ -171,12 +181,20 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         })
         .collect();
     if args.json {
-        let report = BenchReport { preset: args.preset, backend: args.backend, batch: batch_size, block: block_size, rows, memory };
+        let report = BenchReport {
+            preset: args.preset,
+            backend: args.backend,
+            batch: batch_size,
+            block: block_size,
+            read_back_every: args.read_back_every,
+            rows,
+            memory,
+        };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "{} on {:?}, batch {batch_size} × {block_size}, median of {} rounds × {} steps (warm-up {} excluded)",
-            args.preset, args.backend, args.rounds, args.steps, args.warmup
+            "{} on {:?}, batch {batch_size} × {block_size}, median of {} rounds × {} steps (warm-up {} excluded), read back every {}",
+            args.preset, args.backend, args.rounds, args.steps, args.warmup, args.read_back_every
         );
         println!(
             "{:<16} {:>12} {:>8} {:>12} {:>10} {:>12} {:>8}",

@@ -7,17 +7,25 @@ use crate::dataset::{Batch, Dataset};
 use crate::rng::Rng;
 use crate::run::{EvalRecord, Run, RunError, RunSpec, StepRecord};
 
-/// One step of one run on `batches`, with an evaluation if one is due.
-async fn step_one(index: usize, run: &mut Run, batches: &[Batch], val_batches: &[Batch]) -> RunEvent {
-    let outcome = match run.train_step_async(batches).await {
-        Ok(record) if run.eval_due() => run.evaluate_async(val_batches).await.map(|e| (record, Some(e))),
-        Ok(record) => Ok((record, None)),
-        Err(error) => Err(error),
-    };
-    match outcome {
-        Ok((record, eval)) => RunEvent::Stepped { run: index, record, eval },
-        Err(error) => RunEvent::Stopped { run: index, error },
+/// Steps of one run, one per entry of `steps` and read back together, with an evaluation after
+/// the last if one is due (a group never runs past a due evaluation).
+async fn steps_of_one(index: usize, run: &mut Run, steps: &[&[Batch]], val_batches: &[Batch]) -> Vec<RunEvent> {
+    let mut events = Vec::with_capacity(steps.len());
+    for outcome in run.train_steps_async(steps).await {
+        events.push(match outcome {
+            Ok(record) => RunEvent::Stepped { run: index, record, eval: None },
+            Err(error) => RunEvent::Stopped { run: index, error },
+        });
     }
+    if let Some(RunEvent::Stepped { eval, .. }) = events.last_mut()
+        && run.eval_due()
+    {
+        match run.evaluate_async(val_batches).await {
+            Ok(record) => *eval = Some(record),
+            Err(error) => events.push(RunEvent::Stopped { run: index, error }),
+        }
+    }
+    events
 }
 
 /// What one experiment step did to one run.
@@ -128,14 +136,24 @@ impl Experiment {
     /// One step of every active run on the same batches, with an evaluation where one is due;
     /// every read-back is awaited (the browser cannot block on its GPU).
     pub async fn step_async(&mut self) -> Vec<RunEvent> {
-        let batches = self.next_batches();
-        if let Some(events) = self.step_concurrently(&batches) {
+        self.steps_async(1).await
+    }
+
+    /// Up to `max_steps` steps of every active run, each run's read back once at the end
+    /// ([`Run::train_steps_async`]), and fewer where an evaluation falls due sooner; the events
+    /// are each run's steps in order. Every run sees the batches it would see step by step.
+    pub async fn steps_async(&mut self, max_steps: usize) -> Vec<RunEvent> {
+        let active = self.runs.iter().filter(|run| run.is_active());
+        let count = active.map(Run::steps_to_next_eval).min().unwrap_or(1).min(max_steps).max(1);
+        let step_batches: Vec<Vec<Batch>> = (0..count).map(|_| self.next_batches()).collect();
+        let steps: Vec<&[Batch]> = step_batches.iter().map(Vec::as_slice).collect();
+        if let Some(events) = self.step_concurrently(&steps) {
             return events;
         }
         let mut events = Vec::new();
         for (index, run) in self.runs.iter_mut().enumerate() {
             if run.is_active() {
-                events.push(step_one(index, run, &batches, &self.val_batches).await);
+                events.extend(steps_of_one(index, run, &steps, &self.val_batches).await);
             }
         }
         events
@@ -145,7 +163,7 @@ impl Experiment {
     /// caller computes with, when that can help: on the CPU, with two or more runs and threads to
     /// share. A run's result does not depend on it (its dropout masks come from its own seeds),
     /// beyond the order in which a thread count adds partial sums.
-    fn step_concurrently(&mut self, batches: &[Batch]) -> Option<Vec<RunEvent>> {
+    fn step_concurrently(&mut self, steps: &[&[Batch]]) -> Option<Vec<RunEvent>> {
         let active = self.runs.iter().filter(|run| run.is_active()).count();
         let threads = rayon::current_num_threads();
         let on_cpu = self.runs.iter().all(|r| qkv_kernels::is_flex(r.device()));
@@ -155,7 +173,9 @@ impl Experiment {
         let per_run = (threads / active).max(1);
         let val_batches = &self.val_batches;
         let runs: Vec<(usize, &mut Run)> = self.runs.iter_mut().enumerate().filter(|(_, run)| run.is_active()).collect();
-        Some(crate::threads::on_threads(runs, per_run, |(index, run)| pollster::block_on(step_one(index, run, batches, val_batches))))
+        let events =
+            crate::threads::on_threads(runs, per_run, |(index, run)| pollster::block_on(steps_of_one(index, run, steps, val_batches)));
+        Some(events.into_iter().flatten().collect())
     }
 
     /// Evaluates the runs that have not trained yet (the step-0 point of their curves), by index.

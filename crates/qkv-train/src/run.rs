@@ -1,5 +1,6 @@
 //! One training run: a model, its optimiser and its metrics, advanced one optimiser step per
-//! call. Native callers may block ([`Run::train_step`]); the browser awaits the read-back
+//! call, or several launched back to back and read back once ([`Run::train_steps_async`]).
+//! Native callers may block ([`Run::train_step`]); the browser awaits the read-back
 //! ([`Run::train_step_async`]) so that the UI thread never waits on the GPU.
 
 use burn::module::Module;
@@ -219,12 +220,18 @@ impl Run {
         self.status == RunStatus::Training
     }
 
-    fn launch_step(&mut self, batches: &[Batch]) -> Result<PendingStep, RunError> {
+    /// Why the run cannot step, if it cannot.
+    fn check_active(&self) -> Result<(), RunError> {
         match self.status {
-            RunStatus::Finished => return Err(RunError::Finished(self.step)),
-            RunStatus::Diverged { step } => return Err(RunError::Diverged { step, loss: f64::NAN }),
-            RunStatus::Training => {}
+            RunStatus::Finished => Err(RunError::Finished(self.step)),
+            RunStatus::Diverged { step } => Err(RunError::Diverged { step, loss: f64::NAN }),
+            RunStatus::Training => Ok(()),
         }
+    }
+
+    /// Launches the step `ahead` steps after the last one read back (its learning rate is that
+    /// step's), without waiting for its results.
+    fn launch_step(&mut self, batches: &[Batch], ahead: usize) -> Result<PendingStep, RunError> {
         let model = self.model.take().expect("the model is present between steps");
         let mut accumulator = GradientsAccumulator::<Gpt>::new();
         let mut loss_sum: Option<Tensor<1>> = None;
@@ -242,7 +249,7 @@ impl Run {
             }
             tokens += batch.rows * batch.time;
         }
-        let lr = self.spec.training.lr_at(self.step);
+        let lr = self.spec.training.lr_at(self.step + ahead);
         let (model, grad_norm) = self.optimiser.step(model, accumulator.grads(), lr);
         self.model = Some(model);
         let loss = loss_sum.ok_or_else(|| RunError::Training("a step needs at least one batch".into()))?;
@@ -284,10 +291,10 @@ impl Run {
         shards.iter().map(|shard| step(model, shard)).collect()
     }
 
-    fn finish_step(&mut self, pending: PendingStep, values: &[f64], started: Instant) -> Result<StepRecord, RunError> {
+    /// Records a launched step from its read-back `[loss, grad_norm]` and the seconds it took.
+    fn finish_step(&mut self, pending: PendingStep, values: &[f64], elapsed: f64) -> Result<StepRecord, RunError> {
         let (loss, grad_norm) = (values[0], values[1]);
         self.step += 1;
-        let elapsed = started.elapsed().as_secs_f64();
         self.wall_secs += elapsed;
         self.tokens += pending.tokens;
         if !loss.is_finite() {
@@ -315,14 +322,69 @@ impl Run {
         pollster::block_on(self.train_step_async(batches))
     }
 
+    /// [`Run::train_steps_async`], blocking on the read-back (not in the browser).
+    pub fn train_steps(&mut self, steps: &[&[Batch]]) -> Vec<Result<StepRecord, RunError>> {
+        pollster::block_on(self.train_steps_async(steps))
+    }
+
     /// One optimiser step over `batches` (its `grad_accum` micro-batches); the loss read-back is
     /// awaited, never blocked on.
     pub async fn train_step_async(&mut self, batches: &[Batch]) -> Result<StepRecord, RunError> {
+        let mut outcomes = self.train_steps_async(&[batches]).await;
+        outcomes.pop().expect("a step yields a record or an error")
+    }
+
+    /// One optimiser step per entry of `steps` (each its micro-batches), launched back to back
+    /// and read back once: a GPU runs them without waiting for the host in between, where a
+    /// read-back per step would drain its queue every step. Stops at the run's last step.
+    ///
+    /// The outcomes are in step order, and an error ends them. A step whose loss is not finite
+    /// stops the run there (steps launched after it have run too, but their records are
+    /// dropped); the time of the group is shared equally among its steps.
+    pub async fn train_steps_async(&mut self, steps: &[&[Batch]]) -> Vec<Result<StepRecord, RunError>> {
+        if let Err(error) = self.check_active() {
+            return vec![Err(error)];
+        }
+        let count = steps.len().min(self.spec.training.steps.saturating_sub(self.step));
+        if count == 0 || steps[..count].iter().any(|batches| batches.is_empty()) {
+            return vec![Err(RunError::Training("a step needs at least one batch".into()))];
+        }
         let started = Instant::now();
-        let pending = self.launch_step(batches)?;
-        let data = pending.values.clone().into_data_async().await.map_err(|e| RunError::Device(format!("{e:?}")))?;
-        let values = read_values(data)?;
-        self.finish_step(pending, &values, started)
+        let mut pending = Vec::with_capacity(count);
+        for (ahead, batches) in steps[..count].iter().enumerate() {
+            match self.launch_step(batches, ahead) {
+                Ok(step) => pending.push(step),
+                Err(error) => return vec![Err(error)],
+            }
+        }
+        let together = Tensor::cat(pending.iter().map(|p| p.values.clone()).collect(), 0);
+        let values = match together.into_data_async().await {
+            Ok(data) => read_values(data),
+            Err(e) => Err(RunError::Device(format!("{e:?}"))),
+        };
+        let values = match values {
+            Ok(values) => values,
+            Err(error) => return vec![Err(error)],
+        };
+        let elapsed_each = started.elapsed().as_secs_f64() / count.max(1) as f64;
+        let mut outcomes = Vec::with_capacity(count);
+        for (step, values) in pending.into_iter().zip(values.chunks(2)) {
+            let outcome = self.finish_step(step, values, elapsed_each);
+            let stop = outcome.is_err();
+            outcomes.push(outcome);
+            if stop {
+                break;
+            }
+        }
+        outcomes
+    }
+
+    /// How many steps can be taken before an evaluation is due (at least one): a group of
+    /// steps read back together ends where the run needs its model evaluated.
+    pub fn steps_to_next_eval(&self) -> usize {
+        let interval = self.spec.training.eval_interval.max(1);
+        let to_interval = interval - self.step % interval;
+        to_interval.min(self.spec.training.steps.saturating_sub(self.step)).max(1)
     }
 
     fn launch_eval(&self, val: &[Batch]) -> PendingEval {
@@ -548,6 +610,83 @@ pub(crate) mod tests {
         assert!(message.starts_with("diverged at step"), "{message}");
         assert!(matches!(experiment.runs[1].status, RunStatus::Diverged { .. }));
         assert_eq!(experiment.runs[0].metrics.steps.len(), 10);
+    }
+
+    /// Steps launched back to back and read back once train exactly as steps read one by one,
+    /// learning-rate schedule included, and a group stops at the run's last step.
+    #[test]
+    fn steps_read_back_together_train_as_steps_read_one_by_one() {
+        let dataset = tiny_text();
+        let spec = tiny_spec(AttentionVariant::Standard, &dataset);
+        let mut rng = crate::rng::Rng::new(3);
+        let steps: Vec<Vec<Batch>> = (0..spec.training.steps + 2).map(|_| vec![dataset.train_batch(&mut rng, 8, 16)]).collect();
+        let mut one_by_one = Run::new(spec.clone(), &dataset, &Device::flex()).unwrap();
+        let singles: Vec<StepRecord> = steps[..spec.training.steps].iter().map(|b| one_by_one.train_step(b).unwrap()).collect();
+
+        let mut grouped = Run::new(spec.clone(), &dataset, &Device::flex()).unwrap();
+        let mut records = Vec::new();
+        for group in steps.chunks(7) {
+            let group: Vec<&[Batch]> = group.iter().map(Vec::as_slice).collect();
+            for outcome in pollster::block_on(grouped.train_steps_async(&group)) {
+                match outcome {
+                    Ok(record) => records.push(record),
+                    Err(error) => assert!(matches!(error, RunError::Finished(30)), "{error}"),
+                }
+            }
+        }
+        assert_eq!(records.len(), spec.training.steps, "the group that crosses the end stops there");
+        assert_eq!(grouped.status, RunStatus::Finished);
+        for (a, b) in singles.iter().zip(&records) {
+            assert_eq!((a.step, a.train_loss, a.lr, a.grad_norm, a.tokens), (b.step, b.train_loss, b.lr, b.grad_norm, b.tokens));
+        }
+        assert_eq!(grouped.steps_to_next_eval(), 1);
+    }
+
+    #[test]
+    fn an_experiment_reads_back_in_groups_that_end_at_each_evaluation() {
+        let dataset = tiny_text();
+        let mut exploding = tiny_spec(AttentionVariant::QueryIdentity, &dataset);
+        exploding.name = "exploding".into();
+        exploding.training.lr = 1e30;
+        exploding.training.min_lr = 1e29;
+        exploding.training.warmup_steps = 0;
+        exploding.training.grad_clip = None;
+        let specs = vec![tiny_spec(AttentionVariant::Standard, &dataset), exploding];
+        let mut grouped = Experiment::new(dataset.clone(), specs.clone(), &Device::flex()).unwrap();
+        let mut stepped = Experiment::new(dataset, specs, &Device::flex()).unwrap();
+        // Evaluations every 10 steps: groups of up to 4 stop at 4, 8, 10, 14, ...
+        let mut ends = Vec::new();
+        let mut stopped = None;
+        while !grouped.is_done() {
+            for event in pollster::block_on(grouped.steps_async(4)) {
+                match event {
+                    RunEvent::Stepped { run: 0, record, eval } => {
+                        if let Some(eval) = eval {
+                            assert_eq!(eval.step, record.step);
+                            ends.push(record.step);
+                        }
+                    }
+                    RunEvent::Stopped { run: 1, error } => stopped = Some(error.to_string()),
+                    RunEvent::Stepped { run: 1, .. } => {}
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        while !stepped.is_done() {
+            drop(stepped.step());
+        }
+        assert_eq!(ends, [10, 20, 30]);
+        assert!(stopped.is_some_and(|e| e.starts_with("diverged at step")), "the exploding run stops");
+        assert_eq!(grouped.runs[1].status, stepped.runs[1].status, "it stops at the same step");
+        // The healthy run's batches and schedule are the same; only the order of float sums may
+        // differ, as its shards follow the cores the other run leaves it.
+        let losses = |e: &Experiment| e.runs[0].metrics.steps.iter().map(|s| (s.step, s.train_loss)).collect::<Vec<_>>();
+        let evals = |e: &Experiment| e.runs[0].metrics.evals.iter().map(|v| (v.step, v.val_loss)).collect::<Vec<_>>();
+        for (a, b) in losses(&grouped).into_iter().chain(evals(&grouped)).zip(losses(&stepped).into_iter().chain(evals(&stepped))) {
+            assert!(a.0 == b.0 && (a.1 - b.1).abs() < 1e-5, "grouped {a:?}, step by step {b:?}");
+        }
+        assert_eq!(grouped.runs[0].metrics.steps.len(), 30);
+        assert_eq!(grouped.runs[0].metrics.evals.len(), 3);
     }
 
     #[test]

@@ -32,6 +32,35 @@ use crate::theory::{ReparamReport, TheoryCase, continue_converted, convert_and_m
 /// Prompt tokens shown in the attention maps of text data: enough to read, few enough to see.
 const ATTENTION_PROMPT_TOKENS: usize = 32;
 
+/// On a GPU, while playing, steps are launched in groups that last about this long and read
+/// back once per group: short steps then keep the GPU's queue full instead of draining it for
+/// every loss, and the curves still move several times a second.
+const READ_BACK_EVERY_SECS: f64 = 0.1;
+
+/// The most steps launched before one read-back.
+const MAX_STEPS_PER_READ_BACK: usize = 16;
+
+/// How many steps the next turn of play launches before reading back. On the CPU a read-back
+/// is a copy and costs nothing, so every step is read (and each shows at once); on a GPU, as
+/// many as fill [`READ_BACK_EVERY_SECS`] at the pace of the last turn, ending where the
+/// attention maps are due.
+fn steps_per_read_back(experiment: &Experiment, secs_per_step: Option<f64>, attention_every: usize) -> usize {
+    if experiment.runs.iter().all(|run| qkv_kernels::is_flex(run.device())) {
+        return 1;
+    }
+    gpu_steps_per_read_back(secs_per_step, experiment.step, attention_every)
+}
+
+/// [`steps_per_read_back`] on a GPU, after `step` steps (one before the pace is known).
+fn gpu_steps_per_read_back(secs_per_step: Option<f64>, step: usize, attention_every: usize) -> usize {
+    let by_time = secs_per_step.map_or(1, |secs| (READ_BACK_EVERY_SECS / secs.max(1e-6)) as usize);
+    let by_time = by_time.clamp(1, MAX_STEPS_PER_READ_BACK);
+    match attention_every {
+        0 => by_time,
+        every => by_time.min(every - step % every),
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum Command {
     /// Builds a new experiment from the plan, replacing the current one.
@@ -159,6 +188,8 @@ pub struct Session {
     playing: bool,
     attention_prompt: String,
     attention_every: usize,
+    /// Seconds one step of every run took in the last turn of play, read-backs included.
+    secs_per_step: Option<f64>,
 }
 
 impl Session {
@@ -172,6 +203,7 @@ impl Session {
             playing: false,
             attention_prompt: String::new(),
             attention_every: 25,
+            secs_per_step: None,
         }
     }
 
@@ -205,7 +237,7 @@ impl Session {
             Command::Step => {
                 self.playing = false;
                 let mut messages = vec![Message::Playing(false)];
-                messages.extend(self.advance().await);
+                messages.extend(self.advance_by(1).await);
                 Ok(messages)
             }
             Command::AttentionPrompt(prompt) => {
@@ -231,6 +263,7 @@ impl Session {
         self.experiment = Some(experiment);
         self.data = data.clone();
         self.playing = false;
+        self.secs_per_step = None;
         let mut messages = vec![Message::Loaded { runs, data, backend: self.backend.clone() }, Message::Playing(false)];
         let experiment = self.experiment.as_mut().expect("just set");
         for (run, result) in experiment.evaluate_untrained_async().await {
@@ -306,14 +339,25 @@ impl Session {
         self.experiment
     }
 
-    /// One step of every active run.
+    /// One turn of play: a step of every active run, or on a GPU a group of steps read back
+    /// together ([`steps_per_read_back`]).
     pub async fn advance(&mut self) -> Vec<Message> {
+        let Some(experiment) = self.experiment.as_ref() else { return vec![] };
+        let steps = steps_per_read_back(experiment, self.secs_per_step, self.attention_every);
+        self.advance_by(steps).await
+    }
+
+    /// Up to `max_steps` steps of every active run, with the evaluations and attention maps
+    /// that fall due.
+    async fn advance_by(&mut self, max_steps: usize) -> Vec<Message> {
         let Some(experiment) = self.experiment.as_mut() else { return vec![] };
         if experiment.is_done() {
             return vec![Message::Finished];
         }
-        let mut messages: Vec<Message> = experiment.step_async().await.into_iter().map(event_message).collect();
+        let (first_step, started) = (experiment.step, Instant::now());
+        let mut messages: Vec<Message> = experiment.steps_async(max_steps).await.into_iter().map(event_message).collect();
         let step = experiment.step;
+        self.secs_per_step = Some(started.elapsed().as_secs_f64() / (step - first_step).max(1) as f64);
         if self.attention_every > 0 && (step % self.attention_every == 0 || experiment.is_done()) {
             match self.attention().await {
                 Ok(maps) => messages.push(Message::Attention(maps)),
@@ -678,6 +722,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_gpu_reads_back_after_a_tenth_of_a_second_of_steps_and_before_the_attention_maps() {
+        // Pace unknown: one step, to learn it.
+        assert_eq!(gpu_steps_per_read_back(None, 0, 25), 1);
+        // 20 ms a step: five to a read-back; 1 ms: capped; slower than the target: one.
+        assert_eq!(gpu_steps_per_read_back(Some(0.02), 0, 0), 5);
+        assert_eq!(gpu_steps_per_read_back(Some(0.001), 0, 0), MAX_STEPS_PER_READ_BACK);
+        assert_eq!(gpu_steps_per_read_back(Some(0.5), 0, 25), 1);
+        // The group ends at the step whose attention maps are shown (step 25 after step 22).
+        assert_eq!(gpu_steps_per_read_back(Some(0.001), 22, 25), 3);
+        assert_eq!(gpu_steps_per_read_back(Some(0.001), 25, 25), MAX_STEPS_PER_READ_BACK);
+        // On the CPU a read-back is a copy: every step is read, whatever the pace.
+        let experiment = tiny_plan().experiment(&Device::flex()).unwrap();
+        assert_eq!(steps_per_read_back(&experiment, Some(0.001), 0), 1);
     }
 
     #[test]

@@ -1,12 +1,14 @@
-//! A run training on a GPU saves its checkpoint and has W_Q eliminated through a copy on the
-//! CPU whose every read is awaited: the browser's case, where WebGPU cannot be read
-//! synchronously. Here the GPU is wgpu (Mesa's lavapipe on a machine without one).
+//! Runs training on a GPU: their steps launched in groups and read back once, their checkpoints
+//! saved and W_Q eliminated through a copy on the CPU whose every read is awaited (the browser's
+//! case, where WebGPU cannot be read synchronously). Here the GPU is wgpu (Mesa's lavapipe on a
+//! machine without one).
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor};
 use qkv_model::{AttentionVariant, Gpt, Preset};
 use qkv_train::checkpoint::{self, Checkpoint};
 use qkv_train::cpu_copy::model_on_cpu;
+use qkv_train::experiment::RunEvent;
 use qkv_train::plan::{ModelOverrides, TrainingOverrides};
 use qkv_train::rng::Rng;
 use qkv_train::session::{Command, Message, Session};
@@ -91,4 +93,25 @@ fn w_q_is_eliminated_from_a_run_on_wgpu_and_both_train_on() {
     let next = handle(&mut session, Command::Step);
     let stepped = next.iter().filter(|m| matches!(m, Message::Stepped { .. })).count();
     assert_eq!(stepped, 2, "{next:?}");
+}
+
+#[test]
+fn steps_read_back_in_groups_train_as_steps_read_one_by_one() {
+    let gpu = wgpu_device();
+    let experiment = || plan(Preset::Classroom, AttentionVariant::Standard).experiment(&gpu).unwrap();
+    let (mut grouped, mut stepped) = (experiment(), experiment());
+    let mut group_sizes = Vec::new();
+    while !grouped.is_done() {
+        let events = pollster::block_on(grouped.steps_async(3));
+        assert!(events.iter().all(|e| matches!(e, RunEvent::Stepped { .. })), "{events:?}");
+        group_sizes.push(events.len());
+    }
+    (0..20).for_each(|_| drop(stepped.step()));
+    assert_eq!(group_sizes, [3, 3, 3, 3, 3, 3, 2], "groups of three, the last ending at the run's last step");
+    let losses = |e: &qkv_train::Experiment| e.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>();
+    let (a, b) = (losses(&grouped), losses(&stepped));
+    assert_eq!(a.len(), 20);
+    for (a, b) in a.iter().zip(&b) {
+        assert!((a - b).abs() < 1e-5, "grouped {a}, step by step {b}");
+    }
 }
