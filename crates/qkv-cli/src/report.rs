@@ -52,6 +52,37 @@ pub fn summary_table(summaries: &[RunSummary]) -> String {
     out
 }
 
+/// The title and explanation of a report's diagnostics section.
+pub const DIAGNOSTICS_HEADING: &str = "## Attention diagnostics\n\n\
+    Of the trained models, means over layers, logits measured on validation text: the cosine of \
+    two projections' weights (paper 2 reports cos(W_K, W_V) = 0.73 and cos(W_Q, W_K) = 0.42 in \
+    trained standard models), the share of the logits' energy in their symmetric part (1: \
+    attention cannot tell i→j from j→i) and the logits' root mean square. Definitions: \
+    docs/diagnostics.md in QKV Lab.";
+
+/// The trained models' attention diagnostics in markdown, means over layers (over heads too for
+/// the symmetry); `None` if no run has them.
+pub fn diagnostics_table(summaries: &[RunSummary]) -> Option<String> {
+    summaries.iter().find(|s| s.diagnostics.is_some())?;
+    let figure = |value: Option<f64>| value.map_or("-".into(), |v| format!("{v:.3}"));
+    let mut out = String::from("| variant | cos(W_K, W_V) | cos(W_Q, W_K) | logit symmetry | logit RMS |\n|---|---:|---:|---:|---:|\n");
+    for s in summaries {
+        let Some(d) = &s.diagnostics else {
+            out += &format!("| {} | - | - | - | - |\n", s.name);
+            continue;
+        };
+        out += &format!(
+            "| {} | {} | {} | {} | {} |\n",
+            s.name,
+            figure(d.mean(|l| l.key_value_cosine)),
+            figure(d.mean(|l| l.query_key_cosine)),
+            figure(d.mean_symmetry()),
+            figure(d.mean(|l| Some(l.logit_rms)))
+        );
+    }
+    Some(out)
+}
+
 pub struct ReportContext {
     pub command: String,
     pub backend: String,
@@ -60,18 +91,20 @@ pub struct ReportContext {
 }
 
 pub fn report_markdown(summaries: &[RunSummary], context: &ReportContext) -> String {
+    let diagnostics = diagnostics_table(summaries).map_or(String::new(), |table| format!("\n{DIAGNOSTICS_HEADING}\n\n{table}"));
     format!(
         "# QKV Lab comparison\n\n\
          - command: `{}`\n- data: {}\n- backend: {}\n- wall time: {:.1} s\n\n\
          Every variant trained on the same batches in the same order. Δ columns are relative to \
          the first variant ({}); Δloss compares the best validation losses.\n\n{}\n\
-         ![loss curves](loss.svg)\n",
+         ![loss curves](loss.svg)\n{}",
         context.command,
         context.data,
         context.backend,
         context.wall_secs,
         summaries[0].name,
-        summary_table(summaries)
+        summary_table(summaries),
+        diagnostics
     )
 }
 
@@ -164,9 +197,60 @@ pub fn loss_svg(curves: &[LossCurve], path: &Path) -> Result<(), Failure> {
 
 #[cfg(test)]
 mod tests {
-    use qkv_train::StepRecord;
+    use qkv_model::{AttentionVariant, LayerDiagnostics, ModelDiagnostics};
+    use qkv_train::{RunStatus, StepRecord};
 
     use super::*;
+
+    fn summary(name: &str, diagnostics: Option<ModelDiagnostics>) -> RunSummary {
+        RunSummary {
+            variant: AttentionVariant::Standard,
+            name: name.into(),
+            steps: 10,
+            tokens: 640,
+            final_train_loss: Some(2.0),
+            final_val_loss: Some(2.1),
+            best_val_loss: Some(2.1),
+            tokens_per_sec: 1000.0,
+            wall_secs: 0.64,
+            total_params: 1000,
+            kv_cache_bytes_per_token: 64,
+            accuracy: None,
+            sequence_accuracy: None,
+            status: RunStatus::Finished,
+            diagnostics,
+        }
+    }
+
+    fn layer(key_value_cosine: Option<f64>, query_key_cosine: Option<f64>, symmetry: Vec<f64>, logit_rms: f64) -> LayerDiagnostics {
+        LayerDiagnostics { key_value_cosine, query_key_cosine, effective_ranks: vec![], symmetry, logit_rms }
+    }
+
+    #[test]
+    fn the_diagnostics_table_gives_means_over_layers_and_dashes_for_what_a_run_lacks() {
+        let standard = ModelDiagnostics {
+            layers: vec![layer(Some(0.5), Some(0.1), vec![0.5, 0.7], 2.0), layer(Some(0.7), Some(0.3), vec![0.6, 0.6], 4.0)],
+        };
+        let shared = ModelDiagnostics { layers: vec![layer(None, None, vec![1.0, 1.0], 1.5)] };
+        let summaries = [summary("standard", Some(standard)), summary("shared-qk", Some(shared)), summary("old", None)];
+        let table = diagnostics_table(&summaries).unwrap();
+        let rows: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(
+            rows,
+            ["| standard | 0.600 | 0.200 | 0.600 | 3.000 |", "| shared-qk | - | - | 1.000 | 1.500 |", "| old | - | - | - | - |"]
+        );
+        let context = ReportContext { command: "qkv compare".into(), backend: "flex".into(), data: "text".into(), wall_secs: 1.0 };
+        assert!(report_markdown(&summaries, &context).contains("## Attention diagnostics"));
+        assert!(!report_markdown(&summaries[2..], &context).contains("diagnostics"), "no section without figures");
+    }
+
+    #[test]
+    fn summaries_written_before_diagnostics_still_read() {
+        let mut json: serde_json::Value = serde_json::to_value(summary("old", None)).unwrap();
+        assert!(json.get("diagnostics").is_none(), "absent, not null");
+        json.as_object_mut().unwrap().remove("diagnostics");
+        assert_eq!(serde_json::from_value::<RunSummary>(json).unwrap(), summary("old", None));
+    }
 
     #[test]
     fn a_diverged_runs_curve_survives_json() {

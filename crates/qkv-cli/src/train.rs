@@ -9,11 +9,11 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use qkv_model::burn::tensor::Device;
-use qkv_model::{AttentionVariant, ParamReport, Preset};
+use qkv_model::{AttentionVariant, ModelDiagnostics, ParamReport, Preset};
 use qkv_train::checkpoint::{to_bytes, write_atomically};
 use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
 use qkv_train::session::{Command, Message, Session};
-use qkv_train::{DataSource, Experiment, Run, RunStatus, TokenizerKind};
+use qkv_train::{Batch, DataSource, Experiment, Run, RunStatus, TokenizerKind};
 
 use crate::Failure;
 use crate::report;
@@ -113,11 +113,21 @@ pub struct RunSummary {
     /// and saved seeds have always had it.
     #[serde(with = "status_as_text")]
     pub status: RunStatus,
+    /// The trained model's attention diagnostics (docs/diagnostics.md); absent from summaries
+    /// written before they existed, and where they could not be computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<ModelDiagnostics>,
 }
 
 impl RunSummary {
-    pub fn of(run: &Run) -> Self {
+    /// The run's outcome, its diagnostics measured on `val` (the experiment's validation
+    /// batches). A run that diverged has no meaningful weights to diagnose.
+    pub fn of(run: &Run, val: &[Batch]) -> Self {
         let last_eval = run.metrics.evals.last();
+        let diagnostics = match run.status {
+            RunStatus::Diverged { .. } => None,
+            RunStatus::Training | RunStatus::Finished => run.diagnose(val).ok(),
+        };
         Self {
             variant: run.spec.model.attention.variant,
             name: run.spec.name.clone(),
@@ -136,6 +146,7 @@ impl RunSummary {
                 diverged @ RunStatus::Diverged { .. } => diverged,
                 RunStatus::Training | RunStatus::Finished => RunStatus::Finished,
             },
+            diagnostics,
         }
     }
 }
@@ -246,7 +257,7 @@ pub fn write_outputs(args: &TrainArgs, experiment: &Experiment, single: bool) ->
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let write = |path: &Path, text: &str| std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()));
     write(&out.join("metrics.csv"), &qkv_train::csv::metrics_csv(&experiment.runs))?;
-    let summaries: Vec<RunSummary> = experiment.runs.iter().map(RunSummary::of).collect();
+    let summaries: Vec<RunSummary> = experiment.runs.iter().map(|run| RunSummary::of(run, experiment.val_batches())).collect();
     let summary_json = if single { serde_json::to_string_pretty(&summaries[0]) } else { serde_json::to_string_pretty(&summaries) }?;
     write(&out.join("summary.json"), &summary_json)?;
     for run in &experiment.runs {

@@ -205,37 +205,53 @@ impl CausalSelfAttention {
         Projected { query: self.split_heads(query, h), key: self.split_heads(key, g), value: self.split_heads(value, g) }
     }
 
+    /// (Q=K-V)+'s learned term for queries at `query_offset..` and `t_k` keys: the queries scaled
+    /// by its gain (the same as scaling every logit) and its positional bias [t_q, t_k]. Other
+    /// variants' queries pass unchanged, without a bias.
+    fn with_asymmetry(&self, query: Tensor<4>, query_offset: usize, t_k: usize) -> (Tensor<4>, Option<Tensor<2>>) {
+        match &self.asymmetry {
+            Some(asymmetry) => {
+                let t_q = query.dims()[2];
+                (query * asymmetry.gain(), Some(asymmetry.positional_bias(query_offset, t_q, t_k)))
+            }
+            None => (query, None),
+        }
+    }
+
+    /// The attention logits [batch, n_head, t_q, t_k] before the causal mask: the scaled
+    /// query-key products, with (Q=K-V)+'s learned term; queries at positions
+    /// `query_offset..query_offset + t_q`.
+    pub fn logits(&self, projected: &Projected, query_offset: usize) -> Tensor<4> {
+        let [_, _, t_q, _] = projected.query.dims();
+        let t_k = projected.key.dims()[2];
+        let (query, bias) = self.with_asymmetry(projected.query.clone(), query_offset, t_k);
+        // GQA/MQA: each key/value head serves n_head / kv_heads consecutive query heads.
+        let key = repeat_kv_heads(projected.key.clone(), self.n_head);
+        let logits = query.matmul(key.swap_dims(2, 3)) * self.scale;
+        match bias {
+            Some(bias) => logits + bias.reshape([1, 1, t_q, t_k]),
+            None => logits,
+        }
+    }
+
     /// Attention over projected tensors whose queries sit at positions
     /// `query_offset..query_offset + t_q` and keys at `0..t_k` (query_offset > 0 when decoding
     /// with a KV cache). Returns the output [batch, time, n_embd] and, when asked, the attention
     /// probabilities [batch, n_head, t_q, t_k].
     pub fn attend(&self, projected: Projected, query_offset: usize, with_probabilities: bool) -> (Tensor<3>, Option<Tensor<4>>) {
-        let Projected { mut query, key, value } = projected;
-        let [b, _, t_q, _] = query.dims();
-        let t_k = key.dims()[2];
-
-        let mut bias = None;
-        if let Some(asymmetry) = &self.asymmetry {
-            // Scaling the queries scales every logit: the same as scaling a_ij by Σw.
-            query = query * asymmetry.gain();
-            bias = Some(asymmetry.positional_bias(query_offset, t_q, t_k));
-        }
-
+        let [b, _, t_q, _] = projected.query.dims();
+        let t_k = projected.key.dims()[2];
         let (context, probabilities) = if with_probabilities {
-            // GQA/MQA: each key/value head serves n_head / kv_heads consecutive query heads.
-            let key = repeat_kv_heads(key, self.n_head);
-            let value = repeat_kv_heads(value, self.n_head);
-            let mut logits = query.matmul(key.swap_dims(2, 3)) * self.scale;
-            if let Some(bias) = bias {
-                logits = logits + bias.reshape([1, 1, t_q, t_k]);
-            }
+            let logits = self.logits(&projected, query_offset);
             let future = causal_mask(query_offset, t_q, t_k, &logits.device()).reshape([1, 1, t_q, t_k]).expand([b, self.n_head, t_q, t_k]);
             let probabilities = softmax(logits.mask_fill(future, f32::NEG_INFINITY), 3);
+            let value = repeat_kv_heads(projected.value, self.n_head);
             (probabilities.clone().matmul(value), Some(probabilities))
         } else {
             // One fused op (on flex: one kernel each way); queries are the newest t_q of the
             // t_k positions, exactly the kernel's causal alignment.
-            (causal_attention(query, key, value, bias, self.scale), None)
+            let (query, bias) = self.with_asymmetry(projected.query, query_offset, t_k);
+            (causal_attention(query, projected.key, projected.value, bias, self.scale), None)
         };
 
         let y = context.swap_dims(1, 2).reshape([b, t_q, self.n_head * self.head_dim]);

@@ -46,7 +46,7 @@ fn new_layer_norm(config: &GptConfig, device: &Device) -> Option<LayerNorm> {
 }
 
 /// The block's or the final layer norm, through the fused kernel (the module holds the weights).
-fn normalise(norm: &Option<LayerNorm>, x: Tensor<3>) -> Tensor<3> {
+pub(crate) fn normalise(norm: &Option<LayerNorm>, x: Tensor<3>) -> Tensor<3> {
     match norm {
         Some(norm) => layer_norm(x, norm.gamma.val(), norm.beta.as_ref().map(|beta| beta.val()), LAYER_NORM_EPSILON),
         None => x,
@@ -75,7 +75,7 @@ impl Block {
     }
 
     /// The block's output and, when asked, its attention probabilities.
-    fn run(&self, x: Tensor<3>, with_probabilities: bool) -> (Tensor<3>, Option<Tensor<4>>) {
+    pub(crate) fn run(&self, x: Tensor<3>, with_probabilities: bool) -> (Tensor<3>, Option<Tensor<4>>) {
         let projected = self.attn.project(normalise(&self.ln_1, x.clone()));
         let (attended, probabilities) = self.attn.attend(projected, 0, with_probabilities);
         (self.finish(x, attended), probabilities)

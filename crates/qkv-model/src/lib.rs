@@ -4,6 +4,7 @@
 pub mod accounting;
 pub mod attention;
 pub mod config;
+pub mod diagnostics;
 pub mod dropout;
 pub mod gpt;
 pub mod presets;
@@ -13,6 +14,7 @@ pub mod variant;
 pub use accounting::{CacheDType, Component, ParamReport};
 pub use attention::CausalSelfAttention;
 pub use config::{AttentionConfig, ConfigError, GptConfig, Norm};
+pub use diagnostics::{LayerDiagnostics, ModelDiagnostics};
 pub use gpt::{Gpt, GptOutput, KvCache};
 pub use presets::Preset;
 pub use variant::{AttentionVariant, UnknownVariant};

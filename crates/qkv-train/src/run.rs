@@ -10,6 +10,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 use web_time::Instant;
 
+use qkv_model::diagnostics::{DiagnosticsError, ModelDiagnostics, diagnose};
 use qkv_model::{ConfigError, Gpt, GptConfig};
 
 use crate::corpus::DataError;
@@ -436,6 +437,24 @@ impl Run {
         Ok(self.finish_eval(pending, &values))
     }
 
+    /// The model's attention diagnostics ([`qkv_model::diagnostics`]), the logit figures
+    /// measured on the first rows of the first validation batch.
+    pub async fn diagnose_async(&self, val: &[Batch]) -> Result<ModelDiagnostics, DiagnosticsError> {
+        /// Rows of the batch the logit figures average over: enough text, little time.
+        const ROWS: usize = 4;
+        let batch = val.first().ok_or(DiagnosticsError::NoTokens)?;
+        let rows = batch.rows.min(ROWS);
+        let inputs = batch.inputs[..rows * batch.time].to_vec();
+        let device = self.device.clone().without_autodiff();
+        let tokens = Tensor::<2, Int>::from_data(TensorData::new(inputs, [rows, batch.time]), &device);
+        diagnose(&self.model().valid(), tokens).await
+    }
+
+    /// [`Run::diagnose_async`], blocking (not in the browser).
+    pub fn diagnose(&self, val: &[Batch]) -> Result<ModelDiagnostics, DiagnosticsError> {
+        pollster::block_on(self.diagnose_async(val))
+    }
+
     /// Whether an evaluation is due after the step just taken.
     pub fn eval_due(&self) -> bool {
         self.step > 0 && (self.step.is_multiple_of(self.spec.training.eval_interval) || self.step >= self.spec.training.steps)
@@ -687,6 +706,18 @@ pub(crate) mod tests {
         }
         assert_eq!(grouped.runs[0].metrics.steps.len(), 30);
         assert_eq!(grouped.runs[0].metrics.evals.len(), 3);
+    }
+
+    #[test]
+    fn a_run_diagnoses_its_model_on_validation_text() {
+        let dataset = tiny_text();
+        let spec = tiny_spec(AttentionVariant::SharedQueryKey, &dataset);
+        let val = dataset.val_batches(1, 8, 16, 0);
+        let run = Run::new(spec.clone(), &dataset, &Device::flex()).unwrap();
+        let diagnostics = run.diagnose(&val).unwrap();
+        assert_eq!(diagnostics.layers.len(), spec.model.n_layer);
+        assert!(diagnostics.layers.iter().flat_map(|l| &l.symmetry).all(|s| (s - 1.0).abs() < 1e-6), "{diagnostics:?}");
+        assert!(matches!(run.diagnose(&[]), Err(DiagnosticsError::NoTokens)));
     }
 
     #[test]

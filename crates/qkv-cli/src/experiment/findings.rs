@@ -1,6 +1,7 @@
 //! The reports' findings: mean ± std over seeds, the tables, and each paper's claims checked
 //! against the numbers, saying where this run differs from the paper and by how much.
 
+use qkv_model::ModelDiagnostics;
 use qkv_train::RunStatus;
 
 use super::Study;
@@ -30,6 +31,40 @@ fn pm(stat: Option<(f64, f64, usize)>) -> String {
 
 fn change(value: f64, reference: f64) -> String {
     format!("{:+.2}%", 100.0 * (value - reference) / reference)
+}
+
+/// The trained models' attention diagnostics by study and run: mean ± std over seeds of each
+/// figure's mean over layers, ending in a blank line. Empty when no outcome has them (seeds saved
+/// before they existed).
+pub(super) fn diagnostics_section(outcomes: &[Outcome]) -> String {
+    if outcomes.iter().all(|o| o.summary.diagnostics.is_none()) {
+        return String::new();
+    }
+    let mut studies: Vec<&str> = Vec::new();
+    for o in outcomes {
+        if !studies.contains(&o.study.as_str()) {
+            studies.push(&o.study);
+        }
+    }
+    let mut out = format!(
+        "{}\n\n| study | run | cos(W_K, W_V) | cos(W_Q, W_K) | logit symmetry | logit RMS |\n|---|---|---:|---:|---:|---:|\n",
+        crate::report::DIAGNOSTICS_HEADING
+    );
+    for study in studies {
+        for (name, list) in by_run(outcomes, study) {
+            let stat = |figure: fn(&ModelDiagnostics) -> Option<f64>| {
+                pm(mean_std(list.iter().map(|o| o.summary.diagnostics.as_ref().and_then(figure))))
+            };
+            out += &format!(
+                "| {study} | {name} | {} | {} | {} | {} |\n",
+                stat(|d| d.mean(|l| l.key_value_cosine)),
+                stat(|d| d.mean(|l| l.query_key_cosine)),
+                stat(ModelDiagnostics::mean_symmetry),
+                stat(|d| d.mean(|l| Some(l.logit_rms)))
+            );
+        }
+    }
+    out + "\n"
 }
 
 /// Runs of a study in plan order, with every seed's outcome.
@@ -298,6 +333,7 @@ mod tests {
                 wall_secs: 100.0,
                 total_params: 805_632,
                 kv_cache_bytes_per_token: 4096,
+                diagnostics: None,
                 accuracy: None,
                 sequence_accuracy: None,
                 status: RunStatus::Finished,
@@ -364,5 +400,32 @@ mod tests {
         // Four decimals printed every solved synthetic task's loss as 0.0001 ± 0.0000.
         assert_eq!(pm(mean_std([Some(1.30e-4), Some(1.34e-4)].into_iter())), "1.32e-4 ± 2.8e-6");
         assert_eq!(pm(mean_std([Some(1.9748), Some(1.9930)].into_iter())), "1.9839 ± 0.0129");
+    }
+
+    #[test]
+    fn the_diagnostics_section_gives_each_run_its_mean_over_seeds() {
+        use qkv_model::LayerDiagnostics;
+        let with = |mut outcome: Outcome, key_value_cosine: Option<f64>| {
+            let layer = LayerDiagnostics {
+                key_value_cosine,
+                query_key_cosine: None,
+                effective_ranks: vec![],
+                symmetry: vec![0.5, 0.7],
+                logit_rms: 2.0,
+            };
+            outcome.summary.diagnostics = Some(ModelDiagnostics { layers: vec![layer] });
+            outcome
+        };
+        let old = [finished("standard", 0, 1.5), finished("standard", 1, 1.5)];
+        assert_eq!(diagnostics_section(&old), "", "seeds saved before diagnostics: no section");
+        let outcomes = [
+            with(finished("standard", 0, 1.5), Some(0.5)),
+            with(finished("standard", 1, 1.5), Some(0.7)),
+            with(finished("wq-identity", 0, 1.5), Some(0.1)),
+            finished("wq-identity", 1, 1.5),
+        ];
+        let section = diagnostics_section(&outcomes);
+        assert!(section.contains("| text | standard | 0.6000 ± 0.1414 | - | 0.6000 ± 0.0000 | 2.0000 ± 0.0000 |"), "{section}");
+        assert!(section.contains("| text | wq-identity | 0.1000 | - | 0.6000 | 2.0000 |"), "one seed has them: {section}");
     }
 }

@@ -21,7 +21,7 @@ use qkv_train::{DataSource, Experiment, Run, SyntheticTask, TokenizerKind};
 use crate::Failure;
 use crate::report::LossCurve;
 use crate::train::{Backend, headless_session, started_or_failed};
-use findings::{paper1_report, paper2_against_paper, paper2_report};
+use findings::{diagnostics_section, paper1_report, paper2_against_paper, paper2_report};
 use seeds::{Outcome, SeedResult};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -291,7 +291,8 @@ impl Trainer<'_> {
                 .build()
                 .map_err(|e| format!("cannot start {threads_per_job} compute threads: {e}"))?;
             let experiment = pool.install(|| train_seed(&plan, &self.device, &dir, &label))?;
-            let outcomes: Vec<Outcome> = experiment.runs.iter().map(|r| Outcome::of(&study.name, seed, r)).collect();
+            let outcomes: Vec<Outcome> =
+                experiment.runs.iter().map(|r| Outcome::of(&study.name, seed, r, experiment.val_batches())).collect();
             let result =
                 SeedResult { plan, finished: utc_date(), compute: self.compute.clone(), command: self.invocation.to_string(), outcomes };
             result.save(&results)?;
@@ -405,11 +406,12 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
         Paper::Paper2 => paper2_report(&outcomes, &studies) + &paper2_against_paper(&outcomes),
     };
     let preset = args.scale.preset();
+    let diagnostics = diagnostics_section(&outcomes);
     let markdown = format!(
         "# QKV Lab: {paper} at {scale} scale\n\n\
          - command: `{invocation}`\n- date: {}\n- backend: {compute}\n- wall time: {wall:.0} s this invocation (finished seeds are reported from seeds/, not trained again); {training_secs:.0} s of training in all (the runs' own clocks, across resumes)\n\
          - model: {} ({}), {} seeds; every run of a seed trains on the same batches\n\n\
-         Losses are mean ± standard deviation over seeds of each run's validation loss.\n\n{body}\n{plots}\n\
+         Losses are mean ± standard deviation over seeds of each run's validation loss.\n\n{body}\n{plots}\n{diagnostics}\
          ## Seeds\n\nEach seed's results are in `seeds/`; a rerun reports a finished seed from there.\n\n{provenance}",
         utc_date(),
         preset.name(),

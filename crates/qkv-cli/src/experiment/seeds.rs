@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use qkv_train::Run;
 use qkv_train::checkpoint::write_atomically;
 use qkv_train::plan::ExperimentPlan;
+use qkv_train::{Batch, Run};
 
 use crate::Failure;
 use crate::report::LossCurve;
@@ -74,13 +74,14 @@ impl SeedResult {
 }
 
 impl Outcome {
-    pub(super) fn of(study: &str, seed: u64, run: &Run) -> Self {
+    /// The run's outcome, its diagnostics measured on `val`.
+    pub(super) fn of(study: &str, seed: u64, run: &Run, val: &[Batch]) -> Self {
         Self {
             study: study.to_string(),
             seed,
             kv_heads: run.spec.model.attention.kv_heads,
             weight_decay: run.spec.training.weight_decay,
-            summary: RunSummary::of(run),
+            summary: RunSummary::of(run, val),
             curve: LossCurve::of(run),
         }
     }

@@ -1,0 +1,373 @@
+//! What a model's attention has learned, as numbers the papers' explanations can be checked
+//! against (definitions and their reasons in docs/diagnostics.md):
+//!
+//! - how alike two projections are, `cos(W_K, W_V)` and `cos(W_Q, W_K)`: paper 2 explains why
+//!   keys and values can share a projection by the first being high in trained standard models;
+//! - how symmetric each head's attention logits are: sharing W_Q and W_K forces symmetry, which
+//!   paper 2 blames for Q=K-V's losses;
+//! - how many directions each projection uses, its effective rank;
+//! - how large the logits are, which the scale 1/√d_k (or paper 1's 1/(2√d_k)) sets at the start.
+//!
+//! The weight figures need only the model; the logit figures need input tokens. Every read from
+//! the device is awaited, so that the browser (which cannot block on its GPU) can compute them.
+
+use burn::module::Param;
+use burn::nn::Linear;
+use burn::tensor::{Int, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+use crate::attention::CausalSelfAttention;
+use crate::gpt::{Gpt, normalise};
+use crate::variant::Projection;
+
+/// One layer's diagnostics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayerDiagnostics {
+    /// `cos(W_K, W_V)`, the two weight matrices read as vectors; `None` where the layer has no
+    /// separate W_K and W_V.
+    pub key_value_cosine: Option<f64>,
+    /// `cos(W_Q, W_K)`; `None` without separate W_Q and W_K of the same shape (GQA/MQA keys
+    /// have fewer heads than queries).
+    pub query_key_cosine: Option<f64>,
+    /// The effective rank of each projection the layer owns, by its name ("W_K", "W_QK", …).
+    pub effective_ranks: Vec<(String, f64)>,
+    /// Per head: the share of the logit matrix's energy in its symmetric part,
+    /// `‖(A + Aᵀ)/2‖² / ‖A‖²`, over every query-key pair before the causal mask: 1 for
+    /// symmetric logits (as Q=K-V's are), 0.5 for unrelated A_ij and A_ji, 0 for antisymmetric.
+    pub symmetry: Vec<f64>,
+    /// Root mean square of the scaled logits over the pairs a query may attend to, all heads.
+    pub logit_rms: f64,
+}
+
+/// The diagnostics of every layer, in order, from the inputs they were measured on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelDiagnostics {
+    pub layers: Vec<LayerDiagnostics>,
+}
+
+impl ModelDiagnostics {
+    /// The mean over layers of a per-layer figure that some layers may lack; `None` if all do.
+    pub fn mean(&self, figure: impl Fn(&LayerDiagnostics) -> Option<f64>) -> Option<f64> {
+        let values: Vec<f64> = self.layers.iter().filter_map(figure).collect();
+        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+    }
+
+    /// The symmetry score's mean over layers and heads.
+    pub fn mean_symmetry(&self) -> Option<f64> {
+        self.mean(|l| (!l.symmetry.is_empty()).then(|| l.symmetry.iter().sum::<f64>() / l.symmetry.len() as f64))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DiagnosticsError {
+    #[error("reading the model's weights or logits from the device failed: {0}")]
+    Read(String),
+    #[error("diagnostics need at least one input token")]
+    NoTokens,
+}
+
+async fn read<const D: usize>(tensor: Tensor<D>) -> Result<Vec<f32>, DiagnosticsError> {
+    let data: TensorData = tensor.into_data_async().await.map_err(|e| DiagnosticsError::Read(format!("{e:?}")))?;
+    data.try_into_vec_as::<f32>().map_err(|e| DiagnosticsError::Read(format!("{e:?}")))
+}
+
+async fn weights(layer: &Option<Linear>) -> Result<Option<(Vec<f32>, [usize; 2])>, DiagnosticsError> {
+    match layer {
+        Some(linear) => {
+            let weight: &Param<Tensor<2>> = &linear.weight;
+            let dims = weight.val().dims();
+            Ok(Some((read(weight.val()).await?, dims)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Diagnostics of every layer of `model`, the logit figures measured on `tokens` [batch, time].
+pub async fn diagnose(model: &Gpt, tokens: Tensor<2, Int>) -> Result<ModelDiagnostics, DiagnosticsError> {
+    if tokens.dims().contains(&0) {
+        return Err(DiagnosticsError::NoTokens);
+    }
+    let mut x = model.embed(tokens, 0);
+    let mut layers = Vec::new();
+    for block in model.layers() {
+        let attention_input = normalise(&block.ln_1, x.clone());
+        layers.push(diagnose_layer(&block.attn, attention_input).await?);
+        x = block.run(x, false).0;
+    }
+    Ok(ModelDiagnostics { layers })
+}
+
+async fn diagnose_layer(attn: &CausalSelfAttention, attention_input: Tensor<3>) -> Result<LayerDiagnostics, DiagnosticsError> {
+    let (w_q, w_k, w_v) = (weights(&attn.w_q).await?, weights(&attn.w_k).await?, weights(&attn.w_v).await?);
+    let same_shape_cosine = |a: &Option<(Vec<f32>, [usize; 2])>, b: &Option<(Vec<f32>, [usize; 2])>| match (a, b) {
+        (Some((a, a_dims)), Some((b, b_dims))) if a_dims == b_dims => Some(cosine(a, b)),
+        _ => None,
+    };
+    let mut effective_ranks = Vec::new();
+    for &projection in attn.variant.projections() {
+        let slot = match projection {
+            Projection::Query => &attn.w_q,
+            Projection::Key => &attn.w_k,
+            Projection::Value => &attn.w_v,
+            Projection::QueryKey => &attn.w_qk,
+            Projection::KeyValue => &attn.w_kv,
+            Projection::QueryKeyValue => &attn.w_qkv,
+        };
+        if let Some((values, [rows, cols])) = weights(slot).await? {
+            effective_ranks.push((projection.name().to_string(), effective_rank(&singular_values(&values, rows, cols))));
+        }
+    }
+
+    let logits = attn.logits(&attn.project(attention_input), 0);
+    let [batch, heads, time, _] = logits.dims();
+    let values = read(logits).await?;
+    let matrices: Vec<&[f32]> = values.chunks(time * time).collect();
+    let symmetry = (0..heads).map(|h| symmetry_score((0..batch).map(|b| matrices[b * heads + h]), time)).collect();
+    let logit_rms = causal_rms(&matrices, time);
+    Ok(LayerDiagnostics {
+        key_value_cosine: same_shape_cosine(&w_k, &w_v),
+        query_key_cosine: same_shape_cosine(&w_q, &w_k),
+        effective_ranks,
+        symmetry,
+        logit_rms,
+    })
+}
+
+/// The cosine of two equally long vectors (0 when either is zero).
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut dot, mut aa, mut bb) = (0.0f64, 0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(x), f64::from(y));
+        dot += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    if aa == 0.0 || bb == 0.0 { 0.0 } else { dot / (aa.sqrt() * bb.sqrt()) }
+}
+
+/// `‖(A + Aᵀ)/2‖² / ‖A‖²` summed over several `time × time` matrices (row-major).
+pub fn symmetry_score<'a>(matrices: impl Iterator<Item = &'a [f32]>, time: usize) -> f64 {
+    let (mut symmetric, mut total) = (0.0f64, 0.0f64);
+    for a in matrices {
+        for i in 0..time {
+            for j in 0..time {
+                let (aij, aji) = (f64::from(a[i * time + j]), f64::from(a[j * time + i]));
+                symmetric += ((aij + aji) / 2.0).powi(2);
+                total += aij * aij;
+            }
+        }
+    }
+    if total == 0.0 { 1.0 } else { symmetric / total }
+}
+
+/// Root mean square of the entries with key position ≤ query position (the causal ones) of
+/// `time × time` matrices.
+pub fn causal_rms(matrices: &[&[f32]], time: usize) -> f64 {
+    let (mut sum, mut count) = (0.0f64, 0usize);
+    for a in matrices {
+        for i in 0..time {
+            for &value in &a[i * time..i * time + i + 1] {
+                sum += f64::from(value).powi(2);
+                count += 1;
+            }
+        }
+    }
+    (sum / count.max(1) as f64).sqrt()
+}
+
+/// Roy and Vetterli's effective rank: `exp(H(p))` with `p_i = σ_i / Σσ`, between 1 (one
+/// direction) and the number of singular values (all equal).
+pub fn effective_rank(singular_values: &[f64]) -> f64 {
+    let total: f64 = singular_values.iter().sum();
+    if total <= 0.0 {
+        return 0.0;
+    }
+    let entropy: f64 = singular_values.iter().map(|s| s / total).filter(|&p| p > 0.0).map(|p| -p * p.ln()).sum();
+    entropy.exp()
+}
+
+/// The singular values of a `rows × cols` row-major matrix, largest first: the square roots of
+/// the eigenvalues of its smaller Gram matrix, found by cyclic Jacobi rotations (a few hundred
+/// columns at most here, where this takes milliseconds to a second).
+pub fn singular_values(matrix: &[f32], rows: usize, cols: usize) -> Vec<f64> {
+    let n = rows.min(cols);
+    let at = |r: usize, c: usize| f64::from(matrix[r * cols + c]);
+    // G = MᵀM (cols ≤ rows) or MMᵀ, n × n.
+    let mut gram = vec![0.0f64; n * n];
+    for i in 0..n {
+        for j in i..n {
+            let value: f64 =
+                if cols <= rows { (0..rows).map(|r| at(r, i) * at(r, j)).sum() } else { (0..cols).map(|c| at(i, c) * at(j, c)).sum() };
+            gram[i * n + j] = value;
+            gram[j * n + i] = value;
+        }
+    }
+    let mut eigenvalues = symmetric_eigenvalues(gram, n);
+    eigenvalues.sort_by(|a, b| b.total_cmp(a));
+    eigenvalues.into_iter().map(|e| e.max(0.0).sqrt()).collect()
+}
+
+/// Eigenvalues of a symmetric `n × n` matrix by cyclic Jacobi rotations, until the
+/// off-diagonal part is negligible against the whole.
+fn symmetric_eigenvalues(mut a: Vec<f64>, n: usize) -> Vec<f64> {
+    let norm: f64 = a.iter().map(|v| v * v).sum::<f64>();
+    for _sweep in 0..50 {
+        let off: f64 = (0..n).flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j))).map(|(i, j)| a[i * n + j].powi(2)).sum();
+        if off <= 1e-22 * norm {
+            break;
+        }
+        for p in 0..n {
+            for q in p + 1..n {
+                let apq = a[p * n + q];
+                if apq.abs() < 1e-300 {
+                    continue;
+                }
+                // The rotation that zeroes a_pq.
+                let theta = (a[q * n + q] - a[p * n + p]) / (2.0 * apq);
+                let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
+                let t = if theta == 0.0 { 1.0 } else { t };
+                let c = 1.0 / (t * t + 1.0).sqrt();
+                let s = t * c;
+                for k in 0..n {
+                    let (akp, akq) = (a[k * n + p], a[k * n + q]);
+                    a[k * n + p] = c * akp - s * akq;
+                    a[k * n + q] = s * akp + c * akq;
+                }
+                for k in 0..n {
+                    let (apk, aqk) = (a[p * n + k], a[q * n + k]);
+                    a[p * n + k] = c * apk - s * aqk;
+                    a[q * n + k] = s * apk + c * aqk;
+                }
+            }
+        }
+    }
+    (0..n).map(|i| a[i * n + i]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpt::tests::tiny_config;
+    use crate::variant::AttentionVariant;
+    use burn::tensor::Device;
+
+    fn tokens(device: &Device) -> Tensor<2, Int> {
+        Tensor::from_data(TensorData::new((0..16).map(|i| (i * 5 % 13) as i64).collect::<Vec<_>>(), [2, 8]), device)
+    }
+
+    fn diagnose_config(variant: AttentionVariant, edit: impl FnOnce(&mut Gpt)) -> ModelDiagnostics {
+        let device = Device::flex();
+        let mut model = Gpt::new_seeded(&tiny_config(variant), &device, 3).unwrap();
+        edit(&mut model);
+        pollster::block_on(diagnose(&model, tokens(&device))).unwrap()
+    }
+
+    #[test]
+    fn equal_key_and_value_weights_have_cosine_one_and_opposite_ones_minus_one() {
+        let same = diagnose_config(AttentionVariant::Standard, |model| {
+            for block in &mut model.blocks {
+                block.attn.w_v = block.attn.w_k.clone();
+            }
+        });
+        let opposite = diagnose_config(AttentionVariant::Standard, |model| {
+            for block in &mut model.blocks {
+                let w_k = block.attn.w_k.as_ref().unwrap().weight.val();
+                block.attn.w_v.as_mut().unwrap().weight = Param::from_tensor(w_k.neg());
+            }
+        });
+        for layer in &same.layers {
+            assert!((layer.key_value_cosine.unwrap() - 1.0).abs() < 1e-9, "{layer:?}");
+        }
+        for layer in &opposite.layers {
+            assert!((layer.key_value_cosine.unwrap() + 1.0).abs() < 1e-9, "{layer:?}");
+        }
+        // Independent random initialisations are nearly orthogonal.
+        let fresh = diagnose_config(AttentionVariant::Standard, |_| {});
+        assert!(
+            fresh.layers.iter().all(|l| l.key_value_cosine.unwrap().abs() < 0.2 && l.query_key_cosine.unwrap().abs() < 0.2),
+            "{fresh:?}"
+        );
+    }
+
+    #[test]
+    fn only_layers_with_both_matrices_have_a_cosine() {
+        let shared = diagnose_config(AttentionVariant::SharedKeyValue, |_| {});
+        assert!(shared.layers.iter().all(|l| l.key_value_cosine.is_none() && l.query_key_cosine.is_none()));
+        let identity = diagnose_config(AttentionVariant::QueryIdentity, |_| {});
+        assert!(identity.layers.iter().all(|l| l.key_value_cosine.is_some() && l.query_key_cosine.is_none()));
+        assert_eq!(identity.mean(|l| l.query_key_cosine), None);
+        let names: Vec<&str> = identity.layers[0].effective_ranks.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["W_K", "W_V"]);
+    }
+
+    #[test]
+    fn shared_query_key_logits_are_symmetric_and_standard_ones_are_not() {
+        let shared = diagnose_config(AttentionVariant::SharedQueryKey, |_| {});
+        for layer in &shared.layers {
+            assert_eq!(layer.symmetry.len(), 4);
+            assert!(layer.symmetry.iter().all(|s| (s - 1.0).abs() < 1e-6), "{layer:?}");
+        }
+        let standard = diagnose_config(AttentionVariant::Standard, |_| {});
+        assert!(standard.layers.iter().flat_map(|l| &l.symmetry).all(|&s| s < 0.99), "{standard:?}");
+    }
+
+    #[test]
+    fn antisymmetric_logits_score_zero() {
+        // Queries (1,0), (0,1) and keys (0,-1), (1,0): A = [[0, 1], [-1, 0]].
+        let a = [0.0f32, 1.0, -1.0, 0.0];
+        assert_eq!(symmetry_score([&a[..]].into_iter(), 2), 0.0);
+        let symmetric = [1.0f32, 2.0, 2.0, 3.0];
+        assert_eq!(symmetry_score([&symmetric[..]].into_iter(), 2), 1.0);
+    }
+
+    #[test]
+    fn the_logit_rms_counts_only_causal_pairs() {
+        // Causal entries 1, 2, 2 (rms √3); the future entry 100 is ignored.
+        let a = [1.0f32, 100.0, 2.0, 2.0];
+        assert!((causal_rms(&[&a[..]], 2) - 3f64.sqrt()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_model_with_larger_logits_measures_larger() {
+        let base = diagnose_config(AttentionVariant::Standard, |_| {});
+        let doubled = diagnose_config(AttentionVariant::Standard, |model| {
+            for block in &mut model.blocks {
+                block.attn.scale *= 2.0;
+            }
+        });
+        // The first layer sees the same input; later ones see what the changed attention made.
+        let (a, b) = (&base.layers[0], &doubled.layers[0]);
+        assert!((b.logit_rms / a.logit_rms - 2.0).abs() < 1e-3, "{a:?} {b:?}");
+    }
+
+    #[test]
+    fn effective_ranks_of_known_spectra() {
+        assert!((effective_rank(&[1.0, 1.0, 1.0, 1.0]) - 4.0).abs() < 1e-12);
+        assert!((effective_rank(&[5.0, 0.0, 0.0]) - 1.0).abs() < 1e-12);
+        // p = (3/4, 1/4): exp(-(0.75 ln 0.75 + 0.25 ln 0.25)).
+        let expected = (-(0.75f64 * 0.75f64.ln() + 0.25 * 0.25f64.ln())).exp();
+        assert!((effective_rank(&[3.0, 1.0]) - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn singular_values_of_known_matrices() {
+        // Rows (3, 0), (0, -1), (0, 0): singular values 3 and 1.
+        let tall = [3.0f32, 0.0, 0.0, -1.0, 0.0, 0.0];
+        let values = singular_values(&tall, 3, 2);
+        assert!((values[0] - 3.0).abs() < 1e-9 && (values[1] - 1.0).abs() < 1e-9, "{values:?}");
+        // A rank-one 3 × 4 matrix u vᵀ with |u| = 3, |v| = 2: one singular value 6.
+        let (u, v) = ([1.0f32, 2.0, 2.0], [1.0f32, 1.0, 1.0, 1.0]);
+        let outer: Vec<f32> = u.iter().flat_map(|a| v.iter().map(move |b| a * b)).collect();
+        let values = singular_values(&outer, 3, 4);
+        assert!((values[0] - 6.0).abs() < 1e-9 && values[1..].iter().all(|s| s.abs() < 1e-6), "{values:?}");
+        // A cyclic permutation scaled by 2 in 5 dimensions: all singular values 2, effective
+        // rank 5.
+        let n = 5;
+        let mut m = vec![0.0f32; n * n];
+        for i in 0..n {
+            m[i * n + (i + 1) % n] = 2.0;
+        }
+        let values = singular_values(&m, n, n);
+        assert!((effective_rank(&values) - 5.0).abs() < 1e-6, "{values:?}");
+    }
+}
