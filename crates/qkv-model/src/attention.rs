@@ -160,6 +160,18 @@ impl CausalSelfAttention {
         layer
     }
 
+    /// The layer's weights for `projection`, if its variant owns that projection.
+    pub fn projection(&self, projection: Projection) -> Option<&Linear> {
+        match projection {
+            Projection::Query => self.w_q.as_ref(),
+            Projection::Key => self.w_k.as_ref(),
+            Projection::Value => self.w_v.as_ref(),
+            Projection::QueryKey => self.w_qk.as_ref(),
+            Projection::KeyValue => self.w_kv.as_ref(),
+            Projection::QueryKeyValue => self.w_qkv.as_ref(),
+        }
+    }
+
     fn slot(&mut self, projection: Projection) -> &mut Option<Linear> {
         match projection {
             Projection::Query => &mut self.w_q,

@@ -71,15 +71,15 @@ async fn read<const D: usize>(tensor: Tensor<D>) -> Result<Vec<f32>, Diagnostics
     data.try_into_vec_as::<f32>().map_err(|e| DiagnosticsError::Read(format!("{e:?}")))
 }
 
-async fn weights(layer: &Option<Linear>) -> Result<Option<(Vec<f32>, [usize; 2])>, DiagnosticsError> {
-    match layer {
-        Some(linear) => {
-            let weight: &Param<Tensor<2>> = &linear.weight;
-            let dims = weight.val().dims();
-            Ok(Some((read(weight.val()).await?, dims)))
-        }
-        None => Ok(None),
-    }
+/// A weight matrix read from the device: its values (row-major) and its dimensions.
+struct Weights {
+    values: Vec<f32>,
+    dims: [usize; 2],
+}
+
+async fn weights(layer: &Linear) -> Result<Weights, DiagnosticsError> {
+    let weight: &Param<Tensor<2>> = &layer.weight;
+    Ok(Weights { dims: weight.val().dims(), values: read(weight.val()).await? })
 }
 
 /// Diagnostics of every layer of `model`, the logit figures measured on `tokens` [batch, time].
@@ -98,38 +98,33 @@ pub async fn diagnose(model: &Gpt, tokens: Tensor<2, Int>) -> Result<ModelDiagno
 }
 
 async fn diagnose_layer(attn: &CausalSelfAttention, attention_input: Tensor<3>) -> Result<LayerDiagnostics, DiagnosticsError> {
-    let (w_q, w_k, w_v) = (weights(&attn.w_q).await?, weights(&attn.w_k).await?, weights(&attn.w_v).await?);
-    let same_shape_cosine = |a: &Option<(Vec<f32>, [usize; 2])>, b: &Option<(Vec<f32>, [usize; 2])>| match (a, b) {
-        (Some((a, a_dims)), Some((b, b_dims))) if a_dims == b_dims => Some(cosine(a, b)),
-        _ => None,
-    };
-    let mut effective_ranks = Vec::new();
+    let mut owned = Vec::new();
     for &projection in attn.variant.projections() {
-        let slot = match projection {
-            Projection::Query => &attn.w_q,
-            Projection::Key => &attn.w_k,
-            Projection::Value => &attn.w_v,
-            Projection::QueryKey => &attn.w_qk,
-            Projection::KeyValue => &attn.w_kv,
-            Projection::QueryKeyValue => &attn.w_qkv,
-        };
-        if let Some((values, [rows, cols])) = weights(slot).await? {
-            effective_ranks.push((projection.name().to_string(), effective_rank(&singular_values(&values, rows, cols))));
+        if let Some(layer) = attn.projection(projection) {
+            owned.push((projection, weights(layer).await?));
         }
     }
+    let find = |wanted: Projection| owned.iter().find(|(p, _)| *p == wanted).map(|(_, w)| w);
+    let same_shape_cosine = |a: Projection, b: Projection| match (find(a), find(b)) {
+        (Some(a), Some(b)) if a.dims == b.dims => Some(cosine(&a.values, &b.values)),
+        _ => None,
+    };
+    let effective_ranks = owned
+        .iter()
+        .map(|(projection, w)| (projection.name().to_string(), effective_rank(&singular_values(&w.values, w.dims[0], w.dims[1]))))
+        .collect();
 
     let logits = attn.logits(&attn.project(attention_input), 0);
     let [batch, heads, time, _] = logits.dims();
     let values = read(logits).await?;
     let matrices: Vec<&[f32]> = values.chunks(time * time).collect();
     let symmetry = (0..heads).map(|h| symmetry_score((0..batch).map(|b| matrices[b * heads + h]), time)).collect();
-    let logit_rms = causal_rms(&matrices, time);
     Ok(LayerDiagnostics {
-        key_value_cosine: same_shape_cosine(&w_k, &w_v),
-        query_key_cosine: same_shape_cosine(&w_q, &w_k),
+        key_value_cosine: same_shape_cosine(Projection::Key, Projection::Value),
+        query_key_cosine: same_shape_cosine(Projection::Query, Projection::Key),
         effective_ranks,
         symmetry,
-        logit_rms,
+        logit_rms: causal_rms(&matrices, time),
     })
 }
 

@@ -347,7 +347,10 @@ impl Run {
             return vec![Err(error)];
         }
         let count = steps.len().min(self.spec.training.steps.saturating_sub(self.step));
-        if count == 0 || steps[..count].iter().any(|batches| batches.is_empty()) {
+        if count == 0 {
+            return vec![Err(RunError::Training("a group of steps needs at least one step".into()))];
+        }
+        if steps[..count].iter().any(|batches| batches.is_empty()) {
             return vec![Err(RunError::Training("a step needs at least one batch".into()))];
         }
         let started = Instant::now();
@@ -359,15 +362,12 @@ impl Run {
             }
         }
         let together = Tensor::cat(pending.iter().map(|p| p.values.clone()).collect(), 0);
-        let values = match together.into_data_async().await {
-            Ok(data) => read_values(data),
-            Err(e) => Err(RunError::Device(format!("{e:?}"))),
-        };
-        let values = match values {
+        let read = async { read_values(together.into_data_async().await.map_err(|e| RunError::Device(format!("{e:?}")))?) };
+        let values = match read.await {
             Ok(values) => values,
             Err(error) => return vec![Err(error)],
         };
-        let elapsed_each = started.elapsed().as_secs_f64() / count.max(1) as f64;
+        let elapsed_each = started.elapsed().as_secs_f64() / count as f64;
         let mut outcomes = Vec::with_capacity(count);
         for (step, values) in pending.into_iter().zip(values.chunks(2)) {
             let outcome = self.finish_step(step, values, elapsed_each);
@@ -606,16 +606,22 @@ pub(crate) mod tests {
         }
     }
 
-    #[test]
-    fn a_diverging_run_stops_and_the_others_go_on() {
-        let dataset = tiny_text();
-        let healthy = tiny_spec(AttentionVariant::Standard, &dataset);
-        let mut exploding = tiny_spec(AttentionVariant::QueryIdentity, &dataset);
+    /// A run whose learning rate makes its loss overflow within a few steps.
+    fn exploding_spec(dataset: &Dataset) -> RunSpec {
+        let mut exploding = tiny_spec(AttentionVariant::QueryIdentity, dataset);
         exploding.name = "exploding".into();
         exploding.training.lr = 1e30;
         exploding.training.min_lr = 1e29;
         exploding.training.warmup_steps = 0;
         exploding.training.grad_clip = None;
+        exploding
+    }
+
+    #[test]
+    fn a_diverging_run_stops_and_the_others_go_on() {
+        let dataset = tiny_text();
+        let healthy = tiny_spec(AttentionVariant::Standard, &dataset);
+        let exploding = exploding_spec(&dataset);
         let mut experiment = Experiment::new(dataset, vec![healthy, exploding], &Device::flex()).unwrap();
         let mut diverged = None;
         for _ in 0..10 {
@@ -664,12 +670,7 @@ pub(crate) mod tests {
     #[test]
     fn an_experiment_reads_back_in_groups_that_end_at_each_evaluation() {
         let dataset = tiny_text();
-        let mut exploding = tiny_spec(AttentionVariant::QueryIdentity, &dataset);
-        exploding.name = "exploding".into();
-        exploding.training.lr = 1e30;
-        exploding.training.min_lr = 1e29;
-        exploding.training.warmup_steps = 0;
-        exploding.training.grad_clip = None;
+        let exploding = exploding_spec(&dataset);
         let specs = vec![tiny_spec(AttentionVariant::Standard, &dataset), exploding];
         let mut grouped = Experiment::new(dataset.clone(), specs.clone(), &Device::flex()).unwrap();
         let mut stepped = Experiment::new(dataset, specs, &Device::flex()).unwrap();
