@@ -83,6 +83,8 @@ async fn weights(layer: &Linear) -> Result<Weights, DiagnosticsError> {
 }
 
 /// Diagnostics of every layer of `model`, the logit figures measured on `tokens` [batch, time].
+/// Pass the model as it is evaluated (`valid()`, without dropout), or the figures of the later
+/// layers vary with dropout's masks.
 pub async fn diagnose(model: &Gpt, tokens: Tensor<2, Int>) -> Result<ModelDiagnostics, DiagnosticsError> {
     if tokens.dims().contains(&0) {
         return Err(DiagnosticsError::NoTokens);
