@@ -90,7 +90,7 @@ impl Experiment {
             first.training.seed,
             first.training.eval_batches,
         );
-        let val_batches = dataset.val_batches(eval_batches, batch_size, block_size, seed);
+        let val_batches = dataset.val_batches(eval_batches, batch_size, block_size);
         let step = runs.iter().map(|r| r.step).max().unwrap_or(0);
         // Drawing the batches of the steps already taken costs microseconds a step.
         let mut rng = Rng::new(seed);

@@ -713,7 +713,7 @@ pub(crate) mod tests {
     fn a_run_diagnoses_its_model_on_validation_text() {
         let dataset = tiny_text();
         let spec = tiny_spec(AttentionVariant::SharedQueryKey, &dataset);
-        let val = dataset.val_batches(1, 8, 16, 0);
+        let val = dataset.val_batches(1, 8, 16);
         let run = Run::new(spec.clone(), &dataset, &Device::flex()).unwrap();
         let diagnostics = run.diagnose(&val).unwrap();
         assert_eq!(diagnostics.layers.len(), spec.model.n_layer);

@@ -16,6 +16,8 @@ pub const VOCAB_SIZE: usize = 11;
 pub const TRAIN_EXAMPLES: usize = 50_000;
 pub const VAL_EXAMPLES: usize = 1_000;
 pub const TEST_EXAMPLES: usize = 10_000;
+/// Draws the validation and test examples, whatever the training seed.
+const HELD_OUT_SEED: u64 = 0x4E1D_0075;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -108,8 +110,9 @@ impl Split {
     }
 }
 
-/// A task at list length L, its examples fixed by a seed. Example i of a split is generated on
-/// demand, so long lists cost no memory.
+/// A task at list length L. Its training examples are fixed by a seed; its validation and test
+/// examples are the same for every seed, so that seeds are compared on the same held-out lists.
+/// Example i of a split is generated on demand, so long lists cost no memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyntheticData {
     pub task: SyntheticTask,
@@ -120,7 +123,11 @@ pub struct SyntheticData {
 impl SyntheticData {
     /// The full sequence `x SEP y` of example `index` of `split`, 2L + 1 tokens.
     pub fn example(&self, split: Split, index: usize) -> Vec<u32> {
-        let mut rng = Rng::for_item(self.seed, split.stream(), index as u64);
+        let seed = match split {
+            Split::Train => self.seed,
+            Split::Val | Split::Test => HELD_OUT_SEED,
+        };
+        let mut rng = Rng::for_item(seed, split.stream(), index as u64);
         let x: Vec<u32> = (0..self.length).map(|_| rng.below(10) as u32).collect();
         let y = self.task.target(&x);
         let mut sequence = x;

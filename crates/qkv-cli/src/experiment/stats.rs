@@ -1,0 +1,210 @@
+//! The reports' statistics: mean ± std over seeds, and paired per-seed changes with a Student-t
+//! interval. Runs of one seed train on the same batches and every seed is validated on the same
+//! batches, so a run's change against the reference within each seed is the sharp comparison: the
+//! seed-to-seed spread of the losses themselves also holds how lucky each seed's initialisation
+//! and batch order were.
+
+use std::fmt;
+
+/// Mean and sample standard deviation of the finite values present, and how many there were.
+pub(super) fn mean_std(values: impl Iterator<Item = Option<f64>>) -> Option<(f64, f64, usize)> {
+    let v: Vec<f64> = values.flatten().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let var = if v.len() > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64 } else { 0.0 };
+    Some((mean, var.sqrt(), v.len()))
+}
+
+/// What a change is measured in. At the character level a loss change of x % is a perplexity
+/// change of about 2x %, so every figure says which it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unit {
+    /// 100 · (a − b) / b of the validation losses.
+    Loss,
+    /// 100 · (exp(a − b) − 1): the change of the validation perplexity exp(loss).
+    Perplexity,
+}
+
+impl Unit {
+    fn change(self, value: f64, reference: f64) -> f64 {
+        match self {
+            Unit::Loss => 100.0 * (value - reference) / reference,
+            Unit::Perplexity => 100.0 * ((value - reference).exp() - 1.0),
+        }
+    }
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Unit::Loss => "loss",
+            Unit::Perplexity => "perplexity",
+        }
+    }
+}
+
+/// A run's change against a reference run, seed by seed (seeds where both have a value).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct PairedChange {
+    pub(super) unit: Unit,
+    /// (seed, change in %), in the order of the run's seeds.
+    pub(super) per_seed: Vec<(u64, f64)>,
+}
+
+/// Which side of zero a change's 95 % interval lies on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Direction {
+    /// The whole interval is below zero: lower loss than the reference.
+    Lower,
+    /// The whole interval is above zero.
+    Higher,
+    /// The interval contains zero, or one seed gives no interval: the seeds cannot tell.
+    Undecided,
+}
+
+impl PairedChange {
+    /// The change of `values` against `reference`, both as (seed, validation loss); None where no
+    /// seed has both.
+    pub(super) fn of(unit: Unit, values: &[(u64, f64)], reference: &[(u64, f64)]) -> Option<Self> {
+        let per_seed: Vec<(u64, f64)> = values
+            .iter()
+            .filter_map(|&(seed, value)| {
+                let &(_, base) = reference.iter().find(|(s, _)| *s == seed)?;
+                let change = unit.change(value, base);
+                change.is_finite().then_some((seed, change))
+            })
+            .collect();
+        (!per_seed.is_empty()).then_some(Self { unit, per_seed })
+    }
+
+    pub(super) fn seeds(&self) -> usize {
+        self.per_seed.len()
+    }
+
+    /// Mean and std over seeds of the change, and the number of seeds.
+    pub(super) fn stats(&self) -> (f64, f64, usize) {
+        mean_std(self.per_seed.iter().map(|(_, c)| Some(*c))).expect("at least one seed")
+    }
+
+    /// The 95 % Student-t interval of the mean change; None with one seed.
+    pub(super) fn interval(&self) -> Option<(f64, f64)> {
+        let (mean, std, n) = self.stats();
+        if n < 2 {
+            return None;
+        }
+        let half = t_quantile_975(n - 1) * std / (n as f64).sqrt();
+        Some((mean - half, mean + half))
+    }
+
+    /// The t-statistic mean / (std / √n); None with one seed or no spread.
+    pub(super) fn t(&self) -> Option<f64> {
+        let (mean, std, n) = self.stats();
+        (n > 1 && std > 0.0).then(|| mean / (std / (n as f64).sqrt()))
+    }
+
+    pub(super) fn direction(&self) -> Direction {
+        match self.interval() {
+            Some((low, _)) if low > 0.0 => Direction::Higher,
+            Some((_, high)) if high < 0.0 => Direction::Lower,
+            _ => Direction::Undecided,
+        }
+    }
+
+    /// The seeds' changes, "+2.20%, +2.54%, +1.45%".
+    pub(super) fn listed(&self) -> String {
+        self.per_seed.iter().map(|(_, c)| format!("{c:+.2}%")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// "+2.06 ± 0.56% in loss (95% interval +0.67% to +3.45%, t = 6.4; per seed: ...)".
+impl fmt::Display for PairedChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (mean, std, n) = self.stats();
+        if n < 2 {
+            return write!(f, "{mean:+.2}% in {} (one seed: no interval)", self.unit.label());
+        }
+        write!(f, "{mean:+.2} ± {std:.2}% in {}", self.unit.label())?;
+        let (low, high) = self.interval().expect("two or more seeds");
+        write!(f, " (95% interval {low:+.2}% to {high:+.2}%")?;
+        if let Some(t) = self.t() {
+            write!(f, ", t = {t:.1}")?;
+        }
+        write!(f, "; per seed: {})", self.listed())
+    }
+}
+
+/// The 0.975 quantile of Student's t with `df` degrees of freedom: the half-width of a 95 %
+/// interval in standard errors. Solved by bisection on the exact distribution function.
+pub(super) fn t_quantile_975(df: usize) -> f64 {
+    let (mut low, mut high) = (0.0, 1000.0);
+    for _ in 0..100 {
+        let mid = 0.5 * (low + high);
+        if t_central_probability(mid, df) < 0.95 { low = mid } else { high = mid }
+    }
+    0.5 * (low + high)
+}
+
+/// P(|T| < t) for Student's t with `df` ≥ 1 degrees of freedom, from the finite series in
+/// θ = atan(t / √df) that integer degrees of freedom allow (Abramowitz & Stegun 26.7.3–4).
+fn t_central_probability(t: f64, df: usize) -> f64 {
+    let theta = (t / (df as f64).sqrt()).atan();
+    let (sin, cos) = theta.sin_cos();
+    // Σ c_k cos^k θ for k = first, first + 2, …, df − 2, with c_first = 1 and
+    // c_(k+2) = c_k · (k + 1) / (k + 2): 1 + ½cos² + ⅜cos⁴ + … (even df), cos + ⅔cos³ + … (odd).
+    let series = |first: usize| {
+        let (mut sum, mut term, mut k) = (0.0, cos.powi(first as i32), first);
+        while k + 2 <= df {
+            sum += term;
+            term *= (k + 1) as f64 / (k + 2) as f64 * cos * cos;
+            k += 2;
+        }
+        sum
+    };
+    if df.is_multiple_of(2) { sin * series(0) } else { 2.0 / std::f64::consts::PI * (theta + sin * series(1)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn t_quantiles_match_the_tables() {
+        // Student's 0.975 quantiles, as printed in every statistics table.
+        for (df, table) in [(1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (5, 2.571), (9, 2.262), (30, 2.042)] {
+            let t = t_quantile_975(df);
+            assert!((t - table).abs() < 1e-3, "df {df}: {t} against {table}");
+        }
+    }
+
+    #[test]
+    fn paired_changes_pair_by_seed_and_carry_their_unit() {
+        let reference = [(1, 2.0), (2, 2.1), (3, 1.9)];
+        let values = [(3, 1.9 * 1.02), (1, 2.0 * 1.01), (2, 2.1 * 1.03)];
+        let change = PairedChange::of(Unit::Loss, &values, &reference).unwrap();
+        assert_eq!(change.seeds(), 3);
+        assert!((change.stats().0 - 2.0).abs() < 1e-9);
+        // std 1, n 3: the interval is 2 ± 4.303 / √3.
+        let (low, high) = change.interval().unwrap();
+        assert!((high - low - 2.0 * 4.303 / 3f64.sqrt()).abs() < 1e-2, "{low} {high}");
+        assert_eq!(change.direction(), Direction::Undecided);
+        assert!((change.t().unwrap() - 2.0 * 3f64.sqrt()).abs() < 1e-9);
+        assert_eq!(change.listed(), "+2.00%, +1.00%, +3.00%");
+        assert!(change.to_string().starts_with("+2.00 ± 1.00% in loss (95% interval"), "{change}");
+
+        // A perplexity change is exp(Δloss) − 1: 0.05 nats more is +5.13 %.
+        let ppl = PairedChange::of(Unit::Perplexity, &[(1, 2.05)], &[(1, 2.0), (2, 2.0)]).unwrap();
+        assert!((ppl.stats().0 - 5.127).abs() < 1e-3, "{}", ppl.stats().0);
+        assert_eq!(ppl.interval(), None);
+        assert!(ppl.to_string().contains("in perplexity (one seed"), "{ppl}");
+        assert_eq!(PairedChange::of(Unit::Loss, &[(9, 1.0)], &reference), None, "no seed in common");
+    }
+
+    #[test]
+    fn a_consistent_change_has_a_direction() {
+        let reference = [(1, 2.0), (2, 2.0), (3, 2.0)];
+        let worse = PairedChange::of(Unit::Loss, &[(1, 2.04), (2, 2.05), (3, 2.03)], &reference).unwrap();
+        assert_eq!(worse.direction(), Direction::Higher);
+        let better = PairedChange::of(Unit::Loss, &[(1, 1.96), (2, 1.95), (3, 1.97)], &reference).unwrap();
+        assert_eq!(better.direction(), Direction::Lower);
+    }
+}
