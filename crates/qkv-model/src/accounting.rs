@@ -230,6 +230,19 @@ mod tests {
     }
 
     #[test]
+    fn any_identity_projection_saves_one_matrix_per_layer() {
+        let config = Preset::Gpt2Small.config();
+        let standard = ParamReport::new(&config);
+        for variant in [AttentionVariant::QueryIdentity, AttentionVariant::KeyIdentity, AttentionVariant::ValueIdentity] {
+            let report = ParamReport::new(&config.clone().with_variant(variant));
+            assert_eq!(standard.total_params - report.total_params, 12 * 768 * 768, "{variant}");
+            // Keys and values are still two tensors to cache.
+            let cache = |c: &GptConfig| kv_cache_bytes_per_token(c, CacheDType::F32);
+            assert_eq!(cache(&config.clone().with_variant(variant)), cache(&config), "{variant}");
+        }
+    }
+
+    #[test]
     fn kv_cache_reductions_match_paper_2() {
         // Paper 2, 16 heads: Q-K=V 50%, GQA-4 75%, MQA 93.75%, Q-GQA-4 87.5%, Q-MQA 96.875%.
         let base = Preset::Paper2_300m.config();

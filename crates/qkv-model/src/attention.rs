@@ -201,6 +201,9 @@ impl CausalSelfAttention {
             Standard => (Self::apply(&self.w_q, &x), Self::apply(&self.w_k, &x), Self::apply(&self.w_v, &x)),
             // The query is the attention input itself: head h reads channels [h·d_k, (h+1)·d_k).
             QueryIdentity => (x.clone(), Self::apply(&self.w_k, &x), Self::apply(&self.w_v, &x)),
+            // Paper 1's ablations: the key, or the value, is the input itself, head by head.
+            KeyIdentity => (Self::apply(&self.w_q, &x), x.clone(), Self::apply(&self.w_v, &x)),
+            ValueIdentity => (Self::apply(&self.w_q, &x), Self::apply(&self.w_k, &x), x.clone()),
             SharedQueryKey | SharedQueryKeyAsym => {
                 let qk = Self::apply(&self.w_qk, &x);
                 (qk.clone(), qk, Self::apply(&self.w_v, &x))
@@ -344,24 +347,37 @@ mod tests {
     }
 
     #[test]
-    fn identity_query_is_exactly_the_input_head_slices() {
+    fn an_identity_projection_is_exactly_the_input_head_slices() {
         let device = Device::flex();
-        let config = tiny_config(AttentionVariant::QueryIdentity);
-        let layer = CausalSelfAttention::new(&config, &SeedStream::new(0), &device);
         let x = input(&device);
-        let query = layer.project(x.clone()).query;
-        assert_eq!(query.dims(), [2, 4, 5, 4]);
-        let (q, x) = (values(query), values(x));
-        for b in 0..2 {
-            for h in 0..4 {
-                for t in 0..5 {
-                    for c in 0..4 {
-                        assert_eq!(q[((b * 4 + h) * 5 + t) * 4 + c], x[(b * 5 + t) * 16 + h * 4 + c]);
+        for (variant, scale) in [
+            (AttentionVariant::QueryIdentity, 1.0 / (2.0 * 2.0)),
+            (AttentionVariant::KeyIdentity, 1.0 / (2.0 * 2.0)),
+            (AttentionVariant::ValueIdentity, 1.0 / 2.0),
+        ] {
+            let layer = CausalSelfAttention::new(&tiny_config(variant), &SeedStream::new(0), &device);
+            let Projected { query, key, value } = layer.project(x.clone());
+            let identity = match variant {
+                AttentionVariant::QueryIdentity => query,
+                AttentionVariant::KeyIdentity => key,
+                _ => value,
+            };
+            assert_eq!(identity.dims(), [2, 4, 5, 4]);
+            let (p, x) = (values(identity), values(x.clone()));
+            for b in 0..2 {
+                for h in 0..4 {
+                    for t in 0..5 {
+                        for c in 0..4 {
+                            assert_eq!(p[((b * 4 + h) * 5 + t) * 4 + c], x[(b * 5 + t) * 16 + h * 4 + c], "{variant}");
+                        }
                     }
                 }
             }
+            assert_eq!(layer.scale, scale, "{variant}");
+            assert_eq!(layer.w_q.is_none(), variant == AttentionVariant::QueryIdentity);
+            assert_eq!(layer.w_k.is_none(), variant == AttentionVariant::KeyIdentity);
+            assert_eq!(layer.w_v.is_none(), variant == AttentionVariant::ValueIdentity);
         }
-        assert_eq!(layer.scale, 1.0 / (2.0 * 2.0));
     }
 
     #[test]

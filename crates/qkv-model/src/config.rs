@@ -96,11 +96,11 @@ pub enum ConfigError {
     )]
     HeadsNotDivisibleByKvHeads { n_head: usize, kv_heads: usize },
     #[error(
-        "attention.variant {variant} computes queries with the key projection, so it cannot share \
-         key/value heads (kv_heads {kv_heads} < n_head {n_head}): set kv_heads to {n_head} or pick \
-         standard, wq-identity or shared-kv for GQA/MQA"
+        "attention.variant {variant} {reason}, so it cannot share key/value heads (kv_heads \
+         {kv_heads} < n_head {n_head}): set kv_heads to {n_head} or pick standard, wq-identity or \
+         shared-kv for GQA/MQA"
     )]
-    VariantCannotShareHeads { variant: AttentionVariant, kv_heads: usize, n_head: usize },
+    VariantCannotShareHeads { variant: AttentionVariant, reason: &'static str, kv_heads: usize, n_head: usize },
     #[error("dropout ({0}) must be in [0, 1)")]
     Dropout(f64),
     #[error("attention.scale ({0}) must be a positive finite number, or left out for the variant's default")]
@@ -139,8 +139,10 @@ impl GptConfig {
             return Err(ConfigError::HeadsNotDivisibleByKvHeads { n_head: self.n_head, kv_heads });
         }
         let variant = self.attention.variant;
-        if variant.query_shares_key() && kv_heads != self.n_head {
-            return Err(ConfigError::VariantCannotShareHeads { variant, kv_heads, n_head: self.n_head });
+        if let Some(reason) = variant.needs_every_kv_head()
+            && kv_heads != self.n_head
+        {
+            return Err(ConfigError::VariantCannotShareHeads { variant, reason, kv_heads, n_head: self.n_head });
         }
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(ConfigError::Dropout(self.dropout));
@@ -251,11 +253,17 @@ mod tests {
     }
 
     #[test]
-    fn query_sharing_variants_refuse_gqa() {
-        for variant in [AttentionVariant::SharedQueryKey, AttentionVariant::SharedQueryKeyAsym, AttentionVariant::SharedAll] {
+    fn query_sharing_and_identity_key_value_variants_refuse_gqa() {
+        use AttentionVariant::*;
+        for variant in [SharedQueryKey, SharedQueryKeyAsym, SharedAll, KeyIdentity, ValueIdentity] {
             let err = tiny().with_variant(variant).with_kv_heads(2).validate().unwrap_err();
-            assert_eq!(err, ConfigError::VariantCannotShareHeads { variant, kv_heads: 2, n_head: 4 });
-            assert!(err.to_string().contains("shared-kv"), "{err}");
+            assert!(matches!(err, ConfigError::VariantCannotShareHeads { kv_heads: 2, n_head: 4, .. }), "{err}");
+            assert!(err.to_string().contains("shared-kv") && err.to_string().contains(variant.name()), "{err}");
+        }
+        let err = tiny().with_variant(KeyIdentity).with_kv_heads(1).validate().unwrap_err().to_string();
+        assert!(err.contains("reads its keys or values from the input itself"), "{err}");
+        for variant in [Standard, QueryIdentity, SharedKeyValue] {
+            assert_eq!(tiny().with_variant(variant).with_kv_heads(2).validate(), Ok(()), "{variant}");
         }
     }
 

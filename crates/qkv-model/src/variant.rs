@@ -16,6 +16,13 @@ pub enum AttentionVariant {
     /// attention input.
     #[serde(rename = "wq-identity")]
     QueryIdentity,
+    /// Paper 1's ablation the other way round, "K=I": no key weight; head h's key is channels
+    /// [h·d_k, (h+1)·d_k) of the attention input.
+    #[serde(rename = "wk-identity")]
+    KeyIdentity,
+    /// "V=I": no value weight; head h's value is channels [h·d_k, (h+1)·d_k) of the input.
+    #[serde(rename = "wv-identity")]
+    ValueIdentity,
     /// Paper 2, "Q=K-V": one projection gives both query and key, so the logits are symmetric.
     #[serde(rename = "shared-qk")]
     SharedQueryKey,
@@ -70,15 +77,19 @@ impl AttentionVariant {
         match self {
             AttentionVariant::Standard => &[Query, Key, Value],
             AttentionVariant::QueryIdentity => &[Key, Value],
+            AttentionVariant::KeyIdentity => &[Query, Value],
+            AttentionVariant::ValueIdentity => &[Query, Key],
             AttentionVariant::SharedQueryKey | AttentionVariant::SharedQueryKeyAsym => &[QueryKey, Value],
             AttentionVariant::SharedKeyValue => &[Query, KeyValue],
             AttentionVariant::SharedAll => &[QueryKeyValue],
         }
     }
 
-    pub const ALL: [AttentionVariant; 6] = [
+    pub const ALL: [AttentionVariant; 8] = [
         AttentionVariant::Standard,
         AttentionVariant::QueryIdentity,
+        AttentionVariant::KeyIdentity,
+        AttentionVariant::ValueIdentity,
         AttentionVariant::SharedQueryKey,
         AttentionVariant::SharedQueryKeyAsym,
         AttentionVariant::SharedKeyValue,
@@ -90,6 +101,8 @@ impl AttentionVariant {
         match self {
             AttentionVariant::Standard => "standard",
             AttentionVariant::QueryIdentity => "wq-identity",
+            AttentionVariant::KeyIdentity => "wk-identity",
+            AttentionVariant::ValueIdentity => "wv-identity",
             AttentionVariant::SharedQueryKey => "shared-qk",
             AttentionVariant::SharedQueryKeyAsym => "shared-qk-asym",
             AttentionVariant::SharedKeyValue => "shared-kv",
@@ -102,6 +115,8 @@ impl AttentionVariant {
         match self {
             AttentionVariant::Standard => "Q-K-V",
             AttentionVariant::QueryIdentity => "Q=I",
+            AttentionVariant::KeyIdentity => "K=I",
+            AttentionVariant::ValueIdentity => "V=I",
             AttentionVariant::SharedQueryKey => "Q=K-V",
             AttentionVariant::SharedQueryKeyAsym => "(Q=K-V)+",
             AttentionVariant::SharedKeyValue => "Q-K=V",
@@ -115,6 +130,22 @@ impl AttentionVariant {
         matches!(self, AttentionVariant::SharedQueryKey | AttentionVariant::SharedQueryKeyAsym | AttentionVariant::SharedAll)
     }
 
+    /// Why this variant's keys and values must have all n_head heads (no GQA or MQA), if they must.
+    pub fn needs_every_kv_head(self) -> Option<&'static str> {
+        if self.query_shares_key() {
+            Some("computes queries with the key projection")
+        } else if matches!(self, AttentionVariant::KeyIdentity | AttentionVariant::ValueIdentity) {
+            Some("reads its keys or values from the input itself, which has n_head heads' channels")
+        } else {
+            None
+        }
+    }
+
+    /// One of W_Q, W_K, W_V is the identity: paper 1's variant and its two ablations.
+    pub fn has_identity_projection(self) -> bool {
+        matches!(self, AttentionVariant::QueryIdentity | AttentionVariant::KeyIdentity | AttentionVariant::ValueIdentity)
+    }
+
     /// Keys and values are one tensor, so the KV cache holds one tensor per layer, not two.
     pub fn key_is_value(self) -> bool {
         matches!(self, AttentionVariant::SharedKeyValue | AttentionVariant::SharedAll)
@@ -126,11 +157,12 @@ impl AttentionVariant {
     }
 
     /// Paper 1 gives the identity query a halved scale, 1/(2·√d_k), because the query is not
-    /// shrunk by a learned matrix and the logits start larger. Everything else uses 1/√d_k.
+    /// shrunk by a learned matrix and the logits start larger. An identity key makes the logits
+    /// larger in the same way, so it gets the same; everything else uses 1/√d_k.
     pub fn default_scale(self, d_k: usize) -> f64 {
         let standard = 1.0 / (d_k as f64).sqrt();
         match self {
-            AttentionVariant::QueryIdentity => standard / 2.0,
+            AttentionVariant::QueryIdentity | AttentionVariant::KeyIdentity => standard / 2.0,
             _ => standard,
         }
     }
@@ -145,8 +177,9 @@ impl fmt::Display for AttentionVariant {
 /// An unknown variant name, with the accepted ones listed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown attention variant '{0}': use one of standard, wq-identity, shared-qk, shared-qk-asym, \
-     shared-kv, shared-qkv (or the papers' Q=I, Q=K-V, (Q=K-V)+, Q-K=V, Q=K=V)"
+    "unknown attention variant '{0}': use one of standard, wq-identity, wk-identity, wv-identity, \
+     shared-qk, shared-qk-asym, shared-kv, shared-qkv (or the papers' Q=I, K=I, V=I, Q=K-V, (Q=K-V)+, \
+     Q-K=V, Q=K=V)"
 )]
 pub struct UnknownVariant(pub String);
 
@@ -193,5 +226,7 @@ mod tests {
     fn identity_scale_is_half_the_standard_scale() {
         assert_eq!(AttentionVariant::QueryIdentity.default_scale(64), 1.0 / 16.0);
         assert_eq!(AttentionVariant::Standard.default_scale(64), 1.0 / 8.0);
+        assert_eq!(AttentionVariant::KeyIdentity.default_scale(64), 1.0 / 16.0);
+        assert_eq!(AttentionVariant::ValueIdentity.default_scale(64), 1.0 / 8.0);
     }
 }

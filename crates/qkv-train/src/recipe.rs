@@ -88,10 +88,12 @@ impl TrainingConfig {
         }
     }
 
-    /// Paper 1's per-variant defaults: the identity-query model decays at 2^-5. (Its halved
-    /// attention scale is the model's own default, see `AttentionVariant::default_scale`.)
+    /// Paper 1's per-variant defaults: the identity-query model decays at 2^-5, and so do its
+    /// ablations with an identity key or value, so that they differ from it in the one projection.
+    /// (The halved attention scale is the model's own default, see
+    /// `AttentionVariant::default_scale`.)
     pub fn for_variant(mut self, variant: AttentionVariant) -> Self {
-        if variant == AttentionVariant::QueryIdentity {
+        if variant.has_identity_projection() {
             self.weight_decay = QUERY_IDENTITY_WEIGHT_DECAY;
         }
         self

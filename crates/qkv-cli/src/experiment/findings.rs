@@ -4,9 +4,9 @@
 use qkv_model::ModelDiagnostics;
 use qkv_train::RunStatus;
 
-use super::Study;
 use super::seeds::Outcome;
 use super::stats::{Direction, PairedChange, Unit, mean_std};
+use super::{STANDARD_SCALE_RUN, Study};
 
 /// Mean ± std; losses near zero (solved synthetic tasks) in scientific notation, where four
 /// decimals would print them all as 0.0001.
@@ -34,6 +34,16 @@ fn paired_cell(change: Option<&PairedChange>) -> String {
         (m, s, n) if n > 1 => format!("{m:+.2} ± {s:.2}%"),
         (m, _, _) => format!("{m:+.2}%"),
     })
+}
+
+/// Which of two runs reaches the lower loss, by the interval of `change` (the first against the
+/// second).
+fn which_is_better(change: &PairedChange, first: &str, second: &str) -> String {
+    match change.direction() {
+        Direction::Lower => format!("{first} reaches the lower loss"),
+        Direction::Higher => format!("{second} reaches the lower loss"),
+        Direction::Undecided => format!("the seeds cannot tell {first} from {second}"),
+    }
 }
 
 /// What a paper reports for a run against its reference.
@@ -164,22 +174,35 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
             }
         );
     }
-    let lowered: Vec<&(String, Vec<&Outcome>)> = rows.iter().filter(|(n, _)| n.contains("wd=")).collect();
-    let diverged: usize = lowered.iter().map(|(_, l)| l.iter().filter(|o| o.summary.status != RunStatus::Finished).count()).sum();
-    let total: usize = lowered.iter().map(|(_, l)| l.len()).sum();
-    let without_decay: Vec<String> = rows
-        .iter()
-        .filter(|(name, _)| !name.contains("wd="))
-        .filter_map(|(name, _)| {
-            let (twin, _) = lowered.iter().find(|(n, _)| n.starts_with(&format!("{name} wd=")))?;
-            Some(format!("{name} {}", paired_cell(against(twin, name).as_ref())))
-        })
-        .collect();
-    trends += &format!(
-        "- Stability: without weight decay {diverged} of {total} runs diverged; paper 1 lowers the identity model's decay to 2^-5 for stability at GPT-2 scale. \
-         Without decay, against the same run with it (loss, paired): {}.\n",
-        without_decay.join(", ")
-    );
+    // Paper 1's ablations, which it does not report: what each claim there leaves untested.
+    if let Some(scale) = against(STANDARD_SCALE_RUN, "wq-identity") {
+        trends += &format!(
+            "- The halved scale alone: wq-identity at standard's scale 1/√d_k against its own 1/(2√d_k): {scale}: {}.\n",
+            which_is_better(&scale, "the standard scale", "the halved scale")
+        );
+    }
+    for (ablation, removed) in [("wk-identity", "W_K"), ("wv-identity", "W_V")] {
+        if let (Some(vs_standard), Some(vs_query)) = (against(ablation, "standard"), against(ablation, "wq-identity")) {
+            trends += &format!(
+                "- {removed} = I instead of W_Q = I: {ablation} against standard: {vs_standard}; against wq-identity: {vs_query}: {}.\n",
+                which_is_better(&vs_query, &format!("removing {removed}"), "removing W_Q")
+            );
+        }
+    }
+    // The weight-decay sweep: every "NAME wd=X" run against NAME at its default decay.
+    let swept: Vec<(&str, &str, &[&Outcome])> =
+        rows.iter().filter_map(|(name, list)| Some((name.as_str(), name.split_once(" wd=")?.0, list.as_slice()))).collect();
+    if !swept.is_empty() {
+        let diverged: usize = swept.iter().map(|(_, _, l)| l.iter().filter(|o| o.summary.status != RunStatus::Finished).count()).sum();
+        let total: usize = swept.iter().map(|(_, _, l)| l.len()).sum();
+        let changes: Vec<String> =
+            swept.iter().map(|(name, base, _)| format!("{name} {}", paired_cell(against(name, base).as_ref()))).collect();
+        trends += &format!(
+            "- Weight decay (paper 1 lowers the identity model's to 2^-5 for stability at GPT-2 scale): {diverged} of {total} runs \
+             of the sweep diverged. Each against the same run at its default decay (loss, paired): {}.\n",
+            changes.join(", ")
+        );
+    }
     let s = &reference[0].summary;
     trends += &format!(
         "\nThese are {:.1}M-parameter character models after {} steps ({:.1}M tokens); paper 1 trained GPT-2 small (124M) on \
@@ -382,6 +405,35 @@ mod tests {
         assert!(identity_line.contains("on par here too") && !identity_line.contains("differs"), "{identity_line}");
         let wide_line = line(&on_par, "wider MLP");
         assert!(wide_line.contains("the opposite of the paper") && wide_line.contains("differs"), "{wide_line}");
+    }
+
+    #[test]
+    fn the_paper1_ablations_are_paired_against_their_own_references() {
+        let mut outcomes = Vec::new();
+        for (i, seed) in [1, 2, 3].into_iter().enumerate() {
+            let base = [2.0, 2.02, 1.98][i];
+            outcomes.push(finished("standard", seed, base));
+            outcomes.push(finished("wq-identity", seed, base * 1.02));
+            outcomes.push(finished(STANDARD_SCALE_RUN, seed, base * 1.03));
+            outcomes.push(finished("wk-identity", seed, base * 1.02 + [0.01, -0.01, 0.0][i]));
+            outcomes.push(finished("wv-identity", seed, base * 1.05));
+            outcomes.push(finished("standard wd=0", seed, base));
+            outcomes.push(finished("wq-identity wd=0.1", seed, base * 1.02 * 1.01));
+        }
+        let report = paper1_report(&outcomes);
+        let line = |key: &str| report.lines().find(|l| l.contains(key)).unwrap_or_else(|| panic!("{key}: {report}")).to_string();
+        let scale = line("The halved scale alone");
+        assert!(scale.contains("+0.98 ± 0.00% in loss") && scale.contains("the halved scale reaches the lower loss"), "{scale}");
+        let key = line("W_K = I instead of W_Q = I");
+        assert!(key.contains("the seeds cannot tell removing W_K from removing W_Q"), "{key}");
+        let value = line("W_V = I instead of W_Q = I");
+        assert!(
+            value.contains("against standard: +5.00 ± 0.00% in loss") && value.contains("removing W_Q reaches the lower loss"),
+            "{value}"
+        );
+        let decay = line("Weight decay");
+        assert!(decay.contains("0 of 6 runs of the sweep diverged"), "{decay}");
+        assert!(decay.contains("standard wd=0 +0.00 ± 0.00%, wq-identity wd=0.1 +1.00 ± 0.00%"), "{decay}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use qkv_train::checkpoint::{Checkpoint, to_bytes, write_atomically};
 use qkv_train::csv;
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
 use qkv_train::session::Message;
-use qkv_train::{DataSource, Experiment, Run, SyntheticTask, TokenizerKind};
+use qkv_train::{DataSource, Experiment, Run, SyntheticTask, TokenizerKind, TrainingConfig};
 
 use crate::Failure;
 use crate::report::LossCurve;
@@ -135,22 +135,39 @@ fn mlp_matching(config: &GptConfig, variant: AttentionVariant, target: usize) ->
     (1..=config.mlp_hidden * 2).min_by_key(|&h| params(h).abs_diff(target)).expect("a non-empty range")
 }
 
-fn paper1_runs(preset: Preset, lowered_decay: f64) -> Vec<RunPlan> {
+/// Paper 1's comparison and its ablations: W_Q = I against standard, with the freed parameters
+/// moved to the MLP and the standard model shrunk to the same count; W_Q = I at the standard
+/// scale (the halved scale alone); W_K = I and W_V = I instead of W_Q; and a short weight-decay
+/// sweep of standard and W_Q = I, each trying the other's decay and none.
+fn paper1_runs(preset: Preset) -> Vec<RunPlan> {
+    use AttentionVariant::*;
     let config = preset.config();
-    let standard = ParamReport::new(&config.clone().with_variant(AttentionVariant::Standard)).total_params;
-    let identity = ParamReport::new(&config.clone().with_variant(AttentionVariant::QueryIdentity)).total_params;
-    let wide = mlp_matching(&config, AttentionVariant::QueryIdentity, standard);
-    let narrow = mlp_matching(&config, AttentionVariant::Standard, identity);
-    let main = [
-        RunPlan::new(AttentionVariant::Standard).named("standard"),
-        RunPlan::new(AttentionVariant::QueryIdentity).named("wq-identity"),
-        RunPlan { mlp_hidden: Some(wide), ..RunPlan::new(AttentionVariant::QueryIdentity) }.named("wq-identity-wide-mlp"),
-        RunPlan { mlp_hidden: Some(narrow), ..RunPlan::new(AttentionVariant::Standard) }.named("standard-narrow-mlp"),
-    ];
-    let lowered =
-        main.iter().map(|r| RunPlan { weight_decay: Some(lowered_decay), ..r.clone() }.named(format!("{} wd={lowered_decay}", r.name)));
-    main.iter().cloned().chain(lowered).collect()
+    let standard = ParamReport::new(&config.clone().with_variant(Standard)).total_params;
+    let identity = ParamReport::new(&config.clone().with_variant(QueryIdentity)).total_params;
+    let wide = mlp_matching(&config, QueryIdentity, standard);
+    let narrow = mlp_matching(&config, Standard, identity);
+    let standard_scale = Standard.default_scale(config.head_dim());
+    let decay = |variant: AttentionVariant| TrainingConfig::for_preset(preset).for_variant(variant).weight_decay;
+    let swept = |variant: AttentionVariant, other: AttentionVariant| {
+        [0.0, decay(other)].map(move |wd| RunPlan { weight_decay: Some(wd), ..RunPlan::new(variant) }.named(format!("{variant} wd={wd}")))
+    };
+    [
+        RunPlan::new(Standard).named("standard"),
+        RunPlan::new(QueryIdentity).named("wq-identity"),
+        RunPlan { mlp_hidden: Some(wide), ..RunPlan::new(QueryIdentity) }.named("wq-identity-wide-mlp"),
+        RunPlan { mlp_hidden: Some(narrow), ..RunPlan::new(Standard) }.named("standard-narrow-mlp"),
+        RunPlan { scale: Some(standard_scale), ..RunPlan::new(QueryIdentity) }.named(STANDARD_SCALE_RUN),
+        RunPlan::new(KeyIdentity).named("wk-identity"),
+        RunPlan::new(ValueIdentity).named("wv-identity"),
+    ]
+    .into_iter()
+    .chain(swept(Standard, QueryIdentity))
+    .chain(swept(QueryIdentity, Standard))
+    .collect()
 }
+
+/// wq-identity at standard's attention scale 1/√d_k instead of its 1/(2√d_k).
+const STANDARD_SCALE_RUN: &str = "wq-identity at standard scale";
 
 /// Paper 2's runs for a model of `n_head` heads. Head sharing is named by its ratio of key/value
 /// heads to heads; GQA shares 4 heads' keys and values as the paper's 4 of 16 do, or 2 where
@@ -194,9 +211,7 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
     };
     let preset = args.scale.preset();
     Ok(match args.paper {
-        // Paper 1 lowers the identity model's decay to 2^-5; here every variant is also tried
-        // without decay, to see which of them needs it.
-        Paper::Paper1 => vec![Study { name: "text".into(), plan: plan(preset, data, paper1_runs(preset, 0.0)) }],
+        Paper::Paper1 => vec![Study { name: "text".into(), plan: plan(preset, data, paper1_runs(preset)) }],
         Paper::Paper2 => {
             let model = ModelOverrides { n_head: args.scale.paper2_heads(), ..Default::default() };
             let heads = |preset: Preset| model.n_head.unwrap_or(preset.config().n_head);
@@ -450,7 +465,7 @@ mod tests {
 
     #[test]
     fn the_matched_mlp_widths_balance_the_parameter_counts() {
-        let runs = paper1_runs(Preset::Gpt2Small, 0.0);
+        let runs = paper1_runs(Preset::Gpt2Small);
         let config = Preset::Gpt2Small.config();
         let params = |run: &RunPlan| {
             let mut c = config.clone().with_variant(run.variant);
@@ -461,8 +476,20 @@ mod tests {
         assert_eq!(runs[2].mlp_hidden, Some(3456));
         assert_eq!(params(&runs[2]), params(&runs[0]));
         assert_eq!(params(&runs[3]), params(&runs[1]));
-        assert_eq!(runs.len(), 8);
-        assert_eq!(runs[4].weight_decay, Some(0.0));
+        // The ablations: the halved scale undone, and the identity moved to the key or the value.
+        assert_eq!(runs[4].scale, Some(1.0 / 8.0));
+        assert_eq!((runs[5].variant, runs[6].variant), (AttentionVariant::KeyIdentity, AttentionVariant::ValueIdentity));
+        // Each of standard and wq-identity without decay and with the other's.
+        let sweep: Vec<(&str, Option<f64>)> = runs[7..].iter().map(|r| (r.name.as_str(), r.weight_decay)).collect();
+        assert_eq!(
+            sweep,
+            [
+                ("standard wd=0", Some(0.0)),
+                ("standard wd=0.03125", Some(0.03125)),
+                ("wq-identity wd=0", Some(0.0)),
+                ("wq-identity wd=0.1", Some(0.1))
+            ]
+        );
     }
 
     #[test]
@@ -495,7 +522,7 @@ mod tests {
         };
         run(&args(2), "qkv experiment paper1 --scale tiny --seeds 1 --steps 2").unwrap();
         let results = std::fs::read_to_string(out.join("results.csv")).unwrap();
-        assert_eq!(results.lines().count(), 1 + 8, "{results}");
+        assert_eq!(results.lines().count(), 1 + 11, "{results}");
         let seed_file = SeedResult::path(&out, "text", qkv_train::TrainingConfig::for_preset(Preset::Classroom).seed);
         assert!(seed_file.exists());
 
