@@ -5,7 +5,7 @@ use qkv_model::ModelDiagnostics;
 use qkv_train::RunStatus;
 
 use super::seeds::Outcome;
-use super::stats::{Direction, PairedChange, Unit, mean_std};
+use super::stats::{Direction, PairedChange, Unit, mean_std, signed};
 use super::{STANDARD_SCALE_RUN, Study};
 
 /// Mean ± std; losses near zero (solved synthetic tasks) in scientific notation, where four
@@ -31,8 +31,8 @@ fn best_losses(list: &[&Outcome]) -> Vec<(u64, f64)> {
 /// A table cell: the paired mean change ± its std over seeds, "-" where there is none.
 fn paired_cell(change: Option<&PairedChange>) -> String {
     change.map_or("-".into(), |c| match c.stats() {
-        (m, s, n) if n > 1 => format!("{m:+.2} ± {s:.2}%"),
-        (m, _, _) => format!("{m:+.2}%"),
+        (m, s, n) if n > 1 => format!("{} ± {s:.2}%", signed(m)),
+        (m, _, _) => format!("{}%", signed(m)),
     })
 }
 
@@ -331,7 +331,7 @@ pub(super) fn paper2_against_paper(outcomes: &[Outcome]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use qkv_model::AttentionVariant;
 
     use super::*;
@@ -339,7 +339,7 @@ mod tests {
     use crate::train::RunSummary;
 
     /// A finished run of paper 1's study with the given best validation loss.
-    fn finished(name: &str, seed: u64, loss: f64) -> Outcome {
+    pub(in crate::experiment) fn finished(name: &str, seed: u64, loss: f64) -> Outcome {
         let variant = if name.starts_with("wq-identity") { AttentionVariant::QueryIdentity } else { AttentionVariant::Standard };
         Outcome {
             study: "text".into(),

@@ -5,6 +5,7 @@
 mod findings;
 mod seeds;
 mod stats;
+mod sweep;
 
 use std::path::{Path, PathBuf};
 
@@ -26,11 +27,13 @@ use findings::{diagnostics_section, paper1_report, paper2_against_paper, paper2_
 use seeds::{Outcome, SeedResult};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Paper {
+pub enum ExperimentKind {
     /// Karbevski & Mijoski: W_Q = I, with and without the parameters moved to the MLP.
     Paper1,
     /// Kayyam et al.: shared projections and KV heads.
     Paper2,
+    /// Paper 2's synthetic list tasks swept over the list length, where the variants part ways.
+    Paper2Synthetic,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -46,7 +49,7 @@ pub enum Scale {
 
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
-    pub paper: Paper,
+    pub paper: ExperimentKind,
     #[arg(long, value_enum, default_value = "laptop")]
     pub scale: Scale,
     /// Seeds (different initialisation and batch order) [default: 3, 1 at gpu scale].
@@ -66,6 +69,12 @@ pub struct ExperimentArgs {
     /// Output folder [default: runs/PAPER-SCALE].
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// paper2-synthetic: list lengths to sweep, e.g. 16,64,128 [default: the scale's].
+    #[arg(long, value_delimiter = ',')]
+    pub lengths: Option<Vec<usize>>,
+    /// paper2-synthetic: tasks to sweep, e.g. reverse,swap [default: the scale's].
+    #[arg(long, value_delimiter = ',')]
+    pub tasks: Option<Vec<SyntheticTask>>,
     /// Seeds trained at once, each on its own thread with a share of the cores. Small models
     /// keep one core busy but not two, so on the CPU this is the faster way to use them.
     #[arg(long, default_value_t = 1)]
@@ -121,6 +130,31 @@ impl Scale {
             Scale::Tiny => Some(300),
             Scale::Laptop => Some(1000),
             Scale::Gpu => None,
+        }
+    }
+}
+
+/// What `paper2-synthetic` sweeps at a scale, unless told otherwise.
+struct SweepDefaults {
+    tasks: Vec<SyntheticTask>,
+    lengths: Vec<usize>,
+    steps: Option<usize>,
+    batch_size: Option<usize>,
+}
+
+impl Scale {
+    /// Tiny: two lengths the classroom model learns in a few minutes. Laptop: the
+    /// direction-dependent tasks (and copy as the control) at L = 16 and 64, batches of 16 for
+    /// 1000 steps, which fits an hour on two cores. Gpu: every task at paper 2's lengths with
+    /// the recipe's 3000 steps.
+    fn sweep(self) -> SweepDefaults {
+        use SyntheticTask::*;
+        match self {
+            Scale::Tiny => SweepDefaults { tasks: vec![Reverse, Swap], lengths: vec![8, 16], steps: Some(200), batch_size: None },
+            Scale::Laptop => {
+                SweepDefaults { tasks: vec![Copy, Reverse, Swap], lengths: vec![16, 64], steps: Some(1000), batch_size: Some(16) }
+            }
+            Scale::Gpu => SweepDefaults { tasks: SyntheticTask::ALL.to_vec(), lengths: vec![16, 64, 128], steps: None, batch_size: None },
         }
     }
 }
@@ -211,8 +245,28 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
     };
     let preset = args.scale.preset();
     Ok(match args.paper {
-        Paper::Paper1 => vec![Study { name: "text".into(), plan: plan(preset, data, paper1_runs(preset)) }],
-        Paper::Paper2 => {
+        ExperimentKind::Paper1 => vec![Study { name: "text".into(), plan: plan(preset, data, paper1_runs(preset)) }],
+        ExperimentKind::Paper2Synthetic => {
+            let defaults = args.scale.sweep();
+            let preset = args.scale.synthetic_preset();
+            let mut studies = Vec::new();
+            for &task in args.tasks.as_ref().unwrap_or(&defaults.tasks) {
+                for &length in args.lengths.as_ref().unwrap_or(&defaults.lengths) {
+                    if length < 2 {
+                        return Err(format!("--lengths: lists of {length} cannot be reversed or swapped: use lengths of 2 or more").into());
+                    }
+                    // The context holds exactly the list and its answer.
+                    let model = ModelOverrides { block_size: Some(2 * length), ..Default::default() };
+                    let training =
+                        TrainingOverrides { steps: args.steps.or(defaults.steps), batch_size: defaults.batch_size, ..Default::default() };
+                    let data = DataSource::Synthetic { task, length };
+                    let plan = ExperimentPlan { model, training, ..plan(preset, data, sweep::sweep_runs()) };
+                    studies.push(Study { name: sweep::study_name(task, length), plan });
+                }
+            }
+            studies
+        }
+        ExperimentKind::Paper2 => {
             let model = ModelOverrides { n_head: args.scale.paper2_heads(), ..Default::default() };
             let heads = |preset: Preset| model.n_head.unwrap_or(preset.config().n_head);
             let text = ExperimentPlan { model: model.clone(), ..plan(preset, data, paper2_runs(heads(preset))) };
@@ -410,9 +464,13 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
     let backend = args.backend.unwrap_or(if args.scale == Scale::Gpu { Backend::Wgpu } else { Backend::Flex });
     let device = backend.device()?;
     let compute = format!("{backend:?} ({device:?})");
+    if args.paper != ExperimentKind::Paper2Synthetic && (args.lengths.is_some() || args.tasks.is_some()) {
+        return Err("--lengths and --tasks choose what paper2-synthetic sweeps: use them with `qkv experiment paper2-synthetic`".into());
+    }
     let paper = match args.paper {
-        Paper::Paper1 => "paper1",
-        Paper::Paper2 => "paper2",
+        ExperimentKind::Paper1 => "paper1",
+        ExperimentKind::Paper2 => "paper2",
+        ExperimentKind::Paper2Synthetic => "paper2-synthetic",
     };
     let scale = format!("{:?}", args.scale).to_lowercase();
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/{paper}-{scale}")));
@@ -434,14 +492,19 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
     write("results.csv", &results_csv(&outcomes))?;
     let plots = loss_plots(&studies, &outcomes, &out)?;
     let body = match args.paper {
-        Paper::Paper1 => paper1_report(&outcomes),
-        Paper::Paper2 => paper2_report(&outcomes, &studies) + &paper2_against_paper(&outcomes),
+        ExperimentKind::Paper1 => paper1_report(&outcomes),
+        ExperimentKind::Paper2 => paper2_report(&outcomes, &studies) + &paper2_against_paper(&outcomes),
+        ExperimentKind::Paper2Synthetic => sweep::sweep_report(&outcomes, &studies) + &sweep::accuracy_plots(&outcomes, &studies, &out)?,
     };
-    let preset = args.scale.preset();
+    let preset = studies[0].plan.preset;
     let diagnostics = diagnostics_section(&outcomes);
-    let heads = studies[0].plan.model.n_head.map_or(String::new(), |n| {
+    let mut heads = studies[0].plan.model.n_head.map_or(String::new(), |n| {
         format!(" with {n} heads (d_k {}) so that GQA can share key/value heads 4 to 1 as paper 2 does", preset.config().n_embd / n)
     });
+    if args.paper == ExperimentKind::Paper2Synthetic {
+        let batch = studies[0].plan.training.batch_size.unwrap_or(qkv_train::TrainingConfig::for_preset(preset).batch_size);
+        heads += &format!(" with a context of 2L for lists of L, batches of {batch} lists");
+    }
     let markdown = format!(
         "# QKV Lab: {paper} at {scale} scale\n\n\
          - command: `{invocation}`\n- date: {}\n- backend: {compute}\n- wall time: {wall:.0} s this invocation (finished seeds are reported from seeds/, not trained again); {training_secs:.0} s of training in all (the runs' own clocks, across resumes)\n\
@@ -493,6 +556,38 @@ mod tests {
     }
 
     #[test]
+    fn the_synthetic_sweep_gives_each_task_and_length_its_study_and_context() {
+        let args = ExperimentArgs {
+            paper: ExperimentKind::Paper2Synthetic,
+            scale: Scale::Laptop,
+            seeds: None,
+            steps: None,
+            data: None,
+            tokenizer: TokenizerKind::Char,
+            backend: None,
+            out: None,
+            lengths: Some(vec![16, 128]),
+            tasks: Some(vec![SyntheticTask::Reverse]),
+            jobs: 1,
+        };
+        let sweep = studies(&args).unwrap();
+        let names: Vec<&str> = sweep.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["reverse-L16", "reverse-L128"]);
+        assert_eq!(sweep[1].plan.model.block_size, Some(256));
+        assert_eq!(sweep[1].plan.data, DataSource::Synthetic { task: SyntheticTask::Reverse, length: 128 });
+        assert_eq!((sweep[0].plan.training.steps, sweep[0].plan.training.batch_size), (Some(1000), Some(16)));
+        assert_eq!(sweep[0].plan.runs.len(), 5);
+
+        let too_short = ExperimentArgs { lengths: Some(vec![1]), ..args };
+        let error = studies(&too_short).err().unwrap().to_string();
+        assert!(error.contains("lengths of 2 or more"), "{error}");
+        let paper1 =
+            ExperimentArgs { paper: ExperimentKind::Paper1, scale: Scale::Tiny, lengths: Some(vec![16]), tasks: None, ..too_short };
+        let error = run(&paper1, "qkv experiment paper1 --lengths 16").unwrap_err().to_string();
+        assert!(error.contains("paper2-synthetic"), "{error}");
+    }
+
+    #[test]
     fn parallel_jobs_do_every_index_once_in_order() {
         for jobs in [1, 2, 5] {
             let calls = std::sync::atomic::AtomicUsize::new(0);
@@ -510,7 +605,7 @@ mod tests {
         let out = std::env::temp_dir().join(format!("qkv-experiment-seeds-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
         let args = |steps: usize| ExperimentArgs {
-            paper: Paper::Paper1,
+            paper: ExperimentKind::Paper1,
             scale: Scale::Tiny,
             seeds: Some(1),
             steps: Some(steps),
@@ -518,6 +613,8 @@ mod tests {
             tokenizer: TokenizerKind::Char,
             backend: Some(Backend::Flex),
             out: Some(out.clone()),
+            lengths: None,
+            tasks: None,
             jobs: 1,
         };
         run(&args(2), "qkv experiment paper1 --scale tiny --seeds 1 --steps 2").unwrap();

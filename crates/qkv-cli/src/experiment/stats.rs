@@ -17,6 +17,12 @@ pub(super) fn mean_std(values: impl Iterator<Item = Option<f64>>) -> Option<(f64
     Some((mean, var.sqrt(), v.len()))
 }
 
+/// "+2.06", two decimals with a sign; a change that rounds to zero is "+0.00", never "-0.00".
+pub(super) fn signed(value: f64) -> String {
+    let rounded = (value * 100.0).round() / 100.0;
+    format!("{:+.2}", if rounded == 0.0 { 0.0 } else { rounded })
+}
+
 /// What a change is measured in. At the character level a loss change of x % is a perplexity
 /// change of about 2x %, so every figure says which it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +31,8 @@ pub(super) enum Unit {
     Loss,
     /// 100 · (exp(a − b) − 1): the change of the validation perplexity exp(loss).
     Perplexity,
+    /// 100 · (a − b) of accuracies given as fractions: percentage points.
+    Accuracy,
 }
 
 impl Unit {
@@ -32,13 +40,24 @@ impl Unit {
         match self {
             Unit::Loss => 100.0 * (value - reference) / reference,
             Unit::Perplexity => 100.0 * ((value - reference).exp() - 1.0),
+            Unit::Accuracy => 100.0 * (value - reference),
         }
     }
 
-    pub(super) fn label(self) -> &'static str {
+    /// A change with its sign and unit: "+2.06%", or "+2.06 pt" for accuracy.
+    pub(super) fn amount(self, change: f64) -> String {
         match self {
-            Unit::Loss => "loss",
-            Unit::Perplexity => "perplexity",
+            Unit::Accuracy => format!("{} pt", signed(change)),
+            _ => format!("{}%", signed(change)),
+        }
+    }
+
+    /// What the changes are of, after the mean ± std: "% in loss", " points of accuracy".
+    fn of_what(self) -> &'static str {
+        match self {
+            Unit::Loss => "% in loss",
+            Unit::Perplexity => "% in perplexity",
+            Unit::Accuracy => " points of accuracy",
         }
     }
 }
@@ -112,7 +131,7 @@ impl PairedChange {
 
     /// The seeds' changes, "+2.20%, +2.54%, +1.45%".
     pub(super) fn listed(&self) -> String {
-        self.per_seed.iter().map(|(_, c)| format!("{c:+.2}%")).collect::<Vec<_>>().join(", ")
+        self.per_seed.iter().map(|(_, c)| self.unit.amount(*c)).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -120,12 +139,12 @@ impl PairedChange {
 impl fmt::Display for PairedChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (mean, std, n) = self.stats();
+        let what = self.unit.of_what();
         if n < 2 {
-            return write!(f, "{mean:+.2}% in {} (one seed: no interval)", self.unit.label());
+            return write!(f, "{}{what} (one seed: no interval)", signed(mean));
         }
-        write!(f, "{mean:+.2} ± {std:.2}% in {}", self.unit.label())?;
         let (low, high) = self.interval().expect("two or more seeds");
-        write!(f, " (95% interval {low:+.2}% to {high:+.2}%")?;
+        write!(f, "{} ± {std:.2}{what} (95% interval {} to {}", signed(mean), self.unit.amount(low), self.unit.amount(high))?;
         if let Some(t) = self.t() {
             write!(f, ", t = {t:.1}")?;
         }
@@ -195,7 +214,11 @@ mod tests {
         let ppl = PairedChange::of(Unit::Perplexity, &[(1, 2.05)], &[(1, 2.0), (2, 2.0)]).unwrap();
         assert!((ppl.stats().0 - 5.127).abs() < 1e-3, "{}", ppl.stats().0);
         assert_eq!(ppl.interval(), None);
-        assert!(ppl.to_string().contains("in perplexity (one seed"), "{ppl}");
+        assert!(ppl.to_string().contains("% in perplexity (one seed"), "{ppl}");
+        // Accuracies are fractions; their change is in percentage points.
+        let accuracy = PairedChange::of(Unit::Accuracy, &[(1, 0.5), (2, 0.6)], &[(1, 0.9), (2, 0.9)]).unwrap();
+        assert!(accuracy.to_string().starts_with("-35.00 ± 7.07 points of accuracy (95% interval"), "{accuracy}");
+        assert!(accuracy.to_string().ends_with("per seed: -40.00 pt, -30.00 pt)"), "{accuracy}");
         assert_eq!(PairedChange::of(Unit::Loss, &[(9, 1.0)], &reference), None, "no seed in common");
     }
 

@@ -1,0 +1,257 @@
+//! `qkv experiment paper2-synthetic`: paper 2's list tasks swept over the list length. At L = 16
+//! every variant solves every task, so nothing is measured there; longer lists are where paper 2's
+//! authors see the shared variants part ways (symmetric attention should suffer on the tasks whose
+//! answer depends on direction, reverse and swap).
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use qkv_model::AttentionVariant;
+use qkv_train::plan::RunPlan;
+use qkv_train::{DataSource, SyntheticTask};
+
+use super::Study;
+use super::seeds::Outcome;
+use super::stats::{Direction, PairedChange, Unit, mean_std};
+use crate::Failure;
+
+/// Paper 2's projection variants; head sharing is the text study's business.
+pub(super) fn sweep_runs() -> Vec<RunPlan> {
+    use AttentionVariant::*;
+    vec![
+        RunPlan::new(Standard).named("Q-K-V"),
+        RunPlan::new(SharedQueryKey).named("Q=K-V"),
+        RunPlan::new(SharedQueryKeyAsym).named("(Q=K-V)+"),
+        RunPlan::new(SharedKeyValue).named("Q-K=V"),
+        RunPlan::new(SharedAll).named("Q=K=V"),
+    ]
+}
+
+/// A study's name, also its folder: "reverse-L64".
+pub(super) fn study_name(task: SyntheticTask, length: usize) -> String {
+    format!("{}-L{length}", task.name())
+}
+
+/// The task and list length a study trains on.
+fn setting(study: &Study) -> Option<(SyntheticTask, usize)> {
+    match study.plan.data {
+        DataSource::Synthetic { task, length } => Some((task, length)),
+        _ => None,
+    }
+}
+
+/// Each run's final accuracy by seed.
+fn accuracies(list: &[&Outcome]) -> Vec<(u64, f64)> {
+    list.iter().filter_map(|o| Some((o.seed, o.summary.accuracy?))).collect()
+}
+
+/// Tasks in the order of the studies, each with its studies' lengths.
+fn tasks(studies: &[Study]) -> Vec<(SyntheticTask, Vec<(usize, &Study)>)> {
+    let mut tasks: Vec<(SyntheticTask, Vec<(usize, &Study)>)> = Vec::new();
+    for study in studies {
+        let Some((task, length)) = setting(study) else { continue };
+        match tasks.iter_mut().find(|(t, _)| *t == task) {
+            Some((_, lengths)) => lengths.push((length, study)),
+            None => tasks.push((task, vec![(length, study)])),
+        }
+    }
+    tasks
+}
+
+/// Per task, a table of accuracy by variant and length, with each variant's paired change against
+/// Q-K-V; then every setting where a variant parts from Q-K-V beyond the seeds' interval, or the
+/// evidence that none does.
+pub(super) fn sweep_report(outcomes: &[Outcome], studies: &[Study]) -> String {
+    let mut out = String::from(
+        "Accuracy is per answer token on the 1,000 validation lists (the same for every seed), at the end of training: \
+         mean ± std over seeds. Δ is each seed's accuracy minus Q-K-V's in the same seed (same batches), in percentage \
+         points, mean over seeds.\n",
+    );
+    let mut parted = Vec::new();
+    let mut reference_range = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut settings = 0;
+    for (task, lengths) in tasks(studies) {
+        out += &format!("\n### {task}\n\n| variant |");
+        for (length, _) in &lengths {
+            out += &format!(" L = {length} |");
+        }
+        out += &format!("\n|---|{}\n", "---:|".repeat(lengths.len()));
+        let names: Vec<String> = lengths.first().map_or(vec![], |(_, s)| s.plan.runs.iter().map(|r| r.name.clone()).collect());
+        for (row, name) in names.iter().enumerate() {
+            out += &format!("| {name} |");
+            for (length, study) in &lengths {
+                let of =
+                    |name: &str| -> Vec<&Outcome> { outcomes.iter().filter(|o| o.study == study.name && o.summary.name == name).collect() };
+                let list = of(name);
+                let cell = match mean_std(list.iter().map(|o| o.summary.accuracy.map(|a| 100.0 * a))) {
+                    Some((m, s, n)) if n > 1 => format!("{m:.2}% ± {s:.2}"),
+                    Some((m, _, _)) => format!("{m:.2}%"),
+                    None => "-".into(),
+                };
+                let reference = accuracies(&of(&names[0]));
+                let change = PairedChange::of(Unit::Accuracy, &accuracies(&list), &reference);
+                if row == 0 {
+                    settings += 1;
+                    if let Some((m, _, _)) = mean_std(reference.iter().map(|(_, a)| Some(100.0 * a))) {
+                        reference_range = (reference_range.0.min(m), reference_range.1.max(m));
+                    }
+                    out += &format!(" {cell} |");
+                    continue;
+                }
+                match change {
+                    Some(change) => {
+                        out += &format!(" {cell} (Δ {}) |", Unit::Accuracy.amount(change.stats().0));
+                        if change.direction() != Direction::Undecided {
+                            parted.push(format!("- {task}, L = {length}: {name} against Q-K-V: {change}"));
+                        }
+                    }
+                    None => out += &format!(" {cell} |"),
+                }
+            }
+            out += "\n";
+        }
+    }
+    out += "\n## Where the variants part ways\n\n";
+    if parted.is_empty() {
+        let (low, high) = reference_range;
+        out += &format!(
+            "No setting separates them at this budget: in each of the {settings} task and length settings, every variant's \
+             95% interval against Q-K-V includes 0. Q-K-V's own accuracy ranges over {low:.2}% to {high:.2}%: {}\n",
+            if low >= 99.0 {
+                "it is at the ceiling everywhere, so longer lists, a smaller model or fewer steps would be needed to see a difference."
+            } else if high < 50.0 {
+                "it has not learned the tasks either, so more steps or a larger model would be needed to see a difference."
+            } else {
+                "below the ceiling somewhere, so at this scale the variants learn these tasks alike."
+            }
+        );
+    } else {
+        out += &format!(
+            "In these settings a variant's accuracy differs from Q-K-V's beyond the seeds' spread (the 95% interval of the \
+             paired difference excludes 0); {} of {} variant-settings in all:\n\n{}\n",
+            parted.len(),
+            settings * sweep_runs().len().saturating_sub(1),
+            parted.join("\n")
+        );
+    }
+    out
+}
+
+/// accuracy-TASK.svg for each task: accuracy against list length, a line per variant (mean over
+/// seeds); returns the report's links to them.
+pub(super) fn accuracy_plots(outcomes: &[Outcome], studies: &[Study], out: &Path) -> Result<String, Failure> {
+    let mut links = String::new();
+    for (task, lengths) in tasks(studies) {
+        let file = format!("accuracy-{task}.svg");
+        let path = out.join(&file);
+        let failed = |e: String| format!("cannot draw {}: {e}", path.display());
+        let names: Vec<String> = lengths.first().map_or(vec![], |(_, s)| s.plan.runs.iter().map(|r| r.name.clone()).collect());
+        let lines: Vec<(String, Vec<(f64, f64)>)> = names
+            .iter()
+            .map(|name| {
+                let points = lengths
+                    .iter()
+                    .filter_map(|(length, study)| {
+                        let list = outcomes.iter().filter(|o| o.study == study.name && o.summary.name == *name);
+                        let (m, _, _) = mean_std(list.map(|o| o.summary.accuracy.map(|a| 100.0 * a)))?;
+                        Some((*length as f64, m))
+                    })
+                    .collect();
+                (name.clone(), points)
+            })
+            .collect();
+        let max_x = lengths.iter().map(|(l, _)| *l as f64).fold(1.0, f64::max);
+        let min_y = lines.iter().flat_map(|(_, p)| p.iter().map(|p| p.1)).fold(100.0, f64::min);
+        let root = SVGBackend::new(&path, (720, 480)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| failed(e.to_string()))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{task}: accuracy by list length (mean over seeds)"), ("sans-serif", 20))
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..max_x * 1.05, (min_y - 5.0).max(0.0)..100.5)
+            .map_err(|e| failed(e.to_string()))?;
+        chart.configure_mesh().x_desc("list length L").y_desc("accuracy (%)").draw().map_err(|e| failed(e.to_string()))?;
+        for (index, (name, points)) in lines.into_iter().enumerate() {
+            let color = Palette99::pick(index).to_rgba();
+            chart.draw_series(points.iter().map(|&point| Circle::new(point, 4, color.filled()))).map_err(|e| failed(e.to_string()))?;
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(2)))
+                .map_err(|e| failed(e.to_string()))?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        }
+        chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.8)).draw().map_err(|e| failed(e.to_string()))?;
+        root.present().map_err(|e| failed(e.to_string()))?;
+        links += &format!("\n![{task}: accuracy by list length]({file})\n");
+    }
+    Ok(links)
+}
+
+#[cfg(test)]
+mod tests {
+    use qkv_model::Preset;
+    use qkv_train::TokenizerKind;
+    use qkv_train::plan::ExperimentPlan;
+
+    use super::*;
+    use crate::experiment::findings::tests::finished;
+
+    fn study(task: SyntheticTask, length: usize) -> Study {
+        let plan = ExperimentPlan {
+            preset: Preset::Synthetic,
+            data: DataSource::Synthetic { task, length },
+            tokenizer: TokenizerKind::Char,
+            model: Default::default(),
+            training: Default::default(),
+            runs: sweep_runs(),
+        };
+        Study { name: study_name(task, length), plan }
+    }
+
+    /// Every variant's accuracy in three seeds, Q-K-V's `reference`; `symmetric` is subtracted
+    /// from Q=K-V's.
+    fn outcomes(study: &Study, reference: [f64; 3], symmetric: f64) -> Vec<Outcome> {
+        let mut outcomes = Vec::new();
+        for run in &study.plan.runs {
+            for (i, seed) in [1, 2, 3].into_iter().enumerate() {
+                let mut outcome = finished(&run.name, seed, 0.1);
+                outcome.study = study.name.clone();
+                // A tenth of a point of noise, which no interval can tell from 0.
+                let own = match run.name.as_str() {
+                    "Q-K-V" => 0.0,
+                    "Q=K-V" => symmetric + [0.0, 0.001, -0.001][i],
+                    _ => [0.001, -0.001, 0.0][i],
+                };
+                outcome.summary.accuracy = Some(reference[i] - own);
+                outcomes.push(outcome);
+            }
+        }
+        outcomes
+    }
+
+    #[test]
+    fn the_sweep_names_the_settings_where_a_variant_parts_from_standard() {
+        let studies = [study(SyntheticTask::Reverse, 16), study(SyntheticTask::Reverse, 64)];
+        let mut all = outcomes(&studies[0], [1.0, 1.0, 1.0], 0.0);
+        all.extend(outcomes(&studies[1], [0.60, 0.62, 0.58], 0.20));
+        let report = sweep_report(&all, &studies);
+        assert!(report.contains("| variant | L = 16 | L = 64 |"), "{report}");
+        assert!(report.contains("| Q-K-V | 100.00% ± 0.00 | 60.00% ± 2.00 |"), "{report}");
+        assert!(report.contains("| Q=K-V | 100.00% ± 0.10 (Δ +0.00 pt) | 40.00% ± 1.90 (Δ -20.00 pt) |"), "{report}");
+        let parted: Vec<&str> = report.lines().filter(|l| l.starts_with("- reverse")).collect();
+        assert_eq!(parted.len(), 1, "{report}");
+        assert!(parted[0].starts_with("- reverse, L = 64: Q=K-V against Q-K-V: -20.00 ± 0.10 points of accuracy"), "{report}");
+        assert!(report.contains("1 of 8 variant-settings"), "{report}");
+    }
+
+    #[test]
+    fn a_sweep_at_the_ceiling_says_that_nothing_separates() {
+        let studies = [study(SyntheticTask::Swap, 16)];
+        let all = outcomes(&studies[0], [1.0, 0.999, 1.0], 0.0);
+        let report = sweep_report(&all, &studies);
+        assert!(report.contains("No setting separates them at this budget"), "{report}");
+        assert!(report.contains("it is at the ceiling everywhere"), "{report}");
+    }
+}
