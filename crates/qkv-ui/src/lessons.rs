@@ -78,9 +78,12 @@ pub const LESSONS: [Lesson; 5] = [
         explanation: "Paper 1's theory: attention sees its input X only through XW_Q, XW_K and XW_V, so any \
             invertible Θ can move into the layer's input. Train this small model (no LayerNorm, no skip around \
             the MLP) for a while, then press 'Eliminate W_Q' below: a copy without W_Q joins with the same logits \
-            and attention maps and a shorter parameter bar. Then keep training both: the copy starts with a fresh \
-            optimiser in an ill-conditioned basis (see 'condition of W_Q') and may stumble, one reason paper 1 \
-            trains with W_Q = I from the start rather than converting.",
+            and attention maps and a shorter parameter bar. Then keep training both on the same batches: the copy \
+            computes the same function, yet its loss jumps on its first step and takes a few dozen steps to catch \
+            up. Same function, different optimisation: the copy starts with a fresh Adam state, whose first steps \
+            move every weight by about the learning rate whatever its gradient, and Adam is not invariant to the \
+            change of basis, which is ill-conditioned here (see 'condition of W_Q'). One reason paper 1 trains \
+            with W_Q = I from the start rather than converting.",
         plan: || ExperimentPlan {
             preset: Preset::Theory,
             model: ModelOverrides { mlp_skip: Some(false), ..ModelOverrides::default() },
@@ -93,7 +96,10 @@ pub const LESSONS: [Lesson; 5] = [
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qkv_train::Dataset;
+    use qkv_model::burn::module::Module;
+    use qkv_model::burn::tensor::Device;
+    use qkv_train::theory::{TheoryCase, continue_converted, convert_and_measure};
+    use qkv_train::{Dataset, Experiment, RunEvent};
 
     #[test]
     fn every_lesson_builds_valid_runs() {
@@ -106,5 +112,45 @@ mod tests {
                 assert!(data.time() <= specs[0].model.block_size);
             }
         }
+    }
+
+    /// Lesson 5's claim, on the lesson's own model and data: the copy without W_Q starts with the
+    /// original's loss, jumps on its first step, and catches up within a few dozen steps.
+    #[test]
+    fn the_copy_without_w_q_jumps_on_its_first_step_and_catches_up() {
+        let lesson = &LESSONS[4];
+        assert!(lesson.explanation.contains("its loss jumps on its first step and takes a few dozen steps to catch up"));
+        let plan = (lesson.plan)();
+        let dataset = plan.dataset().unwrap();
+        let specs = plan.specs(&dataset).unwrap();
+        let mut experiment = Experiment::new(dataset, specs, &Device::flex()).unwrap();
+        // "Train for a while": past the warm-up, as a class would before pressing the button.
+        for _ in 0..100 {
+            experiment.step();
+        }
+        let original = &experiment.runs[0];
+        let (conversion, report) =
+            convert_and_measure(TheoryCase::NoMlpSkip, original, original.model().valid(), experiment.val_batches()).unwrap();
+        assert!(report.exact && report.max_abs_logit_diff < 1e-4, "{report:?}");
+        let copy = continue_converted(original, conversion, "copy", experiment.dataset()).unwrap();
+        experiment.add_run(copy).unwrap();
+        let gaps: Vec<f64> = (0..40)
+            .map(|_| {
+                let losses: Vec<f64> = experiment
+                    .step()
+                    .into_iter()
+                    .filter_map(|event| match event {
+                        RunEvent::Stepped { record, .. } => Some(record.train_loss),
+                        _ => None,
+                    })
+                    .collect();
+                losses[1] - losses[0]
+            })
+            .collect();
+        // The first loss is computed before either updates: the same function, the same loss.
+        assert!(gaps[0].abs() < 1e-3, "{gaps:?}");
+        assert!(gaps[1] > 0.3, "the jump after the copy's first update: {gaps:?}");
+        let late = gaps[30..].iter().sum::<f64>() / 10.0;
+        assert!(late.abs() < 0.1, "caught up within 40 steps: {gaps:?}");
     }
 }
