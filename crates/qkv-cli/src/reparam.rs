@@ -23,8 +23,9 @@ pub struct ReparamArgs {
     /// Training steps before the conversion.
     #[arg(long, default_value_t = 300)]
     pub steps: usize,
-    /// single (one layer), no-mlp-skip (one Θ per layer), shared (shared layers, one Θ), or
-    /// layernorm (the approximate mode).
+    /// single (one layer), no-mlp-skip (one Θ per layer), shared (shared layers, one Θ), deep
+    /// (skips around attention and MLP: the middle layer's W_Q, the whole stream in its basis), or
+    /// layernorm (the approximate mode: keys and values exact, the query approximate).
     #[arg(long, default_value = "single")]
     pub case: TheoryCase,
     /// Fine-tuning steps after an approximate conversion, to show the recovery.

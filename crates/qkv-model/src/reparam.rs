@@ -155,6 +155,22 @@ impl Matrix {
         Matrix { rows: self.rows, cols: other.cols, data }
     }
 
+    /// Row i multiplied by factors[i]: diag(factors)·M.
+    fn scale_rows(mut self, factors: &[f64]) -> Matrix {
+        for (row, factor) in self.data.chunks_mut(self.cols).zip(factors) {
+            row.iter_mut().for_each(|v| *v *= factor);
+        }
+        self
+    }
+
+    /// Column j multiplied by factors[j]: M·diag(factors).
+    fn scale_columns(mut self, factors: &[f64]) -> Matrix {
+        for row in self.data.chunks_mut(self.cols) {
+            row.iter_mut().zip(factors).for_each(|(v, factor)| *v *= factor);
+        }
+        self
+    }
+
     /// Largest column sum of absolute values.
     fn norm1(&self) -> f64 {
         (0..self.cols).map(|j| (0..self.rows).map(|i| self.data[i * self.cols + j].abs()).sum::<f64>()).fold(0.0, f64::max)
@@ -265,25 +281,17 @@ fn projection_mut(attn: &mut crate::attention::CausalSelfAttention, role: Elimin
 /// Exactly equivalent model whose `role` projection is the identity. For W_Q the result is the
 /// `wq-identity` variant (no query parameters, the original attention scale kept); W_K or W_V
 /// stay in the standard layout with an identity matrix in their place, since QKV Lab has no
-/// variant without them.
+/// model-wide conversion into `wk-identity` or `wv-identity`.
 pub fn eliminate(model: &Gpt, config: &GptConfig, role: Eliminated) -> Result<Conversion, ReparamError> {
     check_standard(config, role, true)?;
     let case = ReparamCase::of(config)?;
     let device = model.wte.weight.device();
-    let mut converted = model.clone();
     let n_layer = config.n_layer;
 
     // Θ_l for every layer as applied (one unique block when shared).
     let mut thetas = Vec::new();
     for (layer, block) in model.layers().enumerate() {
-        let attn = &block.attn;
-        let linear = match role {
-            Eliminated::Query => attn.w_q.as_ref(),
-            Eliminated::Key => attn.w_k.as_ref(),
-            Eliminated::Value => attn.w_v.as_ref(),
-        }
-        .expect("a standard layer owns W_Q, W_K and W_V");
-        thetas.push(theta(linear, role.name(), layer)?);
+        thetas.push(theta(projection(&block.attn, role), role.name(), layer)?);
     }
     // basis[l]: the residual stream's basis entering layer l; basis[n_layer]: after the last.
     let mut basis: Vec<(Matrix, Matrix)> = Vec::with_capacity(n_layer + 1);
@@ -300,7 +308,70 @@ pub fn eliminate(model: &Gpt, config: &GptConfig, role: Eliminated) -> Result<Co
         };
         basis.push(next);
     }
+    let mut converted = change_basis(model, &basis);
+    for block in converted.blocks.iter_mut() {
+        let attn = &mut block.attn;
+        if role == Eliminated::Query {
+            attn.w_q = None;
+            attn.variant = AttentionVariant::QueryIdentity;
+        } else {
+            // Θ⁻¹Θ in f64 is I up to rounding; store the exact identity.
+            set_weight(projection_mut(attn, role), &Matrix::identity(config.n_embd), &device);
+        }
+    }
+    let mut converted_config = config.clone();
+    if role == Eliminated::Query {
+        converted_config.attention.variant = AttentionVariant::QueryIdentity;
+        // The identity variant's default scale is halved; the converted model keeps the original's.
+        converted_config.attention.scale = Some(config.attention_scale());
+    }
+    Ok(Conversion { model: converted, config: converted_config, case: Some(case), conditions: thetas.iter().map(|t| t.2).collect() })
+}
 
+/// Exactly equivalent model in which one layer's `role` projection is the identity: paper 1's
+/// statement about a single layer inside a deep network. It holds at any depth without
+/// normalisation, skips included, because the whole residual stream moves into that layer's basis
+/// Θ = W^(layer): the embeddings absorb Θ, every layer reads through Θ⁻¹ and writes through Θ,
+/// and the LM head absorbs Θ⁻¹. The other layers keep their projection (in the new basis), so the
+/// model stays standard, with the identity stored in that layer's place.
+pub fn eliminate_in_layer(model: &Gpt, config: &GptConfig, role: Eliminated, layer: usize) -> Result<Conversion, ReparamError> {
+    check_standard(config, role, true)?;
+    if config.norm != Norm::None {
+        return Err(ReparamError::Precondition(
+            "the model has LayerNorm, and LN(XΘ) ≠ LN(X)Θ: no exact conversion exists; use the approximate mode".into(),
+        ));
+    }
+    if layer >= config.n_layer {
+        return Err(ReparamError::Precondition(format!("layer {layer} does not exist: the model has layers 0 to {}", config.n_layer - 1)));
+    }
+    let block = model.layers().nth(layer).expect("the layer exists");
+    let (t, t_inv, condition) = theta(projection(&block.attn, role), role.name(), layer)?;
+    let basis = vec![(t, t_inv); config.n_layer + 1];
+    let mut converted = change_basis(model, &basis);
+    let unique = converted.blocks.len();
+    let device = model.wte.weight.device();
+    set_weight(projection_mut(&mut converted.blocks[layer % unique].attn, role), &Matrix::identity(config.n_embd), &device);
+    Ok(Conversion { model: converted, config: config.clone(), case: None, conditions: vec![condition] })
+}
+
+/// The projection `role` of a standard layer.
+fn projection(attn: &crate::attention::CausalSelfAttention, role: Eliminated) -> &Linear {
+    match role {
+        Eliminated::Query => attn.w_q.as_ref(),
+        Eliminated::Key => attn.w_k.as_ref(),
+        Eliminated::Value => attn.w_v.as_ref(),
+    }
+    .expect("a standard layer owns W_Q, W_K and W_V")
+}
+
+/// `model` with its residual stream in `basis[l] = (B_l, B_l⁻¹)` entering layer l (and
+/// `basis[n_layer]` after the last): the embeddings absorb B_0, each layer reads through B_l⁻¹
+/// and writes its attention through B_l and its MLP through B_(l+1), and the LM head absorbs the
+/// last inverse. The function the model computes does not change.
+fn change_basis(model: &Gpt, basis: &[(Matrix, Matrix)]) -> Gpt {
+    let device = model.wte.weight.device();
+    let mut converted = model.clone();
+    let n_layer = basis.len() - 1;
     let embedding = |weight: &Param<Tensor<2>>| Param::from_tensor(Matrix::read(weight.val()).matmul(&basis[0].0).tensor(&device));
     converted.wte.weight = embedding(&model.wte.weight);
     converted.wpe.weight = embedding(&model.wpe.weight);
@@ -311,21 +382,14 @@ pub fn eliminate(model: &Gpt, config: &GptConfig, role: Eliminated) -> Result<Co
         let (b, b_inv) = &basis[layer];
         let (next, _) = &basis[layer + 1];
         let attn = &mut block.attn;
-        for projection in [Eliminated::Query, Eliminated::Key, Eliminated::Value] {
-            let linear = projection_mut(attn, projection);
+        for role in [Eliminated::Query, Eliminated::Key, Eliminated::Value] {
+            let linear = projection_mut(attn, role);
             let w = b_inv.matmul(&linear_weight(linear));
             set_weight(linear, &w, &device);
         }
         let w_o = linear_weight(&attn.w_o).matmul(b);
         set_weight(&mut attn.w_o, &w_o, &device);
         transform_bias(&mut attn.w_o, b, &device);
-        if role == Eliminated::Query {
-            attn.w_q = None;
-            attn.variant = AttentionVariant::QueryIdentity;
-        } else {
-            // Θ⁻¹Θ in f64 is I up to rounding; store the exact identity.
-            set_weight(projection_mut(attn, role), &Matrix::identity(config.n_embd), &device);
-        }
         let mlp = &mut block.mlp;
         let w_in = b_inv.matmul(&linear_weight(&mlp.c_fc));
         set_weight(&mut mlp.c_fc, &w_in, &device);
@@ -337,14 +401,7 @@ pub fn eliminate(model: &Gpt, config: &GptConfig, role: Eliminated) -> Result<Co
     let head = converted.lm_head.as_mut().expect("untied models have an LM head");
     let w_head = last_inv.matmul(&linear_weight(head));
     set_weight(head, &w_head, &device);
-
-    let mut converted_config = config.clone();
-    if role == Eliminated::Query {
-        converted_config.attention.variant = AttentionVariant::QueryIdentity;
-        // The identity variant's default scale is halved; the converted model keeps the original's.
-        converted_config.attention.scale = Some(config.attention_scale());
-    }
-    Ok(Conversion { model: converted, config: converted_config, case: Some(case), conditions: thetas.iter().map(|t| t.2).collect() })
+    converted
 }
 
 /// [`eliminate`] for W_Q.
@@ -353,10 +410,11 @@ pub fn eliminate_query(model: &Gpt, config: &GptConfig) -> Result<Conversion, Re
 }
 
 /// W_Q = I for a model with LayerNorm, where no exact conversion exists. Each layer's attention
-/// input LN(x) would have to become LN(x)·Θ_l; LayerNorm's elementwise gain can only hold Θ_l's
-/// diagonal (the least-squares choice for decorrelated normalised channels), its bias takes βΘ_l
-/// exactly, and W_K, W_V take Θ_l⁻¹. The residual stream keeps its basis. The caller measures the
-/// error; a short fine-tune recovers it.
+/// input LN(x) would have to become LN(x)·Θ_l, which LayerNorm's elementwise gain and bias cannot
+/// hold. They can hold its diagonal d = diag(Θ_l): with gain γ∘d and bias β∘d the attention input
+/// is exactly LN(x)·diag(d), and W_K, W_V take diag(d)⁻¹ so that keys and values stay exact. Only
+/// the query, LN(x)·diag(d) in place of LN(x)·Θ_l, loses Θ_l's off-diagonal part. The residual
+/// stream keeps its basis. The caller measures the error; a short fine-tune recovers it.
 pub fn eliminate_query_approx(model: &Gpt, config: &GptConfig) -> Result<Conversion, ReparamError> {
     check_standard(config, Eliminated::Query, false)?;
     if config.norm != Norm::LayerNorm {
@@ -367,22 +425,28 @@ pub fn eliminate_query_approx(model: &Gpt, config: &GptConfig) -> Result<Convers
     let mut conditions = Vec::new();
     for (layer, block) in converted.blocks.iter_mut().enumerate() {
         let attn = &mut block.attn;
-        let (t, t_inv, condition) = theta(attn.w_q.as_ref().expect("standard"), "W_Q", layer)?;
+        let (t, _, condition) = theta(attn.w_q.as_ref().expect("standard"), "W_Q", layer)?;
         conditions.push(condition);
+        let d: Vec<f64> = (0..t.rows).map(|i| t.data[i * t.cols + i]).collect();
+        let largest = d.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        if let Some(channel) = d.iter().position(|v| v.abs() <= largest / MAX_CONDITION) {
+            return Err(ReparamError::Precondition(format!(
+                "W_Q of layer {layer} is (nearly) zero on its diagonal at channel {channel}: the LayerNorm gain cannot carry it"
+            )));
+        }
+        let inverse: Vec<f64> = d.iter().map(|v| 1.0 / v).collect();
         for projection in [Eliminated::Key, Eliminated::Value] {
             let linear = projection_mut(attn, projection);
-            let w = t_inv.matmul(&linear_weight(linear));
+            // Row i of W reads input channel i, which now arrives d_i times larger.
+            let w = linear_weight(linear).scale_rows(&inverse);
             set_weight(linear, &w, &device);
         }
         attn.w_q = None;
         attn.variant = AttentionVariant::QueryIdentity;
         let norm = block.ln_1.as_mut().expect("LayerNorm models have ln_1");
-        let gamma = Matrix::read(norm.gamma.val());
-        let diagonal: Vec<f64> = (0..t.rows).map(|i| gamma.data[i] * t.data[i * t.cols + i]).collect();
-        norm.gamma = Param::from_tensor(Matrix { rows: 1, cols: t.rows, data: diagonal }.tensor(&device));
+        norm.gamma = Param::from_tensor(Matrix::read(norm.gamma.val()).scale_columns(&d).tensor(&device));
         if let Some(beta) = &norm.beta {
-            let b = Matrix::read(beta.val()).matmul(&t);
-            norm.beta = Some(Param::from_tensor(b.tensor(&device)));
+            norm.beta = Some(Param::from_tensor(Matrix::read(beta.val()).scale_columns(&d).tensor(&device)));
         }
     }
     let mut converted_config = config.clone();
@@ -501,15 +565,53 @@ mod tests {
     }
 
     #[test]
-    fn the_approximate_mode_converts_a_layer_norm_model() {
+    fn one_layer_of_a_deep_residual_model_loses_its_projection_exactly() {
+        let device = Device::flex();
+        // Skips around attention and MLP, three layers: no model-wide case applies.
+        let config = theory_config(3, true, false);
+        device.seed(5);
+        let model = Gpt::new(&config, &device).unwrap();
+        assert!(ReparamCase::of(&config).is_err());
+        for (role, layer) in
+            [(Eliminated::Query, 0), (Eliminated::Query, 1), (Eliminated::Query, 2), (Eliminated::Key, 1), (Eliminated::Value, 2)]
+        {
+            let conversion = eliminate_in_layer(&model, &config, role, layer).unwrap();
+            let diff = max_abs_diff(&logits(&model, &device), &logits(&conversion.model, &device));
+            assert!(diff < 1e-4, "{role:?} of layer {layer}: logits differ by {diff}");
+            for (l, block) in conversion.model.blocks.iter().enumerate() {
+                let is_identity = linear_weight(projection(&block.attn, role)) == Matrix::identity(config.n_embd);
+                assert_eq!(is_identity, l == layer, "{role:?} of layer {l} after eliminating layer {layer}'s");
+            }
+            assert_eq!(conversion.config, config, "the other layers keep theirs: still a standard model");
+            assert_eq!(conversion.conditions.len(), 1);
+        }
+        let err = eliminate_in_layer(&model, &config, Eliminated::Query, 3).err().unwrap().to_string();
+        assert!(err.contains("layers 0 to 2"), "{err}");
+        let mut layer_norm = config.clone();
+        layer_norm.norm = Norm::LayerNorm;
+        let err = eliminate_in_layer(&Gpt::new(&layer_norm, &device).unwrap(), &layer_norm, Eliminated::Query, 0).err().unwrap();
+        assert!(err.to_string().contains("approximate"), "{err}");
+    }
+
+    #[test]
+    fn the_approximate_mode_keeps_keys_and_values_exact() {
         let device = Device::flex();
         let mut config = theory_config(2, true, false);
         config.norm = Norm::LayerNorm;
+        device.seed(3);
         let model = Gpt::new(&config, &device).unwrap();
         let conversion = eliminate_query_approx(&model, &config).unwrap();
         assert!(conversion.model.blocks.iter().all(|b| b.attn.w_q.is_none()));
         let converted = logits(&conversion.model, &device);
         assert!(converted.iter().all(|v| v.is_finite()));
-        assert_eq!(converted.len(), logits(&model, &device).len());
+        // Any input to any layer: its keys and values are the original's; its query is not.
+        let x = model.embed(tokens(&[&[1, 2, 3, 4, 5, 6, 7, 8]], &device), 0);
+        for (before, after) in model.blocks.iter().zip(&conversion.model.blocks) {
+            let original = before.attn.project(crate::gpt::normalise(&before.ln_1, x.clone()));
+            let approximate = after.attn.project(crate::gpt::normalise(&after.ln_1, x.clone()));
+            assert!(max_abs_diff(&values(original.key), &values(approximate.key)) < 1e-4);
+            assert!(max_abs_diff(&values(original.value), &values(approximate.value)) < 1e-4);
+            assert!(max_abs_diff(&values(original.query), &values(approximate.query)) > 1e-3, "only the query is approximate");
+        }
     }
 }

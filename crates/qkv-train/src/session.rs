@@ -462,16 +462,20 @@ impl Session {
         let experiment = self.experiment.as_mut().ok_or(SessionError::NothingLoaded)?;
         let original = experiment.runs.get(index).ok_or(SessionError::NoSuchRun(index))?;
         let config = &original.spec.model;
-        // Exact where the theory allows it; with LayerNorm, the approximate conversion.
+        // Exact where the theory allows it: the whole model's W_Q, or else (skips around both
+        // attention and MLP) the middle layer's; with LayerNorm, the approximate conversion.
         let case = match ReparamCase::of(config) {
             Ok(exact) => TheoryCase::from(exact),
             Err(_) if config.norm == Norm::LayerNorm => TheoryCase::LayerNorm,
-            Err(e) => return Err(e.into()),
+            Err(_) => TheoryCase::Deep,
         };
         // On the CPU copy: the conversion reads every weight, which the browser cannot block on.
         let on_cpu = model_on_cpu(original.model()).await?;
         let (conversion, report) = convert_and_measure(case, original, on_cpu, experiment.val_batches())?;
-        let name = format!("{} (W_Q eliminated)", original.spec.name);
+        let name = match case.layer(config) {
+            Some(layer) => format!("{} (layer {layer}'s W_Q eliminated)", original.spec.name),
+            None => format!("{} (W_Q eliminated)", original.spec.name),
+        };
         let run = continue_converted(original, conversion, &name, experiment.dataset())?;
         let info = RunInfo::of(&run);
         experiment.add_run(run)?;
@@ -791,10 +795,19 @@ mod tests {
         let next = session.run(Command::Step);
         assert_eq!(next.iter().filter(|m| matches!(m, Message::Stepped { .. })).count(), 2);
 
+        // Skips around both attention and MLP: the middle layer's W_Q goes, exactly.
         let standard_layers = ExperimentPlan { preset: Preset::Theory, ..ExperimentPlan::default() };
         session.run(Command::Load(standard_layers));
+        let messages = session.run(Command::EliminateQuery { run: 0 });
+        let Some(Message::Converted { info, report, .. }) = messages.first() else { panic!("{messages:?}") };
+        assert_eq!(report.case, TheoryCase::Deep);
+        assert!(report.max_abs_logit_diff < 1e-4, "{report:?}");
+        assert!(info.spec.name.contains("layer 1's W_Q eliminated"), "{}", info.spec.name);
+
+        let identity = ExperimentPlan { runs: vec![RunPlan::new(AttentionVariant::QueryIdentity)], ..ExperimentPlan::default() };
+        session.run(Command::Load(identity));
         let refused = session.run(Command::EliminateQuery { run: 0 });
-        assert!(matches!(&refused[..], [Message::Failed(e)] if e.contains("shared_layers")), "{refused:?}");
+        assert!(matches!(&refused[..], [Message::Failed(e)] if e.contains("not standard")), "{refused:?}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use burn::module::Module;
 use burn::tensor::Device;
 use serde::Serialize;
 
-use qkv_model::reparam::{Conversion, ReparamCase, ReparamError, eliminate_query, eliminate_query_approx};
+use qkv_model::reparam::{Conversion, Eliminated, ReparamCase, ReparamError, eliminate_in_layer, eliminate_query, eliminate_query_approx};
 use qkv_model::{Gpt, GptConfig, Norm, ParamReport, Preset};
 
 use crate::dataset::{Batch, Dataset};
@@ -25,19 +25,25 @@ pub enum TheoryCase {
     NoMlpSkip,
     /// The theory preset's layers sharing one set of weights.
     Shared,
+    /// The theory preset as it is (skips around attention and MLP, no normalisation): the middle
+    /// layer's W_Q eliminated inside the deep network, the whole residual stream moved into its
+    /// basis; the other layers keep theirs.
+    Deep,
     /// The theory preset with LayerNorm: no exact conversion, the approximate mode.
     #[serde(rename = "layernorm")]
     LayerNorm,
 }
 
 impl TheoryCase {
-    pub const ALL: [TheoryCase; 4] = [TheoryCase::Single, TheoryCase::NoMlpSkip, TheoryCase::Shared, TheoryCase::LayerNorm];
+    pub const ALL: [TheoryCase; 5] =
+        [TheoryCase::Single, TheoryCase::NoMlpSkip, TheoryCase::Shared, TheoryCase::Deep, TheoryCase::LayerNorm];
 
     pub fn name(self) -> &'static str {
         match self {
             TheoryCase::Single => "single",
             TheoryCase::NoMlpSkip => "no-mlp-skip",
             TheoryCase::Shared => "shared",
+            TheoryCase::Deep => "deep",
             TheoryCase::LayerNorm => "layernorm",
         }
     }
@@ -54,13 +60,23 @@ impl TheoryCase {
             TheoryCase::Single => config.n_layer = 1,
             TheoryCase::NoMlpSkip => config.mlp_skip = false,
             TheoryCase::Shared => config.shared_layers = true,
+            TheoryCase::Deep => {}
             TheoryCase::LayerNorm => config.norm = Norm::LayerNorm,
         }
         config
     }
 
     pub fn convert(self, model: &Gpt, config: &GptConfig) -> Result<Conversion, ReparamError> {
-        if self.is_exact() { eliminate_query(model, config) } else { eliminate_query_approx(model, config) }
+        match self {
+            TheoryCase::Deep => eliminate_in_layer(model, config, Eliminated::Query, self.layer(config).unwrap_or(0)),
+            TheoryCase::LayerNorm => eliminate_query_approx(model, config),
+            _ => eliminate_query(model, config),
+        }
+    }
+
+    /// The one layer whose W_Q goes, where only one does: the middle layer of the deep case.
+    pub fn layer(self, config: &GptConfig) -> Option<usize> {
+        (self == TheoryCase::Deep).then_some(config.n_layer / 2)
     }
 }
 
@@ -211,6 +227,21 @@ mod tests {
             assert!(report.params_after < report.params_before);
             assert!(conversion.model.blocks.iter().all(|b| b.attn.w_q.is_none()));
         }
+    }
+
+    #[test]
+    fn a_trained_deep_model_loses_its_middle_layers_query_exactly() {
+        let experiment = trained(TheoryCase::Deep, 30);
+        let run = &experiment.runs[0];
+        let config = &run.spec.model;
+        assert!(config.mlp_skip && config.n_layer > 1, "skips around both attention and MLP: {config:?}");
+        let (conversion, report) = convert_and_measure(TheoryCase::Deep, run, run.model().valid(), experiment.val_batches()).unwrap();
+        assert!(report.exact && report.max_abs_logit_diff < 1e-4, "{report:?}");
+        assert!((report.val_loss_before - report.val_loss_after).abs() < 1e-4, "{report:?}");
+        let layer = TheoryCase::Deep.layer(config).unwrap();
+        let w_q = conversion.model.blocks[layer].attn.w_q.as_ref().unwrap().weight.val().into_data().try_to_vec::<f32>().unwrap();
+        let n = config.n_embd;
+        assert!(w_q.iter().enumerate().all(|(i, &v)| v == if i / n == i % n { 1.0 } else { 0.0 }), "W_Q of layer {layer} is I");
     }
 
     #[test]
