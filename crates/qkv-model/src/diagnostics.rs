@@ -29,7 +29,8 @@ pub struct LayerDiagnostics {
     /// `cos(W_Q, W_K)`; `None` without separate W_Q and W_K of the same shape (GQA/MQA keys
     /// have fewer heads than queries).
     pub query_key_cosine: Option<f64>,
-    /// The effective rank of each projection the layer owns, by its name ("W_K", "W_QK", …).
+    /// The effective rank of each projection the layer owns, by its name ("W_K", "W_QK", …);
+    /// empty where they were not computed ([`Ranks::Skipped`]).
     pub effective_ranks: Vec<(String, f64)>,
     /// Per head: the share of the logit matrix's energy in its symmetric part,
     /// `‖(A + Aᵀ)/2‖² / ‖A‖²`, over every query-key pair before the causal mask: 1 for
@@ -86,6 +87,19 @@ async fn weights(layer: &Linear) -> Result<Weights, DiagnosticsError> {
 /// Pass the model as it is evaluated (`valid()`, without dropout), or the figures of the later
 /// layers vary with dropout's masks.
 pub async fn diagnose(model: &Gpt, tokens: Tensor<2, Int>) -> Result<ModelDiagnostics, DiagnosticsError> {
+    diagnose_with(model, tokens, Ranks::Computed).await
+}
+
+/// Whether to compute the effective ranks, the one figure whose cost grows as d³ (a singular
+/// value decomposition per projection): a live view of a wide model leaves them out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ranks {
+    Computed,
+    Skipped,
+}
+
+/// [`diagnose`], with the effective ranks computed or left empty.
+pub async fn diagnose_with(model: &Gpt, tokens: Tensor<2, Int>, ranks: Ranks) -> Result<ModelDiagnostics, DiagnosticsError> {
     if tokens.dims().contains(&0) {
         return Err(DiagnosticsError::NoTokens);
     }
@@ -93,13 +107,17 @@ pub async fn diagnose(model: &Gpt, tokens: Tensor<2, Int>) -> Result<ModelDiagno
     let mut layers = Vec::new();
     for block in model.layers() {
         let attention_input = normalise(&block.ln_1, x.clone());
-        layers.push(diagnose_layer(&block.attn, attention_input).await?);
+        layers.push(diagnose_layer(&block.attn, attention_input, ranks).await?);
         x = block.run(x, false).0;
     }
     Ok(ModelDiagnostics { layers })
 }
 
-async fn diagnose_layer(attn: &CausalSelfAttention, attention_input: Tensor<3>) -> Result<LayerDiagnostics, DiagnosticsError> {
+async fn diagnose_layer(
+    attn: &CausalSelfAttention,
+    attention_input: Tensor<3>,
+    ranks: Ranks,
+) -> Result<LayerDiagnostics, DiagnosticsError> {
     let mut owned = Vec::new();
     for &projection in attn.variant.projections() {
         if let Some(layer) = attn.projection(projection) {
@@ -111,10 +129,13 @@ async fn diagnose_layer(attn: &CausalSelfAttention, attention_input: Tensor<3>) 
         (Some(a), Some(b)) if a.dims == b.dims => Some(cosine(&a.values, &b.values)),
         _ => None,
     };
-    let effective_ranks = owned
-        .iter()
-        .map(|(projection, w)| (projection.name().to_string(), effective_rank(&singular_values(&w.values, w.dims[0], w.dims[1]))))
-        .collect();
+    let effective_ranks = match ranks {
+        Ranks::Computed => owned
+            .iter()
+            .map(|(projection, w)| (projection.name().to_string(), effective_rank(&singular_values(&w.values, w.dims[0], w.dims[1]))))
+            .collect(),
+        Ranks::Skipped => Vec::new(),
+    };
 
     let logits = attn.logits(&attn.project(attention_input), 0);
     let [batch, heads, time, _] = logits.dims();

@@ -15,8 +15,9 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 use web_time::Instant;
 
+use qkv_model::diagnostics::{Ranks, diagnose_with};
 use qkv_model::reparam::{ReparamCase, ReparamError};
-use qkv_model::{Norm, ParamReport};
+use qkv_model::{ModelDiagnostics, Norm, ParamReport};
 
 use crate::checkpoint::{self, Checkpoint, CheckpointError};
 use crate::corpus::DataError;
@@ -115,7 +116,14 @@ pub struct AttentionMaps {
     pub tokens: Vec<String>,
     /// Per run: [layer][head] → row-major [query, key] probabilities (T × T).
     pub runs: Vec<Vec<Vec<Vec<f32>>>>,
+    /// Per run: its attention diagnostics on the same prompt (effective ranks only for models
+    /// up to [`LIVE_RANKS_MAX_WIDTH`] wide).
+    pub diagnostics: Vec<ModelDiagnostics>,
 }
+
+/// The widest model whose effective ranks the live view computes: a singular value
+/// decomposition costs d³ per projection, and the maps refresh while training.
+pub const LIVE_RANKS_MAX_WIDTH: usize = 256;
 
 impl RunInfo {
     pub fn of(run: &Run) -> Self {
@@ -406,6 +414,7 @@ impl Session {
         let time = tokens.len();
         let ids: Vec<i64> = tokens.iter().map(|&t| t as i64).collect();
         let mut runs = Vec::new();
+        let mut diagnostics = Vec::new();
         for run in &experiment.runs {
             let model = burn::module::Module::valid(run.model());
             let device = run.device().clone().without_autodiff();
@@ -423,8 +432,11 @@ impl Session {
             let maps =
                 (0..n_layer).map(|l| (0..n_head).map(|h| values[(l * n_head + h) * per_map..][..per_map].to_vec()).collect()).collect();
             runs.push(maps);
+            let ranks = if run.spec.model.n_embd <= LIVE_RANKS_MAX_WIDTH { Ranks::Computed } else { Ranks::Skipped };
+            let input = Tensor::<2, Int>::from_data(TensorData::new(ids.clone(), [1, time]), &device);
+            diagnostics.push(diagnose_with(&model, input, ranks).await.map_err(|e| SessionError::ReadBack(e.to_string()))?);
         }
-        Ok(AttentionMaps { step: experiment.step, tokens: labels, runs })
+        Ok(AttentionMaps { step: experiment.step, tokens: labels, runs, diagnostics })
     }
 
     async fn sample(&self, run: usize, prompt: &str, options: &SampleOptions) -> Result<Vec<Message>, SessionError> {

@@ -2,6 +2,7 @@
 //! values on hover, a head enlarged on click, and the difference of two runs' maps.
 
 use egui::{Color32, ColorImage, ComboBox, Rect, RichText, Sense, TextureHandle, TextureOptions, Ui, pos2, vec2};
+use qkv_model::ModelDiagnostics;
 use qkv_train::session::AttentionMaps;
 
 use crate::palette;
@@ -60,6 +61,43 @@ fn cell_at(rect: Rect, time: usize, pointer: egui::Pos2) -> Option<(usize, usize
     let col = ((pointer.x - rect.left()) / rect.width() * time as f32) as usize;
     let row = ((pointer.y - rect.top()) / rect.height() * time as f32) as usize;
     Some((row.min(time - 1), col.min(time - 1)))
+}
+
+/// A run's attention diagnostics under its maps (docs/diagnostics.md): means over layers on one
+/// line, every layer's figures on hover.
+fn diagnostics_ui(ui: &mut Ui, diagnostics: &ModelDiagnostics) {
+    let figure = |value: Option<f64>| value.map_or("–".to_string(), |v| format!("{v:.2}"));
+    let line = format!(
+        "cos(W_K,W_V) {}  cos(W_Q,W_K) {}\nsymmetry {}  logit RMS {}",
+        figure(diagnostics.mean(|l| l.key_value_cosine)),
+        figure(diagnostics.mean(|l| l.query_key_cosine)),
+        figure(diagnostics.mean_symmetry()),
+        figure(diagnostics.mean(|l| Some(l.logit_rms)))
+    );
+    ui.label(RichText::new(line).small()).on_hover_ui(|ui| {
+        ui.label(
+            "Means over layers, on this prompt. cos: the two weight matrices as vectors (paper 2 finds 0.73 for \
+             W_K, W_V in trained standard models, 0.42 for W_Q, W_K). Symmetry: the share of each head's logits in \
+             their symmetric part, 1 for Q=K-V, about 0.5 for unrelated logits. Logit RMS: the size of the scaled \
+             logits a query may attend to.",
+        );
+        egui::Grid::new("diagnostics_by_layer").striped(true).show(ui, |ui| {
+            for heading in ["layer", "cos(W_K,W_V)", "cos(W_Q,W_K)", "symmetry by head", "logit RMS", "effective ranks"] {
+                ui.strong(heading);
+            }
+            ui.end_row();
+            for (l, layer) in diagnostics.layers.iter().enumerate() {
+                ui.label(l.to_string());
+                ui.label(figure(layer.key_value_cosine));
+                ui.label(figure(layer.query_key_cosine));
+                ui.label(layer.symmetry.iter().map(|s| format!("{s:.2}")).collect::<Vec<_>>().join(" "));
+                ui.label(format!("{:.2}", layer.logit_rms));
+                let ranks: Vec<String> = layer.effective_ranks.iter().map(|(name, rank)| format!("{name} {rank:.0}")).collect();
+                ui.label(if ranks.is_empty() { "– (wide model)".to_string() } else { ranks.join(", ") });
+                ui.end_row();
+            }
+        });
+    });
 }
 
 impl AttentionPanel {
@@ -138,7 +176,8 @@ impl AttentionPanel {
         let layers = maps.runs.first().map_or(1, Vec::len);
         let across = (n_runs * heads) as f32 + n_runs as f32 * 1.2;
         let by_width = ui.available_width() / across - 3.0;
-        let by_height = ui.available_height() * 0.5 / (layers as f32 + 0.8);
+        // Rows: the layers, the head labels and the two lines of diagnostics.
+        let by_height = ui.available_height() * 0.5 / (layers as f32 + 1.6);
         let cell = by_width.min(by_height).clamp(24.0, 96.0);
         egui::ScrollArea::both().id_salt("attention_scroll").max_height(ui.available_height() * 0.55).show(ui, |ui| {
             ui.horizontal_top(|ui| {
@@ -164,6 +203,9 @@ impl AttentionPanel {
                                 ui.end_row();
                             }
                         });
+                        if let Some(diagnostics) = maps.diagnostics.get(r) {
+                            diagnostics_ui(ui, diagnostics);
+                        }
                     });
                     ui.add_space(16.0);
                 }

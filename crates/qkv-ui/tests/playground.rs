@@ -147,6 +147,13 @@ fn stepping_the_default_demo_fills_every_panel() {
     // Five train points and the step-0 evaluation per run.
     assert!(app.loss.points_drawn >= 2 * 6, "loss plot has {} points", app.loss.points_drawn);
     assert_eq!(app.attention.maps_drawn, 2 * 2 * 4, "2 runs × 2 layers × 4 heads");
+    // Each run's diagnostics under its maps; wq-identity has no W_Q to compare with W_K.
+    let diagnostics = app.view.attention.as_ref().map(|maps| maps.diagnostics.clone()).unwrap_or_default();
+    assert_eq!(diagnostics.len(), 2);
+    assert!(diagnostics[0].layers[0].query_key_cosine.is_some() && diagnostics[1].layers[0].query_key_cosine.is_none());
+    assert!(diagnostics.iter().all(|d| d.layers.iter().all(|l| !l.effective_ranks.is_empty())), "a narrow model has its ranks");
+    let lines = harness.query_all_by_label_contains("cos(W_K,W_V)").count();
+    assert_eq!(lines, 2, "one line of diagnostics per run");
     for run in &app.view.runs {
         let total = ParamReport::new(&run.info.spec.model).total_params;
         let label = format!("{total} ({:.3} M)", total as f64 / 1e6);
