@@ -1,4 +1,5 @@
-//! AdamW as both papers use it: decoupled decay on matrices and embeddings only, global-norm
+//! AdamW as both papers use it: decoupled decay on matrices and embeddings only (see
+//! [`is_decayed`]), global-norm
 //! gradient clipping, and the warmup + cosine schedule of [`TrainingConfig::lr_at`].
 //!
 //! The update is Burn's AdamW, operation for operation (bias-corrected moments, ε outside the
@@ -201,7 +202,7 @@ impl ModuleMapper for Update<'_> {
             beta_2,
             epsilon,
             lr: self.lr,
-            weight_decay: if D >= decay_min_rank { weight_decay } else { 0.0 },
+            weight_decay: if is_decayed(&tensor.dims(), decay_min_rank) { weight_decay } else { 0.0 },
             time: time as i32,
         };
         let (updated, moment_1, moment_2) =
@@ -213,6 +214,14 @@ impl ModuleMapper for Update<'_> {
         }
         Param::from_mapped_value(id, updated, mapper)
     }
+}
+
+/// Whether a parameter of shape `dims` is decayed: a matrix (rank ≥ `min_rank`) in every
+/// dimension. Vectors are not (biases, norm gains), nor a matrix with a dimension of 1, which is
+/// a vector by another name: (Q=K-V)+'s 10 → 1 mix, whose weights sum to the gain on the logits
+/// and would be pulled towards flat attention, as a LayerNorm gain would be.
+fn is_decayed(dims: &[usize], min_rank: usize) -> bool {
+    dims.len() >= min_rank && dims.iter().all(|&d| d > 1)
 }
 
 /// √(Σ‖g‖²) over every parameter's gradient, as a [1] tensor.
@@ -263,7 +272,7 @@ mod tests {
         struct LowRank(Vec<ParamId>, usize);
         impl ModuleVisitor for LowRank {
             fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-                if D < self.1 {
+                if !is_decayed(&param.val().dims(), self.1) {
                     self.0.push(param.id);
                 }
             }
@@ -271,6 +280,14 @@ mod tests {
         let mut low = LowRank(Vec::new(), config.decay_min_rank);
         model.visit(&mut low);
         ModuleOptimizer::from(adamw(config.weight_decay)).with_group(burn::module::ParamGroup::from_ids(low.0), adamw(0.0), None)
+    }
+
+    #[test]
+    fn matrices_decay_and_vectors_do_not_whatever_their_rank() {
+        assert!(is_decayed(&[128, 384], 2), "a projection");
+        assert!(!is_decayed(&[384], 2), "a bias or a norm gain");
+        assert!(!is_decayed(&[10, 1], 2), "(Q=K-V)+'s mix: its weights sum to a gain");
+        assert!(!is_decayed(&[128, 384], 3), "below the configured rank");
     }
 
     fn weights(model: &Gpt) -> Vec<f32> {

@@ -22,7 +22,8 @@ pub struct TrainingConfig {
     pub warmup_steps: usize,
     /// The cosine reaches `min_lr` at this step and stays there.
     pub decay_steps: usize,
-    /// Decoupled AdamW decay, applied to parameters of rank ≥ `decay_min_rank` only.
+    /// Decoupled AdamW decay, applied to parameters of rank ≥ `decay_min_rank` with no
+    /// dimension of 1 only.
     pub weight_decay: f64,
     /// 2: matrices and embeddings decay, LayerNorm gains and biases do not (paper 1's rule).
     pub decay_min_rank: usize,
