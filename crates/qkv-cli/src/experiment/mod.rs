@@ -209,16 +209,25 @@ const STANDARD_SCALE_RUN: &str = "wq-identity at standard scale";
 fn paper2_runs(n_head: usize) -> Vec<RunPlan> {
     use AttentionVariant::*;
     let gqa = if n_head / 4 >= 2 { n_head / 4 } else { (n_head / 2).max(1) };
+    let mut runs = paper2_projection_runs();
+    runs.extend([
+        RunPlan::new(Standard).with_kv_heads(gqa).named(format!("GQA {gqa}/{n_head}")),
+        RunPlan::new(Standard).with_kv_heads(1).named(format!("MQA 1/{n_head}")),
+        RunPlan::new(SharedKeyValue).with_kv_heads(gqa).named(format!("Q-K=V + GQA {gqa}/{n_head}")),
+        RunPlan::new(SharedKeyValue).with_kv_heads(1).named(format!("Q-K=V + MQA 1/{n_head}")),
+    ]);
+    runs
+}
+
+/// Paper 2's projection variants, Q-K-V first (the reference every change is paired against).
+fn paper2_projection_runs() -> Vec<RunPlan> {
+    use AttentionVariant::*;
     vec![
         RunPlan::new(Standard).named("Q-K-V"),
         RunPlan::new(SharedQueryKey).named("Q=K-V"),
         RunPlan::new(SharedQueryKeyAsym).named("(Q=K-V)+"),
         RunPlan::new(SharedKeyValue).named("Q-K=V"),
         RunPlan::new(SharedAll).named("Q=K=V"),
-        RunPlan::new(Standard).with_kv_heads(gqa).named(format!("GQA {gqa}/{n_head}")),
-        RunPlan::new(Standard).with_kv_heads(1).named(format!("MQA 1/{n_head}")),
-        RunPlan::new(SharedKeyValue).with_kv_heads(gqa).named(format!("Q-K=V + GQA {gqa}/{n_head}")),
-        RunPlan::new(SharedKeyValue).with_kv_heads(1).named(format!("Q-K=V + MQA 1/{n_head}")),
     ]
 }
 
@@ -260,7 +269,7 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
                     let training =
                         TrainingOverrides { steps: args.steps.or(defaults.steps), batch_size: defaults.batch_size, ..Default::default() };
                     let data = DataSource::Synthetic { task, length };
-                    let plan = ExperimentPlan { model, training, ..plan(preset, data, sweep::sweep_runs()) };
+                    let plan = ExperimentPlan { model, training, ..plan(preset, data, paper2_projection_runs()) };
                     studies.push(Study { name: sweep::study_name(task, length), plan });
                 }
             }
