@@ -172,7 +172,8 @@ impl CausalSelfAttention {
         }
     }
 
-    fn slot(&mut self, projection: Projection) -> &mut Option<Linear> {
+    /// Where the layer keeps the weights for `projection`.
+    pub(crate) fn slot(&mut self, projection: Projection) -> &mut Option<Linear> {
         match projection {
             Projection::Query => &mut self.w_q,
             Projection::Key => &mut self.w_k,

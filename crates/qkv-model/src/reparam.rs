@@ -20,7 +20,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::config::{GptConfig, Norm};
 use crate::gpt::Gpt;
-use crate::variant::AttentionVariant;
+use crate::variant::{AttentionVariant, Projection};
 
 /// Above this 1-norm condition number an f32 model loses too many digits to be "the same".
 pub const MAX_CONDITION: f64 = 1e6;
@@ -34,12 +34,17 @@ pub enum Eliminated {
 }
 
 impl Eliminated {
-    pub fn name(self) -> &'static str {
+    /// The layer's projection in that role.
+    fn projection(self) -> Projection {
         match self {
-            Eliminated::Query => "W_Q",
-            Eliminated::Key => "W_K",
-            Eliminated::Value => "W_V",
+            Eliminated::Query => Projection::Query,
+            Eliminated::Key => Projection::Key,
+            Eliminated::Value => Projection::Value,
         }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.projection().name()
     }
 }
 
@@ -270,12 +275,7 @@ fn check_standard(config: &GptConfig, role: Eliminated, basis_changes: bool) -> 
 
 /// The projection `role` of a standard layer.
 fn projection_mut(attn: &mut crate::attention::CausalSelfAttention, role: Eliminated) -> &mut Linear {
-    match role {
-        Eliminated::Query => attn.w_q.as_mut(),
-        Eliminated::Key => attn.w_k.as_mut(),
-        Eliminated::Value => attn.w_v.as_mut(),
-    }
-    .expect("a standard layer owns W_Q, W_K and W_V")
+    attn.slot(role.projection()).as_mut().expect("a standard layer owns W_Q, W_K and W_V")
 }
 
 /// Exactly equivalent model whose `role` projection is the identity. For W_Q the result is the
@@ -356,12 +356,7 @@ pub fn eliminate_in_layer(model: &Gpt, config: &GptConfig, role: Eliminated, lay
 
 /// The projection `role` of a standard layer.
 fn projection(attn: &crate::attention::CausalSelfAttention, role: Eliminated) -> &Linear {
-    match role {
-        Eliminated::Query => attn.w_q.as_ref(),
-        Eliminated::Key => attn.w_k.as_ref(),
-        Eliminated::Value => attn.w_v.as_ref(),
-    }
-    .expect("a standard layer owns W_Q, W_K and W_V")
+    attn.projection(role.projection()).expect("a standard layer owns W_Q, W_K and W_V")
 }
 
 /// `model` with its residual stream in `basis[l] = (B_l, B_l⁻¹)` entering layer l (and
