@@ -100,10 +100,14 @@ pub fn run(args: &ReparamArgs) -> Result<(), Failure> {
 
 fn text(r: &ReparamReport) -> String {
     let mut out = format!(
-        "case {} ({}): standard model trained {} steps, then W_Q eliminated\n",
+        "case {} ({}): standard model trained {} steps, then {}\n",
         r.case,
         if r.exact { "exact" } else { "approximate: LayerNorm" },
-        r.steps
+        r.steps,
+        match r.layer {
+            Some(layer) => format!("layer {layer}'s W_Q eliminated (stored as I: the other layers keep theirs)"),
+            None => "W_Q eliminated".into(),
+        }
     );
     out += &format!(
         "parameters        {} → {} ({:+.2}%)\n",

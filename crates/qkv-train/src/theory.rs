@@ -150,6 +150,9 @@ pub fn compare(a: &Gpt, b: &Gpt, batches: &[Batch], device: &Device) -> Agreemen
 #[derive(Debug, Clone, Serialize)]
 pub struct ReparamReport {
     pub case: TheoryCase,
+    /// The one layer whose W_Q went (the deep case); `None` where every layer's did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer: Option<usize>,
     pub exact: bool,
     pub steps: usize,
     pub params_before: usize,
@@ -175,6 +178,7 @@ pub fn convert_and_measure(case: TheoryCase, run: &Run, original: Gpt, val: &[Ba
     let agreement = compare(&original, &conversion.model, val, &device);
     let report = ReparamReport {
         case,
+        layer: case.layer(&run.spec.model),
         exact: case.is_exact(),
         steps: run.step,
         params_before: ParamReport::new(&run.spec.model).total_params,
