@@ -16,14 +16,9 @@ use qkv_model::Gpt;
 #[error("reading the model's weights from the device failed: {0}")]
 pub struct WeightsReadError(pub String);
 
-/// `model` in validation mode on flex, with the same parameter ids (which checkpoints and the
-/// optimiser state are keyed by).
-pub async fn model_on_cpu(model: &Gpt) -> Result<Gpt, WeightsReadError> {
-    let model = model.valid();
-    let cpu = Device::flex();
-    if model.devices().iter().all(|d| *d == cpu) {
-        return Ok(model);
-    }
+/// Every weight of `model`, in the order the module visits them, flattened and awaited from its
+/// device.
+pub async fn read_weights(model: &Gpt) -> Result<Vec<(ParamId, TensorData)>, WeightsReadError> {
     struct Flattened(Vec<(ParamId, Tensor<1>)>);
     impl ModuleVisitor for Flattened {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
@@ -34,11 +29,22 @@ pub async fn model_on_cpu(model: &Gpt) -> Result<Gpt, WeightsReadError> {
     }
     let mut flattened = Flattened(Vec::new());
     model.visit(&mut flattened);
-    let mut read = HashMap::new();
+    let mut read = Vec::with_capacity(flattened.0.len());
     for (id, tensor) in flattened.0 {
-        let data = tensor.into_data_async().await.map_err(|e| WeightsReadError(format!("{e:?}")))?;
-        read.insert(id, data);
+        read.push((id, tensor.into_data_async().await.map_err(|e| WeightsReadError(format!("{e:?}")))?));
     }
+    Ok(read)
+}
+
+/// `model` in validation mode on flex, with the same parameter ids (which checkpoints and the
+/// optimiser state are keyed by).
+pub async fn model_on_cpu(model: &Gpt) -> Result<Gpt, WeightsReadError> {
+    let model = model.valid();
+    let cpu = Device::flex();
+    if model.devices().iter().all(|d| *d == cpu) {
+        return Ok(model);
+    }
+    let read: HashMap<ParamId, TensorData> = read_weights(&model).await?.into_iter().collect();
 
     struct OnCpu {
         read: HashMap<ParamId, TensorData>,

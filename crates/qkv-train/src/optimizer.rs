@@ -290,16 +290,10 @@ mod tests {
         assert!(!is_decayed(&[128, 384], 3), "below the configured rank");
     }
 
+    /// Every weight of `model`, in the module's order.
     fn weights(model: &Gpt) -> Vec<f32> {
-        struct All(Vec<f32>);
-        impl ModuleVisitor for All {
-            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-                self.0.extend(param.val().into_data().iter::<f32>());
-            }
-        }
-        let mut all = All(Vec::new());
-        model.visit(&mut all);
-        all.0
+        let read = pollster::block_on(crate::cpu_copy::read_weights(model)).expect("weights read back");
+        read.into_iter().flat_map(|(_, data)| data.iter::<f32>().collect::<Vec<_>>()).collect()
     }
 
     fn largest_difference(a: &Gpt, b: &Gpt) -> f32 {

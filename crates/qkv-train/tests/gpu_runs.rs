@@ -3,8 +3,8 @@
 //! case, where WebGPU cannot be read synchronously). Here the GPU is wgpu (Mesa's lavapipe on a
 //! machine without one).
 
-use burn::module::{Module, ModuleVisitor, Param};
-use burn::tensor::{Device, Tensor};
+use burn::module::Module;
+use burn::tensor::Device;
 use qkv_model::{AttentionVariant, Gpt, Preset};
 use qkv_train::checkpoint::{self, Checkpoint};
 use qkv_train::cpu_copy::model_on_cpu;
@@ -25,16 +25,10 @@ fn wgpu_device() -> Device {
     .clone()
 }
 
+/// Every weight of `model`, in the module's order.
 fn weights(model: &Gpt) -> Vec<f32> {
-    struct All(Vec<f32>);
-    impl ModuleVisitor for All {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            self.0.extend(param.val().into_data().iter::<f32>());
-        }
-    }
-    let mut all = All(Vec::new());
-    model.visit(&mut all);
-    all.0
+    let read = pollster::block_on(qkv_train::cpu_copy::read_weights(model)).expect("weights read back");
+    read.into_iter().flat_map(|(_, data)| data.iter::<f32>().collect::<Vec<_>>()).collect()
 }
 
 fn plan(preset: Preset, variant: AttentionVariant) -> ExperimentPlan {
