@@ -224,13 +224,10 @@ pub(super) fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {
         let rows = by_run(outcomes, &study.name);
         let Some((_, reference)) = rows.first() else { continue };
         let reference_losses = best_losses(reference);
-        let ref_loss = mean_std(reference.iter().map(|o| o.summary.best_val_loss)).map(|s| s.0);
         let ref_kv = reference[0].summary.kv_cache_bytes_per_token;
-        let synthetic = rows.iter().any(|(_, l)| l.iter().any(|o| o.summary.accuracy.is_some()));
         out += &format!("\n### {} ({})\n\n", study.name, study.plan.data);
-        out += "| variant | params | KV cache / token (f32) | KV reduction | best val loss | Δ loss, paired | Δ perplexity, paired |";
-        out +=
-            if synthetic { " accuracy |\n|---|---:|---:|---:|---:|---:|---:|---:|\n" } else { "\n|---|---:|---:|---:|---:|---:|---:|\n" };
+        out += "| variant | params | KV cache / token (f32) | KV reduction | best val loss | Δ loss, paired | Δ perplexity, paired |\n";
+        out += "|---|---:|---:|---:|---:|---:|---:|\n";
         for (i, (name, list)) in rows.iter().enumerate() {
             let losses = best_losses(list);
             let paired = |unit| match i {
@@ -239,25 +236,13 @@ pub(super) fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {
             };
             let kv = list[0].summary.kv_cache_bytes_per_token;
             out += &format!(
-                "| {name} | {} | {kv} B | {:.1}% | {} | {} | {} |",
+                "| {name} | {} | {kv} B | {:.1}% | {} | {} | {} |\n",
                 list[0].summary.total_params,
                 100.0 * (1.0 - kv as f64 / ref_kv as f64),
                 pm(mean_std(list.iter().map(|o| o.summary.best_val_loss))),
                 paired(Unit::Loss),
                 paired(Unit::Perplexity),
             );
-            if synthetic {
-                let accuracy = mean_std(list.iter().map(|o| o.summary.accuracy.map(|a| 100.0 * a)));
-                out += &match accuracy {
-                    Some((m, s, n)) if n > 1 => format!(" {m:.2}% ± {s:.2} |"),
-                    Some((m, _, _)) => format!(" {m:.2}% |"),
-                    None => " - |".into(),
-                };
-            }
-            out += "\n";
-        }
-        if synthetic && ref_loss.is_some_and(|l| l < 0.01) {
-            out += "\nThe reference has solved this task (loss below 0.01): the losses' changes in % compare tiny numbers; accuracy is the measure here.\n";
         }
     }
     out

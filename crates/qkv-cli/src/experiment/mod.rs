@@ -30,7 +30,7 @@ use seeds::{Outcome, SeedResult};
 pub enum ExperimentKind {
     /// Karbevski & Mijoski: W_Q = I, with and without the parameters moved to the MLP.
     Paper1,
-    /// Kayyam et al.: shared projections and KV heads.
+    /// Kayyam et al.: shared projections and KV heads, on text.
     Paper2,
     /// Paper 2's synthetic list tasks swept over the list length, where the variants part ways.
     Paper2Synthetic,
@@ -41,7 +41,7 @@ pub enum ExperimentKind {
 pub enum Scale {
     /// The classroom model for 300 steps: minutes on a laptop, for trying the command.
     Tiny,
-    /// nanoGPT's CPU Shakespeare recipe (4×4×128, 2000 steps); synthetic tasks at L = 16.
+    /// nanoGPT's CPU Shakespeare recipe (4×4×128, 2000 steps).
     Laptop,
     /// GPT-2 small on your own data (`--data PATH --tokenizer bpe:N`) on a wgpu GPU; resumable.
     Gpu,
@@ -112,24 +112,10 @@ impl Scale {
         }
     }
 
-    fn list_length(self) -> usize {
-        if self == Scale::Tiny { 8 } else { 16 }
-    }
-
     fn default_steps(self) -> Option<usize> {
         match self {
             Scale::Tiny => Some(300),
             _ => None,
-        }
-    }
-
-    /// Steps of the synthetic tasks: the recipe's 3000 at gpu scale; 1000 at laptop scale, where
-    /// 45 runs a seed (5 tasks × 9 variants) would otherwise take half a day on two cores.
-    fn synthetic_steps(self) -> Option<usize> {
-        match self {
-            Scale::Tiny => Some(300),
-            Scale::Laptop => Some(1000),
-            Scale::Gpu => None,
         }
     }
 }
@@ -249,10 +235,6 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
         training: TrainingOverrides { steps, ..Default::default() },
         runs,
     };
-    let synthetic_plan = |preset: Preset, data: DataSource, runs: Vec<RunPlan>| ExperimentPlan {
-        training: TrainingOverrides { steps: args.steps.or(args.scale.synthetic_steps()), ..Default::default() },
-        ..plan(preset, data, runs)
-    };
     let preset = args.scale.preset();
     Ok(match args.paper {
         ExperimentKind::Paper1 => vec![Study { name: "text".into(), plan: plan(preset, data, paper1_runs(preset)) }],
@@ -276,19 +258,13 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
             }
             studies
         }
+        // The list tasks at one short length measure nothing (every variant solves them):
+        // paper2-synthetic sweeps them over the lengths where the variants part ways.
         ExperimentKind::Paper2 => {
             let model = ModelOverrides { n_head: args.scale.paper2_heads(), ..Default::default() };
-            let heads = |preset: Preset| model.n_head.unwrap_or(preset.config().n_head);
-            let text = ExperimentPlan { model: model.clone(), ..plan(preset, data, paper2_runs(heads(preset))) };
-            let mut studies = vec![Study { name: "text".into(), plan: text }];
-            let synthetic = args.scale.synthetic_preset();
-            for task in SyntheticTask::ALL {
-                let data = DataSource::Synthetic { task, length: args.scale.list_length() };
-                let runs = paper2_runs(heads(synthetic));
-                let plan = ExperimentPlan { model: model.clone(), ..synthetic_plan(synthetic, data, runs) };
-                studies.push(Study { name: task.name().into(), plan });
-            }
-            studies
+            let heads = model.n_head.unwrap_or(preset.config().n_head);
+            let text = ExperimentPlan { model, ..plan(preset, data, paper2_runs(heads)) };
+            vec![Study { name: "text".into(), plan: text }]
         }
     })
 }
@@ -563,6 +539,30 @@ mod tests {
                 ("wq-identity wd=0.1", Some(0.1))
             ]
         );
+    }
+
+    #[test]
+    fn paper2_at_laptop_scale_trains_eight_heads_on_text_with_the_papers_sharing_ratios() {
+        let args = ExperimentArgs {
+            paper: ExperimentKind::Paper2,
+            scale: Scale::Laptop,
+            seeds: None,
+            steps: None,
+            data: None,
+            tokenizer: TokenizerKind::Char,
+            backend: None,
+            out: None,
+            lengths: None,
+            tasks: None,
+            jobs: 1,
+        };
+        let studies = studies(&args).unwrap();
+        assert_eq!(studies.len(), 1, "the list tasks are paper2-synthetic's");
+        let text = &studies[0];
+        assert_eq!((text.name.as_str(), &text.plan.data), ("text", &DataSource::Shakespeare));
+        assert_eq!(text.plan.model.n_head, Some(8));
+        let names: Vec<&str> = text.plan.runs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["Q-K-V", "Q=K-V", "(Q=K-V)+", "Q-K=V", "Q=K=V", "GQA 2/8", "MQA 1/8", "Q-K=V + GQA 2/8", "Q-K=V + MQA 1/8"]);
     }
 
     #[test]
