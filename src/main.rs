@@ -7,6 +7,8 @@ mod shell;
 mod native;
 #[cfg(target_family = "wasm")]
 mod web;
+#[cfg(target_family = "wasm")]
+mod worker;
 
 /// Training allocates and frees the same large tensors every step; see `qkv_allocator`.
 #[cfg(not(target_family = "wasm"))]
@@ -19,7 +21,11 @@ fn main() -> eframe::Result {
     native::run()
 }
 
+/// The page starts the app; a worker that the page started for training runs its session.
 #[cfg(target_family = "wasm")]
 fn main() {
-    web::start();
+    match worker::worker_scope() {
+        Some(scope) => worker::run_session(scope),
+        None => web::start(),
+    }
 }

@@ -6,20 +6,22 @@
 //! Query options: `?compute=flex` trains on the CPU even where WebGPU exists; `?autotrain`
 //! starts training as soon as the page is up (a classroom link, the end-to-end test);
 //! `?render=webgl` draws with WebGL and trains on a WebGPU device of its own, for browsers whose
-//! WebGPU computes but cannot draw to a canvas (headless Chromium without a GPU).
+//! WebGPU computes but cannot draw to a canvas (headless Chromium without a GPU); `?worker=0`
+//! trains on the CPU inside the page instead of in a Web Worker (to compare the two).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use eframe::egui;
-use eframe::wasm_bindgen::JsCast;
-use eframe::wasm_bindgen::JsValue;
-use eframe::wasm_bindgen::closure::Closure;
 use qkv_model::burn::tensor::Device;
 use qkv_train::session::{SessionTask, Turn};
 use qkv_ui::files::{FileError, FileKind, Inbox, IncomingFile, OutgoingFile};
 use qkv_ui::setup_panel::Setup;
 use qkv_ui::{Compute, Platform, Playground};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::JsValue;
+use wasm_bindgen::closure::Closure;
+use wasm_bindgen::prelude::wasm_bindgen;
 
 use crate::shell::{self, SETUP_KEY};
 
@@ -77,36 +79,53 @@ fn setup_in_address() -> Option<Result<String, String>> {
 /// costs a timer tick (4 ms or more) and a frame, more than a step of a small model takes.
 const SESSION_TURN: std::time::Duration = std::time::Duration::from_millis(12);
 
-/// Resolves after `ms` milliseconds on the page's timer queue: the page draws and handles input
-/// meanwhile (a resolved promise alone would not let it, microtasks run before rendering).
-async fn yield_to_page(ms: i32) {
+#[wasm_bindgen]
+extern "C" {
+    /// The global `setTimeout`, the page's and a worker's alike.
+    #[wasm_bindgen(js_name = setTimeout)]
+    fn set_timeout(handler: &js_sys::Function, ms: i32) -> JsValue;
+}
+
+/// Resolves after `ms` milliseconds on the timer queue: the page draws and handles input
+/// meanwhile (a resolved promise alone would not let it, microtasks run before rendering), a
+/// worker reads its messages.
+pub(crate) async fn sleep(ms: i32) {
     let promise = js_sys::Promise::new(&mut |resolve, _reject| {
-        if let Some(window) = web_sys::window() {
-            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
-        }
+        set_timeout(&resolve, ms);
     });
     let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
 
-/// The browser: one thread, so the session is a task on the page's event loop that hands the
-/// page back after every turn; files come from a picker or a drop and leave as downloads.
+/// Runs the session task on the page's event loop, handing the page back after every turn.
+pub(crate) fn run_in_page(mut task: SessionTask) {
+    wasm_bindgen_futures::spawn_local(async move {
+        loop {
+            match task.turn(SESSION_TURN).await {
+                Turn::Worked => sleep(0).await,
+                // Idle: look for commands a few times per frame.
+                Turn::Idle => sleep(5).await,
+                Turn::Closed => return,
+            }
+        }
+    });
+}
+
+/// The browser: a session on the CPU trains in a Web Worker (src/worker.rs), one on WebGPU in
+/// turns on the page's event loop (the device is the page's); files come from a picker or a drop
+/// and leave as downloads.
 struct Browser {
     /// Asked to repaint when a file has been read.
     ctx: egui::Context,
 }
 
 impl Platform for Browser {
-    fn spawn_session(&self, mut task: SessionTask) {
-        wasm_bindgen_futures::spawn_local(async move {
-            loop {
-                match task.turn(SESSION_TURN).await {
-                    Turn::Worked => yield_to_page(0).await,
-                    // Idle: look for commands a few times per frame.
-                    Turn::Idle => yield_to_page(5).await,
-                    Turn::Closed => return,
-                }
-            }
-        });
+    fn spawn_session(&self, task: SessionTask) {
+        // The CPU computes a step in the page's own thread: train in a worker so the page draws.
+        if task.trains_on_cpu() && query_value("worker").as_deref() != Some("0") {
+            crate::worker::relay(task);
+        } else {
+            run_in_page(task);
+        }
     }
 
     fn default_folder(&self) -> Option<String> {
@@ -278,6 +297,7 @@ impl WebShell {
             let _ = js_sys::Reflect::set(object, &key.into(), &value);
         };
         set(&state, "compute", self.playground.compute_label().into());
+        set(&state, "backend", view.backend.clone().into());
         set(&state, "step", (view.step() as f64).into());
         set(&state, "playing", view.playing.into());
         set(&state, "error", view.error.clone().map_or(JsValue::NULL, Into::into));

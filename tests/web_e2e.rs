@@ -6,7 +6,7 @@
 //! POSTs it back once enough steps are done.
 //!
 //! Run 1 has WebGPU (`--enable-unsafe-webgpu`, SwiftShader without a GPU); run 2 has none and
-//! must train on the CPU fallback. Both then export the first run and must download its
+//! must train on the CPU fallback, in a Web Worker. Both then export the first run and must download its
 //! checkpoint and metrics. Run 2 then reloads: the service worker must serve the app from its
 //! cache (the server sees no request for the wasm or its glue) and the page must train again.
 //! Both print their start-up stages and the page's training speed (`web/bench.sh` collects them
@@ -65,6 +65,25 @@ const REPORTER: &str = r#"<script>
   // Whether WebGPU could give this page an adapter at all (navigator.gpu alone does not say).
   if (navigator.gpu) navigator.gpu.requestAdapter().then(function (a) { adapter = !!a; }, function () { adapter = false; });
   else adapter = false;
+  // The page's own frames while it trains: the time between animation frames, which the browser
+  // can only draw when the page's thread is free (the app repaints only when something changed,
+  // so its own frame-to-frame time says how often news came, not whether the page could draw).
+  var frames = [], lastFrame = null;
+  function onFrame(t) {
+    if (lastFrame !== null && window.qkvLab && window.qkvLab.playing && window.qkvLab.step >= 1) {
+      frames.push(t - lastFrame);
+      if (frames.length > 1200) frames.shift();
+    }
+    lastFrame = t;
+    requestAnimationFrame(onFrame);
+  }
+  requestAnimationFrame(onFrame);
+  function pageFrames() {
+    if (!frames.length) return null;
+    var sorted = frames.slice().sort(function (a, b) { return a - b; });
+    var mean = frames.reduce(function (a, b) { return a + b; }, 0) / frames.length;
+    return { meanMs: mean, p95Ms: sorted[Math.floor(0.95 * (sorted.length - 1))], count: frames.length };
+  }
   function report(reason) {
     if (sent) return;
     sent = reason !== "progress";
@@ -73,7 +92,7 @@ const REPORTER: &str = r#"<script>
       reason: reason, state: window.qkvLab || null, errors: errors, webGpuAdapter: adapter, downloads: downloads,
       downloadedMs: window.qkvDownloadedMs || null, appMs: appMs, evaluatedMs: evaluatedMs,
       firstStepMs: firstStepMs, trainedMs: trainedMs, trainedNotice: trainedNotice, elapsedMs: performance.now(),
-      reloaded: reloaded, serviceWorker: controlled }) });
+      reloaded: reloaded, serviceWorker: controlled, pageFrames: pageFrames() }) });
     if (reason === "trained" && reloadCheck && !reloaded) {
       posted.then(function () { return navigator.serviceWorker.ready; }).then(function () {
         sessionStorage.setItem("qkv-e2e-reloaded", "1");
@@ -289,14 +308,18 @@ fn assert_trained(report: &Report, label: &str, steps: usize) {
         number(&json["firstStepMs"]),
     );
     eprintln!(
-        "web e2e {label}: compute {}, {steps} steps; page load to first training step {:.0} ms; to step {steps} {:.0} ms; \
-         checkpoint export {:.0} ms ({} bytes); tokens/s {}; frame {:.1} ms while training; {} loss at step {steps} {:.6}",
+        "web e2e {label}: compute {} (trained on {}), {steps} steps; page load to first training step {:.0} ms; to step {steps} {:.0} ms; \
+         checkpoint export {:.0} ms ({} bytes); tokens/s {}; page frame {:.1} ms (95th percentile {:.1} ms) while training, \
+         the app repainting every {:.1} ms; {} loss at step {steps} {:.6}",
         state["compute"],
+        state["backend"],
         number(&json["firstStepMs"]),
         number(&json["trainedMs"]),
         number(&json["elapsedMs"]) - number(&json["trainedMs"]),
         checkpoint["size"],
         tokens_per_sec.join(" / "),
+        number(&json["pageFrames"]["meanMs"]),
+        number(&json["pageFrames"]["p95Ms"]),
         number(&state["frameMs"]),
         first,
         number(&runs[0]["earlyLosses"][steps - 1]),
@@ -410,14 +433,20 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     let mut setup: serde_json::Value = serde_json::from_str(default_setup).unwrap();
     setup["plan"]["runs"][0]["name"] = "from-the-link".into();
     // Once trained, the page reloads: the second load must come from the service worker's cache.
-    let link = format!("http://127.0.0.1:{port}/?autotrain&e2e_reload#setup={}", encode_uri_component(&setup.to_string()));
+    // QKV_WEB_IN_PAGE=1 trains on the page's own thread (`?worker=0`), for web/bench.sh's comparison.
+    let in_page = std::env::var_os("QKV_WEB_IN_PAGE").is_some();
+    let query = if in_page { "autotrain&e2e_reload&worker=0" } else { "autotrain&e2e_reload" };
+    let link = format!("http://127.0.0.1:{port}/?{query}#setup={}", encode_uri_component(&setup.to_string()));
     let cpu = open(&chromium, &link, false, &profile("cpu"));
     let report = wait_for_report(&reports, timeout);
     let after_reload = wait_for_report(&reports, timeout);
     drop(cpu);
     assert_eq!(report.json["webGpuAdapter"], false, "WebGPU was not switched off: {}", report.raw);
-    assert_trained(&report, "CPU fallback", STEPS);
+    assert_trained(&report, if in_page { "CPU fallback in the page" } else { "CPU fallback" }, STEPS);
     assert!(report.json["state"]["compute"].as_str().unwrap_or("").starts_with("flex"), "{}", report.raw);
+    // Off the page's thread, so that the page draws while a step computes.
+    let in_worker = report.json["state"]["backend"].as_str().unwrap_or("").contains("Web Worker");
+    assert_eq!(in_worker, !in_page, "trained in a worker: {in_worker}, asked for one: {}: {}", !in_page, report.raw);
     assert_eq!(report.json["state"]["runs"][0]["name"], "from-the-link", "the link's setup was not applied: {}", report.raw);
     // The notice as it stood before the export's own notice replaced it.
     let notice = report.json["trainedNotice"].as_str().unwrap_or("");

@@ -3,7 +3,8 @@
 # and the code by crate, so that a regression has a culprit), then what headless Chromium
 # measures in the end-to-end test (tests/web_e2e.rs): page load to the first training step on
 # WebGPU and on the CPU fallback, the page's training tokens/s and its frame time while
-# training. Needs what tests/run-all.sh installs (and brotli, installed here when missing).
+# training (in a Web Worker, and on the page's own thread for reference). Needs what
+# tests/run-all.sh installs (and brotli, installed here when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/qkv-lab/target}"
@@ -35,3 +36,11 @@ echo "$out" | grep '^web e2e'
 echo "$out" | awk '/^web e2e WebGPU:/ { match($0, /first training step [0-9]+/); g = substr($0, RSTART + 20, RLENGTH - 20) }
                    /^web e2e CPU fallback:/ { match($0, /first training step [0-9]+/); c = substr($0, RSTART + 20, RLENGTH - 20) }
                    END { if (g > 0) printf "CPU fallback / WebGPU, page load to first step: %.2f×\n", c / g }'
+
+echo "== the CPU fallback trained on the page's own thread (?worker=0), the reference for the worker"
+in_page=$(QKV_WEB_RUNS=cpu QKV_WEB_IN_PAGE=1 cargo test --workspace --locked --test web_e2e -- --nocapture 2>&1) || { echo "$in_page" | tail -40; exit 1; }
+echo "$in_page" | grep '^web e2e CPU'
+printf '%s\n%s\n' "$out" "$in_page" | awk '
+  /^web e2e CPU fallback:/ { match($0, /page frame [0-9.]+/); w = substr($0, RSTART + 11, RLENGTH - 11) }
+  /^web e2e CPU fallback in the page:/ { match($0, /page frame [0-9.]+/); p = substr($0, RSTART + 11, RLENGTH - 11) }
+  END { if (w > 0 && p > 0) printf "page frame while training, Web Worker / in the page: %.1f / %.1f ms = %.2f×\n", w, p, w / p }'

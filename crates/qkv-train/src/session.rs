@@ -62,7 +62,7 @@ fn gpu_steps_per_read_back(secs_per_step: Option<f64>, step: usize, attention_ev
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Command {
     /// Builds a new experiment from the plan, replacing the current one.
     Load(ExperimentPlan),
@@ -70,6 +70,7 @@ pub enum Command {
     /// on an upload finds its text in `upload` (the front end's, of the same name).
     Import {
         name: String,
+        #[serde(with = "serde_bytes")]
         bytes: Vec<u8>,
         upload: Option<Upload>,
     },
@@ -98,7 +99,7 @@ pub enum Command {
 }
 
 /// What a front end needs to show a run before it has trained.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunInfo {
     pub spec: RunSpec,
     pub params: ParamReport,
@@ -142,7 +143,7 @@ impl AttentionMaps {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Message {
     Loaded {
         runs: Vec<RunInfo>,
@@ -170,6 +171,7 @@ pub enum Message {
     Exported {
         run: usize,
         name: String,
+        #[serde(with = "serde_bytes")]
         checkpoint: Vec<u8>,
         metrics_csv: String,
     },
@@ -591,6 +593,44 @@ pub enum Turn {
     Closed,
 }
 
+/// The front end's channel as seen from a session that runs where the channel cannot reach (a
+/// Web Worker, which shares no memory with the page): the shell forwards each command there and
+/// delivers what comes back ([`crate::wire`] turns both into bytes).
+pub struct SessionRelay {
+    commands: mpsc::Receiver<Command>,
+    messages: mpsc::Sender<Message>,
+    notify: Box<dyn Fn() + Send>,
+    /// A command the task had taken off the channel, forwarded first.
+    waiting: Option<Command>,
+}
+
+/// The front end has gone: the relay (and the session behind it) can end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrontEndGone;
+
+impl SessionRelay {
+    /// The front end's next command, if one is waiting.
+    pub fn next_command(&mut self) -> Result<Option<Command>, FrontEndGone> {
+        if let Some(command) = self.waiting.take() {
+            return Ok(Some(command));
+        }
+        match self.commands.try_recv() {
+            Ok(command) => Ok(Some(command)),
+            Err(mpsc::TryRecvError::Empty) => Ok(None),
+            Err(mpsc::TryRecvError::Disconnected) => Err(FrontEndGone),
+        }
+    }
+
+    /// Hands `messages` from the session to the front end and wakes it.
+    pub fn deliver(&self, messages: Vec<Message>) -> Result<(), FrontEndGone> {
+        for message in messages {
+            self.messages.send(message).map_err(|_| FrontEndGone)?;
+        }
+        (self.notify)();
+        Ok(())
+    }
+}
+
 /// The session's end of the channel: the shell drives it, in turns, on its platform.
 pub struct SessionTask {
     session: Session,
@@ -602,6 +642,24 @@ pub struct SessionTask {
 }
 
 impl SessionTask {
+    /// Whether the session trains on the CPU (flex), where a shell may move it off the UI's thread.
+    pub fn trains_on_cpu(&self) -> bool {
+        qkv_kernels::is_flex(&self.session.device)
+    }
+
+    /// Splits the task into its session and the front end's channel, for a shell that runs the
+    /// session elsewhere and relays between the two; [`SessionTask::from_relay`] puts them back
+    /// together (where running elsewhere failed to start).
+    pub fn into_relay(self) -> (Session, SessionRelay) {
+        let SessionTask { session, commands, messages, notify, waiting } = self;
+        (session, SessionRelay { commands, messages, notify, waiting })
+    }
+
+    pub fn from_relay(session: Session, relay: SessionRelay) -> Self {
+        let SessionRelay { commands, messages, notify, waiting } = relay;
+        SessionTask { session, commands, messages, notify, waiting }
+    }
+
     /// One turn: the next command if one is waiting (commands first, so Pause takes effect before
     /// the next step); otherwise, while playing, steps back to back until `budget` has passed
     /// (at least one step) or a command arrives. Sends what happened and notifies the front end.

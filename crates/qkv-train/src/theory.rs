@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use burn::module::Module;
 use burn::tensor::Device;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use qkv_model::reparam::{Conversion, Eliminated, ReparamCase, ReparamError, eliminate_in_layer, eliminate_query, eliminate_query_approx};
 use qkv_model::{Gpt, GptConfig, Norm, ParamReport, Preset};
@@ -16,7 +16,7 @@ use crate::loss::cross_entropy;
 use crate::run::{Run, RunError, RunSpec};
 
 /// The architectures the theory covers, and a LayerNorm model for the approximate mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TheoryCase {
     /// One layer, no normalisation.
@@ -147,7 +147,7 @@ pub fn compare(a: &Gpt, b: &Gpt, batches: &[Batch], device: &Device) -> Agreemen
 }
 
 /// What `qkv reparam` prints.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReparamReport {
     pub case: TheoryCase,
     /// The one layer whose W_Q went (the deep case); `None` where every layer's did.

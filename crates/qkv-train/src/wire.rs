@@ -1,0 +1,121 @@
+//! The session's commands and messages as bytes, for a session that runs where only bytes reach
+//! it: a browser's Web Worker shares no memory with the page. MessagePack keeps every float as it
+//! is (a diverged run's NaN loss included, which JSON cannot carry) and checkpoints as bytes.
+//!
+//! An uploaded text is not part of a plan's serialised form (a saved setup or a link keeps its
+//! name only), so a command that names an upload carries the upload's text beside it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::{DataSource, Upload};
+use crate::session::{Command, Message};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("cannot put the {what} into bytes: {reason}")]
+    Encode { what: &'static str, reason: String },
+    #[error("the {what} arrived garbled ({reason})")]
+    Decode { what: &'static str, reason: String },
+}
+
+#[derive(Serialize, Deserialize)]
+struct CommandOnWire {
+    command: Command,
+    /// The text of the upload the command names, if it names one with its text.
+    upload_text: Option<String>,
+}
+
+/// The upload a command trains on or imports with, if any.
+fn upload_of(command: &mut Command) -> Option<&mut Upload> {
+    match command {
+        Command::Load(plan) => match &mut plan.data {
+            DataSource::Upload(upload) => Some(upload),
+            _ => None,
+        },
+        Command::Import { upload, .. } => upload.as_mut(),
+        _ => None,
+    }
+}
+
+pub fn encode_command(command: &Command) -> Result<Vec<u8>, WireError> {
+    let mut command = command.clone();
+    let upload_text = upload_of(&mut command).and_then(|upload| upload.corpus().ok()).map(|corpus| corpus.text.clone());
+    rmp_serde::to_vec_named(&CommandOnWire { command, upload_text })
+        .map_err(|e| WireError::Encode { what: "command", reason: e.to_string() })
+}
+
+pub fn decode_command(bytes: &[u8]) -> Result<Command, WireError> {
+    let garbled = |reason: String| WireError::Decode { what: "command", reason };
+    let CommandOnWire { mut command, upload_text } = rmp_serde::from_slice(bytes).map_err(|e| garbled(e.to_string()))?;
+    if let (Some(upload), Some(text)) = (upload_of(&mut command), upload_text) {
+        *upload = Upload::new(&upload.name, text.as_bytes()).map_err(|e| garbled(e.to_string()))?;
+    }
+    Ok(command)
+}
+
+pub fn encode_messages(messages: &[Message]) -> Result<Vec<u8>, WireError> {
+    rmp_serde::to_vec_named(messages).map_err(|e| WireError::Encode { what: "messages", reason: e.to_string() })
+}
+
+pub fn decode_messages(bytes: &[u8]) -> Result<Vec<Message>, WireError> {
+    rmp_serde::from_slice(bytes).map_err(|e| WireError::Decode { what: "messages", reason: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::ExperimentPlan;
+    use crate::run::StepRecord;
+
+    #[test]
+    fn a_command_keeps_the_text_of_the_upload_it_names() {
+        let upload = Upload::new("notes.txt", "to be or not to be".as_bytes()).unwrap();
+        let plan = ExperimentPlan { data: DataSource::Upload(upload.clone()), ..ExperimentPlan::default() };
+        let Command::Load(decoded) = decode_command(&encode_command(&Command::Load(plan.clone())).unwrap()).unwrap() else {
+            panic!("not a Load")
+        };
+        // Upload's equality compares the texts too.
+        assert_eq!(decoded, plan);
+
+        let import = Command::Import { name: "run.qkv".into(), bytes: vec![0, 255, 7], upload: Some(upload) };
+        let Command::Import { name, bytes, upload } = decode_command(&encode_command(&import).unwrap()).unwrap() else {
+            panic!("not an Import")
+        };
+        assert_eq!((name.as_str(), bytes.as_slice()), ("run.qkv", [0, 255, 7].as_slice()));
+        assert_eq!(upload.unwrap().corpus().unwrap().text, "to be or not to be");
+    }
+
+    #[test]
+    fn messages_keep_a_nan_loss_and_checkpoint_bytes() {
+        let record = StepRecord {
+            step: 3,
+            train_loss: f64::NAN,
+            lr: 1e-3,
+            grad_norm: f64::INFINITY,
+            tokens: 96,
+            tokens_per_sec: 10.0,
+            wall_secs: 0.5,
+        };
+        let messages = vec![
+            Message::Stepped { run: 1, record, eval: None },
+            Message::Exported { run: 0, name: "a".into(), checkpoint: (0..=255).collect(), metrics_csv: "step\n".into() },
+            Message::Failed("out of memory".into()),
+        ];
+        let decoded = decode_messages(&encode_messages(&messages).unwrap()).unwrap();
+        let [Message::Stepped { run: 1, record, eval: None }, Message::Exported { checkpoint, .. }, Message::Failed(why)] =
+            decoded.as_slice()
+        else {
+            panic!("{decoded:?}")
+        };
+        assert!(record.train_loss.is_nan() && record.grad_norm == f64::INFINITY && record.step == 3);
+        assert_eq!(checkpoint, &(0..=255).collect::<Vec<u8>>());
+        assert_eq!(why, "out of memory");
+    }
+
+    #[test]
+    fn garbled_bytes_are_refused_with_a_reason() {
+        let error = decode_messages(&[0xc1, 1, 2]).unwrap_err();
+        assert!(error.to_string().starts_with("the messages arrived garbled"), "{error}");
+        assert!(decode_command(b"").is_err());
+    }
+}

@@ -1,0 +1,240 @@
+//! Training on the CPU in a Web Worker, so that the page draws while a step computes (a step of
+//! the classroom model takes about a third of a second in the browser, several frames).
+//!
+//! The page starts a worker from a few lines of JavaScript that load this same wasm module:
+//! the page sends its compiled module, so nothing is downloaded or compiled twice. In the worker
+//! `main` finds no window and calls [`run_session`]: a flex session that takes commands as bytes
+//! ([`qkv_train::wire`]) and posts back what happened. On the page, [`relay`] forwards the front
+//! end's channel to the worker and back; if the worker cannot start, the session trains in the
+//! page as before, and if it crashes, a fresh one takes its place and the user is told.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use qkv_model::burn::tensor::Device;
+use qkv_train::session::{self, Message, Session, SessionRelay, SessionTask, Turn};
+use qkv_train::wire;
+use wasm_bindgen::closure::Closure;
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::{JsCast, JsValue};
+
+use crate::web::{run_in_page, sleep};
+
+/// How the worker's session names its device (the app shows "trained on …").
+const WORKER_BACKEND: &str = "flex (CPU, in a Web Worker)";
+
+/// What the worker posts once its session listens (other strings are the reason it stopped).
+const READY: &str = "ready";
+
+/// How long the worker trains before it reads new commands: no page to keep drawing here, but
+/// a Pause should still take effect within a moment.
+const WORKER_TURN: std::time::Duration = std::time::Duration::from_millis(50);
+
+#[wasm_bindgen]
+extern "C" {
+    /// The URL of wasm-bindgen's glue module, which the worker imports to load the wasm.
+    #[wasm_bindgen(thread_local_v2, js_namespace = ["import", "meta"], js_name = url)]
+    static GLUE_URL: String;
+}
+
+/// The worker's global scope, when this instance runs in one.
+pub fn worker_scope() -> Option<web_sys::DedicatedWorkerGlobalScope> {
+    js_sys::global().dyn_into().ok()
+}
+
+/// The worker's side: a session on flex, commands in, messages out.
+pub fn run_session(scope: web_sys::DedicatedWorkerGlobalScope) {
+    // A wasm panic cannot unwind: say why to the page, which replaces this worker.
+    std::panic::set_hook(Box::new(|info| {
+        if let Some(scope) = worker_scope() {
+            let _ = scope.post_message(&format!("training stopped on an internal error ({info})").into());
+        }
+    }));
+    let (handle, mut task) = session::channel(Session::new(Device::flex(), WORKER_BACKEND), || {});
+    let handle = Rc::new(handle);
+    let post = |scope: &web_sys::DedicatedWorkerGlobalScope, messages: &[Message]| {
+        let posted = match wire::encode_messages(messages) {
+            Ok(bytes) => scope.post_message(&js_sys::Uint8Array::from(bytes.as_slice())),
+            Err(e) => scope.post_message(&e.to_string().into()),
+        };
+        if let Err(e) = posted {
+            web_sys::console::error_1(&e);
+        }
+    };
+    let on_command = {
+        let (handle, scope) = (handle.clone(), scope.clone());
+        Closure::<dyn Fn(web_sys::MessageEvent)>::new(move |event: web_sys::MessageEvent| {
+            let bytes = js_sys::Uint8Array::new(&event.data()).to_vec();
+            match wire::decode_command(&bytes) {
+                Ok(command) => {
+                    handle.send(command);
+                }
+                Err(e) => post(&scope, &[Message::Failed(e.to_string())]),
+            }
+        })
+    };
+    scope.set_onmessage(Some(on_command.as_ref().unchecked_ref()));
+    // The worker lives as long as its page wants it: so does its handler.
+    on_command.forget();
+    let _ = scope.post_message(&READY.into());
+    wasm_bindgen_futures::spawn_local(async move {
+        loop {
+            let turn = task.turn(WORKER_TURN).await;
+            let batch: Vec<Message> = std::iter::from_fn(|| handle.try_recv()).collect();
+            if !batch.is_empty() {
+                post(&scope, &batch);
+            }
+            match turn {
+                Turn::Worked => sleep(0).await,
+                Turn::Idle => sleep(5).await,
+                Turn::Closed => return,
+            }
+        }
+    });
+}
+
+/// What came from the worker.
+enum FromWorker {
+    Ready,
+    Messages(Vec<u8>),
+    /// It stopped (failed to load, or panicked), for this reason.
+    Stopped(String),
+}
+
+/// A worker running [`run_session`], as the page sees it.
+struct TrainingWorker {
+    worker: web_sys::Worker,
+    inbox: Rc<RefCell<VecDeque<FromWorker>>>,
+    _on_message: Closure<dyn Fn(web_sys::MessageEvent)>,
+    _on_error: Closure<dyn Fn(web_sys::ErrorEvent)>,
+}
+
+impl TrainingWorker {
+    fn start() -> Result<Self, JsValue> {
+        // The glue's default export loads the wasm; the page's compiled module arrives as the
+        // first message. `main` in there then takes over the worker's messages.
+        let bootstrap = format!(
+            "import init from {:?};\nself.onmessage = (event) => {{ self.onmessage = null; \
+             init({{ module_or_path: event.data }}).catch((e) => self.postMessage('the worker could not load QKV Lab: ' + e)); }};",
+            GLUE_URL.with(String::clone)
+        );
+        let options = web_sys::BlobPropertyBag::new();
+        options.set_type("text/javascript");
+        let blob = web_sys::Blob::new_with_str_sequence_and_options(&js_sys::Array::of1(&bootstrap.into()), &options)?;
+        let url = web_sys::Url::create_object_url_with_blob(&blob)?;
+        let options = web_sys::WorkerOptions::new();
+        options.set_type(web_sys::WorkerType::Module);
+        let worker = web_sys::Worker::new_with_options(&url, &options);
+        web_sys::Url::revoke_object_url(&url)?;
+        let worker = worker?;
+        let inbox = Rc::new(RefCell::new(VecDeque::new()));
+        let on_message = {
+            let inbox = inbox.clone();
+            Closure::<dyn Fn(web_sys::MessageEvent)>::new(move |event: web_sys::MessageEvent| {
+                let data = event.data();
+                inbox.borrow_mut().push_back(match data.as_string() {
+                    Some(text) if text == READY => FromWorker::Ready,
+                    Some(reason) => FromWorker::Stopped(reason),
+                    None => FromWorker::Messages(js_sys::Uint8Array::new(&data).to_vec()),
+                });
+            })
+        };
+        let on_error = {
+            let inbox = inbox.clone();
+            Closure::<dyn Fn(web_sys::ErrorEvent)>::new(move |event: web_sys::ErrorEvent| {
+                inbox.borrow_mut().push_back(FromWorker::Stopped(format!("the worker failed: {}", event.message())));
+            })
+        };
+        worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+        worker.post_message(&wasm_bindgen::module())?;
+        Ok(Self { worker, inbox, _on_message: on_message, _on_error: on_error })
+    }
+
+    fn take(&self) -> Option<FromWorker> {
+        self.inbox.borrow_mut().pop_front()
+    }
+
+    fn send(&self, command: &session::Command) -> Result<(), String> {
+        let bytes = wire::encode_command(command).map_err(|e| e.to_string())?;
+        self.worker.post_message(&js_sys::Uint8Array::from(bytes.as_slice())).map_err(|e| format!("{e:?}"))
+    }
+}
+
+impl Drop for TrainingWorker {
+    fn drop(&mut self) {
+        self.worker.terminate();
+    }
+}
+
+/// Runs `task`'s session in a Web Worker and relays the front end's channel to it; trains in
+/// the page instead where no worker starts.
+pub fn relay(task: SessionTask) {
+    let (session, relay) = task.into_relay();
+    match TrainingWorker::start() {
+        Ok(worker) => wasm_bindgen_futures::spawn_local(relay_to(worker, session, relay)),
+        Err(e) => {
+            web_sys::console::warn_1(&format!("QKV Lab trains in the page: no Web Worker started ({e:?})").into());
+            run_in_page(SessionTask::from_relay(session, relay));
+        }
+    }
+}
+
+async fn relay_to(mut worker: TrainingWorker, session: Session, mut relay: SessionRelay) {
+    // The page's own session, kept until the worker listens: if it never does, training
+    // happens here instead.
+    let mut fallback = Some(session);
+    loop {
+        while let Some(event) = worker.take() {
+            let delivered = match event {
+                FromWorker::Ready => {
+                    fallback = None;
+                    Ok(())
+                }
+                FromWorker::Messages(bytes) => {
+                    let messages = wire::decode_messages(&bytes).unwrap_or_else(|e| vec![Message::Failed(e.to_string())]);
+                    relay.deliver(messages)
+                }
+                FromWorker::Stopped(reason) => match fallback.take() {
+                    Some(session) => {
+                        web_sys::console::warn_1(&format!("QKV Lab trains in the page: {reason}").into());
+                        drop(worker);
+                        run_in_page(SessionTask::from_relay(session, relay));
+                        return;
+                    }
+                    // Its runs are lost with it: start a fresh worker and say so.
+                    None => match TrainingWorker::start() {
+                        Ok(fresh) => {
+                            worker = fresh;
+                            fallback = Some(Session::new(Device::flex(), WORKER_BACKEND));
+                            relay.deliver(vec![
+                                Message::Playing(false),
+                                Message::Failed(format!("{reason}; apply the setup again to train from the start")),
+                            ])
+                        }
+                        Err(e) => {
+                            relay.deliver(vec![Message::Failed(format!("{reason}, and no new worker started ({e:?}): reload the page"))])
+                        }
+                    },
+                },
+            };
+            if delivered.is_err() {
+                return;
+            }
+        }
+        // Commands wait in the channel until the worker listens.
+        while fallback.is_none() {
+            match relay.next_command() {
+                Ok(Some(command)) => {
+                    if let Err(e) = worker.send(&command) {
+                        let _ = relay.deliver(vec![Message::Failed(format!("the training worker did not take the command: {e}"))]);
+                    }
+                }
+                Ok(None) => break,
+                Err(session::FrontEndGone) => return,
+            }
+        }
+        sleep(4).await;
+    }
+}
