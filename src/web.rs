@@ -1,7 +1,9 @@
 //! The browser shell: starts eframe on the page's canvas, trains on WebGPU (or on the CPU inside
 //! the page when the browser has none), keeps the setup in the address so a link reopens it, and
 //! publishes the training state as `window.qkvLab` for scripts and the end-to-end test, which
-//! can also save a run as the Export button does: `qkvLab.exportRun(index)`.
+//! can also save a run as the Export button does (`qkvLab.exportRun(index)`) and continue the
+//! runs kept from the last visit as the Continue button does (`qkvLab.continueKept()`). Every 50
+//! steps the runs' checkpoints are kept in the browser's storage, so a reload loses no training.
 //!
 //! Query options: `?compute=flex` trains on the CPU even where WebGPU exists; `?autotrain`
 //! starts training as soon as the page is up (a classroom link, the end-to-end test);
@@ -9,13 +11,13 @@
 //! WebGPU computes but cannot draw to a canvas (headless Chromium without a GPU); `?worker=0`
 //! trains on the CPU inside the page instead of in a Web Worker (to compare the two).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use eframe::egui;
 use qkv_model::burn::tensor::Device;
-use qkv_train::session::{SessionTask, Turn};
-use qkv_ui::files::{FileError, FileKind, Inbox, IncomingFile, OutgoingFile};
+use qkv_train::session::{CheckpointFile, SessionTask, Turn};
+use qkv_ui::files::{FileError, FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile};
 use qkv_ui::setup_panel::Setup;
 use qkv_ui::{Compute, Platform, Playground};
 use wasm_bindgen::JsCast;
@@ -116,6 +118,10 @@ pub(crate) fn run_in_page(mut task: SessionTask) {
 struct Browser {
     /// Asked to repaint when a file has been read.
     ctx: egui::Context,
+    /// The experiment step of the runs last kept in the browser's storage (for `qkvLab`).
+    kept_step: Rc<Cell<Option<usize>>>,
+    /// Whether runs are being written to storage now (a newer snapshot waits for the next one).
+    keeping: Rc<Cell<bool>>,
 }
 
 impl Platform for Browser {
@@ -147,11 +153,111 @@ impl Platform for Browser {
         });
     }
 
+    fn keeps_runs(&self) -> bool {
+        true
+    }
+
+    fn keep_runs(&self, runs: KeptRuns) {
+        if self.keeping.replace(true) {
+            return;
+        }
+        let (kept_step, keeping) = (self.kept_step.clone(), self.keeping.clone());
+        wasm_bindgen_futures::spawn_local(async move {
+            let step = runs.step;
+            match kept_runs::store(runs).await {
+                Ok(()) => kept_step.set(Some(step)),
+                Err(e) => web_sys::console::warn_1(&format!("QKV Lab could not keep the runs in this browser: {e:?}").into()),
+            }
+            keeping.set(false);
+        });
+    }
+
+    fn kept_runs(&self, inbox: &KeptInbox) {
+        let (inbox, ctx) = (inbox.clone(), self.ctx.clone());
+        wasm_bindgen_futures::spawn_local(async move {
+            match kept_runs::read().await {
+                Ok(Some(kept)) => {
+                    inbox.deliver(kept);
+                    ctx.request_repaint();
+                }
+                Ok(None) => {}
+                Err(e) => web_sys::console::warn_1(&format!("QKV Lab could not read the runs kept in this browser: {e:?}").into()),
+            }
+        });
+    }
+
     fn pick(&self, kind: FileKind, inbox: &Inbox) -> bool {
         if let Err(e) = pick(kind, inbox, &self.ctx) {
             inbox.deliver(Err(e));
         }
         true
+    }
+}
+
+/// The runs kept between visits, in the page's Cache Storage (binary bodies, promises, no
+/// library needed; the service worker's files are in a cache of their own). Each snapshot's
+/// checkpoints go under keys of their step, then an index names them, then older keys go: a
+/// reload in the middle of a write finds the previous snapshot whole.
+mod kept_runs {
+    use super::*;
+    use wasm_bindgen_futures::JsFuture;
+
+    const CACHE: &str = "qkv-lab-kept-runs";
+    const INDEX: &str = "/kept-runs/index.json";
+
+    fn key(step: usize, run: usize) -> String {
+        format!("/kept-runs/step-{step}/run-{run}")
+    }
+
+    async fn open() -> Result<web_sys::Cache, JsValue> {
+        let caches = web_sys::window().ok_or("no window")?.caches()?;
+        Ok(JsFuture::from(caches.open(CACHE)).await?.unchecked_into())
+    }
+
+    pub async fn store(runs: KeptRuns) -> Result<(), JsValue> {
+        let cache = open().await?;
+        let mut keep = vec![INDEX.to_string()];
+        for (run, file) in runs.files.iter().enumerate() {
+            let mut bytes = file.bytes.clone();
+            let body = web_sys::Response::new_with_opt_u8_array(Some(&mut bytes))?;
+            JsFuture::from(cache.put_with_str(&key(runs.step, run), &body)).await?;
+            keep.push(key(runs.step, run));
+        }
+        let names: Vec<&str> = runs.files.iter().map(|f| f.name.as_str()).collect();
+        let index = serde_json::json!({ "step": runs.step, "names": names }).to_string();
+        JsFuture::from(cache.put_with_str(INDEX, &web_sys::Response::new_with_opt_str(Some(&index))?)).await?;
+        let stored: js_sys::Array = JsFuture::from(cache.keys()).await?.unchecked_into();
+        for request in stored.iter() {
+            let url = request.unchecked_into::<web_sys::Request>().url();
+            if !keep.iter().any(|path| web_sys::Url::new(&url).is_ok_and(|u| &u.pathname() == path)) {
+                JsFuture::from(cache.delete_with_str(&url)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn body(cache: &web_sys::Cache, key: &str) -> Result<Option<web_sys::Response>, JsValue> {
+        let found = JsFuture::from(cache.match_with_str(key)).await?;
+        Ok((!found.is_undefined()).then(|| found.unchecked_into()))
+    }
+
+    pub async fn read() -> Result<Option<KeptRuns>, JsValue> {
+        let cache = open().await?;
+        let Some(index) = body(&cache, INDEX).await? else { return Ok(None) };
+        let text = JsFuture::from(index.text()?).await?.as_string().unwrap_or_default();
+        let index: serde_json::Value = serde_json::from_str(&text).map_err(|e| JsValue::from_str(&e.to_string()))?;
+        let (Some(step), Some(names)) = (index["step"].as_u64(), index["names"].as_array()) else { return Ok(None) };
+        let step = step as usize;
+        let mut files = Vec::new();
+        for (run, name) in names.iter().enumerate() {
+            let Some(found) = body(&cache, &key(step, run)).await? else { return Ok(None) };
+            let buffer = JsFuture::from(found.array_buffer()?).await?;
+            files.push(CheckpointFile {
+                name: name.as_str().unwrap_or_default().to_string(),
+                bytes: js_sys::Uint8Array::new(&buffer).to_vec(),
+            });
+        }
+        Ok(Some(KeptRuns { step, files }))
     }
 }
 
@@ -218,6 +324,11 @@ struct WebShell {
     export_requests: Rc<RefCell<Vec<usize>>>,
     /// `qkvLab.exportRun`, kept alive as long as the shell.
     export_run: Closure<dyn Fn(f64)>,
+    /// The step of the runs last kept in the browser's storage.
+    kept_step: Rc<Cell<Option<usize>>>,
+    /// Set by `qkvLab.continueKept()`, taken on the next frame.
+    continue_requested: Rc<Cell<bool>>,
+    continue_kept: Closure<dyn Fn()>,
 }
 
 impl WebShell {
@@ -237,7 +348,9 @@ impl WebShell {
             Some(Ok(json)) => Some(json.clone()),
             _ => cc.storage.and_then(|s| s.get_string(SETUP_KEY)),
         };
-        let mut playground = Playground::new(&cc.egui_ctx, Box::new(Browser { ctx: cc.egui_ctx.clone() }), computes, saved.as_deref());
+        let kept_step = Rc::new(Cell::new(None));
+        let browser = Browser { ctx: cc.egui_ctx.clone(), kept_step: kept_step.clone(), keeping: Rc::new(Cell::new(false)) };
+        let mut playground = Playground::new(&cc.egui_ctx, Box::new(browser), computes, saved.as_deref());
         if let Some(Err(e)) = from_address {
             playground.notice = Some((format!("{e}; starting from your last setup"), true));
         }
@@ -254,6 +367,14 @@ impl WebShell {
                 ctx.request_repaint();
             })
         };
+        let continue_requested = Rc::new(Cell::new(false));
+        let continue_kept = {
+            let (requested, ctx) = (continue_requested.clone(), cc.egui_ctx.clone());
+            Closure::<dyn Fn()>::new(move || {
+                requested.set(true);
+                ctx.request_repaint();
+            })
+        };
         Self {
             playground,
             autotrain: query_value("autotrain").is_some(),
@@ -261,6 +382,9 @@ impl WebShell {
             attention_rows_checked: None,
             export_requests,
             export_run,
+            kept_step,
+            continue_requested,
+            continue_kept,
         }
     }
 
@@ -304,6 +428,9 @@ impl WebShell {
         set(&state, "notice", self.playground.notice.clone().map_or(JsValue::NULL, |(n, _)| n.into()));
         set(&state, "link", self.playground.share_link.clone().map_or(JsValue::NULL, Into::into));
         set(&state, "exportRun", self.export_run.as_ref().clone());
+        set(&state, "keptStep", self.kept_step.get().map_or(JsValue::NULL, |step| (step as f64).into()));
+        set(&state, "keptOffer", self.playground.kept_offer().map_or(JsValue::NULL, |step| (step as f64).into()));
+        set(&state, "continueKept", self.continue_kept.as_ref().clone());
         set(&state, "frameMs", self.playground.frames.mean().map_or(JsValue::NULL, |mean| (mean * 1e3).into()));
         let runs = js_sys::Array::new();
         for run in &view.runs {
@@ -358,6 +485,9 @@ impl eframe::App for WebShell {
         let requested: Vec<usize> = self.export_requests.borrow_mut().drain(..).collect();
         for run in requested {
             self.playground.export(run);
+        }
+        if self.continue_requested.take() {
+            self.playground.continue_kept();
         }
         self.playground.ui(ui);
         self.update_address();

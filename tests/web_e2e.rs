@@ -7,8 +7,9 @@
 //!
 //! Run 1 has WebGPU (`--enable-unsafe-webgpu`, SwiftShader without a GPU); run 2 has none and
 //! must train on the CPU fallback, in a Web Worker. Both then export the first run and must download its
-//! checkpoint and metrics. Run 2 then reloads: the service worker must serve the app from its
-//! cache (the server sees no request for the wasm or its glue) and the page must train again.
+//! checkpoint and metrics. Run 2 then reloads once its runs are kept in the browser's storage:
+//! the service worker must serve the app from its cache (the server sees no request for the
+//! wasm or its glue), and the page must offer the kept runs and continue their curves.
 //! Both print their start-up stages and the page's training speed (`web/bench.sh` collects them
 //! with the wasm size).
 //!
@@ -61,7 +62,8 @@ const REPORTER: &str = r#"<script>
   // page reports after a few steps, without exporting.
   var reloadCheck = /[?&]e2e_reload/.test(location.search);
   var reloaded = sessionStorage.getItem("qkv-e2e-reloaded") === "1";
-  var target = reloaded ? 3 : __STEPS__;
+  // The reloaded page continues the runs the first load kept, from the step they were kept at.
+  var target = reloaded ? Infinity : __STEPS__, continuedFrom = null;
   // Whether WebGPU could give this page an adapter at all (navigator.gpu alone does not say).
   if (navigator.gpu) navigator.gpu.requestAdapter().then(function (a) { adapter = !!a; }, function () { adapter = false; });
   else adapter = false;
@@ -92,9 +94,16 @@ const REPORTER: &str = r#"<script>
       reason: reason, state: window.qkvLab || null, errors: errors, webGpuAdapter: adapter, downloads: downloads,
       downloadedMs: window.qkvDownloadedMs || null, appMs: appMs, evaluatedMs: evaluatedMs,
       firstStepMs: firstStepMs, trainedMs: trainedMs, trainedNotice: trainedNotice, elapsedMs: performance.now(),
-      reloaded: reloaded, serviceWorker: controlled, pageFrames: pageFrames() }) });
+      reloaded: reloaded, serviceWorker: controlled, pageFrames: pageFrames(), continuedFrom: continuedFrom }) });
     if (reason === "trained" && reloadCheck && !reloaded) {
+      // Reload once the service worker is ready and the runs are kept at the target step.
       posted.then(function () { return navigator.serviceWorker.ready; }).then(function () {
+        return new Promise(function (resolve) {
+          var kept = setInterval(function () {
+            if (window.qkvLab && window.qkvLab.keptStep !== null && window.qkvLab.keptStep >= __STEPS__) { clearInterval(kept); resolve(); }
+          }, 100);
+        });
+      }).then(function () {
         sessionStorage.setItem("qkv-e2e-reloaded", "1");
         location.reload();
       });
@@ -109,6 +118,10 @@ const REPORTER: &str = r#"<script>
     if (s && s.step >= 1 && firstStepMs === null) firstStepMs = performance.now();
     if (s && s.error) report("app error");
     else if (errors.length) report("console error");
+    else if (reloaded && s) {
+      if (continuedFrom === null && s.keptOffer !== null) { continuedFrom = s.keptOffer; s.continueKept(); }
+      else if (continuedFrom !== null && s.step >= continuedFrom + 3) report("trained after reload");
+    }
     else if (s && s.step >= target && trainedMs === null) {
       trainedMs = performance.now(); trainedNotice = s.notice;
       if (reloaded) report("trained after reload"); else s.exportRun(0);
@@ -454,19 +467,27 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     assert_served_from_cache(&after_reload);
 }
 
-/// The reloaded page trained, under the service worker, without fetching the app again.
+/// The reloaded page continued the runs the first load kept, under the service worker, without
+/// fetching the app again.
 fn assert_served_from_cache(report: &Report) {
     let (json, raw) = (&report.json, &report.raw);
     assert_eq!(json["reason"], "trained after reload", "the reloaded page did not train: {raw}");
     assert!(json["errors"].as_array().is_some_and(|e| e.is_empty()), "console errors after the reload: {raw}");
     assert_eq!(json["serviceWorker"], true, "no service worker controls the reloaded page: {raw}");
+    // The runs kept at step 50 or so came back and trained on: their curves keep the first load's steps.
+    let from = json["continuedFrom"].as_u64().unwrap_or(0);
+    assert!(from >= STEPS as u64, "the reloaded page did not offer the runs kept at step {STEPS}: {raw}");
+    let runs = json["state"]["runs"].as_array().expect("runs");
+    assert_eq!(runs[0]["name"], "from-the-link", "{raw}");
+    assert!(runs.iter().all(|run| run["steps"].as_u64().unwrap_or(0) >= from + 3), "the curves did not continue: {raw}");
     let requests = REQUESTS.lock().unwrap().clone();
     let since = requests.iter().rposition(|r| r.starts_with("REPORT \"trained\"")).expect("the first load's report");
     let fetched: Vec<&String> =
         requests[since..].iter().filter(|r| r.ends_with(".wasm") || (r.ends_with(".js") && !r.ends_with("/sw.js"))).collect();
     assert!(fetched.is_empty(), "the reloaded page fetched the app again: {fetched:?} (all requests since: {:?})", &requests[since..]);
     eprintln!(
-        "web e2e reload: step {} with the app from the service worker's cache; the server saw only {:?}",
+        "web e2e reload: continued the runs kept at step {from} to step {} with the app from the service worker's cache; \
+         the server saw only {:?}",
         json["state"]["step"],
         requests[since + 1..].iter().filter(|r| !r.starts_with("POST")).collect::<Vec<_>>()
     );

@@ -66,14 +66,16 @@ fn gpu_steps_per_read_back(secs_per_step: Option<f64>, step: usize, attention_ev
 pub enum Command {
     /// Builds a new experiment from the plan, replacing the current one.
     Load(ExperimentPlan),
-    /// Continues a saved run (checkpoint file contents) as a one-run experiment. A run trained
-    /// on an upload finds its text in `upload` (the front end's, of the same name).
+    /// Continues saved runs (checkpoint files' contents) side by side as one experiment; they
+    /// must have trained on the same data. Runs trained on an upload find its text in `upload`
+    /// (the front end's, of the same name).
     Import {
-        name: String,
-        #[serde(with = "serde_bytes")]
-        bytes: Vec<u8>,
+        files: Vec<CheckpointFile>,
         upload: Option<Upload>,
     },
+    /// Every run's checkpoint as it stands, for a front end that keeps them (the browser's
+    /// autosave); answered by [`Message::Snapshot`].
+    Snapshot,
     Play,
     Pause,
     /// One step of every run, then pause.
@@ -96,6 +98,21 @@ pub enum Command {
     EliminateQuery {
         run: usize,
     },
+}
+
+/// A checkpoint file's name and contents.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointFile {
+    pub name: String,
+    #[serde(with = "serde_bytes")]
+    pub bytes: Vec<u8>,
+}
+
+/// The name and size only: a checkpoint is megabytes.
+impl std::fmt::Debug for CheckpointFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointFile").field("name", &self.name).field("bytes", &self.bytes.len()).finish()
+    }
 }
 
 /// What a front end needs to show a run before it has trained.
@@ -182,6 +199,11 @@ pub enum Message {
         info: Box<RunInfo>,
         report: Box<ReparamReport>,
     },
+    /// Every run's checkpoint at experiment step `step`, named `RUN.qkv`, in run order.
+    Snapshot {
+        step: usize,
+        files: Vec<CheckpointFile>,
+    },
     /// Playing or paused, as the session now is.
     Playing(bool),
     /// Every run has finished or stopped.
@@ -235,7 +257,7 @@ impl Session {
     pub async fn handle(&mut self, command: Command) -> Vec<Message> {
         let result = match command {
             Command::Load(plan) => self.load(&plan).await,
-            Command::Import { name, bytes, upload } => self.import(&name, &bytes, upload).await,
+            Command::Import { files, upload } => self.import(&files, upload).await,
             Command::Play => {
                 self.playing = self.experiment.is_some();
                 Ok(vec![Message::Playing(self.playing)])
@@ -260,6 +282,7 @@ impl Session {
             }
             Command::Sample { run, prompt, options } => self.sample(run, &prompt, &options).await,
             Command::Export { run } => self.export(run).await,
+            Command::Snapshot => self.snapshot().await,
             Command::EliminateQuery { run } => self.eliminate_query(run).await,
         };
         result.unwrap_or_else(|error| vec![Message::Failed(error.to_string())])
@@ -294,9 +317,13 @@ impl Session {
         Ok(self.start(experiment, plan.data.to_string()).await)
     }
 
-    async fn import(&mut self, name: &str, bytes: &[u8], upload: Option<Upload>) -> Result<Vec<Message>, SessionError> {
-        let checkpoint = Checkpoint::from_bytes(name, bytes)?;
-        let header = &checkpoint.header;
+    async fn import(&mut self, files: &[CheckpointFile], upload: Option<Upload>) -> Result<Vec<Message>, SessionError> {
+        let checkpoints = files.iter().map(|file| Checkpoint::from_bytes(&file.name, &file.bytes)).collect::<Result<Vec<_>, _>>()?;
+        let Some(first) = checkpoints.first() else { return Err(SessionError::NoCheckpoints) };
+        let header = &first.header;
+        if let Some(other) = checkpoints.iter().find(|c| c.header.data != header.data) {
+            return Err(SessionError::MixedData { first: header.data.clone(), other: other.header.data.clone() });
+        }
         let mut source: DataSource = header.data.parse()?;
         if let DataSource::File(path) = &source
             && !std::path::Path::new(path).exists()
@@ -304,10 +331,10 @@ impl Session {
             // A text that was uploaded, not read from a path: the front end may hold it.
             match upload.filter(|u| &u.name == path) {
                 Some(upload) => source = DataSource::Upload(upload),
-                None => return Err(SessionError::DataMissing { checkpoint: name.to_string(), path: path.clone() }),
+                None => return Err(SessionError::DataMissing { checkpoint: files[0].name.clone(), path: path.clone() }),
             }
         }
-        // The data as the run saw it: same source, tokenizer and seed (synthetic examples
+        // The data as the runs saw it: same source, tokenizer and seed (synthetic examples
         // are generated from it).
         let plan = ExperimentPlan {
             data: source,
@@ -316,8 +343,8 @@ impl Session {
             ..ExperimentPlan::default()
         };
         let dataset = plan.dataset()?;
-        let run = checkpoint.into_run(&dataset, &self.device)?;
-        let experiment = Experiment::from_runs(dataset, vec![run])?;
+        let runs = checkpoints.into_iter().map(|c| c.into_run(&dataset, &self.device)).collect::<Result<Vec<Run>, _>>()?;
+        let experiment = Experiment::from_runs(dataset, runs)?;
         Ok(self.start(experiment, plan.data.to_string()).await)
     }
 
@@ -499,6 +526,16 @@ impl Session {
     }
 
     /// The run's metrics and checkpoint.
+    async fn snapshot(&self) -> Result<Vec<Message>, SessionError> {
+        let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
+        let mut files = Vec::new();
+        for run in &experiment.runs {
+            let bytes = checkpoint::to_bytes_async(run, experiment.dataset(), &self.data).await?;
+            files.push(CheckpointFile { name: format!("{}.qkv", run.spec.name), bytes });
+        }
+        Ok(vec![Message::Snapshot { step: experiment.step, files }])
+    }
+
     async fn export(&self, run: usize) -> Result<Vec<Message>, SessionError> {
         let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
         let r = experiment.runs.get(run).ok_or(SessionError::NoSuchRun(run))?;
@@ -523,6 +560,12 @@ pub enum SessionError {
     NothingLoaded,
     #[error("there is no run {0}")]
     NoSuchRun(usize),
+    #[error("no checkpoint to continue: give one or more .qkv files")]
+    NoCheckpoints,
+    #[error(
+        "these checkpoints trained on different data ({first} and {other}): continue runs of one experiment together, or each on its own"
+    )]
+    MixedData { first: String, other: String },
     #[error(
         "{checkpoint} was trained on {path}, which is not here: put the file back at that path (in the browser: upload it) to continue training it"
     )]
@@ -823,7 +866,8 @@ mod tests {
         let Some(Message::Exported { checkpoint, metrics_csv, name, .. }) = exported.into_iter().next() else { panic!("no export") };
         assert_eq!(name, "shared-qk");
         assert_eq!(metrics_csv.lines().count(), 1 + 1 + 1, "header, step 0 and step 1");
-        let messages = session.run(Command::Import { name: name.clone(), bytes: checkpoint.clone(), upload: None });
+        let file = |name: &str, bytes: Vec<u8>| CheckpointFile { name: name.into(), bytes };
+        let messages = session.run(Command::Import { files: vec![file(&name, checkpoint.clone())], upload: None });
         let Some(Message::Loaded { runs, .. }) = messages.first() else { panic!("{messages:?}") };
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].steps.len(), 1, "the imported run keeps its curve");
@@ -832,10 +876,43 @@ mod tests {
 
         let mut broken = checkpoint;
         broken.truncate(broken.len() / 2);
-        let messages = session.run(Command::Import { name: "half.qkv".into(), bytes: broken, upload: None });
+        let messages = session.run(Command::Import { files: vec![file("half.qkv", broken)], upload: None });
         assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("truncated")), "{messages:?}");
         // The session still holds the imported run.
         assert_eq!(session.experiment().unwrap().runs.len(), 1);
+    }
+
+    #[test]
+    fn a_snapshot_continues_every_run_where_it_stood() {
+        let mut session = Session::new(Device::flex(), "flex");
+        session.run(Command::Load(tiny_plan()));
+        session.run(Command::Step);
+        session.run(Command::Step);
+        let messages = session.run(Command::Snapshot);
+        let [Message::Snapshot { step: 2, files }] = messages.as_slice() else { panic!("{messages:?}") };
+        let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["standard.qkv", "shared-qk.qkv"]);
+        let uninterrupted = session.run(Command::Step);
+
+        let mut resumed = Session::new(Device::flex(), "flex");
+        let messages = resumed.run(Command::Import { files: files.clone(), upload: None });
+        let Some(Message::Loaded { runs, .. }) = messages.first() else { panic!("{messages:?}") };
+        assert!(runs.iter().all(|run| run.steps.len() == 2), "both curves continue");
+        let step3 = |messages: &[Message]| -> Vec<f64> {
+            messages.iter().filter_map(|m| if let Message::Stepped { record, .. } = m { Some(record.train_loss) } else { None }).collect()
+        };
+        let continued = resumed.run(Command::Step);
+        assert_eq!(step3(&continued), step3(&uninterrupted), "the next step trains on the same batch from the same weights");
+
+        // Runs of another experiment (other data) do not join.
+        let mut other = Session::new(Device::flex(), "flex");
+        other.run(Command::Load(ExperimentPlan { data: "synthetic:copy:6".parse().unwrap(), ..tiny_plan() }));
+        let snapshot = other.run(Command::Snapshot);
+        let [Message::Snapshot { files: others, .. }] = snapshot.as_slice() else { panic!("no snapshot") };
+        let mixed = vec![files[0].clone(), others[0].clone()];
+        let messages = resumed.run(Command::Import { files: mixed, upload: None });
+        assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("different data")), "{messages:?}");
+        assert!(matches!(&resumed.run(Command::Import { files: vec![], upload: None })[..], [Message::Failed(_)]));
     }
 
     #[test]

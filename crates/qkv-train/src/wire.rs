@@ -66,6 +66,7 @@ mod tests {
     use super::*;
     use crate::plan::ExperimentPlan;
     use crate::run::StepRecord;
+    use crate::session::CheckpointFile;
 
     #[test]
     fn a_command_keeps_the_text_of_the_upload_it_names() {
@@ -77,11 +78,10 @@ mod tests {
         // Upload's equality compares the texts too.
         assert_eq!(decoded, plan);
 
-        let import = Command::Import { name: "run.qkv".into(), bytes: vec![0, 255, 7], upload: Some(upload) };
-        let Command::Import { name, bytes, upload } = decode_command(&encode_command(&import).unwrap()).unwrap() else {
-            panic!("not an Import")
-        };
-        assert_eq!((name.as_str(), bytes.as_slice()), ("run.qkv", [0, 255, 7].as_slice()));
+        let file = CheckpointFile { name: "run.qkv".into(), bytes: vec![0, 255, 7] };
+        let import = Command::Import { files: vec![file.clone()], upload: Some(upload) };
+        let Command::Import { files, upload } = decode_command(&encode_command(&import).unwrap()).unwrap() else { panic!("not an Import") };
+        assert_eq!(files, [file]);
         assert_eq!(upload.unwrap().corpus().unwrap().text, "to be or not to be");
     }
 

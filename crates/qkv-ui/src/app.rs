@@ -5,9 +5,9 @@ use burn::tensor::Device;
 use egui::{RichText, Ui};
 use web_time::Instant;
 
-use qkv_train::session::{self, Command, Session, SessionHandle};
+use qkv_train::session::{self, CheckpointFile, Command, Session, SessionHandle};
 
-use crate::files::{FileKind, Inbox, IncomingFile, OutgoingFile};
+use crate::files::{FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile};
 use crate::platform::Platform;
 
 use crate::attention_panel::{AttentionPanel, AttentionRequest};
@@ -20,6 +20,10 @@ use crate::samples_panel::SamplesPanel;
 use crate::setup_panel::{Setup, SetupAction, SetupPanel};
 use crate::theory_panel::TheoryPanel;
 use crate::view::SessionView;
+
+/// Steps between two autosaves of every run, where the platform keeps runs (the browser): a
+/// checkpoint of the classroom demo's two runs is about 2.6 MB, written in the background.
+const AUTOSAVE_EVERY: usize = 50;
 
 /// A device training can run on, named for people.
 #[derive(Clone)]
@@ -105,6 +109,11 @@ pub struct Playground {
     /// A link that opens this setup, where the shell has one (the browser's address).
     pub share_link: Option<String>,
     inbox: Inbox,
+    /// Runs the platform kept from an earlier start, offered until continued or dismissed.
+    kept: KeptInbox,
+    offer: Option<KeptRuns>,
+    /// The experiment step of the last snapshot asked for (autosave).
+    autosaved_at: usize,
     platform: Box<dyn Platform>,
 }
 
@@ -154,8 +163,12 @@ impl Playground {
             open_theory: false,
             share_link: None,
             inbox: Inbox::default(),
+            kept: KeptInbox::default(),
+            offer: None,
+            autosaved_at: 0,
             platform,
         };
+        playground.platform.kept_runs(&playground.kept);
         // The first screen shows what the setup is about before anyone presses Train: its
         // parameter and KV-cache bars, the untrained models' loss and attention maps. On a GPU this
         // also compiles the kernels the first step needs while the page draws.
@@ -183,6 +196,7 @@ impl Playground {
     /// Loads the edited setup into the session (training starts from scratch).
     pub fn apply_setup(&mut self) {
         self.view = SessionView { exports: std::mem::take(&mut self.view.exports), ..SessionView::default() };
+        self.autosaved_at = 0;
         self.send(Command::AttentionEvery(self.attention.refresh_every));
         self.send(Command::Load(self.setup.plan.clone()));
         self.applied = Some(self.setup.clone());
@@ -229,6 +243,33 @@ impl Playground {
             self.view.apply(message, &colours);
         }
         self.save_exports();
+        self.autosave();
+    }
+
+    /// Where the platform keeps runs: asks for every run's checkpoint each [`AUTOSAVE_EVERY`]
+    /// steps and when training ends, and hands what comes back to the platform.
+    fn autosave(&mut self) {
+        if let Some(snapshot) = self.view.snapshot.take() {
+            self.platform.keep_runs(snapshot);
+        }
+        let step = self.view.step();
+        if self.platform.keeps_runs() && (step >= self.autosaved_at + AUTOSAVE_EVERY || (self.view.finished && step > self.autosaved_at)) {
+            self.autosaved_at = step;
+            self.send(Command::Snapshot);
+        }
+    }
+
+    /// The experiment step of the runs kept from an earlier start, while they are offered.
+    pub fn kept_offer(&self) -> Option<usize> {
+        self.offer.as_ref().map(|kept| kept.step)
+    }
+
+    /// Continues the runs kept from an earlier start where they stood, and trains on.
+    pub fn continue_kept(&mut self) {
+        let Some(kept) = self.offer.take() else { return };
+        self.import(kept.files);
+        self.autosaved_at = kept.step;
+        self.send(Command::Play);
     }
 
     /// Hands every exported run to the user (a folder on the desktop, downloads in the browser).
@@ -246,22 +287,22 @@ impl Playground {
         }
     }
 
-    /// Continues a saved run from its checkpoint file's contents (a run trained on an upload
+    /// Continues saved runs from their checkpoint files' contents (a run trained on an upload
     /// finds its text in the setup's, when the names match).
-    fn import(&mut self, name: String, bytes: Vec<u8>) {
+    fn import(&mut self, files: Vec<CheckpointFile>) {
         self.view = SessionView::default();
         let upload = match &self.setup.plan.data {
             qkv_train::DataSource::Upload(upload) => Some(upload.clone()),
             _ => None,
         };
-        self.send(Command::Import { name, bytes, upload });
+        self.send(Command::Import { files, upload });
         self.applied = Some(self.setup.clone());
         self.lesson = None;
     }
 
     fn import_path(&mut self) {
         match IncomingFile::read(std::path::Path::new(self.files.import_path.trim())) {
-            Ok(file) => self.import(file.name, file.bytes),
+            Ok(file) => self.import(vec![CheckpointFile { name: file.name, bytes: file.bytes }]),
             Err(e) => self.notice = Some((e.to_string(), true)),
         }
     }
@@ -270,7 +311,7 @@ impl Playground {
     /// text the setup trains on.
     pub fn receive(&mut self, file: IncomingFile) {
         if file.is_checkpoint() {
-            self.import(file.name, file.bytes);
+            self.import(vec![CheckpointFile { name: file.name, bytes: file.bytes }]);
             return;
         }
         match qkv_train::Upload::new(&file.name, &file.bytes) {
@@ -317,6 +358,9 @@ impl Playground {
 
     fn panels(&mut self, ui: &mut Ui) {
         self.apply_messages();
+        if let Some(kept) = self.kept.take().filter(|kept| kept.step > 0 && !kept.files.is_empty()) {
+            self.offer = Some(kept);
+        }
         self.receive_files(ui.ctx());
         if self.view.playing {
             // Messages wake the UI; this keeps the frame-time readout alive between them.
@@ -408,6 +452,23 @@ impl Playground {
         }
         if dismiss {
             self.view.error = None;
+        }
+        let mut answer = None;
+        if let Some(kept) = &self.offer {
+            ui.horizontal(|ui| {
+                ui.label(format!("{} runs from your last visit are kept at step {}.", kept.files.len(), kept.step));
+                if ui.button("Continue them").clicked() {
+                    answer = Some(true);
+                }
+                if ui.small_button("dismiss").clicked() {
+                    answer = Some(false);
+                }
+            });
+        }
+        match answer {
+            Some(true) => self.continue_kept(),
+            Some(false) => self.offer = None,
+            None => {}
         }
         if let Some((notice, is_error)) = self.notice.clone() {
             ui.horizontal(|ui| {

@@ -6,6 +6,8 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
 
+use qkv_train::session::CheckpointFile;
+
 /// Why a file did not arrive, or could not be handed over.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FileError {
@@ -103,5 +105,29 @@ impl Inbox {
     /// A file read (or why it could not be).
     pub fn deliver(&self, file: Result<IncomingFile, FileError>) {
         self.arrived.borrow_mut().push(file);
+    }
+}
+
+/// An experiment's runs as a platform keeps them between visits (the browser's autosave): each
+/// run's checkpoint at experiment step `step`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptRuns {
+    pub step: usize,
+    pub files: Vec<CheckpointFile>,
+}
+
+/// Where a platform delivers the runs it kept, once read (later, where reading is asynchronous).
+#[derive(Default, Clone)]
+pub struct KeptInbox {
+    arrived: Rc<RefCell<Option<KeptRuns>>>,
+}
+
+impl KeptInbox {
+    pub fn deliver(&self, kept: KeptRuns) {
+        *self.arrived.borrow_mut() = Some(kept);
+    }
+
+    pub fn take(&self) -> Option<KeptRuns> {
+        self.arrived.borrow_mut().take()
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use qkv_train::session::SessionTask;
 
-use crate::files::{FileError, FileKind, Inbox, IncomingFile, OutgoingFile};
+use crate::files::{FileError, FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile};
 
 pub trait Platform {
     /// Runs a training session's task beside the UI, so that the UI never waits on training.
@@ -28,6 +28,19 @@ pub trait Platform {
     fn read_dropped(&self, file: egui::DroppedFileHandle, inbox: &Inbox) {
         inbox.deliver(IncomingFile::read(file.path()));
     }
+
+    /// Whether the platform keeps the runs between starts of the app ([`Platform::keep_runs`]).
+    fn keeps_runs(&self) -> bool {
+        false
+    }
+
+    /// Keeps `runs` where the next start of the app finds them, replacing what it kept before:
+    /// the browser's storage, so that a reload or a closed tab loses no training. The desktop
+    /// keeps nothing (its user exports runs to files).
+    fn keep_runs(&self, _runs: KeptRuns) {}
+
+    /// Reads the runs kept on an earlier start into `inbox`, if there are any.
+    fn kept_runs(&self, _inbox: &KeptInbox) {}
 
     /// Opens the platform's dialog for a file of `kind`; the picked file arrives in `inbox`.
     /// `false` where the platform has no dialog (the user types a path instead).

@@ -6,6 +6,8 @@ use qkv_train::session::{AttentionMaps, Message, RunInfo};
 use qkv_train::theory::ReparamReport;
 use qkv_train::{EvalRecord, StepRecord};
 
+use crate::files::KeptRuns;
+
 pub struct RunView {
     pub info: RunInfo,
     pub colour: Color32,
@@ -56,6 +58,8 @@ pub struct SessionView {
     pub conversion: Option<(usize, ReparamReport)>,
     /// Checkpoints and CSVs handed back by the session, for the app to save.
     pub exports: Vec<Export>,
+    /// Every run's checkpoint, handed back for the platform to keep (autosave).
+    pub snapshot: Option<KeptRuns>,
 }
 
 impl SessionView {
@@ -117,6 +121,7 @@ impl SessionView {
             Message::Exported { name, checkpoint, metrics_csv, .. } => {
                 self.exports.push(Export { name, checkpoint, metrics_csv });
             }
+            Message::Snapshot { step, files } => self.snapshot = Some(KeptRuns { step, files }),
             Message::Playing(playing) => self.playing = playing,
             Message::Finished => {
                 self.finished = true;

@@ -4,6 +4,8 @@
 //! Snapshots live in tests/snapshots; `UPDATE_SNAPSHOTS=1` rewrites them after an intended
 //! change of the UI. `QKV_SCREENSHOTS=DIR` also renders every classroom lesson into DIR.
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use egui::vec2;
@@ -12,7 +14,7 @@ use egui_kittest::{Harness, SnapshotOptions};
 use qkv_model::ParamReport;
 use qkv_model::burn::tensor::Device;
 use qkv_train::session::SessionTask;
-use qkv_ui::files::IncomingFile;
+use qkv_ui::files::{IncomingFile, KeptInbox, KeptRuns};
 use qkv_ui::{Compute, Platform, Playground};
 
 type State = Option<Playground>;
@@ -31,20 +33,50 @@ impl Platform for TestPlatform {
     }
 }
 
+/// A browser-like platform for the autosave test: it keeps the runs in memory shared by every
+/// "visit", as the browser's storage outlives a page.
+#[derive(Clone, Default)]
+struct KeepingPlatform {
+    kept: Rc<RefCell<Option<KeptRuns>>>,
+}
+
+impl Platform for KeepingPlatform {
+    fn spawn_session(&self, task: SessionTask) {
+        std::thread::spawn(move || task.run_blocking());
+    }
+
+    fn default_folder(&self) -> Option<String> {
+        None
+    }
+
+    fn keeps_runs(&self) -> bool {
+        true
+    }
+
+    fn keep_runs(&self, runs: KeptRuns) {
+        *self.kept.borrow_mut() = Some(runs);
+    }
+
+    fn kept_runs(&self, inbox: &KeptInbox) {
+        if let Some(kept) = self.kept.borrow().clone() {
+            inbox.deliver(kept);
+        }
+    }
+}
+
 fn harness() -> Harness<'static, State> {
     harness_of_size(vec2(1500.0, 920.0))
 }
 
 fn harness_of_size(size: egui::Vec2) -> Harness<'static, State> {
+    harness_on(size, || Box::new(TestPlatform))
+}
+
+fn harness_on(size: egui::Vec2, platform: impl Fn() -> Box<dyn Platform> + 'static) -> Harness<'static, State> {
     Harness::builder().with_size(size).wgpu().build_ui_state(
-        |ui, state: &mut State| {
+        move |ui, state: &mut State| {
             let playground = state.get_or_insert_with(|| {
-                Playground::new(
-                    ui.ctx(),
-                    Box::new(TestPlatform),
-                    vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }],
-                    None,
-                )
+                Playground::new(ui.ctx(), platform(), vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }], None)
             });
             playground.ui(ui);
         },
@@ -288,4 +320,36 @@ fn the_setup_survives_a_restart_and_a_damaged_one_is_replaced() {
     assert_eq!(damaged.setup, qkv_ui::setup_panel::Setup::default());
     let (notice, is_error) = damaged.notice.clone().unwrap();
     assert!(is_error && notice.contains("saved setup could not be read"), "{notice}");
+}
+
+/// Where the platform keeps runs (the browser), every run is kept as training passes each 50
+/// steps, and the next visit offers them back: Continue trains on from there, curves and all.
+#[test]
+fn runs_kept_by_the_platform_are_offered_on_the_next_visit_and_continue() {
+    let storage = KeepingPlatform::default();
+    let first_visit = storage.clone();
+    let mut harness = harness_on(vec2(1500.0, 920.0), move || Box::new(first_visit.clone()));
+    run_until(&mut harness, "the setup loaded", |p| p.view.is_loaded());
+    harness.get_by_label("Train").click();
+    run_until(&mut harness, "50 steps kept", |_| storage.kept.borrow().as_ref().is_some_and(|k| k.step >= 50));
+    let kept = storage.kept.borrow().clone().unwrap();
+    let names: Vec<&str> = kept.files.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["standard.qkv", "wq-identity.qkv"]);
+    drop(harness);
+
+    let second_visit = storage.clone();
+    let mut harness = harness_on(vec2(1500.0, 920.0), move || Box::new(second_visit.clone()));
+    run_until(&mut harness, "the kept runs offered", |p| p.kept_offer().is_some());
+    assert_eq!(playground(&harness).kept_offer(), Some(kept.step));
+    harness.get_by_label_contains("from your last visit are kept at step");
+    harness.get_by_label("Continue them").click();
+    run_until(&mut harness, "3 steps past the kept ones", |p| p.view.step() >= kept.step + 3);
+    let app = playground(&harness);
+    assert!(app.kept_offer().is_none(), "the offer is taken");
+    for run in &app.view.runs {
+        assert!(run.steps.len() >= kept.step + 3, "{}: the curve did not continue ({} steps)", run.name(), run.steps.len());
+        assert_eq!(run.steps[0].step, 1, "{}: the curve starts where the first visit's did", run.name());
+    }
+    harness.get_by_label("Pause").click();
+    harness.run_steps(3);
 }

@@ -541,10 +541,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn paper2_at_laptop_scale_trains_eight_heads_on_text_with_the_papers_sharing_ratios() {
-        let args = ExperimentArgs {
-            paper: ExperimentKind::Paper2,
+    /// `qkv experiment PAPER` at laptop scale with every default.
+    fn laptop_args(paper: ExperimentKind) -> ExperimentArgs {
+        ExperimentArgs {
+            paper,
             scale: Scale::Laptop,
             seeds: None,
             steps: None,
@@ -555,8 +555,12 @@ mod tests {
             lengths: None,
             tasks: None,
             jobs: 1,
-        };
-        let studies = studies(&args).unwrap();
+        }
+    }
+
+    #[test]
+    fn paper2_at_laptop_scale_trains_eight_heads_on_text_with_the_papers_sharing_ratios() {
+        let studies = studies(&laptop_args(ExperimentKind::Paper2)).unwrap();
         assert_eq!(studies.len(), 1, "the list tasks are paper2-synthetic's");
         let text = &studies[0];
         assert_eq!((text.name.as_str(), &text.plan.data), ("text", &DataSource::Shakespeare));
@@ -568,17 +572,9 @@ mod tests {
     #[test]
     fn the_synthetic_sweep_gives_each_task_and_length_its_study_and_context() {
         let args = ExperimentArgs {
-            paper: ExperimentKind::Paper2Synthetic,
-            scale: Scale::Laptop,
-            seeds: None,
-            steps: None,
-            data: None,
-            tokenizer: TokenizerKind::Char,
-            backend: None,
-            out: None,
             lengths: Some(vec![16, 128]),
             tasks: Some(vec![SyntheticTask::Reverse]),
-            jobs: 1,
+            ..laptop_args(ExperimentKind::Paper2Synthetic)
         };
         let sweep = studies(&args).unwrap();
         let names: Vec<&str> = sweep.iter().map(|s| s.name.as_str()).collect();
