@@ -1,5 +1,5 @@
-//! The browser shell: starts eframe on the page's canvas, trains on WebGPU (or on the CPU inside
-//! the page when the browser has none), keeps the setup in the address so a link reopens it, and
+//! The browser shell: starts eframe on the page's canvas, trains on WebGPU (or on the CPU in a
+//! Web Worker when the browser has none), keeps the setup in the address so a link reopens it, and
 //! publishes the training state as `window.qkvLab` for scripts and the end-to-end test, which
 //! can also save a run as the Export button does (`qkvLab.exportRun(index)`) and continue the
 //! runs kept from the last visit as the Continue button does (`qkvLab.continueKept()`). Every 50
@@ -120,7 +120,8 @@ struct Browser {
     ctx: egui::Context,
     /// The experiment step of the runs last kept in the browser's storage (for `qkvLab`).
     kept_step: Rc<Cell<Option<usize>>>,
-    /// Whether runs are being written to storage now (a newer snapshot waits for the next one).
+    /// Whether runs are being written to storage now (a snapshot that comes meanwhile is
+    /// skipped: the next one, 50 steps on, is kept).
     keeping: Rc<Cell<bool>>,
 }
 

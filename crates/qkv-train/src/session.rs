@@ -525,7 +525,7 @@ impl Session {
         Ok(messages)
     }
 
-    /// The run's metrics and checkpoint.
+    /// Every run's checkpoint as it stands, each named after its run.
     async fn snapshot(&self) -> Result<Vec<Message>, SessionError> {
         let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
         let mut files = Vec::new();
@@ -536,6 +536,7 @@ impl Session {
         Ok(vec![Message::Snapshot { step: experiment.step, files }])
     }
 
+    /// The run's metrics and checkpoint.
     async fn export(&self, run: usize) -> Result<Vec<Message>, SessionError> {
         let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
         let r = experiment.runs.get(run).ok_or(SessionError::NoSuchRun(run))?;
