@@ -218,13 +218,14 @@ mod kept_runs {
     pub async fn store(runs: KeptRuns) -> Result<(), JsValue> {
         let cache = open().await?;
         let mut keep = vec![INDEX.to_string()];
-        for (run, file) in runs.files.iter().enumerate() {
-            let mut bytes = file.bytes.clone();
+        let mut names = Vec::new();
+        // The checkpoints are ours to hand over: no copy of their megabytes.
+        for (run, CheckpointFile { name, mut bytes }) in runs.files.into_iter().enumerate() {
             let body = web_sys::Response::new_with_opt_u8_array(Some(&mut bytes))?;
             JsFuture::from(cache.put_with_str(&key(runs.step, run), &body)).await?;
             keep.push(key(runs.step, run));
+            names.push(name);
         }
-        let names: Vec<&str> = runs.files.iter().map(|f| f.name.as_str()).collect();
         let index = serde_json::json!({ "step": runs.step, "names": names }).to_string();
         JsFuture::from(cache.put_with_str(INDEX, &web_sys::Response::new_with_opt_str(Some(&index))?)).await?;
         let stored: js_sys::Array = JsFuture::from(cache.keys()).await?.unchecked_into();

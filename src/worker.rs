@@ -156,7 +156,7 @@ impl TrainingWorker {
         self.inbox.borrow_mut().pop_front()
     }
 
-    fn send(&self, command: &session::Command) -> Result<(), String> {
+    fn send(&self, command: session::Command) -> Result<(), String> {
         let bytes = wire::encode_command(command).map_err(|e| e.to_string())?;
         self.worker.post_message(&js_sys::Uint8Array::from(bytes.as_slice())).map_err(|e| format!("{e:?}"))
     }
@@ -227,7 +227,7 @@ async fn relay_to(mut worker: TrainingWorker, session: Session, mut relay: Sessi
         while fallback.is_none() {
             match relay.next_command() {
                 Ok(Some(command)) => {
-                    if let Err(e) = worker.send(&command) {
+                    if let Err(e) = worker.send(command) {
                         let _ = relay.deliver(vec![Message::Failed(format!("the training worker did not take the command: {e}"))]);
                     }
                 }

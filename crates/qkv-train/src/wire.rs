@@ -37,8 +37,8 @@ fn upload_of(command: &mut Command) -> Option<&mut Upload> {
     }
 }
 
-pub fn encode_command(command: &Command) -> Result<Vec<u8>, WireError> {
-    let mut command = command.clone();
+/// Takes the command, which may carry checkpoints of megabytes, rather than copying it.
+pub fn encode_command(mut command: Command) -> Result<Vec<u8>, WireError> {
     let upload_text = upload_of(&mut command).and_then(|upload| upload.corpus().ok()).map(|corpus| corpus.text.clone());
     rmp_serde::to_vec_named(&CommandOnWire { command, upload_text })
         .map_err(|e| WireError::Encode { what: "command", reason: e.to_string() })
@@ -72,7 +72,7 @@ mod tests {
     fn a_command_keeps_the_text_of_the_upload_it_names() {
         let upload = Upload::new("notes.txt", "to be or not to be".as_bytes()).unwrap();
         let plan = ExperimentPlan { data: DataSource::Upload(upload.clone()), ..ExperimentPlan::default() };
-        let Command::Load(decoded) = decode_command(&encode_command(&Command::Load(plan.clone())).unwrap()).unwrap() else {
+        let Command::Load(decoded) = decode_command(&encode_command(Command::Load(plan.clone())).unwrap()).unwrap() else {
             panic!("not a Load")
         };
         // Upload's equality compares the texts too.
@@ -80,7 +80,7 @@ mod tests {
 
         let file = CheckpointFile { name: "run.qkv".into(), bytes: vec![0, 255, 7] };
         let import = Command::Import { files: vec![file.clone()], upload: Some(upload) };
-        let Command::Import { files, upload } = decode_command(&encode_command(&import).unwrap()).unwrap() else { panic!("not an Import") };
+        let Command::Import { files, upload } = decode_command(&encode_command(import).unwrap()).unwrap() else { panic!("not an Import") };
         assert_eq!(files, [file]);
         assert_eq!(upload.unwrap().corpus().unwrap().text, "to be or not to be");
     }
