@@ -143,7 +143,10 @@ impl Shell {
 }
 
 impl eframe::App for Shell {
-    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+    fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
+        if let Some(secs) = frame.info().cpu_usage {
+            self.playground.record_repaint(f64::from(secs));
+        }
         self.playground.ui(ui);
         let ctx = ui.ctx().clone();
         self.smoke(&ctx);

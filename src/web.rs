@@ -69,6 +69,20 @@ fn query_value(key: &str) -> Option<String> {
     })
 }
 
+/// Whether CPU training goes to a Web Worker (`?worker=0` keeps it in the page).
+fn trains_in_worker() -> bool {
+    query_value("worker").as_deref() != Some("0")
+}
+
+/// Whether the page will train on the CPU whatever happens: the browser has no WebGPU, or the
+/// address asks for the CPU.
+fn trains_on_cpu_for_sure() -> bool {
+    let has_webgpu = js_sys::Reflect::get(&js_sys::global(), &"navigator".into())
+        .and_then(|navigator| js_sys::Reflect::get(&navigator, &"gpu".into()))
+        .is_ok_and(|gpu| !gpu.is_undefined() && !gpu.is_null());
+    !has_webgpu || query_value("compute").as_deref() == Some("flex")
+}
+
 /// The setup in the address, if there is one (as JSON).
 fn setup_in_address() -> Option<Result<String, String>> {
     let hash = location()?.hash().ok()?;
@@ -128,7 +142,7 @@ struct Browser {
 impl Platform for Browser {
     fn spawn_session(&self, task: SessionTask) {
         // The CPU computes a step in the page's own thread: train in a worker so the page draws.
-        if task.trains_on_cpu() && query_value("worker").as_deref() != Some("0") {
+        if task.trains_on_cpu() && trains_in_worker() {
             crate::worker::relay(task);
         } else {
             run_in_page(task);
@@ -319,6 +333,10 @@ struct WebShell {
     autotrain: bool,
     /// The setup last written to the address.
     in_address: Option<Setup>,
+    /// The setup last kept in local storage (JSON).
+    remembered: String,
+    /// Seconds of the page's thread the repaints took while training, and how many repaints.
+    repaint_cpu: (f64, u32),
     /// Whether every row of the maps of this attention version sums to 1 (checked once per
     /// version, not every frame).
     attention_rows_checked: Option<(u64, bool)>,
@@ -348,7 +366,7 @@ impl WebShell {
         let from_address = setup_in_address();
         let saved = match &from_address {
             Some(Ok(json)) => Some(json.clone()),
-            _ => cc.storage.and_then(|s| s.get_string(SETUP_KEY)),
+            _ => remembered_setup(),
         };
         let kept_step = Rc::new(Cell::new(None));
         let browser = Browser { ctx: cc.egui_ctx.clone(), kept_step: kept_step.clone(), keeping: Rc::new(Cell::new(false)) };
@@ -381,12 +399,28 @@ impl WebShell {
             playground,
             autotrain: query_value("autotrain").is_some(),
             in_address: None,
+            remembered: String::new(),
+            repaint_cpu: (0.0, 0),
             attention_rows_checked: None,
             export_requests,
             export_run,
             kept_step,
             continue_requested,
             continue_kept,
+        }
+    }
+
+    /// Keeps the setup being edited in local storage whenever it changes, so that a bare visit
+    /// starts from it.
+    fn remember_setup(&mut self) {
+        let setup = self.playground.saved_setup();
+        if setup != self.remembered {
+            // A storage that refuses (full, or a private window) is not asked again until the
+            // setup changes: the address still carries it.
+            if let Some(storage) = local_storage() {
+                let _ = storage.set_item(SETUP_KEY, &setup);
+            }
+            self.remembered = setup;
         }
     }
 
@@ -434,6 +468,8 @@ impl WebShell {
         set(&state, "keptOffer", self.playground.kept_offer().map_or(JsValue::NULL, |step| (step as f64).into()));
         set(&state, "continueKept", self.continue_kept.as_ref().clone());
         set(&state, "frameMs", self.playground.frames.mean().map_or(JsValue::NULL, |mean| (mean * 1e3).into()));
+        let (repaint_secs, repaints) = self.repaint_cpu;
+        set(&state, "repaintCpuMs", if repaints > 0 { (repaint_secs * 1e3 / f64::from(repaints)).into() } else { JsValue::NULL });
         let runs = js_sys::Array::new();
         for run in &view.runs {
             let r = js_sys::Object::new();
@@ -480,7 +516,16 @@ impl WebShell {
 }
 
 impl eframe::App for WebShell {
-    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+    fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
+        // eframe's measure of the previous repaint on this thread: building, laying out and
+        // tessellating the UI and handing it to the GPU.
+        if let Some(secs) = frame.info().cpu_usage.map(f64::from) {
+            self.playground.record_repaint(secs);
+            if self.playground.view.playing {
+                self.repaint_cpu.0 += secs;
+                self.repaint_cpu.1 += 1;
+            }
+        }
         if std::mem::take(&mut self.autotrain) {
             self.playground.train();
         }
@@ -493,12 +538,20 @@ impl eframe::App for WebShell {
         }
         self.playground.ui(ui);
         self.update_address();
+        self.remember_setup();
         self.publish_state();
     }
+}
 
-    fn save(&mut self, storage: &mut dyn eframe::Storage) {
-        storage.set_string(SETUP_KEY, self.playground.saved_setup());
-    }
+/// The browser's local storage, where the page keeps the setup between visits (the address
+/// carries it in a link; this is for the bare address). Private windows may refuse it.
+fn local_storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.local_storage().ok()?
+}
+
+/// The setup the page kept on an earlier visit (JSON).
+fn remembered_setup() -> Option<String> {
+    local_storage()?.get_item(SETUP_KEY).ok()?
 }
 
 pub fn start() {
@@ -511,6 +564,9 @@ pub fn start() {
             true,
         );
     }));
+    if trains_in_worker() && trains_on_cpu_for_sure() {
+        crate::worker::start_early();
+    }
     wasm_bindgen_futures::spawn_local(async {
         let canvas = web_sys::window()
             .and_then(|w| w.document())

@@ -92,7 +92,8 @@ const REPORTER: &str = r#"<script>
     var controlled = !!(navigator.serviceWorker && navigator.serviceWorker.controller);
     var posted = fetch("/e2e-report", { method: "POST", body: JSON.stringify({
       reason: reason, state: window.qkvLab || null, errors: errors, webGpuAdapter: adapter, downloads: downloads,
-      downloadedMs: window.qkvDownloadedMs || null, appMs: appMs, evaluatedMs: evaluatedMs,
+      downloadedMs: window.qkvDownloadedMs || null, appMs: appMs,
+      workerStartedMs: window.qkvWorkerStartedMs || null, workerReadyMs: window.qkvWorkerReadyMs || null, evaluatedMs: evaluatedMs,
       firstStepMs: firstStepMs, trainedMs: trainedMs, trainedNotice: trainedNotice, elapsedMs: performance.now(),
       reloaded: reloaded, serviceWorker: controlled, pageFrames: pageFrames(), continuedFrom: continuedFrom }) });
     if (reason === "trained" && reloadCheck && !reloaded) {
@@ -314,16 +315,19 @@ fn assert_trained(report: &Report, label: &str, steps: usize) {
     let number = |value: &serde_json::Value| value.as_f64().unwrap_or(f64::NAN);
     let tokens_per_sec: Vec<String> = runs.iter().map(|run| format!("{:.0}", number(&run["tokensPerSec"]))).collect();
     eprintln!(
-        "web e2e {label} start-up: wasm downloaded {:.0} ms, app running {:.0} ms, untrained models evaluated {:.0} ms, first step {:.0} ms",
+        "web e2e {label} start-up: wasm downloaded {:.0} ms, app running {:.0} ms, training worker started {:.0} ms and ready {:.0} ms, \
+         untrained models evaluated {:.0} ms, first step {:.0} ms",
         number(&json["downloadedMs"]),
         number(&json["appMs"]),
+        number(&json["workerStartedMs"]),
+        number(&json["workerReadyMs"]),
         number(&json["evaluatedMs"]),
         number(&json["firstStepMs"]),
     );
     eprintln!(
         "web e2e {label}: compute {} (trained on {}), {steps} steps; page load to first training step {:.0} ms; to step {steps} {:.0} ms; \
          checkpoint export {:.0} ms ({} bytes); tokens/s {}; page frame {:.1} ms (95th percentile {:.1} ms) while training, \
-         the app repainting every {:.1} ms; {} loss at step {steps} {:.6}",
+         the app repainting every {:.1} ms, each repaint taking {:.1} ms of the page's thread; {} loss at step {steps} {:.6}",
         state["compute"],
         state["backend"],
         number(&json["firstStepMs"]),
@@ -334,6 +338,7 @@ fn assert_trained(report: &Report, label: &str, steps: usize) {
         number(&json["pageFrames"]["meanMs"]),
         number(&json["pageFrames"]["p95Ms"]),
         number(&state["frameMs"]),
+        number(&state["repaintCpuMs"]),
         first,
         number(&runs[0]["earlyLosses"][steps - 1]),
     );

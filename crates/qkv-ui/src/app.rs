@@ -15,6 +15,7 @@ use crate::costs_panel::CostsPanel;
 use crate::files_panel::{FilesPanel, FilesRequest};
 use crate::lessons::LESSONS;
 use crate::loss_panel::LossPanel;
+use crate::news::NewsPacing;
 use crate::params_panel::ParamsPanel;
 use crate::samples_panel::SamplesPanel;
 use crate::setup_panel::{Setup, SetupAction, SetupPanel};
@@ -90,7 +91,8 @@ pub struct Playground {
     pub view: SessionView,
     computes: Vec<Compute>,
     compute: usize,
-    repaint: egui::Context,
+    /// When the session's news is drawn.
+    news: NewsPacing,
     pub tab: Tab,
     pub lesson: Option<usize>,
     setup_panel: SetupPanel,
@@ -118,9 +120,8 @@ pub struct Playground {
 }
 
 /// A new session on `compute`, its task handed to the platform to run.
-fn start_session(platform: &dyn Platform, ctx: &egui::Context, compute: &Compute) -> SessionHandle {
-    let ctx = ctx.clone();
-    let (handle, task) = session::channel(Session::new(compute.device.clone(), compute.label.clone()), move || ctx.request_repaint());
+fn start_session(platform: &dyn Platform, news: &NewsPacing, compute: &Compute) -> SessionHandle {
+    let (handle, task) = session::channel(Session::new(compute.device.clone(), compute.label.clone()), news.waker());
     platform.spawn_session(task);
     handle
 }
@@ -136,7 +137,8 @@ impl Playground {
             Some(Err(e)) => (Setup::default(), Some((format!("the saved setup could not be read ({e}); starting from the default"), true))),
             None => (Setup::default(), None),
         };
-        let session = start_session(platform.as_ref(), ctx, &computes[0]);
+        let news = NewsPacing::new(ctx);
+        let session = start_session(platform.as_ref(), &news, &computes[0]);
         let folder = platform.default_folder();
         // A setup that is a lesson's (the default is the first) shows that lesson's text.
         let lesson = LESSONS.iter().position(|lesson| (lesson.plan)() == setup.plan);
@@ -147,7 +149,7 @@ impl Playground {
             view: SessionView::default(),
             computes,
             compute: 0,
-            repaint: ctx.clone(),
+            news,
             tab: Tab::Playground,
             lesson,
             setup_panel: SetupPanel { paths: folder.is_some() },
@@ -181,6 +183,12 @@ impl Playground {
         serde_json::to_string(&self.setup).unwrap_or_default()
     }
 
+    /// The shell's measure of the last repaint's cost on the UI thread, which paces how often
+    /// training news is drawn.
+    pub fn record_repaint(&mut self, secs: f64) {
+        self.news.record_repaint(secs);
+    }
+
     pub fn compute_label(&self) -> &str {
         &self.computes[self.compute].label
     }
@@ -188,7 +196,7 @@ impl Playground {
     fn send(&mut self, command: Command) {
         if !self.session.send(command) {
             self.notice = Some(("the training session stopped unexpectedly; restarting it".into(), true));
-            self.session = start_session(self.platform.as_ref(), &self.repaint, &self.computes[self.compute]);
+            self.session = start_session(self.platform.as_ref(), &self.news, &self.computes[self.compute]);
             self.applied = None;
         }
     }
@@ -296,6 +304,8 @@ impl Playground {
             _ => None,
         };
         self.send(Command::Import { files, upload });
+        // The last autosave was of the runs this import replaces.
+        self.autosaved_at = 0;
         self.applied = Some(self.setup.clone());
         self.lesson = None;
     }
@@ -362,10 +372,6 @@ impl Playground {
             self.offer = Some(kept);
         }
         self.receive_files(ui.ctx());
-        if self.view.playing {
-            // Messages wake the UI; this keeps the frame-time readout alive between them.
-            ui.ctx().request_repaint_after(std::time::Duration::from_millis(250));
-        }
         egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
         egui::Panel::left("setup_side").resizable(true).default_size(430.0).show(ui, |ui| {
             egui::ScrollArea::both().id_salt("setup_scroll").show(ui, |ui| self.side_ui(ui));
@@ -431,7 +437,7 @@ impl Playground {
                 .accessible_name("compute device");
             if compute != self.compute {
                 self.compute = compute;
-                self.session = start_session(self.platform.as_ref(), &self.repaint, &self.computes[compute]);
+                self.session = start_session(self.platform.as_ref(), &self.news, &self.computes[compute]);
                 self.apply_setup();
             }
             if let Some(mean) = self.frames.mean() {

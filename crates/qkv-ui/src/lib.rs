@@ -9,6 +9,7 @@ pub mod files;
 pub mod files_panel;
 pub mod lessons;
 pub mod loss_panel;
+pub mod news;
 pub mod palette;
 pub mod params_panel;
 pub mod platform;
