@@ -3,8 +3,8 @@
 //! CPU (headless Chromium, SwiftShader) one repaint of the playground takes a large part of a
 //! second, and repainting for every step would leave the page's thread no time for anything else.
 //! So news is drawn at a pace set by what a repaint costs: the repaints it asks for take at most
-//! a tenth of the UI thread. News after a quiet spell (the first step, a Step press) is drawn at
-//! once; input (a click, a drag) still repaints at once, as always in egui.
+//! a tenth of the UI thread. News that comes when the last repaint is a wait ago or more is drawn
+//! at once; input (a click, a drag) still repaints at once, as always in egui.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
