@@ -60,7 +60,7 @@ pub fn run_session(scope: web_sys::DedicatedWorkerGlobalScope) {
             let _ = scope.post_message(&format!("training stopped on an internal error ({info})").into());
         }
     }));
-    let (handle, mut task) = session::channel(Session::new(Device::flex(), WORKER_BACKEND), || {});
+    let (handle, mut task) = session::channel(Session::new(Device::flex(), WORKER_BACKEND), |_| {});
     let handle = Rc::new(handle);
     let post = |scope: &web_sys::DedicatedWorkerGlobalScope, messages: &[Message]| {
         let posted = match wire::encode_messages(messages) {

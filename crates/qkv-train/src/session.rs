@@ -591,12 +591,30 @@ pub enum SessionError {
     Weights(#[from] WeightsReadError),
 }
 
+/// What a batch of messages brings, for a front end that paces how often it draws training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum News {
+    /// Training went on: steps, their evaluations and attention maps, an autosave.
+    Progress,
+    /// Anything else: an experiment loaded, play or pause, a sample, an export, a failure.
+    Event,
+}
+
+impl News {
+    pub fn of(messages: &[Message]) -> News {
+        let progress = |message: &Message| {
+            matches!(message, Message::Stepped { .. } | Message::Evaluated { .. } | Message::Attention(_) | Message::Snapshot { .. })
+        };
+        if messages.iter().all(progress) { News::Progress } else { News::Event }
+    }
+}
+
 /// The two ends of a session that runs beside a front end: the front end keeps the
 /// [`SessionHandle`] and the shell runs the [`SessionTask`] where its platform runs work beside the
 /// UI (a thread of its own on the desktop, a task on the page's event loop in the browser).
-/// `notify` is called after every batch of messages (the app asks for a repaint there), so the UI
-/// wakes only when something changed.
-pub fn channel(session: Session, notify: impl Fn() + Send + 'static) -> (SessionHandle, SessionTask) {
+/// `notify` is called after every batch of messages with what the batch brings (the app asks for
+/// a repaint there), so the UI wakes only when something changed.
+pub fn channel(session: Session, notify: impl Fn(News) + Send + 'static) -> (SessionHandle, SessionTask) {
     let (commands, command_rx) = mpsc::channel();
     let (message_tx, messages) = mpsc::channel();
     let task = SessionTask { session, commands: command_rx, messages: message_tx, notify: Box::new(notify), waiting: None };
@@ -643,7 +661,7 @@ pub enum Turn {
 pub struct SessionRelay {
     commands: mpsc::Receiver<Command>,
     messages: mpsc::Sender<Message>,
-    notify: Box<dyn Fn() + Send>,
+    notify: Box<dyn Fn(News) + Send>,
     /// A command the task had taken off the channel, forwarded first.
     waiting: Option<Command>,
 }
@@ -667,10 +685,11 @@ impl SessionRelay {
 
     /// Hands `messages` from the session to the front end and wakes it.
     pub fn deliver(&self, messages: Vec<Message>) -> Result<(), FrontEndGone> {
+        let news = News::of(&messages);
         for message in messages {
             self.messages.send(message).map_err(|_| FrontEndGone)?;
         }
-        (self.notify)();
+        (self.notify)(news);
         Ok(())
     }
 }
@@ -680,7 +699,7 @@ pub struct SessionTask {
     session: Session,
     commands: mpsc::Receiver<Command>,
     messages: mpsc::Sender<Message>,
-    notify: Box<dyn Fn() + Send>,
+    notify: Box<dyn Fn(News) + Send>,
     /// A command taken off the channel to look whether one is there, handled next.
     waiting: Option<Command>,
 }
@@ -738,12 +757,13 @@ impl SessionTask {
     }
 
     fn deliver(&self, batch: Vec<Message>) -> Turn {
+        let news = News::of(&batch);
         for message in batch {
             if self.messages.send(message).is_err() {
                 return Turn::Closed;
             }
         }
-        (self.notify)();
+        (self.notify)(news);
         Turn::Worked
     }
 
@@ -804,8 +824,16 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_is_progress_only_when_every_message_is_training_progress() {
+        let snapshot = || Message::Snapshot { step: 50, files: vec![] };
+        assert_eq!(News::of(&[snapshot()]), News::Progress);
+        assert_eq!(News::of(&[Message::Playing(true)]), News::Event);
+        assert_eq!(News::of(&[snapshot(), Message::Failed("out of memory".into())]), News::Event);
+    }
+
+    #[test]
     fn a_threaded_session_trains_to_the_end_and_reports_every_step() {
-        let (handle, task) = channel(Session::new(Device::flex(), "flex"), || {});
+        let (handle, task) = channel(Session::new(Device::flex(), "flex"), |_| {});
         std::thread::spawn(move || task.run_blocking());
         handle.send(Command::Load(tiny_plan()));
         handle.send(Command::Play);

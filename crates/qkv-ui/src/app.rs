@@ -361,6 +361,7 @@ impl Playground {
     /// The whole app, inside whatever container the shell gives it.
     pub fn ui(&mut self, ui: &mut Ui) {
         let started = Instant::now();
+        self.news.drawing_now();
         self.frames.tick();
         self.panels(ui);
         self.frames.record_ui_work(started.elapsed().as_secs_f64());

@@ -2,14 +2,16 @@
 //! repaint, and a step can be shorter than a repaint: on a machine whose GPU is emulated on the
 //! CPU (headless Chromium, SwiftShader) one repaint of the playground takes a large part of a
 //! second, and repainting for every step would leave the page's thread no time for anything else.
-//! So news is drawn at a pace set by what a repaint costs: the repaints it asks for take at most
-//! a tenth of the UI thread. News that comes when the last repaint is a wait ago or more is drawn
-//! at once; input (a click, a drag) still repaints at once, as always in egui.
+//! So training progress is drawn at a pace set by what a repaint costs: the repaints it asks for
+//! take at most a tenth of the UI thread. Progress that comes when the last progress drawn is a
+//! wait ago or more (the first step, a Step press) is drawn at once, and so is every other kind of
+//! news (an experiment loaded, a failure, play or pause) and, as always in egui, input.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use qkv_train::session::News;
 use web_time::Instant;
 
 /// The share of the UI thread that repaints for training news may take.
@@ -19,6 +21,8 @@ const FASTEST: Duration = Duration::from_millis(50);
 const SLOWEST: Duration = Duration::from_secs(1);
 /// How much of a new measurement the running mean takes (the rest is the mean so far).
 const WEIGHT: f64 = 0.2;
+/// No progress drawn yet.
+const NEVER: u64 = u64::MAX;
 
 /// Paces the repaints that the session's messages ask for.
 #[derive(Clone)]
@@ -28,8 +32,10 @@ pub struct NewsPacing {
     epoch: Instant,
     /// The wait between news repaints, in microseconds (read by the session's side).
     wait_us: Arc<AtomicU64>,
-    /// When the last repaint was, in microseconds since `epoch`.
-    repainted_us: Arc<AtomicU64>,
+    /// When progress was last drawn, in microseconds since `epoch` ([`NEVER`] before the first).
+    progress_drawn_us: Arc<AtomicU64>,
+    /// Progress came that the next repaint draws.
+    progress_pending: Arc<AtomicBool>,
     /// The running mean of a repaint's cost on the UI thread, in seconds.
     repaint_secs: Option<f64>,
 }
@@ -40,33 +46,50 @@ impl NewsPacing {
             ctx: ctx.clone(),
             epoch: Instant::now(),
             wait_us: Arc::new(AtomicU64::new(FASTEST.as_micros() as u64)),
-            repainted_us: Arc::new(AtomicU64::new(0)),
+            progress_drawn_us: Arc::new(AtomicU64::new(NEVER)),
+            progress_pending: Arc::new(AtomicBool::new(false)),
             repaint_secs: None,
         }
     }
 
-    /// What the session calls when it has news, from whichever thread it runs on: a repaint
-    /// once the current wait since the last repaint is over (egui merges the requests that
-    /// come meanwhile).
-    pub fn waker(&self) -> impl Fn() + Send + Sync + 'static {
+    /// What the session calls when it has news, from whichever thread it runs on: progress is
+    /// drawn once the current wait since the last progress drawn is over (egui merges the
+    /// requests that come meanwhile), anything else at once.
+    pub fn waker(&self) -> impl Fn(News) + Send + Sync + 'static {
         let pacing = self.clone();
-        move || pacing.ctx.request_repaint_after(pacing.delay())
+        move |news| match news {
+            News::Progress => {
+                pacing.progress_pending.store(true, Ordering::Relaxed);
+                pacing.ctx.request_repaint_after(pacing.progress_delay());
+            }
+            News::Event => pacing.ctx.request_repaint(),
+        }
     }
 
-    /// How long news that comes now waits for its repaint.
-    fn delay(&self) -> Duration {
-        let since_repaint = self.now_us().saturating_sub(self.repainted_us.load(Ordering::Relaxed));
-        Duration::from_micros(self.wait_us.load(Ordering::Relaxed).saturating_sub(since_repaint))
+    /// How long progress that comes now waits for its repaint.
+    fn progress_delay(&self) -> Duration {
+        let drawn = self.progress_drawn_us.load(Ordering::Relaxed);
+        if drawn == NEVER {
+            return Duration::ZERO;
+        }
+        let since_drawn = self.now_us().saturating_sub(drawn);
+        Duration::from_micros(self.wait_us.load(Ordering::Relaxed).saturating_sub(since_drawn))
     }
 
     fn now_us(&self) -> u64 {
         self.epoch.elapsed().as_micros() as u64
     }
 
+    /// A frame is being drawn: it shows whatever progress came since the last one.
+    pub fn drawing_now(&self) {
+        if self.progress_pending.swap(false, Ordering::Relaxed) {
+            self.progress_drawn_us.store(self.now_us(), Ordering::Relaxed);
+        }
+    }
+
     /// A repaint took `secs` of the UI thread (the shell's measure: building, laying out and
     /// tessellating the UI and handing it to the GPU).
     pub fn record_repaint(&mut self, secs: f64) {
-        self.repainted_us.store(self.now_us(), Ordering::Relaxed);
         if !secs.is_finite() || secs < 0.0 {
             return;
         }
@@ -106,13 +129,20 @@ mod tests {
     }
 
     #[test]
-    fn news_right_after_a_repaint_waits_and_news_after_a_quiet_spell_does_not() {
+    fn progress_right_after_progress_waits_and_progress_after_a_quiet_spell_does_not() {
         let mut pacing = NewsPacing::new(&egui::Context::default());
+        let wake = pacing.waker();
         for _ in 0..50 {
             pacing.record_repaint(0.5);
         }
-        assert!(pacing.delay() > SLOWEST - Duration::from_millis(100), "just repainted: news waits out the pace");
+        assert_eq!(pacing.progress_delay(), Duration::ZERO, "the first progress is drawn at once");
+        wake(News::Progress);
+        pacing.drawing_now();
+        assert!(pacing.progress_delay() > SLOWEST - Duration::from_millis(100), "progress just drawn: the next waits out the pace");
+        wake(News::Event);
+        pacing.drawing_now();
+        assert!(pacing.progress_delay() > SLOWEST - Duration::from_millis(100), "drawing other news does not reset the pace");
         pacing.epoch -= SLOWEST;
-        assert_eq!(pacing.delay(), Duration::ZERO, "a repaint's wait ago: news is drawn at once");
+        assert_eq!(pacing.progress_delay(), Duration::ZERO, "progress drawn a wait ago: the next is drawn at once");
     }
 }
