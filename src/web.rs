@@ -74,13 +74,18 @@ fn trains_in_worker() -> bool {
     query_value("worker").as_deref() != Some("0")
 }
 
+/// Whether the address asks to train on the CPU even where WebGPU exists (`?compute=flex`).
+fn cpu_asked_for() -> bool {
+    query_value("compute").as_deref() == Some("flex")
+}
+
 /// Whether the page will train on the CPU whatever happens: the browser has no WebGPU, or the
 /// address asks for the CPU.
 fn trains_on_cpu_for_sure() -> bool {
     let has_webgpu = js_sys::Reflect::get(&js_sys::global(), &"navigator".into())
         .and_then(|navigator| js_sys::Reflect::get(&navigator, &"gpu".into()))
         .is_ok_and(|gpu| !gpu.is_undefined() && !gpu.is_null());
-    !has_webgpu || query_value("compute").as_deref() == Some("flex")
+    !has_webgpu || cpu_asked_for()
 }
 
 /// The setup in the address, if there is one (as JSON).
@@ -359,7 +364,7 @@ impl WebShell {
             computes.insert(0, gpu);
             no_gpu = None;
         }
-        let forced_cpu = query_value("compute").as_deref() == Some("flex");
+        let forced_cpu = cpu_asked_for();
         if forced_cpu {
             computes.sort_by_key(|c| !c.label.starts_with("flex"));
         }

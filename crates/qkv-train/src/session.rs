@@ -685,13 +685,18 @@ impl SessionRelay {
 
     /// Hands `messages` from the session to the front end and wakes it.
     pub fn deliver(&self, messages: Vec<Message>) -> Result<(), FrontEndGone> {
-        let news = News::of(&messages);
-        for message in messages {
-            self.messages.send(message).map_err(|_| FrontEndGone)?;
-        }
-        (self.notify)(news);
-        Ok(())
+        deliver(&self.messages, &self.notify, messages)
     }
+}
+
+/// Sends a batch to the front end, then wakes it once with what the batch brings.
+fn deliver(to: &mpsc::Sender<Message>, notify: &dyn Fn(News), batch: Vec<Message>) -> Result<(), FrontEndGone> {
+    let news = News::of(&batch);
+    for message in batch {
+        to.send(message).map_err(|_| FrontEndGone)?;
+    }
+    notify(news);
+    Ok(())
 }
 
 /// The session's end of the channel: the shell drives it, in turns, on its platform.
@@ -757,14 +762,10 @@ impl SessionTask {
     }
 
     fn deliver(&self, batch: Vec<Message>) -> Turn {
-        let news = News::of(&batch);
-        for message in batch {
-            if self.messages.send(message).is_err() {
-                return Turn::Closed;
-            }
+        match deliver(&self.messages, &self.notify, batch) {
+            Ok(()) => Turn::Worked,
+            Err(FrontEndGone) => Turn::Closed,
         }
-        (self.notify)(news);
-        Turn::Worked
     }
 
     /// Blocks until a command arrives: an idle task on a thread of its own. False when the

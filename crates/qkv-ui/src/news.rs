@@ -99,8 +99,9 @@ impl NewsPacing {
         self.wait_us.store(wait.as_micros() as u64, Ordering::Relaxed);
     }
 
-    /// The wait between news repaints now.
-    pub fn wait(&self) -> Duration {
+    /// The wait between news repaints now (what the tests look at).
+    #[cfg(test)]
+    fn wait(&self) -> Duration {
         Duration::from_micros(self.wait_us.load(Ordering::Relaxed))
     }
 }
