@@ -106,14 +106,14 @@ impl Shell {
         if self.started.elapsed().as_secs_f64() < limit {
             return;
         }
-        let mut frames = self.playground.frames.all.clone();
+        let mut frames = self.playground.frames().all.clone();
         // The first frames build fonts and pipelines; they are not what a user sees while training.
         let skip = frames.len().min(5);
         frames.drain(..skip);
         frames.sort_by(f64::total_cmp);
         let mean = frames.iter().sum::<f64>() / frames.len().max(1) as f64;
         let p95 = frames.get(frames.len() * 95 / 100).copied().unwrap_or(f64::NAN);
-        let ui_work = &self.playground.frames.ui_work[skip.min(self.playground.frames.ui_work.len())..];
+        let ui_work = &self.playground.frames().ui_work[skip.min(self.playground.frames().ui_work.len())..];
         let ui_mean = ui_work.iter().sum::<f64>() / ui_work.len().max(1) as f64;
         println!(
             "qkv-lab smoke: {:.1} s, compute {}, {} frames, mean frame {:.1} ms ({:.0} fps), p95 {:.1} ms, building the UI {:.1} ms per frame",
@@ -125,7 +125,7 @@ impl Shell {
             p95 * 1e3,
             ui_mean * 1e3
         );
-        for run in &self.playground.view.runs {
+        for run in &self.playground.view().runs {
             println!(
                 "qkv-lab smoke: {}: {} steps, train loss {:.4}, {}",
                 run.name(),
@@ -134,7 +134,7 @@ impl Shell {
                 run.recent_tokens_per_sec().map_or("no steps".into(), |r| format!("{r:.0} tokens/s"))
             );
         }
-        if let Some(error) = &self.playground.view.error {
+        if let Some(error) = &self.playground.view().error {
             println!("qkv-lab smoke: error: {error}");
         }
         ctx.send_viewport_cmd(egui::ViewportCommand::Close);

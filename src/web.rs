@@ -377,11 +377,10 @@ impl WebShell {
         let browser = Browser { ctx: cc.egui_ctx.clone(), kept_step: kept_step.clone(), keeping: Rc::new(Cell::new(false)) };
         let mut playground = Playground::new(&cc.egui_ctx, Box::new(browser), computes, saved.as_deref());
         if let Some(Err(e)) = from_address {
-            playground.notice = Some((format!("{e}; starting from your last setup"), true));
+            playground.tell(format!("{e}; starting from your last setup"), true);
         }
         if let Some(why) = no_gpu.filter(|_| !forced_cpu) {
-            playground.notice =
-                Some((format!("{why}: training runs on the CPU inside the page, slower. Chrome, Edge and Safari 26+ have WebGPU."), true));
+            playground.tell(format!("{why}: training runs on the CPU, slower. Chrome, Edge and Safari 26+ have WebGPU."), true);
         }
         show_status("", false);
         let export_requests = Rc::new(RefCell::new(Vec::new()));
@@ -444,7 +443,7 @@ impl WebShell {
             }
             let location = window.location();
             if let (Ok(origin), Ok(path), Ok(search)) = (location.origin(), location.pathname(), location.search()) {
-                self.playground.share_link = Some(format!("{origin}{path}{search}{hash}"));
+                self.playground.set_share_link(format!("{origin}{path}{search}{hash}"));
             }
         }
         self.in_address = Some(applied);
@@ -456,7 +455,7 @@ impl WebShell {
     /// `window.qkvLab`: what scripts (and the end-to-end test) can read without parsing pixels.
     fn publish_state(&mut self) {
         let Some(window) = web_sys::window() else { return };
-        let view = &self.playground.view;
+        let view = self.playground.view();
         let state = js_sys::Object::new();
         let set = |object: &js_sys::Object, key: &str, value: JsValue| {
             let _ = js_sys::Reflect::set(object, &key.into(), &value);
@@ -466,13 +465,13 @@ impl WebShell {
         set(&state, "step", (view.step() as f64).into());
         set(&state, "playing", view.playing.into());
         set(&state, "error", view.error.clone().map_or(JsValue::NULL, Into::into));
-        set(&state, "notice", self.playground.notice.clone().map_or(JsValue::NULL, |(n, _)| n.into()));
-        set(&state, "link", self.playground.share_link.clone().map_or(JsValue::NULL, Into::into));
+        set(&state, "notice", self.playground.notice().map_or(JsValue::NULL, |(n, _)| n.into()));
+        set(&state, "link", self.playground.share_link().map_or(JsValue::NULL, Into::into));
         set(&state, "exportRun", self.export_run.as_ref().clone());
         set(&state, "keptStep", self.kept_step.get().map_or(JsValue::NULL, |step| (step as f64).into()));
         set(&state, "keptOffer", self.playground.kept_offer().map_or(JsValue::NULL, |step| (step as f64).into()));
         set(&state, "continueKept", self.continue_kept.as_ref().clone());
-        set(&state, "frameMs", self.playground.frames.mean().map_or(JsValue::NULL, |mean| (mean * 1e3).into()));
+        set(&state, "frameMs", self.playground.frames().mean().map_or(JsValue::NULL, |mean| (mean * 1e3).into()));
         let (repaint_secs, repaints) = self.repaint_cpu;
         set(&state, "repaintCpuMs", if repaints > 0 { (repaint_secs * 1e3 / f64::from(repaints)).into() } else { JsValue::NULL });
         let runs = js_sys::Array::new();
@@ -526,7 +525,7 @@ impl eframe::App for WebShell {
         // tessellating the UI and handing it to the GPU.
         if let Some(secs) = frame.info().cpu_usage.map(f64::from) {
             self.playground.record_repaint(secs);
-            if self.playground.view.playing {
+            if self.playground.view().playing {
                 self.repaint_cpu.0 += secs;
                 self.repaint_cpu.1 += 1;
             }

@@ -10,7 +10,7 @@ use qkv_train::session::{self, CheckpointFile, Command, Session, SessionHandle};
 use crate::files::{FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile};
 use crate::platform::Platform;
 
-use crate::attention_panel::{AttentionPanel, AttentionRequest};
+use crate::attention_panel::{AttentionPanel, AttentionRequest, HeadIndex};
 use crate::costs_panel::CostsPanel;
 use crate::files_panel::{FilesPanel, FilesRequest};
 use crate::lessons::LESSONS;
@@ -75,6 +75,13 @@ impl FrameTimer {
     }
 }
 
+/// What the last frame drew, for the shells' telemetry and the tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drawn {
+    pub attention_maps: usize,
+    pub loss_points: usize,
+}
+
 /// Hours of frames would grow without end: past 100 000 records keep the newer half.
 fn push_bounded(records: &mut Vec<f64>, value: f64) {
     if records.len() >= 100_000 {
@@ -83,33 +90,35 @@ fn push_bounded(records: &mut Vec<f64>, value: f64) {
     records.push(value);
 }
 
+/// The app: the setup, the session training it, and the panels that show it. Shells and tests
+/// reach it through methods, as a user would through the panels.
 pub struct Playground {
-    pub setup: Setup,
+    setup: Setup,
     /// The setup the session was last loaded with.
     applied: Option<Setup>,
     session: SessionHandle,
-    pub view: SessionView,
+    view: SessionView,
     computes: Vec<Compute>,
     compute: usize,
     /// When the session's news is drawn.
     news: NewsPacing,
-    pub tab: Tab,
-    pub lesson: Option<usize>,
+    tab: Tab,
+    lesson: Option<usize>,
     setup_panel: SetupPanel,
-    pub loss: LossPanel,
-    pub costs: CostsPanel,
-    pub attention: AttentionPanel,
-    pub samples: SamplesPanel,
-    pub variants: ParamsPanel,
+    loss: LossPanel,
+    costs: CostsPanel,
+    attention: AttentionPanel,
+    samples: SamplesPanel,
+    variants: ParamsPanel,
     /// Export and import (the export folder and the checkpoint path on the desktop).
-    pub files: FilesPanel,
+    files: FilesPanel,
     theory: TheoryPanel,
     /// The latest note for the user (saved files, errors of the shell's own work).
-    pub notice: Option<(String, bool)>,
-    pub frames: FrameTimer,
+    notice: Option<(String, bool)>,
+    frames: FrameTimer,
     open_theory: bool,
     /// A link that opens this setup, where the shell has one (the browser's address).
-    pub share_link: Option<String>,
+    share_link: Option<String>,
     inbox: Inbox,
     /// Runs the platform kept from an earlier start, offered until continued or dismissed.
     kept: KeptInbox,
@@ -191,6 +200,64 @@ impl Playground {
 
     pub fn compute_label(&self) -> &str {
         &self.computes[self.compute].label
+    }
+
+    /// What the session has reported: the runs, their curves, the attention maps.
+    pub fn view(&self) -> &SessionView {
+        &self.view
+    }
+
+    /// The setup being edited.
+    pub fn setup(&self) -> &Setup {
+        &self.setup
+    }
+
+    /// The setup being edited, for a shell or a test that edits it as the setup panel would.
+    pub fn setup_mut(&mut self) -> &mut Setup {
+        &mut self.setup
+    }
+
+    /// The latest note for the user, and whether it reports a problem.
+    pub fn notice(&self) -> Option<(&str, bool)> {
+        self.notice.as_ref().map(|(text, is_problem)| (text.as_str(), *is_problem))
+    }
+
+    /// Shows `text` in the top bar (a problem in the error colour).
+    pub fn tell(&mut self, text: String, is_problem: bool) {
+        self.notice = Some((text, is_problem));
+    }
+
+    /// The frame times measured so far.
+    pub fn frames(&self) -> &FrameTimer {
+        &self.frames
+    }
+
+    /// A link that opens the applied setup, where the shell has one (the browser's address).
+    pub fn set_share_link(&mut self, link: String) {
+        self.share_link = Some(link);
+    }
+
+    pub fn share_link(&self) -> Option<&str> {
+        self.share_link.as_deref()
+    }
+
+    /// Where exports are written (desktop).
+    pub fn export_folder(&self) -> &str {
+        &self.files.folder
+    }
+
+    pub fn set_export_folder(&mut self, folder: String) {
+        self.files.folder = folder;
+    }
+
+    /// Enlarges one head's map, as clicking it does.
+    pub fn select_head(&mut self, head: HeadIndex) {
+        self.attention.selected = Some(head);
+    }
+
+    /// What the last frame drew: attention maps, and points of the loss plot.
+    pub fn drawn(&self) -> Drawn {
+        Drawn { attention_maps: self.attention.maps_drawn, loss_points: self.loss.points_drawn }
     }
 
     fn send(&mut self, command: Command) {

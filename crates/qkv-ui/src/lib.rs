@@ -18,6 +18,6 @@ pub mod setup_panel;
 pub mod theory_panel;
 pub mod view;
 
-pub use app::{Compute, Playground, Tab};
+pub use app::{Compute, Drawn, Playground, Tab};
 pub use params_panel::ParamsPanel;
 pub use platform::Platform;

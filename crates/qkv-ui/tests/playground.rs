@@ -98,7 +98,7 @@ fn run_until(harness: &mut Harness<'_, State>, what: &str, done: impl Fn(&Playgr
             break;
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        if let Some(error) = &playground(harness).view.error {
+        if let Some(error) = &playground(harness).view().error {
             panic!("the session failed while waiting for {what}: {error}");
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -125,11 +125,11 @@ fn mask_timings(harness: &mut Harness<'_, State>) {
 #[test]
 fn the_first_screen_shows_the_setup_untrained_and_fits_1280_by_720() {
     let mut harness = harness_of_size(vec2(1280.0, 720.0));
-    run_until(&mut harness, "the untrained attention maps", |p| p.attention.maps_drawn > 0);
+    run_until(&mut harness, "the untrained attention maps", |p| p.drawn().attention_maps > 0);
     let app = playground(&harness);
-    assert_eq!((app.view.step(), app.view.playing), (0, false), "nothing trained");
-    assert_eq!(app.attention.maps_drawn, 2 * 2 * 4, "2 runs × 2 layers × 4 heads, untrained");
-    for run in &app.view.runs {
+    assert_eq!((app.view().step(), app.view().playing), (0, false), "nothing trained");
+    assert_eq!(app.drawn().attention_maps, 2 * 2 * 4, "2 runs × 2 layers × 4 heads, untrained");
+    for run in &app.view().runs {
         let total = ParamReport::new(&run.info.spec.model).total_params;
         assert!(harness.query_by_label(&format!("{total} ({:.3} M)", total as f64 / 1e6)).is_some(), "the parameter bars");
         assert!(run.evals.first().is_some_and(|e| e.step == 0), "the untrained loss, the curves' first point");
@@ -166,27 +166,27 @@ fn stepping_the_default_demo_fills_every_panel() {
     let mut harness = harness();
     harness.run_steps(2);
     harness.get_by_label("Step").click();
-    run_until(&mut harness, "the first step", |p| p.view.step() >= 1);
+    run_until(&mut harness, "the first step", |p| p.view().step() >= 1);
     for _ in 0..4 {
-        let before = playground(&harness).view.step();
+        let before = playground(&harness).view().step();
         harness.get_by_label("Step").click();
-        run_until(&mut harness, "another step", |p| p.view.step() > before);
+        run_until(&mut harness, "another step", |p| p.view().step() > before);
     }
 
     let app = playground(&harness);
-    assert_eq!(app.view.step(), 5);
-    assert_eq!(app.view.runs.len(), 2, "standard and wq-identity");
+    assert_eq!(app.view().step(), 5);
+    assert_eq!(app.view().runs.len(), 2, "standard and wq-identity");
     // Five train points and the step-0 evaluation per run.
-    assert!(app.loss.points_drawn >= 2 * 6, "loss plot has {} points", app.loss.points_drawn);
-    assert_eq!(app.attention.maps_drawn, 2 * 2 * 4, "2 runs × 2 layers × 4 heads");
+    assert!(app.drawn().loss_points >= 2 * 6, "loss plot has {} points", app.drawn().loss_points);
+    assert_eq!(app.drawn().attention_maps, 2 * 2 * 4, "2 runs × 2 layers × 4 heads");
     // Each run's diagnostics under its maps; wq-identity has no W_Q to compare with W_K.
-    let diagnostics = app.view.attention.as_ref().map(|maps| maps.diagnostics.clone()).unwrap_or_default();
+    let diagnostics = app.view().attention.as_ref().map(|maps| maps.diagnostics.clone()).unwrap_or_default();
     assert_eq!(diagnostics.len(), 2);
     assert!(diagnostics[0].layers[0].query_key_cosine.is_some() && diagnostics[1].layers[0].query_key_cosine.is_none());
     assert!(diagnostics.iter().all(|d| d.layers.iter().all(|l| !l.effective_ranks.is_empty())), "a narrow model has its ranks");
     let lines = harness.query_all_by_label_contains("cos(W_K,W_V)").count();
     assert_eq!(lines, 2, "one line of diagnostics per run");
-    for run in &app.view.runs {
+    for run in &app.view().runs {
         let total = ParamReport::new(&run.info.spec.model).total_params;
         let label = format!("{total} ({:.3} M)", total as f64 / 1e6);
         assert!(harness.query_by_label(&label).is_some(), "the parameter panel shows {label}");
@@ -203,52 +203,55 @@ fn a_dropped_text_becomes_the_data_and_a_dropped_checkpoint_continues_its_run() 
     let text = "the quick brown fox jumps over the lazy dog\n".repeat(200);
     let app = harness.state_mut().as_mut().unwrap();
     app.receive(IncomingFile { name: "fox.txt".into(), bytes: vec![0xc3, 0x28] });
-    let notice = app.notice.clone().unwrap();
+    let notice = app.notice().unwrap();
     assert!(notice.1 && notice.0.contains("not UTF-8"), "{notice:?}");
     app.receive(IncomingFile { name: "fox.txt".into(), bytes: text.into_bytes() });
-    assert_eq!(app.setup.plan.data.to_string(), "fox.txt");
+    assert_eq!(app.setup_mut().plan.data.to_string(), "fox.txt");
     harness.get_by_label("Step").click();
-    run_until(&mut harness, "a step on the dropped text", |p| p.view.step() >= 1);
-    assert_eq!(playground(&harness).view.data, "fox.txt");
+    run_until(&mut harness, "a step on the dropped text", |p| p.view().step() >= 1);
+    assert_eq!(playground(&harness).view().data, "fox.txt");
     // The vocabulary is the dropped text's: 28 distinct characters, not Shakespeare's.
-    assert_eq!(playground(&harness).view.runs[0].info.spec.model.vocab_size, 28);
+    assert_eq!(playground(&harness).view().runs[0].info.spec.model.vocab_size, 28);
 
     // Export the first run, then hand its checkpoint back as a dropped file.
-    harness.state_mut().as_mut().unwrap().files.folder =
-        std::env::temp_dir().join(format!("qkv-drop-test-{}", std::process::id())).display().to_string();
-    let name = playground(&harness).view.runs[0].name().to_string();
+    harness
+        .state_mut()
+        .as_mut()
+        .unwrap()
+        .set_export_folder(std::env::temp_dir().join(format!("qkv-drop-test-{}", std::process::id())).display().to_string());
+    let name = playground(&harness).view().runs[0].name().to_string();
     harness.state_mut().as_mut().unwrap().export(0);
-    run_until(&mut harness, "the export", |p| p.notice.as_ref().is_some_and(|n| n.0.starts_with("saved")));
-    let dir = std::path::PathBuf::from(&playground(&harness).files.folder);
+    run_until(&mut harness, "the export", |p| p.notice().is_some_and(|n| n.0.starts_with("saved")));
+    let dir = std::path::PathBuf::from(&playground(&harness).export_folder());
     let bytes = std::fs::read(dir.join(format!("{name}.qkv"))).unwrap();
     std::fs::remove_dir_all(&dir).ok();
     harness.state_mut().as_mut().unwrap().receive(IncomingFile { name: format!("{name}.qkv"), bytes });
-    run_until(&mut harness, "the imported run", |p| p.view.runs.len() == 1 && p.view.runs[0].steps.len() == 1);
+    run_until(&mut harness, "the imported run", |p| p.view().runs.len() == 1 && p.view().runs[0].steps.len() == 1);
     harness.get_by_label("Step").click();
-    run_until(&mut harness, "a step of the imported run", |p| p.view.step() == 2);
+    run_until(&mut harness, "a step of the imported run", |p| p.view().step() == 2);
 }
 
 #[test]
 fn a_bad_setup_shows_its_error_and_the_app_keeps_running() {
     let mut harness = harness();
     harness.run_steps(2);
-    harness.state_mut().as_mut().unwrap().setup.plan.model.n_head = Some(5);
+    harness.state_mut().as_mut().unwrap().setup_mut().plan.model.n_head = Some(5);
     harness.get_by_label("Step").click();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while playground(&harness).view.error.is_none() {
+    while playground(&harness).view().error.is_none() {
         assert!(Instant::now() < deadline, "no error shown");
         std::thread::sleep(Duration::from_millis(20));
         harness.step();
     }
     harness.run_steps(2);
-    let error = playground(&harness).view.error.clone().unwrap();
+    let error = playground(&harness).view().error.clone().unwrap();
     assert!(error.contains("n_head"), "{error}");
     assert!(harness.query_by_label_contains("n_head").is_some(), "the error is on screen");
 
     // Fixing the setup recovers.
-    harness.state_mut().as_mut().unwrap().setup.plan.model.n_head = None;
+    harness.state_mut().as_mut().unwrap().setup_mut().plan.model.n_head = None;
     harness.get_by_label("Step").click();
-    run_until(&mut harness, "a step after the fix", |p| p.view.step() >= 1);
+    run_until(&mut harness, "a step after the fix", |p| p.view().step() >= 1);
 }
 
 #[test]
@@ -257,21 +260,21 @@ fn eliminating_w_q_in_the_theory_lesson_adds_an_identical_run() {
     harness.run_steps(2);
     harness.state_mut().as_mut().unwrap().load_lesson(4);
     for _ in 0..3 {
-        let before = playground(&harness).view.step();
+        let before = playground(&harness).view().step();
         harness.get_by_label("Step").click();
-        run_until(&mut harness, "a step", |p| p.view.step() > before);
+        run_until(&mut harness, "a step", |p| p.view().step() > before);
     }
     harness.get_by_label("Eliminate W_Q from standard").click();
-    run_until(&mut harness, "the conversion", |p| p.view.conversion.is_some());
+    run_until(&mut harness, "the conversion", |p| p.view().conversion.is_some());
     let app = playground(&harness);
-    let (_, report) = app.view.conversion.as_ref().unwrap();
+    let (_, report) = app.view().conversion.as_ref().unwrap();
     assert!(report.exact && report.max_abs_logit_diff < 1e-4, "{report:?}");
-    assert_eq!(app.view.runs.len(), 2);
-    let converted = &app.view.runs[1];
+    assert_eq!(app.view().runs.len(), 2);
+    let converted = &app.view().runs[1];
     assert_eq!(converted.steps.len(), 3, "the converted run's curve continues the original's");
     assert_eq!(converted.info.spec.model.attention.variant, qkv_model::AttentionVariant::QueryIdentity);
     assert!(harness.query_by_label_contains("max |logit difference|").is_some());
-    assert_eq!(app.attention.maps_drawn, 2 * 2 * 2, "both runs' maps: 2 layers × 2 heads");
+    assert_eq!(app.drawn().attention_maps, 2 * 2 * 2, "both runs' maps: 2 layers × 2 heads");
 }
 
 /// Renders each classroom lesson after a few steps into $QKV_SCREENSHOTS (for docs/).
@@ -285,17 +288,17 @@ fn lesson_screenshots() {
         harness.run_steps(2);
         harness.state_mut().as_mut().unwrap().load_lesson(index);
         harness.state_mut().as_mut().unwrap().train();
-        run_until(&mut harness, lesson.title, |p| p.view.step() >= steps || p.view.finished);
+        run_until(&mut harness, lesson.title, |p| p.view().step() >= steps || p.view().finished);
         if harness.query_by_label("Eliminate W_Q from standard").is_some() {
             // The theory lesson: convert mid-training and let both runs go on.
             harness.get_by_label("Eliminate W_Q from standard").click();
-            run_until(&mut harness, "the conversion", |p| p.view.conversion.is_some());
-            run_until(&mut harness, "training after it", |p| p.view.step() >= steps + 50 || p.view.finished);
+            run_until(&mut harness, "the conversion", |p| p.view().conversion.is_some());
+            run_until(&mut harness, "training after it", |p| p.view().step() >= steps + 50 || p.view().finished);
         }
         harness.state_mut().as_mut().unwrap().pause();
-        run_until(&mut harness, "the pause", |p| !p.view.playing);
+        run_until(&mut harness, "the pause", |p| !p.view().playing);
         // Click the first head so that the enlarged view and the difference show too.
-        harness.state_mut().as_mut().unwrap().attention.selected = Some((0, 1, 0));
+        harness.state_mut().as_mut().unwrap().select_head((0, 1, 0));
         harness.run_steps(4);
         let image = harness.render().expect("rendered");
         let path = std::path::Path::new(&dir).join(format!("lesson-{}.png", index + 1));
@@ -310,15 +313,15 @@ fn the_setup_survives_a_restart_and_a_damaged_one_is_replaced() {
     let flex = || vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }];
     let mut first = Playground::new(&ctx, Box::new(TestPlatform), flex(), None);
     first.load_lesson(2);
-    first.setup.plan.training.steps = Some(123);
+    first.setup_mut().plan.training.steps = Some(123);
     let saved = first.saved_setup();
     let second = Playground::new(&ctx, Box::new(TestPlatform), flex(), Some(&saved));
-    assert_eq!(second.setup, first.setup);
-    assert!(second.notice.is_none());
+    assert_eq!(second.setup(), first.setup());
+    assert!(second.notice().is_none());
 
     let damaged = Playground::new(&ctx, Box::new(TestPlatform), flex(), Some("{\"plan\": 7"));
-    assert_eq!(damaged.setup, qkv_ui::setup_panel::Setup::default());
-    let (notice, is_error) = damaged.notice.clone().unwrap();
+    assert_eq!(damaged.setup(), &qkv_ui::setup_panel::Setup::default());
+    let (notice, is_error) = damaged.notice().unwrap();
     assert!(is_error && notice.contains("saved setup could not be read"), "{notice}");
 }
 
@@ -329,7 +332,7 @@ fn runs_kept_by_the_platform_are_offered_on_the_next_visit_and_continue() {
     let storage = KeepingPlatform::default();
     let first_visit = storage.clone();
     let mut harness = harness_on(vec2(1500.0, 920.0), move || Box::new(first_visit.clone()));
-    run_until(&mut harness, "the setup loaded", |p| p.view.is_loaded());
+    run_until(&mut harness, "the setup loaded", |p| p.view().is_loaded());
     harness.get_by_label("Train").click();
     run_until(&mut harness, "50 steps kept", |_| storage.kept.borrow().as_ref().is_some_and(|k| k.step >= 50));
     let kept = storage.kept.borrow().clone().unwrap();
@@ -343,10 +346,10 @@ fn runs_kept_by_the_platform_are_offered_on_the_next_visit_and_continue() {
     assert_eq!(playground(&harness).kept_offer(), Some(kept.step));
     harness.get_by_label_contains("from your last visit are kept at step");
     harness.get_by_label("Continue them").click();
-    run_until(&mut harness, "3 steps past the kept ones", |p| p.view.step() >= kept.step + 3);
+    run_until(&mut harness, "3 steps past the kept ones", |p| p.view().step() >= kept.step + 3);
     let app = playground(&harness);
     assert!(app.kept_offer().is_none(), "the offer is taken");
-    for run in &app.view.runs {
+    for run in &app.view().runs {
         assert!(run.steps.len() >= kept.step + 3, "{}: the curve did not continue ({} steps)", run.name(), run.steps.len());
         assert_eq!(run.steps[0].step, 1, "{}: the curve starts where the first visit's did", run.name());
     }
