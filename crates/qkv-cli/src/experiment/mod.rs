@@ -438,52 +438,65 @@ fn loss_plots(studies: &[Study], outcomes: &[Outcome], out: &Path) -> Result<Str
     Ok(plots)
 }
 
-pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
-    let started = std::time::Instant::now();
-    let seeds = args.seeds.unwrap_or(if args.scale == Scale::Gpu { 1 } else { 3 });
-    if seeds == 0 {
-        return Err("--seeds must be at least 1".into());
+impl ExperimentKind {
+    /// The name on the command line and in the report.
+    fn name(self) -> &'static str {
+        match self {
+            ExperimentKind::Paper1 => "paper1",
+            ExperimentKind::Paper2 => "paper2",
+            ExperimentKind::Paper2Synthetic => "paper2-synthetic",
+        }
     }
-    if args.jobs == 0 {
-        return Err("--jobs must be at least 1".into());
+}
+
+/// What an invocation settles before training: its arguments checked, defaults filled in.
+struct Settings {
+    seeds: usize,
+    device: Device,
+    /// The device, named for the report.
+    compute: String,
+    scale: String,
+    out: PathBuf,
+}
+
+impl Settings {
+    fn of(args: &ExperimentArgs) -> Result<Self, Failure> {
+        let seeds = args.seeds.unwrap_or(if args.scale == Scale::Gpu { 1 } else { 3 });
+        if seeds == 0 {
+            return Err("--seeds must be at least 1".into());
+        }
+        if args.jobs == 0 {
+            return Err("--jobs must be at least 1".into());
+        }
+        if args.paper != ExperimentKind::Paper2Synthetic && (args.lengths.is_some() || args.tasks.is_some()) {
+            return Err("--lengths and --tasks choose what paper2-synthetic sweeps: use them with `qkv experiment paper2-synthetic`".into());
+        }
+        let backend = args.backend.unwrap_or(if args.scale == Scale::Gpu { Backend::Wgpu } else { Backend::Flex });
+        let device = backend.device()?;
+        let compute = format!("{backend:?} ({device:?})");
+        let scale = format!("{:?}", args.scale).to_lowercase();
+        let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/{}-{scale}", args.paper.name())));
+        Ok(Self { seeds, device, compute, scale, out })
     }
-    let backend = args.backend.unwrap_or(if args.scale == Scale::Gpu { Backend::Wgpu } else { Backend::Flex });
-    let device = backend.device()?;
-    let compute = format!("{backend:?} ({device:?})");
-    if args.paper != ExperimentKind::Paper2Synthetic && (args.lengths.is_some() || args.tasks.is_some()) {
-        return Err("--lengths and --tasks choose what paper2-synthetic sweeps: use them with `qkv experiment paper2-synthetic`".into());
-    }
-    let paper = match args.paper {
-        ExperimentKind::Paper1 => "paper1",
-        ExperimentKind::Paper2 => "paper2",
-        ExperimentKind::Paper2Synthetic => "paper2-synthetic",
-    };
-    let scale = format!("{:?}", args.scale).to_lowercase();
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/{paper}-{scale}")));
-    let studies = studies(args)?;
-    let trainer = Trainer { device, compute: compute.clone(), invocation, out: &out, jobs: args.jobs };
-    let mut outcomes = Vec::new();
-    let mut provenance = String::new();
-    for study in &studies {
-        let (study_outcomes, study_provenance) = trainer.seeds(study, seeds)?;
-        outcomes.extend(study_outcomes);
-        provenance += &study_provenance;
-    }
-    // The runs' own clocks, which survive resumes (this invocation may have started midway).
-    let training_secs: f64 = outcomes.iter().map(|o| o.summary.wall_secs).sum();
-    let wall = started.elapsed().as_secs_f64();
-    let write = |name: &str, text: &str| {
-        std::fs::write(out.join(name), text).map_err(|e| format!("cannot write {}: {e}", out.join(name).display()))
-    };
-    write("results.csv", &results_csv(&outcomes))?;
-    let plots = loss_plots(&studies, &outcomes, &out)?;
-    let body = match args.paper {
-        ExperimentKind::Paper1 => paper1_report(&outcomes),
-        ExperimentKind::Paper2 => paper2_report(&outcomes, &studies) + &paper2_against_paper(&outcomes),
-        ExperimentKind::Paper2Synthetic => sweep::sweep_report(&outcomes, &studies) + &sweep::accuracy_plots(&outcomes, &studies, &out)?,
-    };
+}
+
+/// What was trained, for the report.
+struct Trained<'a> {
+    studies: &'a [Study],
+    outcomes: &'a [Outcome],
+    /// A line per seed: when, where and by which command it was trained.
+    provenance: &'a str,
+    /// Seconds this invocation ran, and seconds of training by the runs' own clocks.
+    wall_secs: f64,
+    training_secs: f64,
+}
+
+/// report.md: how the study was made, the paper's findings, the plots, the diagnostics.
+fn report_markdown(args: &ExperimentArgs, invocation: &str, settings: &Settings, trained: &Trained, body: &str, plots: &str) -> String {
+    let Trained { studies, outcomes, provenance, wall_secs, training_secs } = trained;
+    let (paper, scale, compute, seeds) = (args.paper.name(), &settings.scale, &settings.compute, settings.seeds);
     let preset = studies[0].plan.preset;
-    let diagnostics = diagnostics_section(&outcomes);
+    let diagnostics = diagnostics_section(outcomes);
     let mut heads = studies[0].plan.model.n_head.map_or(String::new(), |n| {
         format!(" with {n} heads (d_k {}) so that GQA can share key/value heads 4 to 1 as paper 2 does", preset.config().n_embd / n)
     });
@@ -491,18 +504,52 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
         let batch = studies[0].plan.training.batch_size.unwrap_or(qkv_train::TrainingConfig::for_preset(preset).batch_size);
         heads += &format!(" with a context of 2L for lists of L, batches of {batch} lists");
     }
-    let markdown = format!(
+    format!(
         "# QKV Lab: {paper} at {scale} scale\n\n\
-         - command: `{invocation}`\n- date: {}\n- backend: {compute}\n- wall time: {wall:.0} s this invocation (finished seeds are reported from seeds/, not trained again); {training_secs:.0} s of training in all (the runs' own clocks, across resumes)\n\
-         - model: {} ({}){heads}, {} seeds; every run of a seed trains on the same batches, and every seed is validated on the same batches\n\n\
+         - command: `{invocation}`\n- date: {}\n- backend: {compute}\n- wall time: {wall_secs:.0} s this invocation (finished seeds are reported from seeds/, not trained again); {training_secs:.0} s of training in all (the runs' own clocks, across resumes)\n\
+         - model: {} ({}){heads}, {seeds} seeds; every run of a seed trains on the same batches, and every seed is validated on the same batches\n\n\
          Losses are mean ± standard deviation over seeds of each run's validation loss.\n\n{body}\n{plots}\n{diagnostics}\
          ## Seeds\n\nEach seed's results are in `seeds/`; a rerun reports a finished seed from there.\n\n{provenance}",
         utc_date(),
         preset.name(),
         preset.description(),
-        seeds
-    );
-    write("report.md", &markdown)?;
+    )
+}
+
+/// `qkv experiment`: every study's seeds trained (or read back from an earlier invocation), then
+/// results.csv, the loss plots and report.md written.
+pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
+    let started = std::time::Instant::now();
+    let settings = Settings::of(args)?;
+    let studies = studies(args)?;
+    let out = &settings.out;
+    let trainer = Trainer { device: settings.device.clone(), compute: settings.compute.clone(), invocation, out, jobs: args.jobs };
+    let mut outcomes = Vec::new();
+    let mut provenance = String::new();
+    for study in &studies {
+        let (study_outcomes, study_provenance) = trainer.seeds(study, settings.seeds)?;
+        outcomes.extend(study_outcomes);
+        provenance += &study_provenance;
+    }
+    let trained = Trained {
+        studies: &studies,
+        outcomes: &outcomes,
+        provenance: &provenance,
+        wall_secs: started.elapsed().as_secs_f64(),
+        // The runs' own clocks, which survive resumes (this invocation may have started midway).
+        training_secs: outcomes.iter().map(|o| o.summary.wall_secs).sum(),
+    };
+    let write = |name: &str, text: &str| {
+        std::fs::write(out.join(name), text).map_err(|e| format!("cannot write {}: {e}", out.join(name).display()))
+    };
+    write("results.csv", &results_csv(&outcomes))?;
+    let plots = loss_plots(&studies, &outcomes, out)?;
+    let body = match args.paper {
+        ExperimentKind::Paper1 => paper1_report(&outcomes),
+        ExperimentKind::Paper2 => paper2_report(&outcomes, &studies) + &paper2_against_paper(&outcomes),
+        ExperimentKind::Paper2Synthetic => sweep::sweep_report(&outcomes, &studies) + &sweep::accuracy_plots(&outcomes, &studies, out)?,
+    };
+    write("report.md", &report_markdown(args, invocation, &settings, &trained, &body, &plots))?;
     println!("{body}");
     println!("wrote {}/{{report.md, results.csv, loss-*.svg, checkpoints/}}", out.display());
     Ok(())
