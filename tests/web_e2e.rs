@@ -23,11 +23,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
-/// Training steps the page must complete before it reports: on the CPU fallback (about 0.4 s a
-/// step here), and on SwiftShader's WebGPU (about 14 s a step), where fewer still show the loss
-/// falling and keep the test's length in bounds. A page asks for its count with `?e2e_steps=N`.
+/// Training steps the page must complete before it reports: on the CPU fallback (about 0.3 s a
+/// step here), and on SwiftShader's WebGPU (13–19 s a step), where a few show the loss falling
+/// (the seed is fixed: it falls every time) and each step more costs CI a quarter of a minute.
+/// A page asks for its count with `?e2e_steps=N`.
 const STEPS: usize = 50;
-const WEBGPU_STEPS: usize = 15;
+const WEBGPU_STEPS: usize = 5;
 
 /// Installed first thing in the page: records console errors and the files the page downloads,
 /// then polls `window.qkvLab`. When the page has trained `STEPS` steps it exports the first run
