@@ -6,7 +6,7 @@ use qkv_train::RunStatus;
 
 use super::seeds::Outcome;
 use super::stats::{Direction, PairedChange, Unit, mean_std, signed};
-use super::{STANDARD_SCALE_RUN, Study};
+use super::{PAPER1_SCALE_STUDY, STANDARD_SCALE_RUN, Study, WK_STANDARD_SCALE_RUN, WV_HALVED_SCALE_RUN};
 
 /// Mean ± std; losses near zero (solved synthetic tasks) in scientific notation, where four
 /// decimals would print them all as 0.0001.
@@ -117,7 +117,9 @@ fn by_run<'a>(outcomes: &'a [Outcome], study: &str) -> Vec<(String, Vec<&'a Outc
 }
 
 pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
-    let rows = by_run(outcomes, "text");
+    // The scale study's runs saw the main study's batches seed by seed: one table.
+    let mut rows = by_run(outcomes, "text");
+    rows.extend(by_run(outcomes, PAPER1_SCALE_STUDY));
     let Some((_, reference)) = rows.first() else { return String::new() };
     let reference_losses = best_losses(reference);
     let reference_params = reference[0].summary.total_params;
@@ -186,6 +188,17 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
             trends += &format!(
                 "- {removed} = I instead of W_Q = I: {ablation} against standard: {vs_standard}; against wq-identity: {vs_query}: {}.\n",
                 which_is_better(&vs_query, &format!("removing {removed}"), "removing W_Q")
+            );
+        }
+    }
+    for (run, own, removed, other_scale, own_scale) in [
+        (WK_STANDARD_SCALE_RUN, "wk-identity", "W_K", "the standard scale", "the halved scale"),
+        (WV_HALVED_SCALE_RUN, "wv-identity", "W_V", "the halved scale", "the standard scale"),
+    ] {
+        if let (Some(vs_own), Some(vs_standard)) = (against(run, own), against(run, "standard")) {
+            trends += &format!(
+                "- {removed} = I at the other scale: {run} against {own}: {vs_own}: {}; against standard: {vs_standard}.\n",
+                which_is_better(&vs_own, other_scale, own_scale)
             );
         }
     }
@@ -404,8 +417,13 @@ pub(super) mod tests {
             outcomes.push(finished("wv-identity", seed, base * 1.05));
             outcomes.push(finished("standard wd=0", seed, base));
             outcomes.push(finished("wq-identity wd=0.1", seed, base * 1.02 * 1.01));
+            // The other scales, from a study of their own, paired by seed all the same.
+            for (name, loss) in [(WK_STANDARD_SCALE_RUN, base), (WV_HALVED_SCALE_RUN, base * 1.05 * 1.01)] {
+                outcomes.push(Outcome { study: PAPER1_SCALE_STUDY.into(), ..finished(name, seed, loss) });
+            }
         }
         let report = paper1_report(&outcomes);
+        assert!(report.contains(&format!("| {WV_HALVED_SCALE_RUN} |")), "the scale study's runs join the table: {report}");
         let line = |key: &str| report.lines().find(|l| l.contains(key)).unwrap_or_else(|| panic!("{key}: {report}")).to_string();
         let scale = line("The halved scale alone");
         assert!(scale.contains("+0.98 ± 0.00% in loss") && scale.contains("the halved scale reaches the lower loss"), "{scale}");
@@ -415,6 +433,18 @@ pub(super) mod tests {
         assert!(
             value.contains("against standard: +5.00 ± 0.00% in loss") && value.contains("removing W_Q reaches the lower loss"),
             "{value}"
+        );
+        let key_scale = line("W_K = I at the other scale");
+        assert!(
+            key_scale.contains("wk-identity at standard scale against wk-identity")
+                && key_scale.contains("the standard scale reaches the lower loss")
+                && key_scale.contains("against standard: +0.00 ± 0.00% in loss"),
+            "{key_scale}"
+        );
+        let value_scale = line("W_V = I at the other scale");
+        assert!(
+            value_scale.contains("+1.00 ± 0.00% in loss") && value_scale.contains("the standard scale reaches the lower loss"),
+            "{value_scale}"
         );
         let decay = line("Weight decay");
         assert!(decay.contains("0 of 6 runs of the sweep diverged"), "{decay}");

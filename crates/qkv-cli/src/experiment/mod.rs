@@ -190,6 +190,30 @@ fn paper1_runs(preset: Preset) -> Vec<RunPlan> {
 /// wq-identity at standard's attention scale 1/√d_k instead of its 1/(2√d_k).
 const STANDARD_SCALE_RUN: &str = "wq-identity at standard scale";
 
+/// The study of [`paper1_scale_runs`], beside the main one ("text").
+const PAPER1_SCALE_STUDY: &str = "scale";
+
+/// wk-identity at standard's scale 1/√d_k instead of its 1/(2√d_k).
+const WK_STANDARD_SCALE_RUN: &str = "wk-identity at standard scale";
+
+/// wv-identity at the identity models' scale 1/(2√d_k) instead of standard's 1/√d_k.
+const WV_HALVED_SCALE_RUN: &str = "wv-identity at halved scale";
+
+/// W_K = I and W_V = I each at the other attention scale: wk-identity takes wq-identity's halved
+/// scale by the same argument, wv-identity keeps standard's, so each ablation's change from
+/// standard mixes its projection with its scale until it is also seen at the other one. A study
+/// of its own: its runs pair seed by seed with the main study's (same seeds, data and batch
+/// shape, so the same batches; every seed is validated on the same batches), and since a study's
+/// seeds are trained and kept whole, it is added without training the main study's runs again.
+fn paper1_scale_runs(preset: Preset) -> Vec<RunPlan> {
+    use AttentionVariant::*;
+    let d_k = preset.config().head_dim();
+    vec![
+        RunPlan { scale: Some(Standard.default_scale(d_k)), ..RunPlan::new(KeyIdentity) }.named(WK_STANDARD_SCALE_RUN),
+        RunPlan { scale: Some(QueryIdentity.default_scale(d_k)), ..RunPlan::new(ValueIdentity) }.named(WV_HALVED_SCALE_RUN),
+    ]
+}
+
 /// Paper 2's runs for a model of `n_head` heads. Head sharing is named by its ratio of key/value
 /// heads to heads; GQA shares 4 heads' keys and values as the paper's 4 of 16 do, or 2 where
 /// that would leave fewer than 2 key/value heads.
@@ -237,7 +261,10 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
     };
     let preset = args.scale.preset();
     Ok(match args.paper {
-        ExperimentKind::Paper1 => vec![Study { name: "text".into(), plan: plan(preset, data, paper1_runs(preset)) }],
+        ExperimentKind::Paper1 => vec![
+            Study { name: "text".into(), plan: plan(preset, data.clone(), paper1_runs(preset)) },
+            Study { name: PAPER1_SCALE_STUDY.into(), plan: plan(preset, data, paper1_scale_runs(preset)) },
+        ],
         ExperimentKind::Paper2Synthetic => {
             let defaults = args.scale.sweep();
             let preset = args.scale.synthetic_preset();
@@ -586,6 +613,9 @@ mod tests {
                 ("wq-identity wd=0.1", Some(0.1))
             ]
         );
+        // The identities of W_K and W_V each at the other scale (GPT-2 small: d_k 64).
+        let other_scales: Vec<_> = paper1_scale_runs(Preset::Gpt2Small).iter().map(|r| (r.variant, r.scale)).collect();
+        assert_eq!(other_scales, [(AttentionVariant::KeyIdentity, Some(1.0 / 8.0)), (AttentionVariant::ValueIdentity, Some(1.0 / 16.0))]);
     }
 
     /// `qkv experiment PAPER` at laptop scale with every default.
@@ -672,7 +702,7 @@ mod tests {
         };
         run(&args(2), "qkv experiment paper1 --scale tiny --seeds 1 --steps 2").unwrap();
         let results = std::fs::read_to_string(out.join("results.csv")).unwrap();
-        assert_eq!(results.lines().count(), 1 + 11, "{results}");
+        assert_eq!(results.lines().count(), 1 + 11 + 2, "{results}");
         let seed_file = SeedResult::path(&out, "text", qkv_train::TrainingConfig::for_preset(Preset::Classroom).seed);
         assert!(seed_file.exists());
 
