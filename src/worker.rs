@@ -29,10 +29,6 @@ const WORKER_BACKEND: &str = "flex (CPU, in a Web Worker)";
 /// What the worker posts once its session listens (other strings are the reason it stopped).
 const READY: &str = "ready";
 
-/// Where the worker's bootstrap keeps the commands that come while the module loads (a global
-/// of the worker).
-const QUEUED: &str = "qkvQueued";
-
 /// How long the worker trains before it reads new commands: no page to keep drawing here, but
 /// a Pause should still take effect within a moment.
 const WORKER_TURN: std::time::Duration = std::time::Duration::from_millis(50);
@@ -77,21 +73,18 @@ pub fn run_session(scope: web_sys::DedicatedWorkerGlobalScope) {
             web_sys::console::error_1(&e);
         }
     };
-    let take_command = {
+    let on_command = {
         let (handle, scope) = (handle.clone(), scope.clone());
-        move |data: JsValue| match wire::decode_command(&js_sys::Uint8Array::new(&data).to_vec()) {
-            Ok(command) => {
-                handle.send(command);
+        Closure::<dyn Fn(web_sys::MessageEvent)>::new(move |event: web_sys::MessageEvent| {
+            let bytes = js_sys::Uint8Array::new(&event.data()).to_vec();
+            match wire::decode_command(&bytes) {
+                Ok(command) => {
+                    handle.send(command);
+                }
+                Err(e) => post(&scope, &[Message::Failed(e.to_string())]),
             }
-            Err(e) => post(&scope, &[Message::Failed(e.to_string())]),
-        }
+        })
     };
-    // What the page sent while the module loaded, kept by the bootstrap, comes first.
-    let queued = js_sys::Reflect::get(&scope, &QUEUED.into()).ok().and_then(|queued| queued.dyn_into::<js_sys::Array>().ok());
-    for data in queued.iter().flat_map(|queued| queued.iter()) {
-        take_command(data);
-    }
-    let on_command = Closure::<dyn Fn(web_sys::MessageEvent)>::new(move |event: web_sys::MessageEvent| take_command(event.data()));
     scope.set_onmessage(Some(on_command.as_ref().unchecked_ref()));
     // The worker lives as long as its page wants it: so does its handler.
     on_command.forget();
@@ -124,8 +117,8 @@ enum FromWorker {
 struct TrainingWorker {
     worker: web_sys::Worker,
     inbox: Rc<RefCell<VecDeque<FromWorker>>>,
-    /// The plan the worker loads as soon as its session exists ([`start_early`]): the front
-    /// end's first Load of the same plan is answered by that load instead of being sent again.
+    /// The plan the worker loads as soon as it listens ([`start_early`]): the front end's first
+    /// Load of the same plan is answered by that load instead of being sent again.
     preloaded: Option<ExperimentPlan>,
     _on_message: Closure<dyn Fn(web_sys::MessageEvent)>,
     _on_error: Closure<dyn Fn(web_sys::ErrorEvent)>,
@@ -136,11 +129,10 @@ impl TrainingWorker {
     fn start(preload: Option<ExperimentPlan>) -> Result<Self, JsValue> {
         mark_on_page("qkvWorkerStartedMs");
         // The glue's default export loads the wasm; the page's compiled module arrives as the
-        // first message, and what comes while it loads is kept for the session. `main` in there
-        // then takes over the worker's messages.
+        // first message. `main` in there then takes over the worker's messages.
         let bootstrap = format!(
-            "import init from {:?};\nself.onmessage = (event) => {{ self.onmessage = (later) => self.{QUEUED}.push(later.data); \
-             self.{QUEUED} = []; init({{ module_or_path: event.data }}).catch((e) => self.postMessage('the worker could not load QKV Lab: ' + e)); }};",
+            "import init from {:?};\nself.onmessage = (event) => {{ self.onmessage = null; \
+             init({{ module_or_path: event.data }}).catch((e) => self.postMessage('the worker could not load QKV Lab: ' + e)); }};",
             GLUE_URL.with(String::clone)
         );
         let options = web_sys::BlobPropertyBag::new();
@@ -153,12 +145,29 @@ impl TrainingWorker {
         web_sys::Url::revoke_object_url(&url)?;
         let worker = worker?;
         let inbox = Rc::new(RefCell::new(VecDeque::new()));
+        // What the app sends first when it opens a setup. A message that comes before the worker
+        // listens is lost, so these go when it says it does.
+        let first_commands = match &preload {
+            Some(plan) => [Command::AttentionEvery(AttentionPanel::default().refresh_every), Command::Load(plan.clone())]
+                .into_iter()
+                .map(wire::encode_command)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| JsValue::from(e.to_string()))?,
+            None => Vec::new(),
+        };
         let on_message = {
-            let inbox = inbox.clone();
+            let (inbox, to_worker, first_commands) = (inbox.clone(), worker.clone(), RefCell::new(first_commands));
             Closure::<dyn Fn(web_sys::MessageEvent)>::new(move |event: web_sys::MessageEvent| {
                 let data = event.data();
                 inbox.borrow_mut().push_back(match data.as_string() {
-                    Some(text) if text == READY => FromWorker::Ready,
+                    Some(text) if text == READY => {
+                        for bytes in first_commands.borrow_mut().drain(..) {
+                            if let Err(e) = to_worker.post_message(&js_sys::Uint8Array::from(bytes.as_slice())) {
+                                web_sys::console::error_1(&e);
+                            }
+                        }
+                        FromWorker::Ready
+                    }
                     Some(reason) => FromWorker::Stopped(reason),
                     None => FromWorker::Messages(js_sys::Uint8Array::new(&data).to_vec()),
                 });
@@ -173,15 +182,7 @@ impl TrainingWorker {
         worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
         worker.post_message(&wasm_bindgen::module())?;
-        let mut worker = Self { worker, inbox, preloaded: None, _on_message: on_message, _on_error: on_error };
-        if let Some(plan) = preload {
-            // What the app sends first when it opens a setup; the worker takes it as soon as its
-            // session exists, whatever the page's thread is busy with then.
-            worker.send(Command::AttentionEvery(AttentionPanel::default().refresh_every)).map_err(JsValue::from)?;
-            worker.send(Command::Load(plan.clone())).map_err(JsValue::from)?;
-            worker.preloaded = Some(plan);
-        }
-        Ok(worker)
+        Ok(Self { worker, inbox, preloaded: preload, _on_message: on_message, _on_error: on_error })
     }
 
     fn take(&self) -> Option<FromWorker> {
@@ -206,8 +207,8 @@ thread_local! {
 }
 
 /// Starts the training worker as the page starts, for a page that will train on the CPU, and has
-/// it load `plan` (the setup the app opens with) as soon as its session exists: the worker loads
-/// and evaluates the untrained models while eframe sets up the page, instead of after.
+/// it load `plan` (the setup the app opens with) as soon as it listens: the worker loads and
+/// evaluates the untrained models while eframe sets up the page, instead of after.
 pub fn start_early(plan: ExperimentPlan) {
     match TrainingWorker::start(Some(plan)) {
         Ok(worker) => STARTED_EARLY.with(|early| *early.borrow_mut() = Some(worker)),
