@@ -369,7 +369,10 @@ impl WebShell {
             computes.sort_by_key(|c| !c.label.starts_with("flex"));
         }
         let from_address = setup_in_address();
-        let saved = saved_setup(&from_address);
+        let saved = match &from_address {
+            Some(Ok(json)) => Some(json.clone()),
+            _ => remembered_setup(),
+        };
         let kept_step = Rc::new(Cell::new(None));
         let browser = Browser { ctx: cc.egui_ctx.clone(), kept_step: kept_step.clone(), keeping: Rc::new(Cell::new(false)) };
         let mut playground = Playground::new(&cc.egui_ctx, Box::new(browser), computes, saved.as_deref());
@@ -555,14 +558,6 @@ fn remembered_setup() -> Option<String> {
     local_storage()?.get_item(SETUP_KEY).ok()?
 }
 
-/// The setup the app opens with (JSON): the address's, else the one kept from the last visit.
-fn saved_setup(from_address: &Option<Result<String, String>>) -> Option<String> {
-    match from_address {
-        Some(Ok(json)) => Some(json.clone()),
-        _ => remembered_setup(),
-    }
-}
-
 pub fn start() {
     // A browser build cannot unwind: a panic stops the app for good. Say so on the page (and in
     // the console) instead of leaving a frozen picture.
@@ -574,9 +569,7 @@ pub fn start() {
         );
     }));
     if trains_in_worker() && trains_on_cpu_for_sure() {
-        // The worker loads the setup the app will open with while eframe starts.
-        let (setup, _) = Setup::from_saved(saved_setup(&setup_in_address()).as_deref());
-        crate::worker::start_early(setup.plan);
+        crate::worker::start_early();
     }
     wasm_bindgen_futures::spawn_local(async {
         let canvas = web_sys::window()

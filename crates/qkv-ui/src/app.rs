@@ -141,8 +141,11 @@ impl Playground {
     /// (JSON); an unreadable one is replaced by the default.
     pub fn new(ctx: &egui::Context, platform: Box<dyn Platform>, computes: Vec<Compute>, saved: Option<&str>) -> Self {
         assert!(!computes.is_empty(), "the playground needs at least one device");
-        let (setup, problem) = Setup::from_saved(saved);
-        let notice = problem.map(|problem| (problem, true));
+        let (setup, notice) = match saved.map(serde_json::from_str::<Setup>) {
+            Some(Ok(setup)) => (setup, None),
+            Some(Err(e)) => (Setup::default(), Some((format!("the saved setup could not be read ({e}); starting from the default"), true))),
+            None => (Setup::default(), None),
+        };
         let news = NewsPacing::new(ctx);
         let session = start_session(platform.as_ref(), &news, &computes[0]);
         let folder = platform.default_folder();

@@ -28,16 +28,6 @@ impl Default for Setup {
 }
 
 impl Setup {
-    /// The setup a previous visit stored (JSON), or the default where there is none; an unreadable
-    /// one is replaced by the default, with the reason.
-    pub fn from_saved(saved: Option<&str>) -> (Self, Option<String>) {
-        match saved.map(serde_json::from_str::<Setup>) {
-            Some(Ok(setup)) => (setup, None),
-            Some(Err(e)) => (Setup::default(), Some(format!("the saved setup could not be read ({e}); starting from the default"))),
-            None => (Setup::default(), None),
-        }
-    }
-
     pub fn from_plan(plan: ExperimentPlan) -> Self {
         let colours = (0..plan.runs.len()).map(|i| rgb(palette::colour(i))).collect();
         Self { plan, colours }
