@@ -75,7 +75,7 @@ impl FrameTimer {
     }
 }
 
-/// What the last frame drew, for the shells' telemetry and the tests.
+/// What the last frame drew (what the UI tests look at).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Drawn {
     pub attention_maps: usize,
