@@ -338,8 +338,8 @@ struct WebShell {
     autotrain: bool,
     /// The setup last written to the address.
     in_address: Option<Setup>,
-    /// The setup last kept in local storage (JSON).
-    remembered: String,
+    /// The setup last kept in local storage.
+    remembered: Option<Setup>,
     /// Seconds of the page's thread the repaints took while training, and how many repaints.
     repaint_cpu: (f64, u32),
     /// Whether every row of the maps of this attention version sums to 1 (checked once per
@@ -403,7 +403,7 @@ impl WebShell {
             playground,
             autotrain: query_value("autotrain").is_some(),
             in_address: None,
-            remembered: String::new(),
+            remembered: None,
             repaint_cpu: (0.0, 0),
             attention_rows_checked: None,
             export_requests,
@@ -417,14 +417,14 @@ impl WebShell {
     /// Keeps the setup being edited in local storage whenever it changes, so that a bare visit
     /// starts from it.
     fn remember_setup(&mut self) {
-        let setup = self.playground.saved_setup();
-        if setup != self.remembered {
+        // Compared as a value every frame; written as JSON only when it changed.
+        if self.remembered.as_ref() != Some(self.playground.setup()) {
             // A storage that refuses (full, or a private window) is not asked again until the
             // setup changes: the address still carries it.
             if let Some(storage) = local_storage() {
-                let _ = storage.set_item(SETUP_KEY, &setup);
+                let _ = storage.set_item(SETUP_KEY, &self.playground.saved_setup());
             }
-            self.remembered = setup;
+            self.remembered = Some(self.playground.setup().clone());
         }
     }
 
