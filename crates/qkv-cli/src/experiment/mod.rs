@@ -357,12 +357,11 @@ fn utc_date() -> String {
     format!("{} {} UTC", &stamp[..10], &stamp[11..16])
 }
 
-/// Where a study's seeds run: the device, named for the report, and the command that ran them.
+/// Where a study's seeds run (the invocation's settings: device, output folder) and the command
+/// that ran them.
 struct Trainer<'a> {
-    device: Device,
-    compute: String,
+    settings: &'a Settings,
     invocation: &'a str,
-    out: &'a Path,
     jobs: usize,
 }
 
@@ -379,21 +378,26 @@ impl Trainer<'_> {
             let plan =
                 ExperimentPlan { training: TrainingOverrides { seed: Some(seed), ..study.plan.training.clone() }, ..study.plan.clone() };
             let label = format!("{} seed {seed}", study.name);
-            let results = SeedResult::path(self.out, &study.name, seed);
+            let results = SeedResult::path(&self.settings.out, &study.name, seed);
             if let Some(saved) = SeedResult::load(&results, &plan)? {
                 eprintln!("{label}: finished earlier, reporting {}", results.display());
                 return Ok(saved);
             }
-            let dir = self.out.join("checkpoints").join(&study.name).join(format!("seed-{seed}"));
+            let dir = self.settings.out.join("checkpoints").join(&study.name).join(format!("seed-{seed}"));
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads_per_job)
                 .build()
                 .map_err(|e| format!("cannot start {threads_per_job} compute threads: {e}"))?;
-            let experiment = pool.install(|| train_seed(&plan, &self.device, &dir, &label))?;
+            let experiment = pool.install(|| train_seed(&plan, &self.settings.device, &dir, &label))?;
             let outcomes: Vec<Outcome> =
                 experiment.runs.iter().map(|r| Outcome::of(&study.name, seed, r, experiment.val_batches())).collect();
-            let result =
-                SeedResult { plan, finished: utc_date(), compute: self.compute.clone(), command: self.invocation.to_string(), outcomes };
+            let result = SeedResult {
+                plan,
+                finished: utc_date(),
+                compute: self.settings.compute.clone(),
+                command: self.invocation.to_string(),
+                outcomes,
+            };
             result.save(&results)?;
             Ok(result)
         };
@@ -550,7 +554,7 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
     let settings = Settings::of(args)?;
     let studies = studies(args)?;
     let out = &settings.out;
-    let trainer = Trainer { device: settings.device.clone(), compute: settings.compute.clone(), invocation, out, jobs: args.jobs };
+    let trainer = Trainer { settings: &settings, invocation, jobs: args.jobs };
     let mut outcomes = Vec::new();
     let mut provenance = String::new();
     for study in &studies {
