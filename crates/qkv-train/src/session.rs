@@ -220,6 +220,11 @@ pub struct Session {
     playing: bool,
     attention_prompt: String,
     attention_every: usize,
+    /// The maps of the experiment as loaded are still to be sent. They come in the turn after
+    /// the loading, or after the first step when training starts at once: in the browser's
+    /// worker they take longer than the untrained evaluation and two steps together, and a
+    /// classroom waits for the first step.
+    maps_due: bool,
     /// Seconds one step of every run took in the last turn of play, read-backs included.
     secs_per_step: Option<f64>,
 }
@@ -235,6 +240,7 @@ impl Session {
             playing: false,
             attention_prompt: String::new(),
             attention_every: 25,
+            maps_due: false,
             secs_per_step: None,
         }
     }
@@ -243,10 +249,15 @@ impl Session {
     pub fn unload(&mut self) {
         self.experiment = None;
         self.playing = false;
+        self.maps_due = false;
     }
 
-    /// Whether the session wants to take steps without being asked.
+    /// Whether the session has work to do without being asked: steps, or maps that are due.
     pub fn is_busy(&self) -> bool {
+        self.maps_due || self.is_training()
+    }
+
+    fn is_training(&self) -> bool {
         self.playing && self.experiment.as_ref().is_some_and(|e| !e.is_done())
     }
 
@@ -274,7 +285,7 @@ impl Session {
             }
             Command::AttentionPrompt(prompt) => {
                 self.attention_prompt = prompt;
-                self.attention().await.map(|maps| vec![Message::Attention(maps)])
+                Ok(vec![self.maps_message().await])
             }
             Command::AttentionEvery(every) => {
                 self.attention_every = every;
@@ -305,10 +316,7 @@ impl Session {
                 Err(error) => Message::Stopped { run, error: error.to_string() },
             });
         }
-        // The experiment is loaded either way: a failed read of the maps must not hide its runs.
-        if self.attention_every > 0 {
-            messages.push(self.attention().await.map_or_else(|e| Message::Failed(e.to_string()), Message::Attention));
-        }
+        self.maps_due = self.attention_every > 0;
         messages
     }
 
@@ -380,6 +388,9 @@ impl Session {
     /// together ([`steps_per_read_back`]).
     pub async fn advance(&mut self) -> Vec<Message> {
         let Some(experiment) = self.experiment.as_ref() else { return vec![] };
+        if self.maps_due && !self.is_training() {
+            return vec![self.maps_message().await];
+        }
         let steps = steps_per_read_back(experiment, self.secs_per_step, self.attention_every);
         self.advance_by(steps).await
     }
@@ -395,11 +406,8 @@ impl Session {
         let mut messages: Vec<Message> = experiment.steps_async(max_steps).await.into_iter().map(event_message).collect();
         let step = experiment.step;
         self.secs_per_step = Some(started.elapsed().as_secs_f64() / (step - first_step).max(1) as f64);
-        if self.attention_every > 0 && (step % self.attention_every == 0 || experiment.is_done()) {
-            match self.attention().await {
-                Ok(maps) => messages.push(Message::Attention(maps)),
-                Err(error) => messages.push(Message::Failed(error.to_string())),
-            }
+        if self.attention_every > 0 && (self.maps_due || step % self.attention_every == 0 || experiment.is_done()) {
+            messages.push(self.maps_message().await);
         }
         if self.experiment.as_ref().is_some_and(Experiment::is_done) {
             self.playing = false;
@@ -435,6 +443,13 @@ impl Session {
                 Ok((tokens, labels))
             }
         }
+    }
+
+    /// The attention maps of the models as they stand, as a message (a failed read says why:
+    /// the experiment stays loaded either way).
+    async fn maps_message(&mut self) -> Message {
+        self.maps_due = false;
+        self.attention().await.map_or_else(|e| Message::Failed(e.to_string()), Message::Attention)
     }
 
     async fn attention(&self) -> Result<AttentionMaps, SessionError> {
@@ -830,6 +845,41 @@ mod tests {
         assert_eq!(News::of(&[snapshot()]), News::Progress);
         assert_eq!(News::of(&[Message::Playing(true)]), News::Event);
         assert_eq!(News::of(&[snapshot(), Message::Failed("out of memory".into())]), News::Event);
+    }
+
+    #[test]
+    fn the_maps_of_a_loaded_experiment_come_next_turn_or_after_the_first_step() {
+        let (handle, mut task) = channel(Session::new(Device::flex(), "flex"), |_| {});
+        let mut turn = || pollster::block_on(task.turn(Duration::ZERO));
+        let received = || std::iter::from_fn(|| handle.try_recv()).collect::<Vec<_>>();
+        let maps_step = |messages: &[Message]| {
+            messages.iter().find_map(|m| match m {
+                Message::Attention(maps) => Some(maps.step),
+                _ => None,
+            })
+        };
+        handle.send(Command::Load(tiny_plan()));
+        turn();
+        let loaded = received();
+        assert_eq!(loaded.iter().filter(|m| matches!(m, Message::Evaluated { .. })).count(), 2);
+        assert_eq!(maps_step(&loaded), None, "loading sends the runs and their evaluation first");
+        // Idle: the next turn sends the untrained models' maps, once.
+        turn();
+        assert_eq!(maps_step(&received()), Some(0));
+        assert_eq!(turn(), Turn::Idle);
+
+        // Training at once: the first step comes before the maps, which then show step 1.
+        handle.send(Command::Load(tiny_plan()));
+        handle.send(Command::Play);
+        turn();
+        turn();
+        assert_eq!(maps_step(&received()), None);
+        turn();
+        let first = received();
+        let stepped = first.iter().position(|m| matches!(m, Message::Stepped { .. }));
+        let maps = first.iter().position(|m| matches!(m, Message::Attention(_)));
+        assert!(stepped.is_some() && stepped < maps, "{first:?}");
+        assert_eq!(maps_step(&first), Some(1));
     }
 
     #[test]
