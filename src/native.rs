@@ -3,10 +3,12 @@
 //! `qkv-lab --train-for SECS [--lesson N]` starts training at once, prints frame-time and
 //! training figures after SECS seconds and exits: the smoke test and the frame-time benchmark.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use eframe::egui;
 use qkv_train::session::SessionTask;
+use qkv_ui::files::{FileError, PathChoice};
 use qkv_ui::{Platform, Playground};
 
 use crate::shell::{self, SETUP_KEY};
@@ -73,7 +75,7 @@ fn window_size(text: &str) -> Result<[f32; 2], String> {
 }
 
 /// The desktop: sessions on threads of their own, files named by path in folders (the
-/// platform's default file handling).
+/// platform's default file handling), chosen in the system's dialogs or typed.
 struct Desktop;
 
 impl Platform for Desktop {
@@ -84,6 +86,19 @@ impl Platform for Desktop {
     fn default_folder(&self) -> Option<String> {
         let folder = std::env::current_dir().map_or_else(|_| "qkv-lab-exports".into(), |d| d.join("qkv-lab-exports"));
         Some(folder.display().to_string())
+    }
+
+    /// The system's dialog (a desktop portal on Linux), modal: the window waits while it is
+    /// open, training does not.
+    fn choose_path(&self, choice: PathChoice) -> Result<Option<PathBuf>, FileError> {
+        let mut dialog = rfd::FileDialog::new();
+        if let Ok(here) = std::env::current_dir() {
+            dialog = dialog.set_directory(here);
+        }
+        Ok(match choice {
+            PathChoice::File(kind) => dialog.add_filter(kind.description(), kind.extensions()).pick_file(),
+            PathChoice::Folder => dialog.pick_folder(),
+        })
     }
 }
 

@@ -207,9 +207,7 @@ impl Platform for Browser {
     }
 
     fn pick(&self, kind: FileKind, inbox: &Inbox) -> bool {
-        if let Err(e) = pick(kind, inbox, &self.ctx) {
-            inbox.deliver(Err(e));
-        }
+        pick(kind, inbox, &self.ctx);
         true
     }
 }
@@ -282,36 +280,22 @@ mod kept_runs {
     }
 }
 
-/// Opens the browser's file dialog; the file is read asynchronously into `inbox`.
-fn pick(kind: FileKind, inbox: &Inbox, ctx: &egui::Context) -> Result<(), FileError> {
-    let refused = |why: String| FileError::Dialog(why);
-    let document = web_sys::window().and_then(|w| w.document()).ok_or_else(|| refused("the page has no document".into()))?;
-    let input: web_sys::HtmlInputElement = document
-        .create_element("input")
-        .map_err(|e| refused(format!("{e:?}")))?
-        .dyn_into()
-        .map_err(|_| refused("the page refused a file input".into()))?;
-    input.set_type("file");
-    input.set_accept(&kind.extensions().iter().map(|e| format!(".{e}")).collect::<Vec<_>>().join(","));
-    let (inbox, ctx, source) = (inbox.clone(), ctx.clone(), input.clone());
-    let on_change = Closure::<dyn FnMut()>::new(move || {
-        let Some(file) = source.files().and_then(|files| files.get(0)) else { return };
-        let (inbox, ctx) = (inbox.clone(), ctx.clone());
-        wasm_bindgen_futures::spawn_local(async move {
-            let name = file.name();
-            let read = wasm_bindgen_futures::JsFuture::from(file.array_buffer()).await;
-            inbox.deliver(
-                read.map(|buffer| IncomingFile { name: name.clone(), bytes: js_sys::Uint8Array::new(&buffer).to_vec() })
-                    .map_err(|e| FileError::Read { name, reason: format!("{e:?}") }),
-            );
-            ctx.request_repaint();
-        });
+/// Opens the browser's file picker; the file is read asynchronously into `inbox`.
+fn pick(kind: FileKind, inbox: &Inbox, ctx: &egui::Context) {
+    let dialog = rfd::AsyncFileDialog::new().add_filter(kind.description(), kind.extensions());
+    let (inbox, ctx) = (inbox.clone(), ctx.clone());
+    wasm_bindgen_futures::spawn_local(async move {
+        let Some(picked) = dialog.pick_file().await else { return };
+        // Read here rather than with rfd's `read`, which cannot say that reading failed.
+        let file = picked.inner();
+        let name = file.name();
+        let read = wasm_bindgen_futures::JsFuture::from(file.array_buffer()).await;
+        inbox.deliver(
+            read.map(|buffer| IncomingFile { name: name.clone(), bytes: js_sys::Uint8Array::new(&buffer).to_vec() })
+                .map_err(|e| FileError::Read { name, reason: format!("{e:?}") }),
+        );
+        ctx.request_repaint();
     });
-    input.set_onchange(Some(on_change.as_ref().unchecked_ref()));
-    // The input may call back at any later time: the closure lives as long as the page.
-    on_change.forget();
-    input.click();
-    Ok(())
 }
 
 /// Hands a file to the browser as a download.

@@ -7,7 +7,7 @@ use web_time::Instant;
 
 use qkv_train::session::{self, CheckpointFile, Command, Session, SessionHandle};
 
-use crate::files::{FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile};
+use crate::files::{FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile, PathChoice};
 use crate::platform::Platform;
 
 use crate::attention_panel::{AttentionPanel, AttentionRequest, HeadIndex};
@@ -262,7 +262,7 @@ impl Playground {
 
     fn send(&mut self, command: Command) {
         if !self.session.send(command) {
-            self.notice = Some(("the training session stopped unexpectedly; restarting it".into(), true));
+            self.tell("the training session stopped unexpectedly; restarting it".into(), true);
             self.session = start_session(self.platform.as_ref(), &self.news, &self.computes[self.compute]);
             self.applied = None;
         }
@@ -355,10 +355,10 @@ impl Playground {
                 OutgoingFile { name: format!("{name}.qkv"), bytes: export.checkpoint, mime: "application/octet-stream" },
                 OutgoingFile { name: format!("{name}-metrics.csv"), bytes: export.metrics_csv.into_bytes(), mime: "text/csv" },
             ];
-            self.notice = Some(match self.platform.save(&self.files.folder, &files) {
-                Ok(done) => (done, false),
-                Err(e) => (e.to_string(), true),
-            });
+            match self.platform.save(&self.files.folder, &files) {
+                Ok(done) => self.tell(done, false),
+                Err(e) => self.tell(e.to_string(), true),
+            }
         }
     }
 
@@ -380,7 +380,7 @@ impl Playground {
     fn import_path(&mut self) {
         match IncomingFile::read(std::path::Path::new(self.files.import_path.trim())) {
             Ok(file) => self.import(vec![CheckpointFile { name: file.name, bytes: file.bytes }]),
-            Err(e) => self.notice = Some((e.to_string(), true)),
+            Err(e) => self.tell(e.to_string(), true),
         }
     }
 
@@ -395,9 +395,9 @@ impl Playground {
             Ok(upload) => {
                 self.setup.plan.data = qkv_train::DataSource::Upload(upload);
                 self.lesson = None;
-                self.notice = Some((format!("{} is the data now: press Train (or Apply setup) to train on it", file.name), false));
+                self.tell(format!("{} is the data now: press Train (or Apply setup) to train on it", file.name), false);
             }
-            Err(e) => self.notice = Some((e.to_string(), true)),
+            Err(e) => self.tell(e.to_string(), true),
         }
     }
 
@@ -408,7 +408,7 @@ impl Playground {
         for file in self.inbox.take() {
             match file {
                 Ok(file) => self.receive(file),
-                Err(e) => self.notice = Some((e.to_string(), true)),
+                Err(e) => self.tell(e.to_string(), true),
             }
         }
     }
@@ -416,7 +416,19 @@ impl Playground {
     /// Opens the platform's file dialog, where it has one.
     fn pick_file(&mut self, kind: FileKind) {
         if !self.platform.pick(kind, &self.inbox) {
-            self.notice = Some(("type the file's path instead: this app has no file dialog here".into(), true));
+            self.tell("type the file's path instead: this app has no file dialog here".into(), true);
+        }
+    }
+
+    /// Opens the platform's dialog for a path; the path chosen, if any (a failed dialog says
+    /// why in the notice).
+    fn choose_path(&mut self, choice: PathChoice) -> Option<String> {
+        match self.platform.choose_path(choice) {
+            Ok(path) => path.map(|p| p.display().to_string()),
+            Err(e) => {
+                self.tell(e.to_string(), true);
+                None
+            }
         }
     }
 
@@ -570,6 +582,12 @@ impl Playground {
                     self.apply_setup();
                 }
                 SetupAction::UploadText => self.pick_file(FileKind::Text),
+                SetupAction::BrowseText => {
+                    if let Some(path) = self.choose_path(PathChoice::File(FileKind::Text)) {
+                        self.setup.plan.data = qkv_train::DataSource::File(path);
+                        self.lesson = None;
+                    }
+                }
             }
         });
         egui::CollapsingHeader::new("Throughput").default_open(true).show(ui, |ui| {
@@ -600,10 +618,21 @@ impl Playground {
             FilesRequest::None => {}
             FilesRequest::Export(run) => self.export(run),
             FilesRequest::ImportPath => self.import_path(),
+            FilesRequest::BrowseCheckpoint => {
+                if let Some(path) = self.choose_path(PathChoice::File(FileKind::Checkpoint)) {
+                    self.files.import_path = path;
+                    self.import_path();
+                }
+            }
+            FilesRequest::ChooseFolder => {
+                if let Some(path) = self.choose_path(PathChoice::Folder) {
+                    self.files.folder = path;
+                }
+            }
             FilesRequest::PickCheckpoint => self.pick_file(FileKind::Checkpoint),
             FilesRequest::CopyLink(link) => {
                 ui.ctx().copy_text(link);
-                self.notice = Some(("copied a link that opens this setup".into(), false));
+                self.tell("copied a link that opens this setup".into(), false);
             }
         }
     }

@@ -88,6 +88,23 @@ impl FileKind {
             FileKind::Checkpoint => &["qkv"],
         }
     }
+
+    /// What a dialog calls files of this kind.
+    pub fn description(self) -> &'static str {
+        match self {
+            FileKind::Text => "UTF-8 text",
+            FileKind::Checkpoint => "QKV Lab run",
+        }
+    }
+}
+
+/// What a dialog that answers with a path chooses (the desktop's: the app reads the path itself
+/// and shows it, so the user can also type it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathChoice {
+    File(FileKind),
+    /// A folder to export into.
+    Folder,
 }
 
 /// Files on their way in. Platforms that read files asynchronously (the browser) deliver them a

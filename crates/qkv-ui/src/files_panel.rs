@@ -13,6 +13,10 @@ pub enum FilesRequest {
     Export(usize),
     /// Continue the run saved at the typed path.
     ImportPath,
+    /// Choose the checkpoint's path in the platform's dialog, then continue it.
+    BrowseCheckpoint,
+    /// Choose the export folder in the platform's dialog.
+    ChooseFolder,
     /// Open the platform's dialog for a checkpoint.
     PickCheckpoint,
     /// Copy this link (it opens the applied setup).
@@ -35,8 +39,12 @@ impl FilesPanel {
         let mut request = FilesRequest::None;
         if self.paths {
             ui.horizontal(|ui| {
+                // Buttons first: the fields take what width is left in the panel.
                 ui.label("folder");
-                ui.text_edit_singleline(&mut self.folder).accessible_name("export folder");
+                if ui.button("choose…").clicked() {
+                    request = FilesRequest::ChooseFolder;
+                }
+                ui.add(egui::TextEdit::singleline(&mut self.folder).desired_width(ui.available_width())).accessible_name("export folder");
             });
         }
         ui.horizontal_wrapped(|ui| {
@@ -49,10 +57,14 @@ impl FilesPanel {
         if self.paths {
             ui.horizontal(|ui| {
                 ui.label("checkpoint");
-                ui.add(egui::TextEdit::singleline(&mut self.import_path).hint_text("path/to/run.qkv")).accessible_name("checkpoint path");
-                if ui.button("import").clicked() {
+                if ui.button("browse…").clicked() {
+                    request = FilesRequest::BrowseCheckpoint;
+                }
+                if ui.button("import").on_hover_text("continue the run saved at the path typed here").clicked() {
                     request = FilesRequest::ImportPath;
                 }
+                ui.add(egui::TextEdit::singleline(&mut self.import_path).hint_text("path/to/run.qkv").desired_width(ui.available_width()))
+                    .accessible_name("checkpoint path");
             });
         } else if ui.button("load checkpoint…").on_hover_text("or drop a .qkv file on the page").clicked() {
             request = FilesRequest::PickCheckpoint;

@@ -3,11 +3,11 @@
 //! no platform code of their own. The file methods' defaults are those of a machine with a file
 //! system (the desktop, the tests); the browser overrides them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use qkv_train::session::SessionTask;
 
-use crate::files::{FileError, FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile};
+use crate::files::{FileError, FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile, PathChoice};
 
 pub trait Platform {
     /// Runs a training session's task beside the UI, so that the UI never waits on training.
@@ -46,5 +46,11 @@ pub trait Platform {
     /// `false` where the platform has no dialog (the user types a path instead).
     fn pick(&self, _kind: FileKind, _inbox: &Inbox) -> bool {
         false
+    }
+
+    /// Opens the platform's dialog for a path (the desktop's, where files are named by path);
+    /// `Ok(None)`: the user closed it without choosing.
+    fn choose_path(&self, _choice: PathChoice) -> Result<Option<PathBuf>, FileError> {
+        Err(FileError::Dialog("this app has no file dialog here; type the path instead".into()))
     }
 }

@@ -95,6 +95,8 @@ pub enum SetupAction {
     Apply,
     /// Open the file picker for a text to train on (the browser's way to name a file).
     UploadText,
+    /// Choose the path of a text to train on in the platform's dialog (the desktop's).
+    BrowseText,
 }
 
 impl SetupPanel {
@@ -103,7 +105,7 @@ impl SetupPanel {
         let preset_config = plan.preset.config();
         let recipe = TrainingConfig::for_preset(plan.preset);
 
-        let mut upload = false;
+        let mut data_action = SetupAction::None;
         Grid::new("setup_base").num_columns(2).spacing([8.0, 4.0]).show(ui, |ui| {
             ui.label("preset");
             ComboBox::from_id_salt("preset")
@@ -118,7 +120,7 @@ impl SetupPanel {
             ui.end_row();
 
             ui.label("data");
-            ui.horizontal(|ui| upload = data_ui(ui, &mut plan.data, self.paths));
+            ui.horizontal(|ui| data_action = data_ui(ui, &mut plan.data, self.paths));
             ui.end_row();
 
             if !matches!(plan.data, DataSource::Synthetic { .. }) {
@@ -235,7 +237,7 @@ impl SetupPanel {
         if let Some(i) = remove {
             setup.remove_run(i);
         }
-        let mut action = if upload { SetupAction::UploadText } else { SetupAction::None };
+        let mut action = data_action;
         ui.horizontal(|ui| {
             if ui.button("+ add run").clicked() {
                 setup.add_run(RunPlan::new(AttentionVariant::Standard));
@@ -249,8 +251,12 @@ impl SetupPanel {
     }
 }
 
-/// True when the user asked to upload a text.
-fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> bool {
+/// The data row; says whether the user asked for a text (uploaded, or by path in a dialog).
+fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
+    let upload_button = |ui: &mut Ui| {
+        let asked = ui.button("upload…").on_hover_text("or drop a UTF-8 .txt file on the page").clicked();
+        if asked { SetupAction::UploadText } else { SetupAction::None }
+    };
     let label = match data {
         DataSource::Shakespeare => "Shakespeare (embedded)",
         DataSource::Synthetic { .. } => "synthetic task",
@@ -288,7 +294,7 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> bool {
         DataSource::Upload(upload) => {
             ui.label(&upload.name).on_hover_text("a text you handed over; drop another file to replace it");
             if !paths {
-                return ui.button("upload…").on_hover_text("or drop a UTF-8 .txt file on the page").clicked();
+                return upload_button(ui);
             }
             if ui.small_button("use a path").clicked() {
                 *data = DataSource::File(String::new());
@@ -298,13 +304,18 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> bool {
             if !paths {
                 let shown = if path.is_empty() { "no text yet".to_string() } else { path.clone() };
                 ui.label(shown);
-                return ui.button("upload…").on_hover_text("or drop a UTF-8 .txt file on the page").clicked();
+                return upload_button(ui);
             }
-            ui.add(egui::TextEdit::singleline(path).hint_text("path to a UTF-8 text file").desired_width(260.0))
+            // The button first: the field takes what width is left in the panel.
+            let browse = ui.button("browse…").clicked();
+            ui.add(egui::TextEdit::singleline(path).hint_text("path to a UTF-8 text file").desired_width(ui.available_width()))
                 .accessible_name("text file path");
+            if browse {
+                return SetupAction::BrowseText;
+            }
         }
     }
-    false
+    SetupAction::None
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use egui_kittest::{Harness, SnapshotOptions};
 use qkv_model::ParamReport;
 use qkv_model::burn::tensor::Device;
 use qkv_train::session::SessionTask;
-use qkv_ui::files::{IncomingFile, KeptInbox, KeptRuns};
+use qkv_ui::files::{FileError, FileKind, IncomingFile, KeptInbox, KeptRuns, PathChoice};
 use qkv_ui::{Compute, Platform, Playground};
 
 type State = Option<Playground>;
@@ -61,6 +61,32 @@ impl Platform for KeepingPlatform {
         if let Some(kept) = self.kept.borrow().clone() {
             inbox.deliver(kept);
         }
+    }
+}
+
+/// A desktop-like platform whose dialogs answer at once: a file of each kind, and a folder.
+#[derive(Clone)]
+struct ChoosingPlatform {
+    text: std::path::PathBuf,
+    checkpoint: std::path::PathBuf,
+    folder: std::path::PathBuf,
+}
+
+impl Platform for ChoosingPlatform {
+    fn spawn_session(&self, task: SessionTask) {
+        std::thread::spawn(move || task.run_blocking());
+    }
+
+    fn default_folder(&self) -> Option<String> {
+        Some(std::env::temp_dir().display().to_string())
+    }
+
+    fn choose_path(&self, choice: PathChoice) -> Result<Option<std::path::PathBuf>, FileError> {
+        Ok(Some(match choice {
+            PathChoice::File(FileKind::Text) => self.text.clone(),
+            PathChoice::File(FileKind::Checkpoint) => self.checkpoint.clone(),
+            PathChoice::Folder => self.folder.clone(),
+        }))
     }
 }
 
@@ -229,6 +255,34 @@ fn a_dropped_text_becomes_the_data_and_a_dropped_checkpoint_continues_its_run() 
     run_until(&mut harness, "the imported run", |p| p.view().runs.len() == 1 && p.view().runs[0].steps.len() == 1);
     harness.get_by_label("Step").click();
     run_until(&mut harness, "a step of the imported run", |p| p.view().step() == 2);
+}
+
+/// On the desktop the setup's text, the export folder and a checkpoint to continue are named by
+/// path: typed, or chosen in the system's dialog, which fills the field in.
+#[test]
+fn the_desktop_dialogs_fill_in_the_text_the_folder_and_the_checkpoint() {
+    let dir = std::env::temp_dir().join(format!("qkv-dialog-test-{}", std::process::id()));
+    let chosen = ChoosingPlatform { text: dir.join("fox.txt"), checkpoint: dir.join("missing.qkv"), folder: dir.join("exports") };
+    let (text, folder) = (chosen.text.clone(), chosen.folder.clone());
+    let mut harness = harness_on(vec2(1500.0, 920.0), move || Box::new(chosen.clone()));
+    harness.run_steps(2);
+    harness.state_mut().as_mut().unwrap().setup_mut().plan.data = qkv_train::DataSource::File(String::new());
+    harness.run_steps(2);
+    harness.get_by_label("browse…").click();
+    harness.run_steps(2);
+    assert_eq!(playground(&harness).setup().plan.data, qkv_train::DataSource::File(text.display().to_string()));
+
+    harness.get_by_label("Export and import").click();
+    harness.run_steps(2);
+    harness.get_by_label("choose…").click();
+    harness.run_steps(2);
+    assert_eq!(playground(&harness).export_folder(), folder.display().to_string());
+
+    // The second "browse…" is the checkpoint's; a path that holds no file says so.
+    harness.query_all_by_label("browse…").last().expect("the checkpoint's browse button").click();
+    harness.run_steps(2);
+    let notice = playground(&harness).notice().expect("a notice");
+    assert!(notice.1 && notice.0.contains("missing.qkv"), "{notice:?}");
 }
 
 #[test]
