@@ -470,13 +470,9 @@ fn loss_plots(studies: &[Study], outcomes: &[Outcome], out: &Path) -> Result<Str
 }
 
 impl ExperimentKind {
-    /// The name on the command line and in the report.
-    fn name(self) -> &'static str {
-        match self {
-            ExperimentKind::Paper1 => "paper1",
-            ExperimentKind::Paper2 => "paper2",
-            ExperimentKind::Paper2Synthetic => "paper2-synthetic",
-        }
+    /// The name on the command line (clap's, from the variant's) and in the report.
+    fn name(self) -> String {
+        self.to_possible_value().map(|value| value.get_name().to_string()).unwrap_or_default()
     }
 }
 
