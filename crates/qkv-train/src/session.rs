@@ -220,11 +220,11 @@ pub struct Session {
     playing: bool,
     attention_prompt: String,
     attention_every: usize,
-    /// The maps of the experiment as loaded are still to be sent. They come in the turn after
-    /// the loading, or after the first step when training starts at once: in the browser's
-    /// worker they take longer than the untrained evaluation and two steps together, and a
-    /// classroom waits for the first step.
-    maps_due: bool,
+    /// `Some(step)`: the maps of the experiment as loaded at `step` are still to be sent. They
+    /// come in a turn of their own after the loading, or after the first step when training
+    /// starts at once: in the browser's worker they take longer than the untrained evaluation
+    /// and two steps together, and a classroom waits for the first step.
+    maps_due: Option<usize>,
     /// Seconds one step of every run took in the last turn of play, read-backs included.
     secs_per_step: Option<f64>,
 }
@@ -240,7 +240,7 @@ impl Session {
             playing: false,
             attention_prompt: String::new(),
             attention_every: 25,
-            maps_due: false,
+            maps_due: None,
             secs_per_step: None,
         }
     }
@@ -249,12 +249,12 @@ impl Session {
     pub fn unload(&mut self) {
         self.experiment = None;
         self.playing = false;
-        self.maps_due = false;
+        self.maps_due = None;
     }
 
     /// Whether the session has work to do without being asked: steps, or maps that are due.
     pub fn is_busy(&self) -> bool {
-        self.maps_due || self.is_training()
+        self.maps_due.is_some() || self.is_training()
     }
 
     fn is_training(&self) -> bool {
@@ -316,7 +316,7 @@ impl Session {
                 Err(error) => Message::Stopped { run, error: error.to_string() },
             });
         }
-        self.maps_due = self.attention_every > 0;
+        self.maps_due = (self.attention_every > 0).then_some(experiment.step);
         messages
     }
 
@@ -388,7 +388,9 @@ impl Session {
     /// together ([`steps_per_read_back`]).
     pub async fn advance(&mut self) -> Vec<Message> {
         let Some(experiment) = self.experiment.as_ref() else { return vec![] };
-        if self.maps_due && !self.is_training() {
+        if let Some(loaded_at) = self.maps_due
+            && (!self.is_training() || experiment.step > loaded_at)
+        {
             return vec![self.maps_message().await];
         }
         let steps = steps_per_read_back(experiment, self.secs_per_step, self.attention_every);
@@ -406,7 +408,7 @@ impl Session {
         let mut messages: Vec<Message> = experiment.steps_async(max_steps).await.into_iter().map(event_message).collect();
         let step = experiment.step;
         self.secs_per_step = Some(started.elapsed().as_secs_f64() / (step - first_step).max(1) as f64);
-        if self.attention_every > 0 && (self.maps_due || step % self.attention_every == 0 || experiment.is_done()) {
+        if self.attention_every > 0 && (step % self.attention_every == 0 || experiment.is_done()) {
             messages.push(self.maps_message().await);
         }
         if self.experiment.as_ref().is_some_and(Experiment::is_done) {
@@ -448,7 +450,7 @@ impl Session {
     /// The attention maps of the models as they stand, as a message (a failed read says why:
     /// the experiment stays loaded either way).
     async fn maps_message(&mut self) -> Message {
-        self.maps_due = false;
+        self.maps_due = None;
         self.attention().await.map_or_else(|e| Message::Failed(e.to_string()), Message::Attention)
     }
 
@@ -868,7 +870,7 @@ mod tests {
         assert_eq!(maps_step(&received()), Some(0));
         assert_eq!(turn(), Turn::Idle);
 
-        // Training at once: the first step comes before the maps, which then show step 1.
+        // Training at once: the first step is sent on its own, the maps (of step 1) next.
         handle.send(Command::Load(tiny_plan()));
         handle.send(Command::Play);
         turn();
@@ -876,10 +878,10 @@ mod tests {
         assert_eq!(maps_step(&received()), None);
         turn();
         let first = received();
-        let stepped = first.iter().position(|m| matches!(m, Message::Stepped { .. }));
-        let maps = first.iter().position(|m| matches!(m, Message::Attention(_)));
-        assert!(stepped.is_some() && stepped < maps, "{first:?}");
-        assert_eq!(maps_step(&first), Some(1));
+        assert!(first.iter().any(|m| matches!(m, Message::Stepped { .. })), "{first:?}");
+        assert_eq!(maps_step(&first), None, "the first step waits for no maps");
+        turn();
+        assert_eq!(maps_step(&received()), Some(1));
     }
 
     #[test]
