@@ -7,7 +7,8 @@
 // Installing caches the page and the files it names, so the first visit's files are kept too.
 
 const CACHE = "qkv-lab";
-const HASHED = /[\w.-]+-[0-9a-f]{16}(?:_bg\.wasm|\.js)/g;
+// Trunk writes the 64-bit hash in hex without leading zeros: one build in sixteen has 15 digits.
+const HASHED = /[\w.-]+-[0-9a-f]{8,16}(?:_bg\.wasm|\.js)/g;
 
 // Whether `url` names one of a build's hashed files.
 function isHashed(url) {
