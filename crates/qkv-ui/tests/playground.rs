@@ -20,8 +20,20 @@ use qkv_ui::{Compute, Platform, Playground};
 type State = Option<Playground>;
 
 /// A desktop-like platform for the tests (the real ones belong to the shells): sessions on
-/// threads, and the default file handling (folders, no dialogs).
-struct TestPlatform;
+/// threads, the default file handling (folders), and path dialogs that answer at once with
+/// `chosen` where a test gives it (none otherwise).
+#[derive(Clone, Default)]
+struct TestPlatform {
+    chosen: Option<ChosenPaths>,
+}
+
+/// What the test platform's dialogs answer: a file of each kind, and a folder.
+#[derive(Clone)]
+struct ChosenPaths {
+    text: std::path::PathBuf,
+    checkpoint: std::path::PathBuf,
+    folder: std::path::PathBuf,
+}
 
 impl Platform for TestPlatform {
     fn spawn_session(&self, task: SessionTask) {
@@ -30,6 +42,15 @@ impl Platform for TestPlatform {
 
     fn default_folder(&self) -> Option<String> {
         Some(std::env::temp_dir().display().to_string())
+    }
+
+    fn choose_path(&self, choice: PathChoice) -> Result<Option<std::path::PathBuf>, FileError> {
+        let Some(chosen) = &self.chosen else { return Ok(None) };
+        Ok(Some(match choice {
+            PathChoice::File(FileKind::Text) => chosen.text.clone(),
+            PathChoice::File(FileKind::Checkpoint) => chosen.checkpoint.clone(),
+            PathChoice::Folder => chosen.folder.clone(),
+        }))
     }
 }
 
@@ -64,38 +85,12 @@ impl Platform for KeepingPlatform {
     }
 }
 
-/// A desktop-like platform whose dialogs answer at once: a file of each kind, and a folder.
-#[derive(Clone)]
-struct ChoosingPlatform {
-    text: std::path::PathBuf,
-    checkpoint: std::path::PathBuf,
-    folder: std::path::PathBuf,
-}
-
-impl Platform for ChoosingPlatform {
-    fn spawn_session(&self, task: SessionTask) {
-        std::thread::spawn(move || task.run_blocking());
-    }
-
-    fn default_folder(&self) -> Option<String> {
-        Some(std::env::temp_dir().display().to_string())
-    }
-
-    fn choose_path(&self, choice: PathChoice) -> Result<Option<std::path::PathBuf>, FileError> {
-        Ok(Some(match choice {
-            PathChoice::File(FileKind::Text) => self.text.clone(),
-            PathChoice::File(FileKind::Checkpoint) => self.checkpoint.clone(),
-            PathChoice::Folder => self.folder.clone(),
-        }))
-    }
-}
-
 fn harness() -> Harness<'static, State> {
     harness_of_size(vec2(1500.0, 920.0))
 }
 
 fn harness_of_size(size: egui::Vec2) -> Harness<'static, State> {
-    harness_on(size, || Box::new(TestPlatform))
+    harness_on(size, || Box::new(TestPlatform::default()))
 }
 
 fn harness_on(size: egui::Vec2, platform: impl Fn() -> Box<dyn Platform> + 'static) -> Harness<'static, State> {
@@ -262,9 +257,10 @@ fn a_dropped_text_becomes_the_data_and_a_dropped_checkpoint_continues_its_run() 
 #[test]
 fn the_desktop_dialogs_fill_in_the_text_the_folder_and_the_checkpoint() {
     let dir = std::env::temp_dir().join(format!("qkv-dialog-test-{}", std::process::id()));
-    let chosen = ChoosingPlatform { text: dir.join("fox.txt"), checkpoint: dir.join("missing.qkv"), folder: dir.join("exports") };
+    let chosen = ChosenPaths { text: dir.join("fox.txt"), checkpoint: dir.join("missing.qkv"), folder: dir.join("exports") };
     let (text, folder) = (chosen.text.clone(), chosen.folder.clone());
-    let mut harness = harness_on(vec2(1500.0, 920.0), move || Box::new(chosen.clone()));
+    let platform = TestPlatform { chosen: Some(chosen) };
+    let mut harness = harness_on(vec2(1500.0, 920.0), move || Box::new(platform.clone()));
     harness.run_steps(2);
     harness.state_mut().as_mut().unwrap().setup_mut().plan.data = qkv_train::DataSource::File(String::new());
     harness.run_steps(2);
@@ -365,15 +361,15 @@ fn lesson_screenshots() {
 fn the_setup_survives_a_restart_and_a_damaged_one_is_replaced() {
     let ctx = egui::Context::default();
     let flex = || vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }];
-    let mut first = Playground::new(&ctx, Box::new(TestPlatform), flex(), None);
+    let mut first = Playground::new(&ctx, Box::new(TestPlatform::default()), flex(), None);
     first.load_lesson(2);
     first.setup_mut().plan.training.steps = Some(123);
     let saved = first.saved_setup();
-    let second = Playground::new(&ctx, Box::new(TestPlatform), flex(), Some(&saved));
+    let second = Playground::new(&ctx, Box::new(TestPlatform::default()), flex(), Some(&saved));
     assert_eq!(second.setup(), first.setup());
     assert!(second.notice().is_none());
 
-    let damaged = Playground::new(&ctx, Box::new(TestPlatform), flex(), Some("{\"plan\": 7"));
+    let damaged = Playground::new(&ctx, Box::new(TestPlatform::default()), flex(), Some("{\"plan\": 7"));
     assert_eq!(damaged.setup(), &qkv_ui::setup_panel::Setup::default());
     let (notice, is_error) = damaged.notice().unwrap();
     assert!(is_error && notice.contains("saved setup could not be read"), "{notice}");
