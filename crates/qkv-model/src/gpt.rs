@@ -137,7 +137,9 @@ pub struct GptOutput {
 
 /// The backend's random generator is shared by the whole process: seeding it and drawing a
 /// model's initial weights must not interleave with another thread doing the same, or "same
-/// seed, same model" stops holding (it did, between parallel tests).
+/// seed, same model" stops holding (it did, between parallel tests). So nothing else seeds it:
+/// a bare `device.seed(..)` in one test, outside this lock, reseeded another test's model halfway
+/// through its weights; [`Gpt::new_seeded`] is the one way in.
 static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Gpt {
@@ -329,8 +331,7 @@ pub(crate) mod tests {
     fn changing_a_later_token_leaves_earlier_logits_unchanged() {
         let device = Device::flex();
         for config in all_tiny_configs() {
-            device.seed(1);
-            let model = Gpt::new(&config, &device).unwrap();
+            let model = Gpt::new_seeded(&config, &device, 1).unwrap();
             let a = values(model.forward(tokens(&[&[1, 2, 3, 4, 5, 6]], &device)));
             let b = values(model.forward(tokens(&[&[1, 2, 3, 4, 12, 0]], &device)));
             let vocab = config.vocab_size;
@@ -349,8 +350,7 @@ pub(crate) mod tests {
     fn fused_and_explicit_attention_give_the_same_logits() {
         let device = Device::flex();
         for config in all_tiny_configs() {
-            device.seed(2);
-            let model = Gpt::new(&config, &device).unwrap();
+            let model = Gpt::new_seeded(&config, &device, 2).unwrap();
             let input = tokens(&[&[3, 1, 4, 1, 5, 9, 2, 6], &[2, 7, 1, 8, 2, 8, 1, 8]], &device);
             let fused = values(model.forward(input.clone()));
             let output = model.forward_with_attention(input);
@@ -364,8 +364,7 @@ pub(crate) mod tests {
         let device = Device::flex();
         let sequence: [i64; 7] = [3, 1, 4, 1, 5, 9, 2];
         for config in all_tiny_configs() {
-            device.seed(4);
-            let model = Gpt::new(&config, &device).unwrap();
+            let model = Gpt::new_seeded(&config, &device, 4).unwrap();
             let full = values(model.forward(tokens(&[&sequence, &sequence], &device)));
             let mut cache = KvCache::default();
             let mut cached = values(model.forward_cached(tokens(&[&sequence[..3], &sequence[..3]], &device), &mut cache));
@@ -392,8 +391,7 @@ pub(crate) mod tests {
     fn attention_maps_are_causal_distributions_per_layer_and_head() {
         let device = Device::flex();
         for config in all_tiny_configs() {
-            device.seed(3);
-            let model = Gpt::new(&config, &device).unwrap();
+            let model = Gpt::new_seeded(&config, &device, 3).unwrap();
             let output = model.forward_with_attention(tokens(&[&[1, 2, 3, 4, 5]], &device));
             assert_eq!(output.attention.len(), config.n_layer);
             for map in output.attention {
@@ -453,8 +451,7 @@ pub(crate) mod tests {
         let mut config = tiny_config(AttentionVariant::Standard);
         config.n_layer = 3;
         config.shared_layers = true;
-        device.seed(3);
-        let model = Gpt::new(&config, &device).unwrap();
+        let model = Gpt::new_seeded(&config, &device, 3).unwrap();
         assert_eq!(model.blocks.len(), 1);
         let input = tokens(&[&[1, 2, 3, 4]], &device);
         let mut x = model.embed(input.clone(), 0);

@@ -495,8 +495,7 @@ mod tests {
             (theory_config(3, true, true), ReparamCase::Shared),
             (theory_config(3, false, true), ReparamCase::Shared),
         ] {
-            device.seed(7);
-            let model = Gpt::new(&config, &device).unwrap();
+            let model = Gpt::new_seeded(&config, &device, 7).unwrap();
             let conversion = eliminate_query(&model, &config).unwrap();
             assert_eq!(conversion.case, Some(case));
             let diff = max_abs_diff(&logits(&model, &device), &logits(&conversion.model, &device));
@@ -515,8 +514,7 @@ mod tests {
     fn keys_or_values_can_go_instead() {
         let device = Device::flex();
         let config = theory_config(3, false, false);
-        device.seed(11);
-        let model = Gpt::new(&config, &device).unwrap();
+        let model = Gpt::new_seeded(&config, &device, 11).unwrap();
         for role in [Eliminated::Key, Eliminated::Value] {
             let conversion = eliminate(&model, &config, role).unwrap();
             let diff = max_abs_diff(&logits(&model, &device), &logits(&conversion.model, &device));
@@ -564,8 +562,7 @@ mod tests {
         let device = Device::flex();
         // Skips around attention and MLP, three layers: no model-wide case applies.
         let config = theory_config(3, true, false);
-        device.seed(5);
-        let model = Gpt::new(&config, &device).unwrap();
+        let model = Gpt::new_seeded(&config, &device, 5).unwrap();
         assert!(ReparamCase::of(&config).is_err());
         for (role, layer) in
             [(Eliminated::Query, 0), (Eliminated::Query, 1), (Eliminated::Query, 2), (Eliminated::Key, 1), (Eliminated::Value, 2)]
@@ -593,8 +590,7 @@ mod tests {
         let device = Device::flex();
         let mut config = theory_config(2, true, false);
         config.norm = Norm::LayerNorm;
-        device.seed(3);
-        let model = Gpt::new(&config, &device).unwrap();
+        let model = Gpt::new_seeded(&config, &device, 3).unwrap();
         let conversion = eliminate_query_approx(&model, &config).unwrap();
         assert!(conversion.model.blocks.iter().all(|b| b.attn.w_q.is_none()));
         let converted = logits(&conversion.model, &device);

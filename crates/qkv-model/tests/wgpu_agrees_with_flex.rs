@@ -25,8 +25,7 @@ fn flex_and_wgpu_forwards_agree_for_every_variant() {
             if config.validate().is_err() {
                 continue;
             }
-            flex.seed(5);
-            let model = Gpt::new(&config, &flex).unwrap();
+            let model = Gpt::new_seeded(&config, &flex, 5).unwrap();
             let input = |device: &Device| Tensor::<2, Int>::from_data(TensorData::new(tokens.clone(), [2, 12]), device);
             let on_cpu = model.forward(input(&flex)).into_data().try_to_vec::<f32>().unwrap();
             let model = model.to_device(&wgpu);

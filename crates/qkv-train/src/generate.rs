@@ -133,8 +133,7 @@ mod tests {
                     continue;
                 }
                 config.block_size = 12;
-                device.seed(9);
-                let model = Gpt::new(&config, &device).unwrap().valid();
+                let model = Gpt::new_seeded(&config, &device, 9).unwrap().valid();
                 let options = SampleOptions { max_new_tokens: 20, temperature: 1.0, top_k: Some(10), seed: 5, use_cache: true };
                 let cached = generate(&model, &[1, 2, 3], &options).unwrap();
                 let plain = generate(&model, &[1, 2, 3], &SampleOptions { use_cache: false, ..options }).unwrap();
