@@ -69,7 +69,7 @@ pub fn run(args: &ReparamArgs) -> Result<(), Failure> {
     if let Some(seed) = args.seed {
         training.seed = seed;
     }
-    let dataset = Dataset::load(&DataSource::Shakespeare, TokenizerKind::Char, training.seed)?;
+    let dataset = Dataset::load(&DataSource::Shakespeare, &TokenizerKind::Char, training.seed)?;
     let model = args.case.config(args.preset, dataset.vocab_size());
     model.validate()?;
     let spec = RunSpec { name: "standard".into(), model, training };

@@ -16,7 +16,8 @@ pub struct SampleArgs {
     /// Checkpoint written by `qkv train` or `qkv compare`.
     #[arg(long)]
     checkpoint: PathBuf,
-    /// Text to continue (digits for a synthetic-task checkpoint) [default: a new line].
+    /// Text to continue (digits for a synthetic-task checkpoint; token ids for one trained on token files without a
+    /// tokenizer) [default: a new line, or token 0].
     #[arg(long)]
     prompt: Option<String>,
     /// Tokens to generate.
@@ -51,10 +52,10 @@ pub fn run(args: &SampleArgs) -> Result<(), Failure> {
     };
     match tokenizer {
         Some(tokenizer) => {
-            let prompt = args.prompt.clone().unwrap_or_else(|| "\n".into());
+            let prompt = args.prompt.clone().unwrap_or_else(|| tokenizer.default_prompt().into());
             let ids = tokenizer.encode(&prompt)?;
             let generation = generate(&model, &ids, &options)?;
-            println!("{prompt}{}", tokenizer.decode(&generation.tokens));
+            println!("{}", tokenizer.continued(&prompt, &generation.tokens));
         }
         None => {
             // A synthetic-task model: digits in, the separator, the model's answer out.

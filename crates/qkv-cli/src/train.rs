@@ -24,10 +24,12 @@ pub struct TrainArgs {
     /// Architecture and recipe preset.
     #[arg(long)]
     pub preset: Preset,
-    /// Data: shakespeare (embedded), synthetic:TASK[:L] (copy, reverse, sort, swap, sub) or a path to a UTF-8 text file.
+    /// Data: shakespeare (embedded), synthetic:TASK[:L] (copy, reverse, sort, swap, sub), a path to a UTF-8 text file,
+    /// or nanoGPT's token files (path/to/train.bin, uint16 ids, val.bin beside it).
     #[arg(long, default_value = "shakespeare")]
     pub data: DataSource,
-    /// Tokenizer for text data: char, or bpe:N (byte-level BPE with N tokens).
+    /// Tokenizer: char, bpe:N (byte-level BPE with N tokens, trained on the text), or a Hugging Face tokenizer.json
+    /// (for token files: what their ids mean; without one their ids are the vocabulary).
     #[arg(long, default_value = "char")]
     pub tokenizer: TokenizerKind,
     /// Optimiser steps [default: the preset's recipe].
@@ -83,7 +85,7 @@ impl TrainArgs {
         ExperimentPlan {
             preset: self.preset,
             data: self.data.clone(),
-            tokenizer: self.tokenizer,
+            tokenizer: self.tokenizer.clone(),
             model: Default::default(),
             training: TrainingOverrides { steps: self.steps, batch_size: self.batch, lr: self.lr, weight_decay: self.wd, seed: self.seed },
             runs,

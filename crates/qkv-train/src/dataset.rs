@@ -10,13 +10,19 @@ use crate::corpus::{DataError, TextCorpus};
 use crate::rng::Rng;
 use crate::synthetic::{self, Split, SyntheticData, SyntheticTask};
 use crate::tokenizer::{Tokenizer, TokenizerKind};
+use crate::tokens::Tokens;
 
 /// Where the data comes from, as the user names it: `shakespeare`, `synthetic:TASK[:L]` or a
 /// file path; or a text the user handed over (an upload), which carries its text with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DataSource {
     Shakespeare,
-    Synthetic { task: SyntheticTask, length: usize },
+    Synthetic {
+        task: SyntheticTask,
+        length: usize,
+    },
+    /// A UTF-8 text, or one of nanoGPT's token files when the name ends in `.bin` (the training
+    /// split, with `val.bin` beside it; [`crate::tokens`]).
     File(String),
     Upload(Upload),
 }
@@ -112,13 +118,13 @@ impl FromStr for DataSource {
     }
 }
 
-/// A tokenised corpus split 90/10.
+/// A tokenised text: a corpus split 90/10, or a token file's two splits.
 #[derive(Debug, Clone)]
 pub struct TextData {
     pub name: String,
     pub tokenizer: Tokenizer,
-    pub train: Vec<u32>,
-    pub val: Vec<u32>,
+    pub train: Tokens,
+    pub val: Tokens,
 }
 
 /// Training data ready for batching.
@@ -141,7 +147,7 @@ pub struct Batch {
 
 impl Dataset {
     /// Tokenizes a text corpus with a tokenizer trained on its training split.
-    pub fn from_text(corpus: &TextCorpus, tokenizer: TokenizerKind) -> Result<Self, DataError> {
+    pub fn from_text(corpus: &TextCorpus, tokenizer: &TokenizerKind) -> Result<Self, DataError> {
         let (train_text, val_text) = corpus.split();
         let tokenizer = Tokenizer::train(tokenizer, train_text)?;
         let train = tokenizer.encode(train_text)?;
@@ -151,13 +157,53 @@ impl Dataset {
             Ok(ids) => ids,
             Err(_) => val_text.chars().filter_map(|c| tokenizer.encode(&c.to_string()).ok()).flatten().collect(),
         };
-        Ok(Dataset::Text(TextData { name: corpus.name.clone(), tokenizer, train, val }))
+        Ok(Dataset::Text(TextData { name: corpus.name.clone(), tokenizer, train: train.into(), val: val.into() }))
+    }
+
+    /// nanoGPT's token files: `train` and the `val.bin` beside it, read mapped. Without a
+    /// tokenizer file (`char`, the default) the ids are the vocabulary; a `tokenizer.json` must
+    /// know every id in them. One pass over both files finds the largest id.
+    pub fn from_token_files(train: &std::path::Path, tokenizer: &TokenizerKind) -> Result<Self, DataError> {
+        let val = train.with_file_name("val.bin");
+        let name = train.display().to_string();
+        if val == train {
+            return Err(DataError::Tokenizer(format!(
+                "{name} is the validation split: name the training file (train.bin), nanoGPT's val.bin beside it is read too"
+            )));
+        }
+        let train = Tokens::map_file(train)?;
+        let val = Tokens::map_file(&val).map_err(|error| match error {
+            DataError::Io { name, message } => DataError::Io {
+                message: format!("{message}; a token file's validation split is the val.bin beside it, as nanoGPT writes them"),
+                name,
+            },
+            other => other,
+        })?;
+        let ids = train.max_id().max(val.max_id()).map_or(0, |id| id as usize + 1);
+        let tokenizer = match tokenizer {
+            TokenizerKind::Char => Tokenizer::Ids { vocab_size: ids },
+            TokenizerKind::File(path) => Tokenizer::load(path)?,
+            TokenizerKind::Bpe { .. } => {
+                return Err(DataError::Tokenizer(format!(
+                    "{name} holds token ids already: leave the tokenizer out, or give the tokenizer.json that made them"
+                )));
+            }
+        };
+        if tokenizer.vocab_size() < ids {
+            return Err(DataError::Tokenizer(format!(
+                "{name} holds token id {} but the tokenizer knows {} tokens: give the tokenizer.json that made these files",
+                ids - 1,
+                tokenizer.vocab_size()
+            )));
+        }
+        Ok(Dataset::Text(TextData { name, tokenizer, train, val }))
     }
 
     /// Loads a data source (the browser has no files to read: there a text is uploaded).
-    pub fn load(source: &DataSource, tokenizer: TokenizerKind, seed: u64) -> Result<Self, DataError> {
+    pub fn load(source: &DataSource, tokenizer: &TokenizerKind, seed: u64) -> Result<Self, DataError> {
         match source {
             DataSource::Shakespeare => Self::from_text(&TextCorpus::shakespeare(), tokenizer),
+            DataSource::File(path) if path.ends_with(".bin") => Self::from_token_files(std::path::Path::new(path), tokenizer),
             DataSource::File(path) => Self::from_text(&TextCorpus::from_path(std::path::Path::new(path))?, tokenizer),
             DataSource::Upload(upload) => Self::from_text(upload.corpus()?, tokenizer),
             DataSource::Synthetic { task, length } => Ok(Dataset::Synthetic(SyntheticData { task: *task, length: *length, seed })),
@@ -245,13 +291,14 @@ impl Dataset {
 /// Draws the text validation windows; fixed, and independent of the training seed.
 const VALIDATION_SEED: u64 = 0x5_EED0_F7A1;
 
-fn text_batch(tokens: &[u32], rows: usize, block_size: usize, mut pick: impl FnMut(usize) -> usize) -> Batch {
+fn text_batch(tokens: &Tokens, rows: usize, block_size: usize, mut pick: impl FnMut(usize) -> usize) -> Batch {
     let mut inputs = Vec::with_capacity(rows * block_size);
     let mut targets = Vec::with_capacity(rows * block_size);
     for _ in 0..rows {
         let start = pick(tokens.len() - block_size);
-        inputs.extend(tokens[start..start + block_size].iter().map(|&t| t as i64));
-        targets.extend(tokens[start + 1..start + block_size + 1].iter().map(|&t| t as i64));
+        let window: Vec<i64> = tokens.iter_from(start).take(block_size + 1).map(i64::from).collect();
+        inputs.extend(&window[..block_size]);
+        targets.extend(&window[1..]);
     }
     Batch { rows, time: block_size, inputs, targets, loss_mask: None }
 }
@@ -283,17 +330,17 @@ mod tests {
     #[test]
     fn an_upload_carries_its_text_and_a_restored_one_asks_for_it_again() {
         let name = "uploaded-by-the-dataset-test.txt";
-        assert!(Dataset::load(&DataSource::File(name.into()), TokenizerKind::Char, 1).is_err(), "no such file");
+        assert!(Dataset::load(&DataSource::File(name.into()), &TokenizerKind::Char, 1).is_err(), "no such file");
         let text = "to be or not to be, that is the question\n".repeat(40);
         let source = DataSource::Upload(Upload::new(name, text.as_bytes()).unwrap());
         assert_eq!(source.to_string(), name, "known by its name");
-        let Dataset::Text(data) = Dataset::load(&source, TokenizerKind::Char, 1).unwrap() else { panic!("text data") };
+        let Dataset::Text(data) = Dataset::load(&source, &TokenizerKind::Char, 1).unwrap() else { panic!("text data") };
         assert_eq!(data.train.len() + data.val.len(), text.len());
 
         // A saved setup keeps the name, not the text.
         let restored: DataSource = serde_json::from_str(&serde_json::to_string(&source).unwrap()).unwrap();
         assert!(matches!(&restored, DataSource::Upload(u) if u.name == name));
-        let error = Dataset::load(&restored, TokenizerKind::Char, 1).unwrap_err().to_string();
+        let error = Dataset::load(&restored, &TokenizerKind::Char, 1).unwrap_err().to_string();
         assert!(error.contains("drop the file"), "{error}");
 
         let bad = Upload::new("binary.txt", &[0x66, 0xff, 0x00]).unwrap_err();
@@ -320,7 +367,7 @@ mod tests {
     #[test]
     fn text_batches_are_shifted_windows_and_reproducible() {
         let corpus = TextCorpus::from_bytes("t", "abcdefghijklmnopqrstuvwxyz".repeat(20).as_bytes()).unwrap();
-        let data = Dataset::from_text(&corpus, TokenizerKind::Char).unwrap();
+        let data = Dataset::from_text(&corpus, &TokenizerKind::Char).unwrap();
         let batch = data.train_batch(&mut Rng::new(1), 3, 8);
         assert_eq!(batch.inputs.len(), 24);
         for r in 0..3 {
@@ -330,10 +377,64 @@ mod tests {
         assert_eq!(data.val_batches(2, 3, 8), data.val_batches(2, 3, 8));
     }
 
+    /// nanoGPT's layout in a folder of its own: train.bin and val.bin of little-endian uint16 ids.
+    fn token_files(name: &str, train: &[u16], val: &[u16]) -> std::path::PathBuf {
+        let folder = std::env::temp_dir().join(format!("qkv-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).unwrap();
+        let bytes = |ids: &[u16]| ids.iter().flat_map(|id| id.to_le_bytes()).collect::<Vec<u8>>();
+        std::fs::write(folder.join("train.bin"), bytes(train)).unwrap();
+        std::fs::write(folder.join("val.bin"), bytes(val)).unwrap();
+        folder
+    }
+
+    #[test]
+    fn token_files_train_by_their_ids_or_by_the_tokenizer_that_made_them() {
+        let train: Vec<u16> = (0..400).map(|i| (i * 7 % 40) as u16).collect();
+        let folder = token_files("token-files", &train, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 41]);
+        let path = folder.join("train.bin").display().to_string();
+        let source: DataSource = path.parse().unwrap();
+        let data = Dataset::load(&source, &TokenizerKind::Char, 1).unwrap();
+        assert_eq!(data.vocab_size(), 42, "the largest id of either split, plus one");
+        let batch = data.train_batch(&mut Rng::new(3), 2, 8);
+        let Dataset::Text(text) = &data else { panic!("token data") };
+        let start = (0..train.len()).find(|&s| train[s..s + 8].iter().map(|&t| t as i64).eq(batch.inputs[..8].iter().copied()));
+        let start = start.expect("each row is a window of the training file");
+        assert_eq!(batch.targets[..8], train[start + 1..start + 9].iter().map(|&t| t as i64).collect::<Vec<_>>()[..]);
+        // Without a tokenizer, prompts and samples are ids.
+        assert_eq!(text.tokenizer.encode("3 41").unwrap(), [3, 41]);
+        assert_eq!(text.tokenizer.decode(&[3, 41]), "3 41");
+        assert!(text.tokenizer.encode("to be").unwrap_err().to_string().contains("--tokenizer"));
+        assert!(Dataset::load(&source, &TokenizerKind::Bpe { vocab_size: 300 }, 1).unwrap_err().to_string().contains("token ids already"));
+
+        // A tokenizer file gives the ids their meaning, and must know every one of them.
+        let bpe = Tokenizer::train(&TokenizerKind::Bpe { vocab_size: 300 }, &crate::corpus::SHAKESPEARE[..20_000]).unwrap();
+        let Tokenizer::Bpe { tokenizer } = &bpe else { panic!("a BPE") };
+        let json = folder.join("tokenizer.json");
+        tokenizer.save(&json, false).unwrap();
+        let kind: TokenizerKind = json.display().to_string().parse().unwrap();
+        let data = Dataset::load(&source, &kind, 1).unwrap();
+        assert_eq!(data.vocab_size(), 300);
+        let words = data.tokenizer().unwrap().encode("Romeo").unwrap();
+        assert_eq!(data.tokenizer().unwrap().decode(&words), "Romeo");
+        assert_eq!(data.tokenizer().unwrap().kind(), kind, "a checkpoint's tokenizer names its file again");
+
+        let too_small = token_files("token-files-big-id", &train, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 301]);
+        let error = Dataset::load(&DataSource::File(too_small.join("train.bin").display().to_string()), &kind, 1).unwrap_err();
+        assert!(error.to_string().contains("token id 301"), "{error}");
+        std::fs::remove_file(too_small.join("val.bin")).unwrap();
+        let error = Dataset::load(&DataSource::File(too_small.join("train.bin").display().to_string()), &kind, 1).unwrap_err();
+        assert!(error.to_string().contains("val.bin beside it"), "{error}");
+        let error = Dataset::load(&DataSource::File(folder.join("val.bin").display().to_string()), &kind, 1).unwrap_err();
+        assert!(error.to_string().contains("name the training file"), "{error}");
+        for folder in [folder, too_small] {
+            std::fs::remove_dir_all(folder).unwrap();
+        }
+    }
+
     #[test]
     fn short_text_is_refused_with_the_sizes() {
         let corpus = TextCorpus::from_bytes("tiny.txt", b"0123456789abcdefghij").unwrap();
-        let data = Dataset::from_text(&corpus, TokenizerKind::Char).unwrap();
+        let data = Dataset::from_text(&corpus, &TokenizerKind::Char).unwrap();
         let err = data.check_fits(8).unwrap_err();
         assert!(matches!(err, DataError::TooShort { split: "validation", needed: 9, .. }), "{err}");
         assert!(err.to_string().contains("tiny.txt"));

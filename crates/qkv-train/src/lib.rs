@@ -22,6 +22,7 @@ pub mod synthetic;
 pub mod theory;
 mod threads;
 pub mod tokenizer;
+pub mod tokens;
 pub mod wire;
 
 pub use corpus::{DataError, TextCorpus};

@@ -126,7 +126,7 @@ impl ExperimentPlan {
 
     /// Loads (or generates) the plan's data.
     pub fn dataset(&self) -> Result<Dataset, DataError> {
-        Dataset::load(&self.data, self.tokenizer, self.seed())
+        Dataset::load(&self.data, &self.tokenizer, self.seed())
     }
 
     /// The plan's experiment on `device`: its data loaded and every run built, nothing trained

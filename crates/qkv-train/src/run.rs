@@ -495,7 +495,7 @@ pub(crate) mod tests {
 
     pub(crate) fn tiny_text() -> Dataset {
         let corpus = TextCorpus::from_bytes("tiny", &crate::corpus::SHAKESPEARE.as_bytes()[..20_000]).unwrap();
-        Dataset::from_text(&corpus, TokenizerKind::Char).unwrap()
+        Dataset::from_text(&corpus, &TokenizerKind::Char).unwrap()
     }
 
     pub(crate) fn tiny_spec(variant: AttentionVariant, dataset: &Dataset) -> RunSpec {

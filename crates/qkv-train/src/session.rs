@@ -432,8 +432,8 @@ impl Session {
                 let tokens = if self.attention_prompt.is_empty() {
                     // The first full line of the validation split.
                     let newline = text.tokenizer.encode("\n").ok().and_then(|t| t.first().copied());
-                    let start = newline.and_then(|nl| text.val.iter().position(|&t| t == nl)).map_or(0, |p| p + 1);
-                    text.val[start..].iter().copied().take(ATTENTION_PROMPT_TOKENS).collect()
+                    let start = newline.and_then(|nl| text.val.iter_from(0).position(|t| t == nl)).map_or(0, |p| p + 1);
+                    text.val.iter_from(start).take(ATTENTION_PROMPT_TOKENS).collect()
                 } else {
                     text.tokenizer.encode(&self.attention_prompt)?
                 };
@@ -490,10 +490,10 @@ impl Session {
         let model = burn::module::Module::valid(experiment.runs.get(run).ok_or(SessionError::NoSuchRun(run))?.model());
         let text = match experiment.dataset() {
             Dataset::Text(data) => {
-                let prompt = if prompt.is_empty() { "\n" } else { prompt };
+                let prompt = if prompt.is_empty() { data.tokenizer.default_prompt() } else { prompt };
                 let ids = data.tokenizer.encode(prompt)?;
                 let generation = generate_async(&model, &ids, options).await?;
-                format!("{prompt}{}", data.tokenizer.decode(&generation.tokens))
+                data.tokenizer.continued(prompt, &generation.tokens)
             }
             Dataset::Synthetic(data) => {
                 // Answer a validation list: the model writes y after `x SEP`.

@@ -1,5 +1,6 @@
-//! Character-level and byte-level BPE tokenizers, trained on the training split and saved with
-//! every run.
+//! Tokenizers: character-level and byte-level BPE ones trained on the training split, any Hugging
+//! Face `tokenizer.json` (GPT-2's, say), or none for data that comes tokenised; saved with every
+//! run.
 
 use std::fmt;
 use std::str::FromStr;
@@ -12,11 +13,16 @@ use tokenizers::{DecoderWrapper, PostProcessorWrapper, PreTokenizerWrapper, Toke
 
 use crate::corpus::DataError;
 
-/// Which tokenizer to train: `char` or `bpe:N` (N = vocabulary size).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Which tokenizer to use: `char` or `bpe:N` (N = vocabulary size), trained on the text; or the
+/// path of a Hugging Face `tokenizer.json`, loaded as it is.
+///
+/// A nanoGPT token file is tokenised already: with `char` (the default) its ids are used as they
+/// are ([`Tokenizer::Ids`]); a `tokenizer.json` names what they mean, for prompts and samples.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TokenizerKind {
     Char,
     Bpe { vocab_size: usize },
+    File(String),
 }
 
 impl fmt::Display for TokenizerKind {
@@ -24,12 +30,16 @@ impl fmt::Display for TokenizerKind {
         match self {
             TokenizerKind::Char => f.write_str("char"),
             TokenizerKind::Bpe { vocab_size } => write!(f, "bpe:{vocab_size}"),
+            TokenizerKind::File(path) => f.write_str(path),
         }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown tokenizer '{0}': use char, or bpe:N with a vocabulary size N ≥ 257, e.g. bpe:512")]
+#[error(
+    "unknown tokenizer '{0}': use char, bpe:N with a vocabulary size N ≥ 257 (e.g. bpe:512), or the \
+     path of a Hugging Face tokenizer.json"
+)]
 pub struct UnknownTokenizer(pub String);
 
 impl FromStr for TokenizerKind {
@@ -39,6 +49,7 @@ impl FromStr for TokenizerKind {
         let bad = || UnknownTokenizer(s.to_string());
         match s.trim() {
             "char" => Ok(TokenizerKind::Char),
+            path if path.ends_with(".json") => Ok(TokenizerKind::File(path.to_string())),
             other => {
                 let n = other.strip_prefix("bpe:").ok_or_else(bad)?.parse::<usize>().map_err(|_| bad())?;
                 if n < 257 {
@@ -50,7 +61,7 @@ impl FromStr for TokenizerKind {
     }
 }
 
-/// A trained tokenizer.
+/// A tokenizer ready to use.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Tokenizer {
@@ -58,10 +69,15 @@ pub enum Tokenizer {
     Char { chars: Vec<char> },
     /// Byte-level BPE: every UTF-8 text encodes, nothing is unknown.
     Bpe { tokenizer: Box<tokenizers::Tokenizer> },
+    /// A Hugging Face `tokenizer.json`, as loaded from `path`.
+    Loaded { path: String, tokenizer: Box<tokenizers::Tokenizer> },
+    /// No tokenizer: the data came as token ids, and prompts and samples are written as ids.
+    Ids { vocab_size: usize },
 }
 
 impl Tokenizer {
-    pub fn train(kind: TokenizerKind, text: &str) -> Result<Self, DataError> {
+    /// The tokenizer of `kind` for `text`: trained on it, or loaded from its file.
+    pub fn train(kind: &TokenizerKind, text: &str) -> Result<Self, DataError> {
         match kind {
             TokenizerKind::Char => {
                 let mut chars: Vec<char> = text.chars().collect();
@@ -69,21 +85,34 @@ impl Tokenizer {
                 chars.dedup();
                 Ok(Tokenizer::Char { chars })
             }
-            TokenizerKind::Bpe { vocab_size } => train_bpe(vocab_size, text),
+            TokenizerKind::Bpe { vocab_size } => train_bpe(*vocab_size, text),
+            TokenizerKind::File(path) => Self::load(path),
         }
     }
 
+    /// A Hugging Face `tokenizer.json`.
+    pub fn load(path: &str) -> Result<Self, DataError> {
+        let bytes = std::fs::read(path).map_err(|e| DataError::Io { name: path.to_string(), message: e.to_string() })?;
+        let tokenizer = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
+            DataError::Tokenizer(format!("{path} is not a Hugging Face tokenizer file ({e}): give the tokenizer.json saved with the model"))
+        })?;
+        Ok(Tokenizer::Loaded { path: path.to_string(), tokenizer: Box::new(tokenizer) })
+    }
+
+    /// The kind that gives this tokenizer again for the same data.
     pub fn kind(&self) -> TokenizerKind {
         match self {
-            Tokenizer::Char { .. } => TokenizerKind::Char,
+            Tokenizer::Char { .. } | Tokenizer::Ids { .. } => TokenizerKind::Char,
             Tokenizer::Bpe { tokenizer } => TokenizerKind::Bpe { vocab_size: tokenizer.get_vocab_size(true) },
+            Tokenizer::Loaded { path, .. } => TokenizerKind::File(path.clone()),
         }
     }
 
     pub fn vocab_size(&self) -> usize {
         match self {
             Tokenizer::Char { chars } => chars.len(),
-            Tokenizer::Bpe { tokenizer } => tokenizer.get_vocab_size(true),
+            Tokenizer::Bpe { tokenizer } | Tokenizer::Loaded { tokenizer, .. } => tokenizer.get_vocab_size(true),
+            Tokenizer::Ids { vocab_size } => *vocab_size,
         }
     }
 
@@ -100,10 +129,36 @@ impl Tokenizer {
                     })
                 })
                 .collect(),
-            Tokenizer::Bpe { tokenizer } => tokenizer
+            Tokenizer::Bpe { tokenizer } | Tokenizer::Loaded { tokenizer, .. } => tokenizer
                 .encode(text, false)
                 .map(|encoding| encoding.get_ids().to_vec())
-                .map_err(|e| DataError::Tokenizer(format!("BPE encoding failed: {e}"))),
+                .map_err(|e| DataError::Tokenizer(format!("encoding failed: {e}"))),
+            Tokenizer::Ids { vocab_size } => {
+                text.split_whitespace()
+                    .map(|word| {
+                        word.parse::<u32>().ok().filter(|&id| (id as usize) < *vocab_size).ok_or_else(|| DataError::Tokenizer(format!(
+                    "'{word}' is not a token id below {vocab_size}: this data came without a tokenizer, so prompts are token ids \
+                     (e.g. '1 2 3'); train with --tokenizer path/to/tokenizer.json to write text"
+                )))
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// What a sample starts from when the user gives no prompt: a new line, or token 0.
+    pub fn default_prompt(&self) -> &'static str {
+        match self {
+            Tokenizer::Ids { .. } => "0",
+            _ => "\n",
+        }
+    }
+
+    /// `prompt` followed by the text of the ids that continue it (ids stay apart by a space).
+    pub fn continued(&self, prompt: &str, continuation: &[u32]) -> String {
+        match self {
+            Tokenizer::Ids { .. } if !continuation.is_empty() => format!("{prompt} {}", self.decode(continuation)),
+            _ => format!("{prompt}{}", self.decode(continuation)),
         }
     }
 
@@ -111,7 +166,10 @@ impl Tokenizer {
     pub fn decode(&self, ids: &[u32]) -> String {
         match self {
             Tokenizer::Char { chars } => ids.iter().filter_map(|&i| chars.get(i as usize)).collect(),
-            Tokenizer::Bpe { tokenizer } => tokenizer.decode(ids, false).unwrap_or_default(),
+            Tokenizer::Bpe { tokenizer } | Tokenizer::Loaded { tokenizer, .. } => tokenizer.decode(ids, false).unwrap_or_default(),
+            Tokenizer::Ids { vocab_size } => {
+                ids.iter().filter(|&&id| (id as usize) < *vocab_size).map(|id| id.to_string()).collect::<Vec<_>>().join(" ")
+            }
         }
     }
 }
@@ -145,7 +203,7 @@ mod tests {
 
     #[test]
     fn char_tokenizer_round_trips_and_names_unknown_characters() {
-        let t = Tokenizer::train(TokenizerKind::Char, "hello world").unwrap();
+        let t = Tokenizer::train(&TokenizerKind::Char, "hello world").unwrap();
         assert_eq!(t.vocab_size(), 8);
         let ids = t.encode("hold").unwrap();
         assert_eq!(t.decode(&ids), "hold");
@@ -156,7 +214,7 @@ mod tests {
     #[test]
     fn bpe_learns_merges_and_round_trips_any_text() {
         let text = crate::corpus::SHAKESPEARE[..200_000].to_string();
-        let t = Tokenizer::train(TokenizerKind::Bpe { vocab_size: 400 }, &text).unwrap();
+        let t = Tokenizer::train(&TokenizerKind::Bpe { vocab_size: 400 }, &text).unwrap();
         assert_eq!(t.vocab_size(), 400);
         let sample = "To be, or not to be: that is the question.\nÉtude ∑";
         let ids = t.encode(sample).unwrap();
@@ -167,7 +225,7 @@ mod tests {
     #[test]
     fn tokenizer_survives_serde() {
         for kind in [TokenizerKind::Char, TokenizerKind::Bpe { vocab_size: 300 }] {
-            let t = Tokenizer::train(kind, &crate::corpus::SHAKESPEARE[..50_000]).unwrap();
+            let t = Tokenizer::train(&kind, &crate::corpus::SHAKESPEARE[..50_000]).unwrap();
             let json = serde_json::to_string(&t).unwrap();
             let back: Tokenizer = serde_json::from_str(&json).unwrap();
             assert_eq!(back.encode("Romeo").unwrap(), t.encode("Romeo").unwrap());
@@ -178,6 +236,10 @@ mod tests {
     fn kinds_parse_and_bad_ones_explain() {
         assert_eq!("char".parse::<TokenizerKind>().unwrap(), TokenizerKind::Char);
         assert_eq!("bpe:512".parse::<TokenizerKind>().unwrap(), TokenizerKind::Bpe { vocab_size: 512 });
+        assert_eq!("gpt2/tokenizer.json".parse::<TokenizerKind>().unwrap(), TokenizerKind::File("gpt2/tokenizer.json".into()));
+        assert!(
+            Tokenizer::train(&"missing/tokenizer.json".parse().unwrap(), "").unwrap_err().to_string().contains("missing/tokenizer.json")
+        );
         for bad in ["bpe", "bpe:x", "bpe:10", "word"] {
             assert!(bad.parse::<TokenizerKind>().unwrap_err().to_string().contains("bpe:N"), "{bad}");
         }

@@ -45,7 +45,7 @@ const CASES: [Case; 6] = [
 
 fn losses(case: &Case) -> Vec<f64> {
     let source: DataSource = case.data.parse().unwrap();
-    let dataset = Dataset::load(&source, TokenizerKind::Char, 7).unwrap();
+    let dataset = Dataset::load(&source, &TokenizerKind::Char, 7).unwrap();
     let mut model = Preset::Classroom.config().with_variant(case.variant);
     if let Some(kv_heads) = case.kv_heads {
         model = model.with_kv_heads(kv_heads);

@@ -126,18 +126,23 @@ impl SetupPanel {
             if !matches!(plan.data, DataSource::Synthetic { .. }) {
                 ui.label("tokenizer");
                 ui.horizontal(|ui| {
-                    let mut bpe = matches!(plan.tokenizer, TokenizerKind::Bpe { .. });
-                    ui.radio_value(&mut bpe, false, "characters");
-                    ui.radio_value(&mut bpe, true, "BPE");
-                    plan.tokenizer = match (bpe, plan.tokenizer) {
-                        (false, _) => TokenizerKind::Char,
-                        (true, TokenizerKind::Bpe { vocab_size }) => {
-                            let mut v = vocab_size;
-                            ui.add(DragValue::new(&mut v).range(257..=8192).prefix("vocab ")).accessible_name("BPE vocabulary size");
-                            TokenizerKind::Bpe { vocab_size: v }
+                    let is_bpe = matches!(plan.tokenizer, TokenizerKind::Bpe { .. });
+                    if ui.radio(plan.tokenizer == TokenizerKind::Char, "characters").clicked() {
+                        plan.tokenizer = TokenizerKind::Char;
+                    }
+                    if ui.radio(is_bpe, "BPE").clicked() && !is_bpe {
+                        plan.tokenizer = TokenizerKind::Bpe { vocab_size: 512 };
+                    }
+                    match &mut plan.tokenizer {
+                        TokenizerKind::Char => {}
+                        TokenizerKind::Bpe { vocab_size } => {
+                            ui.add(DragValue::new(vocab_size).range(257..=8192).prefix("vocab ")).accessible_name("BPE vocabulary size");
                         }
-                        (true, TokenizerKind::Char) => TokenizerKind::Bpe { vocab_size: 512 },
-                    };
+                        // Only a link or the command line names a tokenizer file; it shows here.
+                        TokenizerKind::File(path) => {
+                            ui.label(path.as_str()).on_hover_text("a Hugging Face tokenizer.json");
+                        }
+                    }
                 });
                 ui.end_row();
             }

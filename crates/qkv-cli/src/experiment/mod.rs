@@ -43,7 +43,7 @@ pub enum Scale {
     Tiny,
     /// nanoGPT's CPU Shakespeare recipe (4×4×128, 2000 steps).
     Laptop,
-    /// GPT-2 small on your own data (`--data PATH --tokenizer bpe:N`) on a wgpu GPU; resumable.
+    /// GPT-2 small on your own data (`--data PATH --tokenizer bpe:N`, or nanoGPT's `--data train.bin`) on a wgpu GPU; resumable.
     Gpu,
 }
 
@@ -58,9 +58,10 @@ pub struct ExperimentArgs {
     /// Optimiser steps per run [default: the scale's].
     #[arg(long)]
     pub steps: Option<usize>,
-    /// Text data [default: shakespeare; required at gpu scale].
+    /// Text data or nanoGPT token files (train.bin) [default: shakespeare; required at gpu scale].
     #[arg(long)]
     pub data: Option<DataSource>,
+    /// char, bpe:N or a Hugging Face tokenizer.json (see `qkv train --help`).
     #[arg(long, default_value = "char")]
     pub tokenizer: TokenizerKind,
     /// [default: flex, wgpu at gpu scale]
@@ -247,14 +248,17 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
     let data = match (&args.data, args.scale) {
         (Some(data), _) => data.clone(),
         (None, Scale::Gpu) => {
-            return Err("--scale gpu trains GPT-2 small on your own text: give --data PATH and --tokenizer bpe:N".into());
+            return Err(
+                "--scale gpu trains GPT-2 small on your own data: give --data PATH (a text with --tokenizer bpe:N, or nanoGPT's train.bin)"
+                    .into(),
+            );
         }
         (None, _) => DataSource::Shakespeare,
     };
     let plan = |preset: Preset, data: DataSource, runs: Vec<RunPlan>| ExperimentPlan {
         preset,
         data,
-        tokenizer: args.tokenizer,
+        tokenizer: args.tokenizer.clone(),
         model: Default::default(),
         training: TrainingOverrides { steps, ..Default::default() },
         runs,
