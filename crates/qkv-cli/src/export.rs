@@ -1,34 +1,57 @@
-//! `qkv export`: a checkpoint's weights as safetensors with nanoGPT's names and PyTorch's shapes,
-//! for PyTorch users (the names are listed in `qkv_train::export`).
+//! `qkv export`: a checkpoint's weights as safetensors for PyTorch users, with nanoGPT's names
+//! (listed in `qkv_train::pytorch`) and Hugging Face's `config.json` beside them.
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use qkv_model::burn::tensor::Device;
 use qkv_train::checkpoint::{Checkpoint, write_atomically};
-use qkv_train::export::to_safetensors;
+use qkv_train::pytorch::{Layout, gpt2_config_json, to_safetensors};
 
 use crate::Failure;
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
-    /// Checkpoint written by `qkv train`, `qkv compare` or the app's export.
+    /// Checkpoint written by `qkv train`, `qkv compare`, `qkv import` or the app's export.
     #[arg(long)]
     checkpoint: PathBuf,
-    /// The safetensors file to write [default: the checkpoint's path with .safetensors].
+    /// The file format.
+    #[arg(long, value_enum, default_value = "safetensors")]
+    format: Format,
+    /// How projections are stored: nanogpt (nn.Linear, [out, in]) or huggingface (GPT-2's Conv1D, [in, out]).
+    #[arg(long, value_enum, default_value = "nanogpt")]
+    layout: LayoutArg,
+    /// The safetensors file to write [default: the checkpoint's path with .safetensors]; config.json goes beside it.
     #[arg(long)]
     out: Option<PathBuf>,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Format {
+    Safetensors,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LayoutArg {
+    Nanogpt,
+    Huggingface,
+}
+
 pub fn run(args: &ExportArgs) -> Result<(), Failure> {
+    let Format::Safetensors = args.format;
+    let layout = match args.layout {
+        LayoutArg::Nanogpt => Layout::NanoGpt,
+        LayoutArg::Huggingface => Layout::HuggingFace,
+    };
     let checkpoint = Checkpoint::read(&args.checkpoint)?;
-    // The config travels as metadata, so that a reader can rebuild the model around the weights.
-    let config = serde_json::to_string(&checkpoint.header.spec.model)?;
+    let config = checkpoint.header.spec.model.clone();
     let model = checkpoint.into_model(&Device::flex())?;
-    let bytes = to_safetensors(&model, &[("config", config)])?;
+    let bytes = to_safetensors(&model, &config, layout)?;
     let out = args.out.clone().unwrap_or_else(|| args.checkpoint.with_extension("safetensors"));
     write_atomically(&out, &bytes)?;
-    println!("wrote {} ({} bytes)", out.display(), bytes.len());
+    let config_path = out.with_file_name("config.json");
+    write_atomically(&config_path, serde_json::to_string_pretty(&gpt2_config_json(&config))?.as_bytes())?;
+    println!("wrote {} ({} bytes, {layout} layout) and {}", out.display(), bytes.len(), config_path.display());
     Ok(())
 }

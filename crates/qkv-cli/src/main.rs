@@ -3,6 +3,7 @@
 mod bench;
 mod experiment;
 mod export;
+mod import;
 mod params;
 mod reparam;
 mod report;
@@ -42,8 +43,10 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Train a standard model, eliminate its W_Q by a change of basis, compare logits and loss.
     Reparam(reparam::ReparamArgs),
-    /// Write a checkpoint's weights as safetensors for PyTorch (nanoGPT's names).
+    /// Write a checkpoint's weights as safetensors for PyTorch (nanoGPT's names; Hugging Face's config.json beside).
     Export(export::ExportArgs),
+    /// Read a GPT-2-layout safetensors file (Hugging Face's gpt2, a nanoGPT export) into a QKV Lab checkpoint.
+    Import(import::ImportArgs),
     /// Reproduce a paper's comparison (paper1: W_Q = I; paper2: shared projections, GQA/MQA) with a report.
     Experiment(experiment::ExperimentArgs),
 }
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Reparam(args) => reparam::run(args),
         Command::Export(args) => export::run(args),
+        Command::Import(args) => import::run(args),
         Command::Experiment(args) => experiment::run(args, &invocation),
     };
     match result {

@@ -202,10 +202,16 @@ impl Run {
     /// `previous` stopped: step, tokens, time and metrics carry over so that curves continue; the
     /// optimiser starts fresh.
     pub fn from_model(spec: RunSpec, model: Gpt, previous: &Run, dataset: &Dataset) -> Result<Self, RunError> {
-        let mut run = Self::new(spec, dataset, &previous.device.clone().without_autodiff())?;
-        let model = model.fork(&run.device).train();
-        run.model = Some(model);
+        let mut run = Self::starting_from(spec, model, dataset, &previous.device.clone().without_autodiff())?;
         run.restore(previous.step, previous.tokens, previous.wall_secs, previous.metrics.clone());
+        Ok(run)
+    }
+
+    /// A run at step 0 whose model starts from `model`'s weights (e.g. an imported GPT-2) instead
+    /// of a fresh initialisation; the optimiser starts fresh.
+    pub fn starting_from(spec: RunSpec, model: Gpt, dataset: &Dataset, device: &Device) -> Result<Self, RunError> {
+        let mut run = Self::new(spec, dataset, device)?;
+        run.model = Some(model.fork(&run.device).train());
         Ok(run)
     }
 
