@@ -370,7 +370,7 @@ pub fn from_safetensors(bytes: &[u8], name: &str, gpt2_config: Option<&str>, dev
     if tensors.get("lm_head.weight").is_some_and(|head| Some(head) == tensors.get("transformer.wte.weight")) {
         tensors.remove("lm_head.weight");
     }
-    if metadata.get("config").is_none() {
+    if !metadata.contains_key("config") {
         config.tie_embeddings = !tensors.contains_key("lm_head.weight");
     }
 
