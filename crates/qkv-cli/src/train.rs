@@ -50,7 +50,8 @@ pub struct TrainArgs {
     /// Seed for initialisation and batches.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Compute backend: flex (CPU) or wgpu (GPU; lavapipe on a machine without one).
+    /// Compute backend: flex (CPU) or wgpu (GPU; lavapipe on a machine without one); cuda, rocm, metal and vulkan when
+    /// qkv was built with that feature.
     #[arg(long, default_value = "flex")]
     pub backend: Backend,
     /// Output folder.
@@ -63,9 +64,19 @@ pub struct TrainArgs {
 pub enum Backend {
     Flex,
     Wgpu,
+    Cuda,
+    Rocm,
+    Metal,
+    Vulkan,
 }
 
 impl Backend {
+    pub fn name(self) -> String {
+        format!("{self:?}").to_lowercase()
+    }
+
+    /// The device: the first GPU of the chosen kind. The native GPU backends exist only in a
+    /// build with their feature; any other build says how to get one.
     pub fn device(self) -> Result<Device, Failure> {
         match self {
             Backend::Flex => Ok(Device::flex()),
@@ -73,6 +84,21 @@ impl Backend {
                 format!("no wgpu device ({e}); without a GPU install Mesa's lavapipe (apt-get install mesa-vulkan-drivers) or use --backend flex")
                     .into()
             }),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => Ok(Device::cuda(0)),
+            #[cfg(feature = "rocm")]
+            Backend::Rocm => Ok(Device::rocm(0)),
+            #[cfg(feature = "metal")]
+            Backend::Metal => Ok(Device::metal(qkv_model::burn::tensor::DeviceKind::DefaultDevice)),
+            #[cfg(feature = "vulkan")]
+            Backend::Vulkan => Ok(Device::vulkan(qkv_model::burn::tensor::DeviceKind::DefaultDevice)),
+            #[allow(unreachable_patterns)] // every backend's arm, in a build with all of them
+            other => Err(format!(
+                "this qkv was built without the {name} backend: build it with `cargo build --release -p qkv-cli --features {name}` \
+                 (README, \"Scaling up\"), or use --backend wgpu",
+                name = other.name()
+            )
+            .into()),
         }
     }
 }
@@ -315,7 +341,7 @@ pub fn run_compare(command: &CompareCommand, invocation: &str) -> Result<(), Fai
     let out = &command.args.out;
     let context = report::ReportContext {
         command: invocation.to_string(),
-        backend: format!("{:?}", command.args.backend).to_lowercase(),
+        backend: command.args.backend.name(),
         data: command.args.data.to_string(),
         wall_secs: wall,
     };

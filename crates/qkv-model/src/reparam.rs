@@ -250,22 +250,23 @@ fn theta(linear: &Linear, projection: &'static str, layer: usize) -> Result<(Mat
     Ok((t, inverse, condition))
 }
 
-/// `basis_changes`: the residual stream changes basis, so the embeddings and the LM head must
-/// be separate matrices.
-fn check_standard(config: &GptConfig, role: Eliminated, basis_changes: bool) -> Result<(), ReparamError> {
+/// `exact`: an exact conversion, which changes the residual stream's basis (so the embeddings and
+/// the LM head must be separate matrices) and has no bias to give the identity projection. The
+/// approximate one keeps the basis and drops W_Q's bias with the rest of the query's error.
+fn check_standard(config: &GptConfig, role: Eliminated, exact: bool) -> Result<(), ReparamError> {
     if config.attention.variant != AttentionVariant::Standard {
         return Err(ReparamError::Precondition(format!(
             "the model is {}, not standard: only a model with its own W_Q, W_K and W_V has one to eliminate",
             config.attention.variant
         )));
     }
-    if config.bias {
+    if exact && config.bias {
         return Err(ReparamError::Precondition(format!(
             "the model has biases, and {}'s bias cannot follow into an identity projection: train with bias off",
             role.name()
         )));
     }
-    if basis_changes && config.tie_embeddings {
+    if exact && config.tie_embeddings {
         return Err(ReparamError::Precondition(
             "the embeddings are tied to the LM head, which must absorb Θ⁻¹ while the embedding absorbs Θ: untie them".into(),
         ));
@@ -408,8 +409,9 @@ pub fn eliminate_query(model: &Gpt, config: &GptConfig) -> Result<Conversion, Re
 /// input LN(x) would have to become LN(x)·Θ_l, which LayerNorm's elementwise gain and bias cannot
 /// hold. They can hold its diagonal d = diag(Θ_l): with gain γ∘d and bias β∘d the attention input
 /// is exactly LN(x)·diag(d), and W_K, W_V take diag(d)⁻¹ so that keys and values stay exact. Only
-/// the query, LN(x)·diag(d) in place of LN(x)·Θ_l, loses Θ_l's off-diagonal part. The residual
-/// stream keeps its basis. The caller measures the error; a short fine-tune recovers it.
+/// the query, LN(x)·diag(d) in place of LN(x)·Θ_l, loses Θ_l's off-diagonal part (and W_Q's bias,
+/// in a model with biases: GPT-2's). The residual stream keeps its basis, so tied embeddings stay
+/// tied. The caller measures the error; a short fine-tune recovers it.
 pub fn eliminate_query_approx(model: &Gpt, config: &GptConfig) -> Result<Conversion, ReparamError> {
     check_standard(config, Eliminated::Query, false)?;
     if config.norm != Norm::LayerNorm {
@@ -588,21 +590,24 @@ mod tests {
     #[test]
     fn the_approximate_mode_keeps_keys_and_values_exact() {
         let device = Device::flex();
-        let mut config = theory_config(2, true, false);
-        config.norm = Norm::LayerNorm;
-        let model = Gpt::new_seeded(&config, &device, 3).unwrap();
-        let conversion = eliminate_query_approx(&model, &config).unwrap();
-        assert!(conversion.model.blocks.iter().all(|b| b.attn.w_q.is_none()));
-        let converted = logits(&conversion.model, &device);
-        assert!(converted.iter().all(|v| v.is_finite()));
-        // Any input to any layer: its keys and values are the original's; its query is not.
-        let x = model.embed(tokens(&[&[1, 2, 3, 4, 5, 6, 7, 8]], &device), 0);
-        for (before, after) in model.blocks.iter().zip(&conversion.model.blocks) {
-            let original = before.attn.project(crate::gpt::normalise(&before.ln_1, x.clone()));
-            let approximate = after.attn.project(crate::gpt::normalise(&after.ln_1, x.clone()));
-            assert!(max_abs_diff(&values(original.key), &values(approximate.key)) < 1e-4);
-            assert!(max_abs_diff(&values(original.value), &values(approximate.value)) < 1e-4);
-            assert!(max_abs_diff(&values(original.query), &values(approximate.query)) > 1e-3, "only the query is approximate");
+        // The theory's LayerNorm model, and GPT-2's: biases and tied embeddings.
+        for (bias, tie_embeddings) in [(false, false), (true, true)] {
+            let mut config = theory_config(2, true, false);
+            (config.norm, config.bias, config.tie_embeddings) = (Norm::LayerNorm, bias, tie_embeddings);
+            let model = Gpt::new_seeded(&config, &device, 3).unwrap();
+            let conversion = eliminate_query_approx(&model, &config).unwrap();
+            assert!(conversion.model.blocks.iter().all(|b| b.attn.w_q.is_none()));
+            let converted = logits(&conversion.model, &device);
+            assert!(converted.iter().all(|v| v.is_finite()));
+            // Any input to any layer: its keys and values are the original's; its query is not.
+            let x = model.embed(tokens(&[&[1, 2, 3, 4, 5, 6, 7, 8]], &device), 0);
+            for (before, after) in model.blocks.iter().zip(&conversion.model.blocks) {
+                let original = before.attn.project(crate::gpt::normalise(&before.ln_1, x.clone()));
+                let approximate = after.attn.project(crate::gpt::normalise(&after.ln_1, x.clone()));
+                assert!(max_abs_diff(&values(original.key), &values(approximate.key)) < 1e-4, "bias {bias}");
+                assert!(max_abs_diff(&values(original.value), &values(approximate.value)) < 1e-4, "bias {bias}");
+                assert!(max_abs_diff(&values(original.query), &values(approximate.query)) > 1e-3, "only the query is approximate");
+            }
         }
     }
 }

@@ -965,6 +965,36 @@ mod tests {
     }
 
     #[test]
+    fn an_imported_gpt2_trains_shows_its_attention_and_loses_its_w_q() {
+        use crate::pytorch::{Layout, from_safetensors, to_safetensors};
+        // A GPT-2-shaped model (LayerNorm, biases, tied embeddings) as Hugging Face would hand it over.
+        let device = Device::flex();
+        let dataset = Dataset::load(&"synthetic:reverse:6".parse().unwrap(), &crate::TokenizerKind::Char, 1).unwrap();
+        let mut config = Preset::Classroom.config();
+        (config.bias, config.tie_embeddings, config.block_size, config.vocab_size) = (true, true, 16, dataset.vocab_size());
+        let model = qkv_model::Gpt::new_seeded(&config, &device, 2).unwrap();
+        let bytes = to_safetensors(&model, &config, Layout::HuggingFace).unwrap();
+        let (config, model) = from_safetensors(&bytes, "gpt2.safetensors", None, &device).unwrap();
+        let mut training = crate::TrainingConfig::for_preset(Preset::Classroom);
+        training.batch_size = 4;
+        let run = Run::starting_from(RunSpec { name: "gpt2".into(), model: config, training }, model, &dataset, &device).unwrap();
+        let checkpoint = crate::checkpoint::to_bytes(&run, &dataset, "synthetic:reverse:6").unwrap();
+
+        let mut session = Session::new(Device::flex(), "flex");
+        let messages = session.run(Command::Import { files: vec![CheckpointFile { name: "gpt2.qkv".into(), bytes: checkpoint }], upload: None });
+        assert!(matches!(messages.first(), Some(Message::Loaded { .. })), "{messages:?}");
+        let stepped = session.run(Command::Step);
+        assert!(stepped.iter().any(|m| matches!(m, Message::Stepped { record, .. } if record.step == 1)), "{stepped:?}");
+        let maps = session.run(Command::AttentionPrompt(String::new()));
+        assert!(matches!(maps.first(), Some(Message::Attention(maps)) if maps.runs.len() == 1), "{maps:?}");
+        let converted = session.run(Command::EliminateQuery { run: 0 });
+        let Some(Message::Converted { report, .. }) = converted.first() else { panic!("{converted:?}") };
+        assert_eq!(report.case, TheoryCase::LayerNorm, "the approximate conversion, then fine-tuning");
+        let next = session.run(Command::Step);
+        assert_eq!(next.iter().filter(|m| matches!(m, Message::Stepped { .. })).count(), 2, "{next:?}");
+    }
+
+    #[test]
     fn a_snapshot_continues_every_run_where_it_stood() {
         let mut session = Session::new(Device::flex(), "flex");
         session.run(Command::Load(tiny_plan()));
