@@ -49,6 +49,9 @@ pub fn run(args: &ExportArgs) -> Result<(), Failure> {
     let model = checkpoint.into_model(&Device::flex())?;
     let bytes = to_safetensors(&model, &config, layout)?;
     let out = args.out.clone().unwrap_or_else(|| args.checkpoint.with_extension("safetensors"));
+    if let Some(folder) = out.parent().filter(|folder| !folder.as_os_str().is_empty()) {
+        std::fs::create_dir_all(folder).map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
+    }
     write_atomically(&out, &bytes)?;
     let config_path = out.with_file_name("config.json");
     write_atomically(&config_path, serde_json::to_string_pretty(&gpt2_config_json(&config))?.as_bytes())?;
