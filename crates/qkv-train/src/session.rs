@@ -981,7 +981,8 @@ mod tests {
         let checkpoint = crate::checkpoint::to_bytes(&run, &dataset, "synthetic:reverse:6").unwrap();
 
         let mut session = Session::new(Device::flex(), "flex");
-        let messages = session.run(Command::Import { files: vec![CheckpointFile { name: "gpt2.qkv".into(), bytes: checkpoint }], upload: None });
+        let messages =
+            session.run(Command::Import { files: vec![CheckpointFile { name: "gpt2.qkv".into(), bytes: checkpoint }], upload: None });
         assert!(matches!(messages.first(), Some(Message::Loaded { .. })), "{messages:?}");
         let stepped = session.run(Command::Step);
         assert!(stepped.iter().any(|m| matches!(m, Message::Stepped { record, .. } if record.step == 1)), "{stepped:?}");
