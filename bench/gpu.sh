@@ -10,6 +10,10 @@
 #                                # (also on lavapipe, wgpu on the CPU, without a GPU)
 #   FUSION=1 bash bench/gpu.sh   # adds rows for wgpu with Burn's kernel fusion and autotuning
 #                                # (a second build of Burn, in target/fusion)
+#   NATIVE=cuda bash bench/gpu.sh  # adds rows for Burn's native backend (cuda, rocm, metal or
+#                                # vulkan; a build with that feature, in target/NATIVE) and a
+#                                # 200-step `qkv compare` on it (CUDA's build fetches an LLVM
+#                                # bundle from the internet: README, "Scaling up")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +26,16 @@ if [ -n "${FUSION:-}" ]; then
   echo "== cargo build --release -p qkv-cli --features fusion"
   cargo build --release --locked -p qkv-cli --features fusion --quiet --target-dir "$target/fusion"
   builds+=("$target/fusion/release/qkv")
+fi
+
+native=${NATIVE:-}
+case "$native" in
+  "" | cuda | rocm | metal | vulkan) ;;
+  *) echo "NATIVE=$native: use cuda, rocm, metal or vulkan" >&2; exit 2 ;;
+esac
+if [ -n "$native" ]; then
+  echo "== cargo build --release -p qkv-cli --features $native"
+  cargo build --release --locked -p qkv-cli --features "$native" --quiet --target-dir "$target/$native"
 fi
 
 if [ -n "${QUICK:-}" ]; then steps=2 rounds=1; else steps=16 rounds=3; fi
@@ -37,10 +51,11 @@ configs=(
 for config in "${configs[@]}"; do
   read -r name preset batch <<< "$config"
   [ -n "${QUICK:-}" ] && batch=2
-  for run in flex wgpu wgpu+rb8 ${FUSION:+wgpu+fusion}; do
+  for run in flex wgpu wgpu+rb8 ${FUSION:+wgpu+fusion} $native; do
     backend=${run%+*}
     binary=$qkv
     [ "$run" = wgpu+fusion ] && binary=${builds[1]}
+    [ -n "$native" ] && [ "$run" = "$native" ] && binary="$target/$native/release/qkv"
     read_back=1
     [ "$run" = wgpu+rb8 ] && read_back=8
     if ! out=$("$binary" bench --preset "$preset" --variants standard,wq-identity --backend "$backend" \
@@ -57,3 +72,16 @@ for config in "${configs[@]}"; do
       done
   done
 done
+
+# A comparison as a user runs one: two variants on the same batches, 200 steps, wall clock.
+compare_backend=${native:-wgpu}
+compare_binary=$qkv
+[ -n "$native" ] && compare_binary="$target/$native/release/qkv"
+[ -n "${QUICK:-}" ] && compare_steps=4 || compare_steps=200
+start=$(date +%s%N)
+if "$compare_binary" compare --preset shakespeare-char-cpu --variants standard,wq-identity --backend "$compare_backend" \
+  --steps "$compare_steps" --out "$(mktemp -d)" > /tmp/qkv-gpu-compare.out 2>&1; then
+  echo "compare standard,wq-identity on $compare_backend, $compare_steps steps: $((($(date +%s%N) - start) / 1000000)) ms"
+else
+  echo "compare on $compare_backend: failed: $(tail -1 /tmp/qkv-gpu-compare.out)"
+fi
