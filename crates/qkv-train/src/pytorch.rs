@@ -26,7 +26,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::str::FromStr;
 
 use burn::store::{BurnToPyTorchAdapter, KeyRemapper, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
 use burn::tensor::Device;
@@ -60,23 +59,16 @@ impl Layout {
             Layout::HuggingFace => "huggingface",
         }
     }
+
+    /// The layout a file's `layout` metadata names.
+    fn named(name: &str) -> Option<Self> {
+        [Layout::NanoGpt, Layout::HuggingFace].into_iter().find(|layout| layout.name() == name)
+    }
 }
 
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-impl FromStr for Layout {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "nanogpt" => Ok(Layout::NanoGpt),
-            "huggingface" => Ok(Layout::HuggingFace),
-            other => Err(format!("unknown layout '{other}': use nanogpt or huggingface")),
-        }
     }
 }
 
@@ -359,7 +351,10 @@ pub fn from_safetensors(bytes: &[u8], name: &str, gpt2_config: Option<&str>, dev
     };
     config.validate().map_err(|error| PyTorchError::Config { name: name.to_string(), error })?;
     let layout = match metadata.get("layout") {
-        Some(layout) => layout.parse().map_err(|message| PyTorchError::Shape { name: name.to_string(), message })?,
+        Some(layout) => Layout::named(layout).ok_or_else(|| PyTorchError::Shape {
+            name: name.to_string(),
+            message: format!("its layout '{layout}' is neither nanogpt nor huggingface"),
+        })?,
         None => detect_layout(&tensors, config.n_embd),
     };
     if layout == Layout::HuggingFace {
