@@ -33,14 +33,28 @@ use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
 use qkv_model::{AttentionConfig, AttentionVariant, ConfigError, Gpt, GptConfig, Norm};
 
-/// Burn's names to nanoGPT's; an import applies them backwards ([`to_burn_names`]).
-const RENAMES: [(&str, &str); 5] = [
+/// Burn's names to nanoGPT's, for an export.
+const TO_NANOGPT_NAMES: [(&str, &str); 5] = [
     (r"^wte\.", "transformer.wte."),
     (r"^wpe\.", "transformer.wpe."),
     (r"^blocks\.(\d+)\.", "transformer.h.$1."),
     (r"\.attn\.w_o\.", ".attn.c_proj."),
     (r"^ln_f\.", "transformer.ln_f."),
 ];
+
+/// nanoGPT's names to Burn's, for an import: [`TO_NANOGPT_NAMES`] backwards.
+const TO_BURN_NAMES: [(&str, &str); 5] = [
+    (r"^transformer\.wte\.", "wte."),
+    (r"^transformer\.wpe\.", "wpe."),
+    (r"^transformer\.h\.(\d+)\.", "blocks.$1."),
+    (r"\.attn\.c_proj\.", ".attn.w_o."),
+    (r"^transformer\.ln_f\.", "ln_f."),
+];
+
+/// Burn's key remapper for one of the tables above (constant patterns, so they compile).
+fn remapper(patterns: &[(&str, &str)]) -> KeyRemapper {
+    patterns.iter().fold(KeyRemapper::new(), |remapper, &(from, to)| remapper.add_pattern(from, to).expect("the patterns are valid"))
+}
 
 /// How a file stores its projections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -167,7 +181,6 @@ fn switch_layout(tensors: &mut Tensors) {
 fn layers(tensors: &Tensors) -> Vec<usize> {
     let mut layers: Vec<usize> =
         tensors.keys().filter_map(|name| name.strip_prefix("transformer.h.")?.split('.').next()?.parse().ok()).collect();
-    layers.dedup();
     layers.sort_unstable();
     layers.dedup();
     layers
@@ -220,11 +233,7 @@ fn split_qkv(tensors: &mut Tensors, name: &str) -> Result<(), PyTorchError> {
 /// as QKV Lab writes it; [`gpt2_config_json`] gives Hugging Face's `config.json`).
 pub fn to_safetensors(model: &Gpt, config: &GptConfig, layout: Layout) -> Result<Vec<u8>, PyTorchError> {
     let failed = |e: String| PyTorchError::Write(e);
-    let mut remapper = KeyRemapper::new();
-    for (from, to) in RENAMES {
-        remapper = remapper.add_pattern(from, to).map_err(|e| failed(e.to_string()))?;
-    }
-    let mut store = SafetensorsStore::from_bytes(None).with_to_adapter(BurnToPyTorchAdapter).remap(remapper);
+    let mut store = SafetensorsStore::from_bytes(None).with_to_adapter(BurnToPyTorchAdapter).remap(remapper(&TO_NANOGPT_NAMES));
     model.save_into(&mut store).map_err(|e| failed(format!("{e:?}")))?;
     let (mut tensors, _) = read(&store.get_bytes().map_err(|e| failed(format!("{e:?}")))?, "the model")?;
     if has_gpt2_attention(config) {
@@ -284,7 +293,7 @@ fn detect_layout(tensors: &Tensors, n_embd: usize) -> Layout {
 }
 
 /// A GPT-2's architecture from its tensors' shapes; the head count (which no shape shows) from
-/// Hugging Face's `config.json`.
+/// Hugging Face's `config.json`. Not validated here: the caller validates every config.
 fn infer_config(tensors: &Tensors, gpt2_config: Option<&str>, name: &str) -> Result<GptConfig, PyTorchError> {
     let get =
         |tensor: &str| tensors.get(tensor).ok_or_else(|| PyTorchError::Missing { name: name.to_string(), tensor: tensor.to_string() });
@@ -298,7 +307,7 @@ fn infer_config(tensors: &Tensors, gpt2_config: Option<&str>, name: &str) -> Res
         .and_then(|json| serde_json::from_str::<serde_json::Value>(json).ok())
         .and_then(|json| json.get("n_head").or(json.get("num_attention_heads")).and_then(|n| n.as_u64()))
         .ok_or_else(|| PyTorchError::NoHeadCount { name: name.to_string() })?;
-    let config = GptConfig {
+    Ok(GptConfig {
         vocab_size,
         block_size: wpe.shape[0],
         n_layer: layers(tensors).len(),
@@ -312,22 +321,7 @@ fn infer_config(tensors: &Tensors, gpt2_config: Option<&str>, name: &str) -> Res
         mlp_skip: true,
         shared_layers: false,
         attention: AttentionConfig::new(AttentionVariant::Standard),
-    };
-    config.validate().map_err(|error| PyTorchError::Config { name: name.to_string(), error })?;
-    Ok(config)
-}
-
-/// Burn's names for nanoGPT's: [`RENAMES`] backwards.
-fn to_burn_names() -> KeyRemapper {
-    [
-        (r"^transformer\.wte\.", "wte."),
-        (r"^transformer\.wpe\.", "wpe."),
-        (r"^transformer\.h\.(\d+)\.", "blocks.$1."),
-        (r"\.attn\.c_proj\.", ".attn.w_o."),
-        (r"^transformer\.ln_f\.", "ln_f."),
-    ]
-    .into_iter()
-    .fold(KeyRemapper::new(), |remapper, (from, to)| remapper.add_pattern(from, to).expect("the patterns are valid"))
+    })
 }
 
 /// A model read from a safetensors file: Hugging Face's GPT-2 (`gpt2_config` is its
@@ -371,7 +365,7 @@ pub fn from_safetensors(bytes: &[u8], name: &str, gpt2_config: Option<&str>, dev
 
     let mismatch = |message: String| PyTorchError::Mismatch { name: name.to_string(), message };
     let bytes = write(&tensors, HashMap::new())?;
-    let mut store = SafetensorsStore::from_bytes(Some(bytes)).with_from_adapter(PyTorchToBurnAdapter).remap(to_burn_names());
+    let mut store = SafetensorsStore::from_bytes(Some(bytes)).with_from_adapter(PyTorchToBurnAdapter).remap(remapper(&TO_BURN_NAMES));
     let mut model = Gpt::new(&config, device).map_err(|error| PyTorchError::Config { name: name.to_string(), error })?;
     let applied = model.load_from(&mut store).map_err(|e| mismatch(format!("{e:?}")))?;
     if !applied.is_success() || !applied.missing.is_empty() || !applied.unused.is_empty() {
