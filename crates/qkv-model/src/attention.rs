@@ -10,6 +10,7 @@ use qkv_kernels::{causal_attention, repeat_kv_heads};
 
 use crate::config::GptConfig;
 use crate::dropout::{Dropout, SeedStream};
+use crate::random::InitialWeights;
 use crate::variant::{AttentionVariant, Projection};
 
 /// Channels of the (Q=K-V)+ positional encoding p_ij: half encode the query position i, half the
@@ -21,12 +22,9 @@ pub(crate) fn apply_linear(layer: &Linear, x: Tensor<3>) -> Tensor<3> {
     qkv_kernels::linear(x, layer.weight.val(), layer.bias.as_ref().map(|bias| bias.val()))
 }
 
-/// nanoGPT's initialisation: N(0, std) weights, zero biases.
-pub(crate) fn init_linear(d_in: usize, d_out: usize, bias: bool, std: f64, device: &Device) -> Linear {
-    Linear {
-        weight: Initializer::Normal { mean: 0.0, std }.init([d_in, d_out], device),
-        bias: bias.then(|| Initializer::Zeros.init([d_out], device)),
-    }
+/// nanoGPT's initialisation: N(0, std) weights (the next in `init`), zero biases.
+pub(crate) fn init_linear(init: &InitialWeights, d_in: usize, d_out: usize, bias: bool, std: f64, device: &Device) -> Linear {
+    Linear { weight: init.normal([d_in, d_out], std, device), bias: bias.then(|| Initializer::Zeros.init([d_out], device)) }
 }
 
 /// The learned asymmetric logit term of (Q=K-V)+: `a'_ij = Linear_10→1(a_ij·1 + p_ij)`, one per
@@ -128,8 +126,9 @@ pub struct CausalSelfAttention {
 }
 
 impl CausalSelfAttention {
-    /// Builds the layer of a validated config; its dropout draws from `seeds`.
-    pub fn new(config: &GptConfig, seeds: &SeedStream, device: &Device) -> Self {
+    /// Builds the layer of a validated config, its weights drawn from `init`; its dropout draws
+    /// from `seeds`.
+    pub fn new(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
         let d = config.n_embd;
         let std = 0.02;
         let variant = config.attention.variant;
@@ -142,7 +141,7 @@ impl CausalSelfAttention {
             w_qkv: None,
             // Residual projections start smaller so the residual stream's variance does not grow
             // with depth (GPT-2).
-            w_o: init_linear(d, d, config.bias, std / (2.0 * config.n_layer as f64).sqrt(), device),
+            w_o: init_linear(init, d, d, config.bias, std / (2.0 * config.n_layer as f64).sqrt(), device),
             asymmetry: None,
             resid_dropout: Dropout::new(config.dropout, seeds),
             variant,
@@ -152,7 +151,7 @@ impl CausalSelfAttention {
             scale: config.attention_scale(),
         };
         for &projection in variant.projections() {
-            *layer.slot(projection) = Some(init_linear(d, projection_width(config, projection), config.bias, std, device));
+            *layer.slot(projection) = Some(init_linear(init, d, projection_width(config, projection), config.bias, std, device));
         }
         if variant == AttentionVariant::SharedQueryKeyAsym {
             layer.asymmetry = Some(AsymmetricLogits::new(device));
@@ -356,7 +355,7 @@ mod tests {
             (AttentionVariant::KeyIdentity, 1.0 / (2.0 * 2.0)),
             (AttentionVariant::ValueIdentity, 1.0 / 2.0),
         ] {
-            let layer = CausalSelfAttention::new(&tiny_config(variant), &SeedStream::new(0), &device);
+            let layer = CausalSelfAttention::new(&tiny_config(variant), &InitialWeights::new(0), &SeedStream::new(0), &device);
             let Projected { query, key, value } = layer.project(x.clone());
             let identity = match variant {
                 AttentionVariant::QueryIdentity => query,
@@ -387,7 +386,7 @@ mod tests {
         for variant in [AttentionVariant::Standard, AttentionVariant::QueryIdentity, AttentionVariant::SharedKeyValue] {
             for kv_heads in [4, 2, 1] {
                 let config = tiny_config(variant).with_kv_heads(kv_heads);
-                let layer = CausalSelfAttention::new(&config, &SeedStream::new(0), &device);
+                let layer = CausalSelfAttention::new(&config, &InitialWeights::new(0), &SeedStream::new(0), &device);
                 let projected = layer.project(input(&device));
                 assert_eq!(projected.query.dims(), [2, 4, 5, 4], "{variant}");
                 assert_eq!(projected.key.dims(), [2, kv_heads, 5, 4], "{variant}");
@@ -407,7 +406,7 @@ mod tests {
         // query and an input equal across head slices, every head's map is the same.
         let device = Device::flex();
         let config = tiny_config(AttentionVariant::QueryIdentity).with_kv_heads(1);
-        let layer = CausalSelfAttention::new(&config, &SeedStream::new(0), &device);
+        let layer = CausalSelfAttention::new(&config, &InitialWeights::new(0), &SeedStream::new(0), &device);
         let slice: Vec<f32> = (0..5 * 4).map(|i| (i as f32 * 0.37).sin()).collect();
         let data: Vec<f32> = (0..5).flat_map(|t| (0..4).flat_map(|_| slice[t * 4..t * 4 + 4].to_vec()).collect::<Vec<_>>()).collect();
         let x = Tensor::from_data(TensorData::new(data, [1, 5, 16]), &device);
@@ -422,7 +421,7 @@ mod tests {
     fn shared_qk_logits_are_symmetric_and_the_asymmetric_term_breaks_them() {
         let device = Device::flex();
         let logits = |variant| {
-            let layer = CausalSelfAttention::new(&tiny_config(variant), &SeedStream::new(0), &device);
+            let layer = CausalSelfAttention::new(&tiny_config(variant), &InitialWeights::new(0), &SeedStream::new(0), &device);
             let Projected { query, key, .. } = layer.project(input(&device));
             let mut logits = query.matmul(key.swap_dims(2, 3));
             if let Some(asymmetry) = &layer.asymmetry {

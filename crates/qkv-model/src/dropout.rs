@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use burn::module::Module;
 use burn::tensor::Tensor;
 
+use crate::random::splitmix64;
+
 /// Seeds for a model's dropout masks, one per mask drawn, shared by every dropout site of the
 /// model (clones share the count).
 #[derive(Debug, Clone)]
@@ -39,14 +41,6 @@ impl SeedStream {
     fn next(&self) -> u64 {
         splitmix64(self.base ^ splitmix64(self.drawn.fetch_add(1, Ordering::Relaxed)))
     }
-}
-
-/// Sebastiano Vigna's SplitMix64 finaliser: well-spread seeds from consecutive numbers.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// Dropout with rate `prob`, applied while training (on an autodiff device) only.

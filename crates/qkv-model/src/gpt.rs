@@ -2,13 +2,14 @@
 //! attention variants and the theory's options).
 
 use burn::module::Module;
-use burn::nn::{Embedding, Initializer, LayerNorm, LayerNormConfig, Linear};
+use burn::nn::{Embedding, LayerNorm, LayerNormConfig, Linear};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use qkv_kernels::{gelu, layer_norm, linear};
 
 use crate::attention::{CausalSelfAttention, LayerCache, apply_linear, init_linear};
 use crate::config::{ConfigError, GptConfig, Norm};
 use crate::dropout::{Dropout, SeedStream};
+use crate::random::InitialWeights;
 
 const INIT_STD: f64 = 0.02;
 /// LayerNorm's ε (Burn's and PyTorch's default). Burn's module keeps its ε private, so the model
@@ -24,11 +25,11 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    fn new(config: &GptConfig, seeds: &SeedStream, device: &Device) -> Self {
+    fn new(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
         let residual_std = INIT_STD / (2.0 * config.n_layer as f64).sqrt();
         Self {
-            c_fc: init_linear(config.n_embd, config.mlp_hidden, config.bias, INIT_STD, device),
-            c_proj: init_linear(config.mlp_hidden, config.n_embd, config.bias, residual_std, device),
+            c_fc: init_linear(init, config.n_embd, config.mlp_hidden, config.bias, INIT_STD, device),
+            c_proj: init_linear(init, config.mlp_hidden, config.n_embd, config.bias, residual_std, device),
             dropout: Dropout::new(config.dropout, seeds),
         }
     }
@@ -64,12 +65,12 @@ pub struct Block {
 }
 
 impl Block {
-    fn new(config: &GptConfig, seeds: &SeedStream, device: &Device) -> Self {
+    fn new(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
         Self {
             ln_1: new_layer_norm(config, device),
-            attn: CausalSelfAttention::new(config, seeds, device),
+            attn: CausalSelfAttention::new(config, init, seeds, device),
             ln_2: new_layer_norm(config, device),
-            mlp: Mlp::new(config, seeds, device),
+            mlp: Mlp::new(config, init, seeds, device),
             mlp_skip: config.mlp_skip,
         }
     }
@@ -135,55 +136,26 @@ pub struct GptOutput {
     pub attention: Vec<Tensor<4>>,
 }
 
-/// The backend's random generator is shared by the whole process: seeding it and drawing a
-/// model's initial weights must not interleave with another thread doing the same, or "same
-/// seed, same model" stops holding (it did, between parallel tests). So nothing else seeds it:
-/// a bare `device.seed(..)` in one test, outside this lock, reseeded another test's model halfway
-/// through its weights; [`Gpt::new_seeded`] is the one way in.
-static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 impl Gpt {
-    /// Validates `config` and builds the model with nanoGPT's initialisation on `device`, drawing
-    /// from the generator as it stands (dropout masks from seed 0).
+    /// [`Gpt::new_seeded`] with seed 0.
     pub fn new(config: &GptConfig, device: &Device) -> Result<Self, ConfigError> {
-        let _init = INIT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        Self::build(config, &SeedStream::new(0), device)
+        Self::new_seeded(config, device, 0)
     }
 
-    /// [`Gpt::new`] from a freshly seeded generator: the same seed gives the same weights, and
-    /// the same dropout masks in the same order.
+    /// Validates `config` and builds the model with nanoGPT's initialisation on `device`: the
+    /// same seed gives the same weights (on every backend, whatever else runs beside it) and the
+    /// same dropout masks in the same order.
     pub fn new_seeded(config: &GptConfig, device: &Device, seed: u64) -> Result<Self, ConfigError> {
-        let _init = INIT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        device.seed(seed);
-        Self::build(config, &SeedStream::new(seed), device)
-    }
-
-    /// Builds the modules and draws every initial weight now: Burn initialises parameters
-    /// lazily, on first use, which would happen outside [`INIT`] and after another thread may
-    /// have reseeded the generator.
-    fn build(config: &GptConfig, seeds: &SeedStream, device: &Device) -> Result<Self, ConfigError> {
-        struct Materialise;
-        impl burn::module::ModuleVisitor for Materialise {
-            fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
-                let _ = param.val();
-            }
-        }
-        let model = Self::modules(config, seeds, device)?;
-        model.visit(&mut Materialise);
-        Ok(model)
-    }
-
-    fn modules(config: &GptConfig, seeds: &SeedStream, device: &Device) -> Result<Self, ConfigError> {
         config.validate()?;
-        let embedding =
-            |rows: usize| Embedding { weight: Initializer::Normal { mean: 0.0, std: INIT_STD }.init([rows, config.n_embd], device) };
+        let (init, seeds) = (InitialWeights::new(seed), SeedStream::new(seed));
+        let embedding = |rows: usize| Embedding { weight: init.normal([rows, config.n_embd], INIT_STD, device) };
         Ok(Self {
             wte: embedding(config.vocab_size),
             wpe: embedding(config.block_size),
-            drop: Dropout::new(config.dropout, seeds),
-            blocks: (0..if config.shared_layers { 1 } else { config.n_layer }).map(|_| Block::new(config, seeds, device)).collect(),
+            drop: Dropout::new(config.dropout, &seeds),
+            blocks: (0..if config.shared_layers { 1 } else { config.n_layer }).map(|_| Block::new(config, &init, &seeds, device)).collect(),
             ln_f: new_layer_norm(config, device),
-            lm_head: (!config.tie_embeddings).then(|| init_linear(config.n_embd, config.vocab_size, false, INIT_STD, device)),
+            lm_head: (!config.tie_embeddings).then(|| init_linear(&init, config.n_embd, config.vocab_size, false, INIT_STD, device)),
             block_size: config.block_size,
             n_layer: config.n_layer,
         })

@@ -8,6 +8,7 @@ pub mod diagnostics;
 pub mod dropout;
 pub mod gpt;
 pub mod presets;
+pub mod random;
 pub mod reparam;
 pub mod variant;
 

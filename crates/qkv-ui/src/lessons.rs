@@ -80,7 +80,8 @@ pub const LESSONS: [Lesson; 5] = [
             the MLP) for a while, then press 'Eliminate W_Q' below: a copy without W_Q joins with the same logits \
             and attention maps and a shorter parameter bar. Then keep training both on the same batches: the copy \
             computes the same function, yet its loss jumps on its first step and takes a few dozen steps to catch \
-            up. Same function, different optimisation: the copy starts with a fresh Adam state, whose first steps \
+            up (how far it jumps depends on the seed: with a worse-conditioned W_Q the copy can wander for longer). \
+            Same function, different optimisation: the copy starts with a fresh Adam state, whose first steps \
             move every weight by about the learning rate whatever its gradient, and Adam is not invariant to the \
             change of basis, which is ill-conditioned here (see 'condition of W_Q'). One reason paper 1 trains \
             with W_Q = I from the start rather than converting.",
@@ -88,6 +89,11 @@ pub const LESSONS: [Lesson; 5] = [
             preset: Preset::Theory,
             model: ModelOverrides { mlp_skip: Some(false), ..ModelOverrides::default() },
             runs: vec![RunPlan::new(AttentionVariant::Standard)],
+            // The jump is chaotic: after 100 steps W_Q's condition number is ~300–6,000 depending
+            // on the seed, and the copy's first steps range from a few tenths to twenty nats
+            // (measured over seeds 1–7 and 1337). This seed shows a clear jump (~2.4) that is
+            // caught up well within 40 steps, as the text says.
+            training: TrainingOverrides { seed: Some(4), ..TrainingOverrides::default() },
             ..ExperimentPlan::default()
         },
     },

@@ -139,10 +139,11 @@ mod tests {
         assert_eq!(pacing.progress_delay(), Duration::ZERO, "the first progress is drawn at once");
         wake(News::Progress);
         pacing.drawing_now();
-        assert!(pacing.progress_delay() > SLOWEST - Duration::from_millis(100), "progress just drawn: the next waits out the pace");
+        // The clock runs between these calls: half the pace leaves a loaded test machine time.
+        assert!(pacing.progress_delay() > SLOWEST / 2, "progress just drawn: the next waits out the pace");
         wake(News::Event);
         pacing.drawing_now();
-        assert!(pacing.progress_delay() > SLOWEST - Duration::from_millis(100), "drawing other news does not reset the pace");
+        assert!(pacing.progress_delay() > SLOWEST / 2, "drawing other news does not reset the pace");
         pacing.epoch -= SLOWEST;
         assert_eq!(pacing.progress_delay(), Duration::ZERO, "progress drawn a wait ago: the next is drawn at once");
     }

@@ -1,0 +1,88 @@
+//! The model's own random numbers. Burn's backends share one generator per process, so weights
+//! drawn from it depend on whatever else draws at the same time (parallel tests, a second run in
+//! the app); the model draws from its seed instead: the same seed gives the same weights on every
+//! backend and whatever runs beside it.
+
+use std::cell::Cell;
+
+use burn::module::Param;
+use burn::tensor::{Device, Tensor, TensorData};
+
+/// Sebastiano Vigna's SplitMix64 finaliser: well-spread seeds from consecutive numbers.
+pub(crate) fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A model's initial weights, drawn on the host tensor after tensor from one seed: the n-th
+/// tensor drawn is a function of the seed and n only.
+#[derive(Debug)]
+pub struct InitialWeights {
+    seed: u64,
+    drawn: Cell<u64>,
+}
+
+impl InitialWeights {
+    pub fn new(seed: u64) -> Self {
+        Self { seed, drawn: Cell::new(0) }
+    }
+
+    /// The next tensor: `shape` filled with N(0, std) values, on `device`.
+    pub fn normal<const D: usize>(&self, shape: [usize; D], std: f64, device: &Device) -> Param<Tensor<D>> {
+        let index = self.drawn.replace(self.drawn.get() + 1);
+        let values = normal_values(splitmix64(self.seed ^ splitmix64(index)), shape.iter().product(), std);
+        Param::from_tensor(Tensor::from_data(TensorData::new(values, shape), device))
+    }
+}
+
+/// `count` N(0, std) values by the Box–Muller transform of a SplitMix64 sequence.
+fn normal_values(seed: u64, count: usize, std: f64) -> Vec<f32> {
+    let mut state = seed;
+    let mut uniform = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        // 53 random bits → [0, 1).
+        (splitmix64(state) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut values = Vec::with_capacity(count + 1);
+    while values.len() < count {
+        // 1 − u lies in (0, 1], so the logarithm is finite.
+        let radius = std * (-2.0 * (1.0 - uniform()).ln()).sqrt();
+        let (sin, cos) = (std::f64::consts::TAU * uniform()).sin_cos();
+        values.extend([(radius * cos) as f32, (radius * sin) as f32]);
+    }
+    values.truncate(count);
+    values
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_draws_the_same_tensors_and_each_tensor_differs() {
+        let device = Device::flex();
+        let values = |weights: &InitialWeights| weights.normal([3, 5], 1.0, &device).val().into_data().iter::<f32>().collect::<Vec<_>>();
+        let (a, b) = (InitialWeights::new(7), InitialWeights::new(7));
+        let (a1, a2) = (values(&a), values(&a));
+        assert_eq!(a1, values(&b));
+        assert_eq!(a2, values(&b));
+        assert_ne!(a1, a2);
+        assert_ne!(a1, values(&InitialWeights::new(8)));
+    }
+
+    #[test]
+    fn values_have_the_asked_mean_and_deviation() {
+        let values = normal_values(1, 100_001, 0.02);
+        assert_eq!(values.len(), 100_001);
+        let n = values.len() as f64;
+        let mean = values.iter().map(|&v| v as f64).sum::<f64>() / n;
+        let std = (values.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n).sqrt();
+        // Standard errors: 0.02/√n ≈ 6e-5 for the mean, 0.02/√(2n) ≈ 4.5e-5 for the deviation.
+        assert!(mean.abs() < 3e-4, "{mean}");
+        assert!((std - 0.02).abs() < 3e-4, "{std}");
+        let beyond_two = values.iter().filter(|v| v.abs() > 0.04).count() as f64 / n;
+        assert!((beyond_two - 0.0455).abs() < 0.005, "{beyond_two}");
+    }
+}
