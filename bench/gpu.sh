@@ -14,6 +14,7 @@
 #                                # vulkan; a build with that feature, in target/NATIVE) and a
 #                                # 200-step `qkv compare` on it (CUDA's build fetches an LLVM
 #                                # bundle from the internet: README, "Scaling up")
+#   Last, the 6/6/384 config on one device and on two (data parallel, `--devices 2`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -85,3 +86,17 @@ if "$compare_binary" compare --preset shakespeare-char-cpu --variants standard,w
 else
   echo "compare on $compare_backend: failed: $(tail -1 /tmp/qkv-gpu-compare.out)"
 fi
+
+# Data parallel: the 6/6/384 config on two devices against one, where the machine has two
+# (`--devices 2` says how many there are otherwise).
+[ -n "${QUICK:-}" ] && dp_batch=2 dp_rounds=1 || dp_batch=32 dp_rounds=2
+for devices in 1 2; do
+  if out=$("$compare_binary" bench --preset shakespeare-char --variants standard --backend "$compare_backend" \
+    --devices "$devices" --batch "$dp_batch" --steps 2 --rounds "$dp_rounds" --warmup 2 --gen-tokens 1 --json \
+    2> /tmp/qkv-gpu-devices.err); then
+    rate=$(echo "$out" | tr -d '\n ' | grep -o '"train_tokens_per_sec":[0-9.e+-]*' | head -1 | cut -d: -f2)
+    printf 'data parallel on %s, --devices %s: %10.0f tok/s\n' "$compare_backend" "$devices" "$rate"
+  else
+    echo "data parallel on $compare_backend, --devices $devices: $(tail -1 /tmp/qkv-gpu-devices.err)"
+  fi
+done

@@ -26,6 +26,9 @@ pub struct BenchArgs {
     variants: Vec<AttentionVariant>,
     #[arg(long, default_value = "flex")]
     backend: Backend,
+    /// Devices that share every batch (data parallel; GPU backends).
+    #[arg(long, default_value_t = 1)]
+    devices: usize,
     /// Timed training steps per variant.
     #[arg(long, default_value_t = 5)]
     steps: usize,
@@ -111,12 +114,14 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         kv_heads: None,
         seed: None,
         backend: args.backend,
+        devices: args.devices,
         out: Default::default(),
     };
     let plan = train_args.plan(&args.variants);
-    let device = args.backend.device()?;
+    let devices = args.backend.devices(args.devices)?;
     // The runs are stepped one at a time, each on the same batch, not through the experiment.
-    let mut experiment = plan.experiment(&device)?;
+    let mut experiment = plan.experiment(&devices[0])?;
+    experiment.spread_over(&devices[1..]);
     let batch_size = experiment.runs[0].spec.training.batch_size;
     let block_size = experiment.runs[0].spec.model.block_size;
     let mut rng = Rng::new(7);

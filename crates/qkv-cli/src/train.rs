@@ -54,6 +54,10 @@ pub struct TrainArgs {
     /// qkv was built with that feature.
     #[arg(long, default_value = "flex")]
     pub backend: Backend,
+    /// Devices of the backend that share every batch (data parallel): each takes a share of the rows, and the
+    /// gradients meet on the first, where the optimiser steps. GPU backends only (flex already uses every core).
+    #[arg(long, default_value_t = 1)]
+    pub devices: usize,
     /// Output folder.
     #[arg(long, default_value = "runs/latest")]
     pub out: PathBuf,
@@ -100,6 +104,46 @@ impl Backend {
             )
             .into()),
         }
+    }
+
+    /// `count` devices of this backend for a data-parallel run, the one [`Backend::device`] gives
+    /// first.
+    pub fn devices(self, count: usize) -> Result<Vec<Device>, Failure> {
+        let first = self.device()?;
+        if count <= 1 {
+            return Ok(vec![first]);
+        }
+        let others: Vec<Device> = match self {
+            Backend::Flex => {
+                return Err("--devices is for GPU backends: flex is one device, and a run on it already splits every batch \
+                            over the CPU's cores"
+                    .into());
+            }
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => (1..count).map(Device::cuda).collect(),
+            #[cfg(feature = "rocm")]
+            Backend::Rocm => (1..count).map(Device::rocm).collect(),
+            _ => {
+                let kind = match self {
+                    #[cfg(feature = "metal")]
+                    Backend::Metal => qkv_model::burn::tensor::DeviceType::Metal,
+                    #[cfg(feature = "vulkan")]
+                    Backend::Vulkan => qkv_model::burn::tensor::DeviceType::Vulkan,
+                    _ => qkv_model::burn::tensor::DeviceType::Wgpu,
+                };
+                Device::enumerate(kind).into_iter().filter(|device| *device != first).take(count - 1).collect()
+            }
+        };
+        if others.len() + 1 < count {
+            return Err(format!(
+                "--devices {count}: this machine has {} {} device(s); use --devices {}",
+                others.len() + 1,
+                self.name(),
+                others.len() + 1
+            )
+            .into());
+        }
+        Ok(std::iter::once(first).chain(others).collect())
     }
 }
 
@@ -199,17 +243,28 @@ fn progress_style() -> ProgressStyle {
 
 /// Trains `variants` side by side; returns the finished experiment and the wall time.
 pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant]) -> Result<(Experiment, f64), Failure> {
-    train_plan(&args.plan(variants), &args.backend.device()?)
+    train_plan(&args.plan(variants), &args.backend.devices(args.devices)?)
 }
 
-/// Trains every run of `plan` on identical batches with progress bars (plain lines in logs).
-pub fn train_plan(plan: &ExperimentPlan, device: &Device) -> Result<(Experiment, f64), Failure> {
+/// Trains every run of `plan` on identical batches with progress bars (plain lines in logs), each
+/// run on `devices[0]` with its batches split across all of `devices`.
+pub fn train_plan(plan: &ExperimentPlan, devices: &[Device]) -> Result<(Experiment, f64), Failure> {
+    let device = &devices[0];
     let started = std::time::Instant::now();
     if let TokenizerKind::Bpe { .. } = plan.tokenizer {
         eprintln!("training the {} tokenizer on the training split…", plan.tokenizer);
     }
     let mut session = headless_session(device);
-    started_or_failed(session.run_start(plan.experiment(device)?, plan.data.to_string()))?;
+    let mut experiment = plan.experiment(device)?;
+    if devices.len() > 1 {
+        eprintln!(
+            "every batch split across {} devices: {}",
+            devices.len(),
+            devices.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join(", ")
+        );
+    }
+    experiment.spread_over(&devices[1..]);
+    started_or_failed(session.run_start(experiment, plan.data.to_string()))?;
 
     let plain_log = !std::io::stderr().is_terminal();
     let bars = MultiProgress::new();

@@ -110,6 +110,11 @@ impl Experiment {
         Ok(self.runs.len() - 1)
     }
 
+    /// Splits every run's batches across its own device and `others` ([`Run::spread_over`]).
+    pub fn spread_over(&mut self, others: &[Device]) {
+        self.runs.iter_mut().for_each(|run| run.spread_over(others));
+    }
+
     pub fn dataset(&self) -> &Dataset {
         &self.dataset
     }

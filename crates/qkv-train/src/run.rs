@@ -136,6 +136,9 @@ pub struct Run {
     optimiser: Optimiser,
     /// The autodiff device the model trains on.
     device: Device,
+    /// Further autodiff devices that each take a share of every batch (data parallel, see
+    /// [`Run::spread_over`]); none: `device` takes it all.
+    replicas: Vec<Device>,
     pub step: usize,
     pub metrics: Metrics,
     pub status: RunStatus,
@@ -190,6 +193,7 @@ impl Run {
             model: Some(model),
             optimiser,
             device,
+            replicas: Vec::new(),
             step: 0,
             metrics: Metrics::default(),
             status: RunStatus::Training,
@@ -204,6 +208,7 @@ impl Run {
     pub fn from_model(spec: RunSpec, model: Gpt, previous: &Run, dataset: &Dataset) -> Result<Self, RunError> {
         let mut run = Self::starting_from(spec, model, dataset, &previous.device.clone().without_autodiff())?;
         run.restore(previous.step, previous.tokens, previous.wall_secs, previous.metrics.clone());
+        run.replicas = previous.replicas.clone();
         Ok(run)
     }
 
@@ -217,6 +222,18 @@ impl Run {
 
     pub fn model(&self) -> &Gpt {
         self.model.as_ref().expect("the model is only taken during a step")
+    }
+
+    /// Trains with every batch split across the run's own device and `others` (data parallel):
+    /// each device takes a share of the rows through a copy of the model, and the shares'
+    /// gradients meet on the run's device, where the optimiser steps and evaluation runs. The
+    /// step is the same as on one device, up to the order in which floats are added.
+    ///
+    /// Why not Burn's collectives: in Burn 0.22 only CUDA implements `all_reduce` (cubecl's
+    /// wgpu and CPU servers panic there, and flex has none), so the gradients travel to the run's
+    /// device with `GradientsParams::to_device` instead, which every backend supports.
+    pub fn spread_over(&mut self, others: &[Device]) {
+        self.replicas = others.iter().map(|device| device.clone().autodiff()).collect();
     }
 
     pub fn device(&self) -> &Device {
@@ -266,17 +283,21 @@ impl Run {
     /// Into how many shards a batch is split ([`shards`]): one per thread of the caller's pool on
     /// the CPU, one elsewhere (a GPU runs the whole batch at once).
     fn shards_per_batch(&self) -> usize {
+        if !self.replicas.is_empty() {
+            return 1 + self.replicas.len();
+        }
         if qkv_kernels::is_flex(&self.device) {
             return rayon::current_num_threads();
         }
         1
     }
 
-    /// Each shard's weighted loss (not tracked) and gradients, in order; shards beyond the first
-    /// run on threads of their own.
+    /// Each shard's weighted loss (not tracked) and gradients, in order, on the run's device;
+    /// shards beyond the first run on threads of their own, on devices of their own when the run
+    /// is spread over several ([`Run::spread_over`]).
     fn shard_steps(&self, model: &Gpt, shards: &[Shard], micro: f64) -> Vec<(Tensor<1>, GradientsParams)> {
-        let step = |model: &Gpt, shard: &Shard| {
-            let (inputs, targets, mask) = batch_tensors(&shard.batch, &self.device);
+        let step = |model: &Gpt, shard: &Shard, device: &Device| {
+            let (inputs, targets, mask) = batch_tensors(&shard.batch, device);
             let loss = cross_entropy(model.forward(inputs), targets, mask) * (shard.weight / micro);
             let grads = GradientsParams::from_grads(loss.backward(), model);
             (loss.inner(), grads)
@@ -288,14 +309,31 @@ impl Run {
             // not by node, and meet again in the accumulator.
             // Each also draws its dropout masks from a shard of the model's seed stream, which
             // masks its rows as the whole batch would be masked.
-            let forks: Vec<Gpt> =
-                shards.iter().map(|shard| model.clone().fork(&self.device).with_seeds(&model.seeds().shard(shard.first_row))).collect();
+            let devices: Vec<&Device> = (0..shards.len()).map(|i| self.shard_device(i)).collect();
+            let forks: Vec<Gpt> = shards
+                .iter()
+                .zip(&devices)
+                .map(|(shard, device)| model.clone().fork(device).with_seeds(&model.seeds().shard(shard.first_row)))
+                .collect();
             let threads_each = (rayon::current_num_threads() / shards.len()).max(1);
-            let steps = crate::threads::on_threads(forks.iter().zip(shards).collect(), threads_each, |(fork, shard)| step(fork, shard));
+            let tasks = forks.iter().zip(shards).zip(&devices).collect();
+            let steps = crate::threads::on_threads(tasks, threads_each, |((fork, shard), device)| step(fork, shard, device));
             model.seeds().catch_up(forks[0].seeds());
-            return steps;
+            if self.replicas.is_empty() {
+                return steps;
+            }
+            let home = self.device.clone().without_autodiff();
+            return steps.into_iter().map(|(loss, grads)| (loss.to_device(&home), grads.to_device(&self.device, model))).collect();
         }
-        shards.iter().map(|shard| step(model, shard)).collect()
+        shards.iter().map(|shard| step(model, shard, &self.device)).collect()
+    }
+
+    /// The device that trains shard `index` of a batch: the run's own, or a replica's.
+    fn shard_device(&self, index: usize) -> &Device {
+        match index {
+            0 => &self.device,
+            i => self.replicas.get(i - 1).unwrap_or(&self.device),
+        }
     }
 
     /// Records a launched step from its read-back `[loss, grad_norm]` and the seconds it took.

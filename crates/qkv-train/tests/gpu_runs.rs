@@ -4,7 +4,7 @@
 //! machine without one).
 
 use burn::module::Module;
-use burn::tensor::Device;
+use burn::tensor::{Device, DeviceKind};
 use qkv_model::{AttentionVariant, Gpt, Preset};
 use qkv_train::checkpoint::{self, Checkpoint};
 use qkv_train::cpu_copy::model_on_cpu;
@@ -108,4 +108,24 @@ fn steps_read_back_in_groups_train_as_steps_read_one_by_one() {
     for (a, b) in a.iter().zip(&b) {
         assert!((a - b).abs() < 1e-5, "grouped {a}, step by step {b}");
     }
+}
+
+/// Data parallel: a run whose batches are split across two devices (here two wgpu devices on
+/// the same adapter, each with its own queue and memory) takes the steps it takes on one.
+#[test]
+fn a_run_spread_over_two_devices_trains_as_on_one() {
+    let losses = |others: &[Device]| {
+        let mut experiment = plan(Preset::Classroom, AttentionVariant::Standard).experiment(&wgpu_device()).unwrap();
+        experiment.spread_over(others);
+        (0..20).for_each(|_| drop(experiment.step()));
+        experiment.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>()
+    };
+    let second = Device::wgpu(DeviceKind::Cpu);
+    assert_ne!(second, wgpu_device(), "two devices");
+    let (one, two) = (losses(&[]), losses(&[second]));
+    assert_eq!((one.len(), two.len()), (20, 20));
+    for (a, b) in one.iter().zip(&two) {
+        assert!((a - b).abs() < 1e-4, "one device {one:?}, two {two:?}");
+    }
+    assert!(one[19] < one[0] - 0.2, "the run learns: {one:?}");
 }

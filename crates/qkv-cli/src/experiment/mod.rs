@@ -67,6 +67,9 @@ pub struct ExperimentArgs {
     /// [default: flex, wgpu at gpu scale]
     #[arg(long)]
     pub backend: Option<Backend>,
+    /// Devices of the backend that share every batch (data parallel, see `qkv train --help`).
+    #[arg(long, default_value_t = 1)]
+    pub devices: usize,
     /// Output folder [default: runs/PAPER-SCALE].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -301,14 +304,15 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
 }
 
 /// Trains one seed of a study, resuming from the checkpoints in `dir` when all of them are
-/// there, and checkpointing at every evaluation.
-fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -> Result<Experiment, Failure> {
+/// there, and checkpointing at every evaluation; every batch is split across `device` and
+/// `replicas`.
+fn train_seed(plan: &ExperimentPlan, device: &Device, replicas: &[Device], dir: &Path, label: &str) -> Result<Experiment, Failure> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let dataset = plan.dataset()?;
     let specs = plan.specs(&dataset)?;
     let path = |name: &str| dir.join(format!("{}.qkv", name.replace(['/', ' ', '='], "_")));
     let saved: Vec<PathBuf> = specs.iter().map(|s| path(&s.name)).filter(|p| p.exists()).collect();
-    let experiment = if saved.len() == specs.len() {
+    let mut experiment = if saved.len() == specs.len() {
         let runs = specs
             .iter()
             .map(|spec| Checkpoint::read(&path(&spec.name)).and_then(|c| c.into_run(&dataset, device)))
@@ -318,6 +322,7 @@ fn train_seed(plan: &ExperimentPlan, device: &Device, dir: &Path, label: &str) -
     } else {
         Experiment::new(dataset, specs, device)?
     };
+    experiment.spread_over(replicas);
     let data = plan.data.to_string();
     let mut session = headless_session(device);
     started_or_failed(session.run_start(experiment, data.clone()))?;
@@ -392,7 +397,7 @@ impl Trainer<'_> {
                 .num_threads(threads_per_job)
                 .build()
                 .map_err(|e| format!("cannot start {threads_per_job} compute threads: {e}"))?;
-            let experiment = pool.install(|| train_seed(&plan, &self.settings.device, &dir, &label))?;
+            let experiment = pool.install(|| train_seed(&plan, &self.settings.device, &self.settings.replicas, &dir, &label))?;
             let outcomes: Vec<Outcome> =
                 experiment.runs.iter().map(|r| Outcome::of(&study.name, seed, r, experiment.val_batches())).collect();
             let result = SeedResult {
@@ -484,6 +489,8 @@ impl ExperimentKind {
 struct Settings {
     seeds: usize,
     device: Device,
+    /// Devices beside `device` that take a share of every batch (`--devices`).
+    replicas: Vec<Device>,
     /// The device, named for the report.
     compute: String,
     scale: String,
@@ -503,11 +510,15 @@ impl Settings {
             return Err("--lengths and --tasks choose what paper2-synthetic sweeps: use them with `qkv experiment paper2-synthetic`".into());
         }
         let backend = args.backend.unwrap_or(if args.scale == Scale::Gpu { Backend::Wgpu } else { Backend::Flex });
-        let device = backend.device()?;
-        let compute = format!("{backend:?} ({device:?})");
+        let mut devices = backend.devices(args.devices)?;
+        let device = devices.remove(0);
+        let compute = match devices.len() {
+            0 => format!("{backend:?} ({device:?})"),
+            others => format!("{backend:?} ({device:?} and {others} more, every batch split across them)"),
+        };
         let scale = format!("{:?}", args.scale).to_lowercase();
         let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/{}-{scale}", args.paper.name())));
-        Ok(Self { seeds, device, compute, scale, out })
+        Ok(Self { seeds, device, replicas: devices, compute, scale, out })
     }
 }
 
@@ -632,6 +643,7 @@ mod tests {
             data: None,
             tokenizer: TokenizerKind::Char,
             backend: None,
+            devices: 1,
             out: None,
             lengths: None,
             tasks: None,
@@ -699,6 +711,7 @@ mod tests {
             data: None,
             tokenizer: TokenizerKind::Char,
             backend: Some(Backend::Flex),
+            devices: 1,
             out: Some(out.clone()),
             lengths: None,
             tasks: None,
