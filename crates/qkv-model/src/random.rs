@@ -45,10 +45,12 @@ const CHUNK: usize = 1 << 16;
 fn normal_values(seed: u64, count: usize, std: f64) -> Vec<f32> {
     use rayon::prelude::*;
     let mut values = vec![0f32; count];
-    values
-        .par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(chunk, values)| fill_normal(splitmix64(seed ^ splitmix64(chunk as u64)), values, std));
+    values.par_chunks_mut(CHUNK).enumerate().for_each(|(chunk, values)| {
+        // The first chunk goes on from the tensor's own seed: a tensor of one chunk is one
+        // SplitMix64 sequence.
+        let chunk_seed = if chunk == 0 { seed } else { splitmix64(seed ^ splitmix64(chunk as u64)) };
+        fill_normal(chunk_seed, values, std)
+    });
     values
 }
 

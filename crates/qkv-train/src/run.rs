@@ -175,6 +175,17 @@ fn read_values(data: TensorData) -> Result<Vec<f64>, RunError> {
 impl Run {
     /// Builds the model (seeded by the training seed) on `device` with autodiff.
     pub fn new(spec: RunSpec, dataset: &Dataset, device: &Device) -> Result<Self, RunError> {
+        Self::with_model(spec, dataset, device, |spec, device| Ok(Gpt::new_seeded(&spec.model, device, spec.training.seed)?))
+    }
+
+    /// The run of `spec` on `device` (with autodiff), its model made by `model` once the spec
+    /// and the data are checked.
+    fn with_model(
+        spec: RunSpec,
+        dataset: &Dataset,
+        device: &Device,
+        model: impl FnOnce(&RunSpec, &Device) -> Result<Gpt, RunError>,
+    ) -> Result<Self, RunError> {
         spec.training.validate()?;
         spec.model.validate()?;
         if spec.model.vocab_size < dataset.vocab_size() {
@@ -186,7 +197,7 @@ impl Run {
         }
         dataset.check_fits(spec.model.block_size)?;
         let device = device.clone().autodiff();
-        let model = Gpt::new_seeded(&spec.model, &device, spec.training.seed)?;
+        let model = model(&spec, &device)?;
         let optimiser = Optimiser::new(&spec.training);
         Ok(Self {
             spec,
@@ -215,9 +226,7 @@ impl Run {
     /// A run at step 0 whose model starts from `model`'s weights (e.g. an imported GPT-2) instead
     /// of a fresh initialisation; the optimiser starts fresh.
     pub fn starting_from(spec: RunSpec, model: Gpt, dataset: &Dataset, device: &Device) -> Result<Self, RunError> {
-        let mut run = Self::new(spec, dataset, device)?;
-        run.model = Some(model.fork(&run.device).train());
-        Ok(run)
+        Self::with_model(spec, dataset, device, |_, device| Ok(model.fork(device).train()))
     }
 
     pub fn model(&self) -> &Gpt {
