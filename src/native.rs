@@ -9,7 +9,7 @@ use std::time::Instant;
 use eframe::egui;
 use qkv_train::session::SessionTask;
 use qkv_ui::files::{FileError, PathChoice};
-use qkv_ui::{Platform, Playground};
+use qkv_ui::{Compute, Platform, Playground};
 
 use crate::shell::{self, SETUP_KEY};
 
@@ -38,16 +38,52 @@ enum ComputeChoice {
     Wgpu,
     /// The CPU, through burn's flex.
     Flex,
+    /// NVIDIA's GPU through Burn's CUDA backend (a build with `--features cuda`).
+    Cuda,
+    /// AMD's GPU through Burn's ROCm backend (`--features rocm`).
+    Rocm,
+    /// Apple's GPU through Burn's Metal backend (`--features metal`).
+    Metal,
+    /// The GPU through Burn's Vulkan backend (`--features vulkan`).
+    Vulkan,
 }
 
 impl ComputeChoice {
-    /// The start of the label the shell gives this compute.
+    /// The start of the label the shell gives this compute, which is also the cargo feature of
+    /// the native backends.
     fn label_prefix(self) -> &'static str {
         match self {
             ComputeChoice::Wgpu => "wgpu",
             ComputeChoice::Flex => "flex",
+            ComputeChoice::Cuda => "cuda",
+            ComputeChoice::Rocm => "rocm",
+            ComputeChoice::Metal => "metal",
+            ComputeChoice::Vulkan => "vulkan",
         }
     }
+}
+
+/// Burn's native GPU backends this build has (cargo features `cuda`, `rocm`, `metal`,
+/// `vulkan`): offered first, since a build with one is made for that GPU (the window keeps
+/// drawing with wgpu).
+fn native_gpus() -> Vec<Compute> {
+    #[allow(unused_mut)] // a build without any of them
+    let mut computes = Vec::new();
+    #[cfg(feature = "cuda")]
+    computes.push(Compute { label: "cuda: GPU 0".into(), device: qkv_model::burn::tensor::Device::cuda(0) });
+    #[cfg(feature = "rocm")]
+    computes.push(Compute { label: "rocm: GPU 0".into(), device: qkv_model::burn::tensor::Device::rocm(0) });
+    #[cfg(feature = "metal")]
+    computes.push(Compute {
+        label: "metal: default GPU".into(),
+        device: qkv_model::burn::tensor::Device::metal(qkv_model::burn::tensor::DeviceKind::DefaultDevice),
+    });
+    #[cfg(feature = "vulkan")]
+    computes.push(Compute {
+        label: "vulkan: default GPU".into(),
+        device: qkv_model::burn::tensor::Device::vulkan(qkv_model::burn::tensor::DeviceKind::DefaultDevice),
+    });
+    computes
 }
 
 fn seconds(text: &str) -> Result<f64, String> {
@@ -194,9 +230,15 @@ pub fn run() -> eframe::Result {
             if let Some(why) = no_gpu {
                 eprintln!("qkv-lab: {why}; training on the CPU");
             }
+            computes.splice(0..0, native_gpus());
             if let Some(wanted) = args.compute.map(ComputeChoice::label_prefix) {
                 match computes.iter().position(|c| c.label.starts_with(wanted)) {
                     Some(i) => computes.swap(0, i),
+                    None if !matches!(wanted, "wgpu" | "flex") => eprintln!(
+                        "qkv-lab: this build has no {wanted} backend (build it with `cargo run --release --features {wanted}`); \
+                         using {}",
+                        computes[0].label
+                    ),
                     None => eprintln!("qkv-lab: no {wanted} device here; using {}", computes[0].label),
                 }
             }

@@ -15,7 +15,8 @@ use qkv_train::rng::Rng;
 use qkv_train::{DataSource, TokenizerKind};
 
 use crate::Failure;
-use crate::train::{Backend, TrainArgs};
+use crate::compute::{Backend, Compute, SpreadArgs};
+use crate::train::TrainArgs;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -26,9 +27,8 @@ pub struct BenchArgs {
     variants: Vec<AttentionVariant>,
     #[arg(long, default_value = "flex")]
     backend: Backend,
-    /// Devices that share every batch (data parallel; GPU backends).
-    #[arg(long, default_value_t = 1)]
-    devices: usize,
+    #[command(flatten)]
+    spread: SpreadArgs,
     /// Timed training steps per variant.
     #[arg(long, default_value_t = 5)]
     steps: usize,
@@ -114,14 +114,14 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         kv_heads: None,
         seed: None,
         backend: args.backend,
-        devices: args.devices,
+        spread: args.spread.clone(),
         out: Default::default(),
     };
     let plan = train_args.plan(&args.variants);
-    let devices = args.backend.devices(args.devices)?;
+    let compute = Compute::new(args.backend, &args.spread)?;
     // The runs are stepped one at a time, each on the same batch, not through the experiment.
-    let mut experiment = plan.experiment(&devices[0])?;
-    experiment.spread_over(&devices[1..]);
+    let mut experiment = plan.experiment(&compute.home)?;
+    experiment.spread_over(&compute.replicas);
     let batch_size = experiment.runs[0].spec.training.batch_size;
     let block_size = experiment.runs[0].spec.model.block_size;
     let mut rng = Rng::new(7);

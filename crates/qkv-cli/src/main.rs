@@ -1,6 +1,7 @@
 //! `qkv`: QKV Lab from the command line.
 
 mod bench;
+mod compute;
 mod experiment;
 mod export;
 mod import;
@@ -8,6 +9,7 @@ mod params;
 mod reparam;
 mod report;
 mod sample;
+mod serve;
 mod train;
 
 use std::process::ExitCode;
@@ -47,6 +49,8 @@ enum Command {
     Export(export::ExportArgs),
     /// Read a GPT-2-layout safetensors file (Hugging Face's gpt2, a nanoGPT export) into a QKV Lab checkpoint.
     Import(import::ImportArgs),
+    /// Lend this machine's devices to runs elsewhere (`--remote ws://HOST:PORT`); needs `--features remote`.
+    Serve(serve::ServeArgs),
     /// Reproduce a paper's comparison (paper1: W_Q = I; paper2: shared projections, GQA/MQA) with a report.
     Experiment(experiment::ExperimentArgs),
 }
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
         Command::Reparam(args) => reparam::run(args),
         Command::Export(args) => export::run(args),
         Command::Import(args) => import::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Experiment(args) => experiment::run(args, &invocation),
     };
     match result {

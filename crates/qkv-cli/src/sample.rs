@@ -9,7 +9,7 @@ use qkv_train::generate::{SampleOptions, generate};
 use qkv_train::synthetic::SEP;
 
 use crate::Failure;
-use crate::train::Backend;
+use crate::compute::Backend;
 
 #[derive(Args, Debug)]
 pub struct SampleArgs {

@@ -16,6 +16,7 @@ use qkv_train::session::{Command, Message, Session};
 use qkv_train::{Batch, DataSource, Experiment, Run, RunStatus, TokenizerKind};
 
 use crate::Failure;
+use crate::compute::{Backend, Compute, SpreadArgs};
 use crate::report;
 
 /// Settings shared by `train` and `compare`.
@@ -54,97 +55,11 @@ pub struct TrainArgs {
     /// qkv was built with that feature.
     #[arg(long, default_value = "flex")]
     pub backend: Backend,
-    /// Devices of the backend that share every batch (data parallel): each takes a share of the rows, and the
-    /// gradients meet on the first, where the optimiser steps. GPU backends only (flex already uses every core).
-    #[arg(long, default_value_t = 1)]
-    pub devices: usize,
+    #[command(flatten)]
+    pub spread: SpreadArgs,
     /// Output folder.
     #[arg(long, default_value = "runs/latest")]
     pub out: PathBuf,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    Flex,
-    Wgpu,
-    Cuda,
-    Rocm,
-    Metal,
-    Vulkan,
-}
-
-impl Backend {
-    pub fn name(self) -> String {
-        format!("{self:?}").to_lowercase()
-    }
-
-    /// The device: the first GPU of the chosen kind. The native GPU backends exist only in a
-    /// build with their feature; any other build says how to get one.
-    pub fn device(self) -> Result<Device, Failure> {
-        match self {
-            Backend::Flex => Ok(Device::flex()),
-            Backend::Wgpu => Device::wgpu_options().init().map_err(|e| {
-                format!("no wgpu device ({e}); without a GPU install Mesa's lavapipe (apt-get install mesa-vulkan-drivers) or use --backend flex")
-                    .into()
-            }),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda => Ok(Device::cuda(0)),
-            #[cfg(feature = "rocm")]
-            Backend::Rocm => Ok(Device::rocm(0)),
-            #[cfg(feature = "metal")]
-            Backend::Metal => Ok(Device::metal(qkv_model::burn::tensor::DeviceKind::DefaultDevice)),
-            #[cfg(feature = "vulkan")]
-            Backend::Vulkan => Ok(Device::vulkan(qkv_model::burn::tensor::DeviceKind::DefaultDevice)),
-            #[allow(unreachable_patterns)] // every backend's arm, in a build with all of them
-            other => Err(format!(
-                "this qkv was built without the {name} backend: build it with `cargo build --release -p qkv-cli --features {name}` \
-                 (README, \"Scaling up\"), or use --backend wgpu",
-                name = other.name()
-            )
-            .into()),
-        }
-    }
-
-    /// `count` devices of this backend for a data-parallel run, the one [`Backend::device`] gives
-    /// first.
-    pub fn devices(self, count: usize) -> Result<Vec<Device>, Failure> {
-        let first = self.device()?;
-        if count <= 1 {
-            return Ok(vec![first]);
-        }
-        let others: Vec<Device> = match self {
-            Backend::Flex => {
-                return Err("--devices is for GPU backends: flex is one device, and a run on it already splits every batch \
-                            over the CPU's cores"
-                    .into());
-            }
-            #[cfg(feature = "cuda")]
-            Backend::Cuda => (1..count).map(Device::cuda).collect(),
-            #[cfg(feature = "rocm")]
-            Backend::Rocm => (1..count).map(Device::rocm).collect(),
-            _ => {
-                let kind = match self {
-                    #[cfg(feature = "metal")]
-                    Backend::Metal => qkv_model::burn::tensor::DeviceType::Metal,
-                    #[cfg(feature = "vulkan")]
-                    Backend::Vulkan => qkv_model::burn::tensor::DeviceType::Vulkan,
-                    _ => qkv_model::burn::tensor::DeviceType::Wgpu,
-                };
-                Device::enumerate(kind).into_iter().filter(|device| *device != first).take(count - 1).collect()
-            }
-        };
-        if others.len() + 1 < count {
-            return Err(format!(
-                "--devices {count}: this machine has {} {} device(s); use --devices {}",
-                others.len() + 1,
-                self.name(),
-                others.len() + 1
-            )
-            .into());
-        }
-        Ok(std::iter::once(first).chain(others).collect())
-    }
 }
 
 impl TrainArgs {
@@ -243,27 +158,23 @@ fn progress_style() -> ProgressStyle {
 
 /// Trains `variants` side by side; returns the finished experiment and the wall time.
 pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant]) -> Result<(Experiment, f64), Failure> {
-    train_plan(&args.plan(variants), &args.backend.devices(args.devices)?)
+    train_plan(&args.plan(variants), &Compute::new(args.backend, &args.spread)?)
 }
 
 /// Trains every run of `plan` on identical batches with progress bars (plain lines in logs), each
-/// run on `devices[0]` with its batches split across all of `devices`.
-pub fn train_plan(plan: &ExperimentPlan, devices: &[Device]) -> Result<(Experiment, f64), Failure> {
-    let device = &devices[0];
+/// run at `compute`'s home with its batches split across the replicas too.
+pub fn train_plan(plan: &ExperimentPlan, compute: &Compute) -> Result<(Experiment, f64), Failure> {
+    let device = &compute.home;
     let started = std::time::Instant::now();
     if let TokenizerKind::Bpe { .. } = plan.tokenizer {
         eprintln!("training the {} tokenizer on the training split…", plan.tokenizer);
     }
     let mut session = headless_session(device);
     let mut experiment = plan.experiment(device)?;
-    if devices.len() > 1 {
-        eprintln!(
-            "every batch split across {} devices: {}",
-            devices.len(),
-            devices.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join(", ")
-        );
+    if let Some(line) = compute.devices_line() {
+        eprintln!("{line}");
     }
-    experiment.spread_over(&devices[1..]);
+    experiment.spread_over(&compute.replicas);
     started_or_failed(session.run_start(experiment, plan.data.to_string()))?;
 
     let plain_log = !std::io::stderr().is_terminal();

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, GptConfig, ParamReport, Preset};
 use qkv_train::checkpoint::{Checkpoint, to_bytes, write_atomically};
 use qkv_train::csv;
@@ -21,8 +20,9 @@ use qkv_train::session::Message;
 use qkv_train::{DataSource, Experiment, Run, SyntheticTask, TokenizerKind, TrainingConfig};
 
 use crate::Failure;
+use crate::compute::{Backend, Compute, SpreadArgs};
 use crate::report::LossCurve;
-use crate::train::{Backend, headless_session, started_or_failed};
+use crate::train::{headless_session, started_or_failed};
 use findings::{diagnostics_section, paper1_report, paper2_against_paper, paper2_report};
 use seeds::{Outcome, SeedResult};
 
@@ -67,9 +67,8 @@ pub struct ExperimentArgs {
     /// [default: flex, wgpu at gpu scale]
     #[arg(long)]
     pub backend: Option<Backend>,
-    /// Devices of the backend that share every batch (data parallel, see `qkv train --help`).
-    #[arg(long, default_value_t = 1)]
-    pub devices: usize,
+    #[command(flatten)]
+    pub spread: SpreadArgs,
     /// Output folder [default: runs/PAPER-SCALE].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -304,9 +303,9 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
 }
 
 /// Trains one seed of a study, resuming from the checkpoints in `dir` when all of them are
-/// there, and checkpointing at every evaluation; every batch is split across `device` and
-/// `replicas`.
-fn train_seed(plan: &ExperimentPlan, device: &Device, replicas: &[Device], dir: &Path, label: &str) -> Result<Experiment, Failure> {
+/// there, and checkpointing at every evaluation; every batch is split across `compute`'s devices.
+fn train_seed(plan: &ExperimentPlan, compute: &Compute, dir: &Path, label: &str) -> Result<Experiment, Failure> {
+    let device = &compute.home;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let dataset = plan.dataset()?;
     let specs = plan.specs(&dataset)?;
@@ -322,7 +321,7 @@ fn train_seed(plan: &ExperimentPlan, device: &Device, replicas: &[Device], dir: 
     } else {
         Experiment::new(dataset, specs, device)?
     };
-    experiment.spread_over(replicas);
+    experiment.spread_over(&compute.replicas);
     let data = plan.data.to_string();
     let mut session = headless_session(device);
     started_or_failed(session.run_start(experiment, data.clone()))?;
@@ -397,13 +396,13 @@ impl Trainer<'_> {
                 .num_threads(threads_per_job)
                 .build()
                 .map_err(|e| format!("cannot start {threads_per_job} compute threads: {e}"))?;
-            let experiment = pool.install(|| train_seed(&plan, &self.settings.device, &self.settings.replicas, &dir, &label))?;
+            let experiment = pool.install(|| train_seed(&plan, &self.settings.compute, &dir, &label))?;
             let outcomes: Vec<Outcome> =
                 experiment.runs.iter().map(|r| Outcome::of(&study.name, seed, r, experiment.val_batches())).collect();
             let result = SeedResult {
                 plan,
                 finished: utc_date(),
-                compute: self.settings.compute.clone(),
+                compute: self.settings.compute.describe(),
                 command: self.invocation.to_string(),
                 outcomes,
             };
@@ -488,11 +487,7 @@ impl ExperimentKind {
 /// What an invocation settles before training: its arguments checked, defaults filled in.
 struct Settings {
     seeds: usize,
-    device: Device,
-    /// Devices beside `device` that take a share of every batch (`--devices`).
-    replicas: Vec<Device>,
-    /// The device, named for the report.
-    compute: String,
+    compute: Compute,
     scale: String,
     out: PathBuf,
 }
@@ -510,15 +505,10 @@ impl Settings {
             return Err("--lengths and --tasks choose what paper2-synthetic sweeps: use them with `qkv experiment paper2-synthetic`".into());
         }
         let backend = args.backend.unwrap_or(if args.scale == Scale::Gpu { Backend::Wgpu } else { Backend::Flex });
-        let mut devices = backend.devices(args.devices)?;
-        let device = devices.remove(0);
-        let compute = match devices.len() {
-            0 => format!("{backend:?} ({device:?})"),
-            others => format!("{backend:?} ({device:?} and {others} more, every batch split across them)"),
-        };
+        let compute = Compute::new(backend, &args.spread)?;
         let scale = format!("{:?}", args.scale).to_lowercase();
         let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/{}-{scale}", args.paper.name())));
-        Ok(Self { seeds, device, replicas: devices, compute, scale, out })
+        Ok(Self { seeds, compute, scale, out })
     }
 }
 
@@ -536,7 +526,7 @@ struct Trained<'a> {
 /// report.md: how the study was made, the paper's findings, the plots, the diagnostics.
 fn report_markdown(args: &ExperimentArgs, invocation: &str, settings: &Settings, trained: &Trained, body: &str, plots: &str) -> String {
     let Trained { studies, outcomes, provenance, wall_secs, training_secs } = trained;
-    let (paper, scale, compute, seeds) = (args.paper.name(), &settings.scale, &settings.compute, settings.seeds);
+    let (paper, scale, compute, seeds) = (args.paper.name(), &settings.scale, settings.compute.describe(), settings.seeds);
     let preset = studies[0].plan.preset;
     let diagnostics = diagnostics_section(outcomes);
     let mut heads = studies[0].plan.model.n_head.map_or(String::new(), |n| {
@@ -643,7 +633,7 @@ mod tests {
             data: None,
             tokenizer: TokenizerKind::Char,
             backend: None,
-            devices: 1,
+            spread: SpreadArgs::default(),
             out: None,
             lengths: None,
             tasks: None,
@@ -711,7 +701,7 @@ mod tests {
             data: None,
             tokenizer: TokenizerKind::Char,
             backend: Some(Backend::Flex),
-            devices: 1,
+            spread: SpreadArgs::default(),
             out: Some(out.clone()),
             lengths: None,
             tasks: None,

@@ -1,0 +1,226 @@
+//! Where a command computes: a backend by name (`--backend`), and the devices that share every
+//! batch of a run (`--devices N` of that backend, `--remote ws://HOST:PORT` for the devices another
+//! machine lends with `qkv serve`).
+
+use clap::Args;
+use serde::Serialize;
+
+use qkv_model::burn::tensor::Device;
+
+use crate::Failure;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Flex,
+    Wgpu,
+    Cuda,
+    Rocm,
+    Metal,
+    Vulkan,
+}
+
+/// The devices beside the backend's first that take a share of every batch (data parallel).
+#[derive(Args, Debug, Clone)]
+pub struct SpreadArgs {
+    /// Devices of the backend that share every batch (data parallel): each takes a share of the rows, and the
+    /// gradients meet on the first, where the optimiser steps. GPU backends only (flex already uses every core).
+    #[arg(long, default_value_t = 1)]
+    pub devices: usize,
+    /// A machine whose devices share every batch too, lent by `qkv serve` running there (repeat for several). Needs
+    /// a qkv built with `--features remote`.
+    #[arg(long = "remote", value_name = "ws://HOST:PORT")]
+    pub remote: Vec<String>,
+}
+
+impl Default for SpreadArgs {
+    fn default() -> Self {
+        Self { devices: 1, remote: Vec::new() }
+    }
+}
+
+/// The devices a run trains on: `home`, where its model lives and the optimiser steps, and
+/// `replicas`, which each train a share of every batch on a copy of the model.
+#[derive(Debug, Clone)]
+pub struct Compute {
+    pub backend: Backend,
+    pub home: Device,
+    pub replicas: Vec<Device>,
+}
+
+impl Compute {
+    /// The devices `spread` names beside `backend`'s first.
+    pub fn new(backend: Backend, spread: &SpreadArgs) -> Result<Self, Failure> {
+        let mut devices = backend.devices(spread.devices)?;
+        for url in &spread.remote {
+            devices.extend(remote_devices(url)?);
+        }
+        let home = devices.remove(0);
+        Ok(Self { backend, home, replicas: devices })
+    }
+
+    /// The backend and its devices, for reports: "Flex (DefaultDevice)", or with the replicas
+    /// counted.
+    pub fn describe(&self) -> String {
+        let Self { backend, home, replicas } = self;
+        match replicas.len() {
+            0 => format!("{backend:?} ({home:?})"),
+            others => format!("{backend:?} ({home:?} and {others} more, every batch split across them)"),
+        }
+    }
+
+    /// The devices one by one, for a line on the terminal when there are several.
+    pub fn devices_line(&self) -> Option<String> {
+        if self.replicas.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = std::iter::once(&self.home).chain(&self.replicas).map(|d| format!("{d:?}")).collect();
+        Some(format!("every batch split across {} devices: {}", names.len(), names.join(", ")))
+    }
+}
+
+impl Backend {
+    pub fn name(self) -> String {
+        format!("{self:?}").to_lowercase()
+    }
+
+    /// The device: the first GPU of the chosen kind. The native GPU backends exist only in a
+    /// build with their feature; any other build says how to get one.
+    pub fn device(self) -> Result<Device, Failure> {
+        match self {
+            Backend::Flex => Ok(Device::flex()),
+            Backend::Wgpu => Device::wgpu_options().init().map_err(|e| {
+                format!("no wgpu device ({e}); without a GPU install Mesa's lavapipe (apt-get install mesa-vulkan-drivers) or use --backend flex")
+                    .into()
+            }),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => Ok(Device::cuda(0)),
+            #[cfg(feature = "rocm")]
+            Backend::Rocm => Ok(Device::rocm(0)),
+            #[cfg(feature = "metal")]
+            Backend::Metal => Ok(Device::metal(qkv_model::burn::tensor::DeviceKind::DefaultDevice)),
+            #[cfg(feature = "vulkan")]
+            Backend::Vulkan => Ok(Device::vulkan(qkv_model::burn::tensor::DeviceKind::DefaultDevice)),
+            #[allow(unreachable_patterns)] // every backend's arm, in a build with all of them
+            other => Err(format!(
+                "this qkv was built without the {name} backend: build it with `cargo build --release -p qkv-cli --features {name}` \
+                 (README, \"Scaling up\"), or use --backend wgpu",
+                name = other.name()
+            )
+            .into()),
+        }
+    }
+
+    /// `count` devices of this backend, the one [`Backend::device`] gives first.
+    pub fn devices(self, count: usize) -> Result<Vec<Device>, Failure> {
+        let first = self.device()?;
+        if count <= 1 {
+            return Ok(vec![first]);
+        }
+        let others: Vec<Device> = match self {
+            Backend::Flex => {
+                return Err("--devices is for GPU backends: flex is one device, and a run on it already splits every batch \
+                            over the CPU's cores"
+                    .into());
+            }
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => (1..count).map(Device::cuda).collect(),
+            #[cfg(feature = "rocm")]
+            Backend::Rocm => (1..count).map(Device::rocm).collect(),
+            _ => {
+                let kind = match self {
+                    #[cfg(feature = "metal")]
+                    Backend::Metal => qkv_model::burn::tensor::DeviceType::Metal,
+                    #[cfg(feature = "vulkan")]
+                    Backend::Vulkan => qkv_model::burn::tensor::DeviceType::Vulkan,
+                    _ => qkv_model::burn::tensor::DeviceType::Wgpu,
+                };
+                Device::enumerate(kind).into_iter().filter(|device| *device != first).take(count - 1).collect()
+            }
+        };
+        if others.len() + 1 < count {
+            return Err(format!(
+                "--devices {count}: this machine has {} {} device(s); use --devices {}",
+                others.len() + 1,
+                self.name(),
+                others.len() + 1
+            )
+            .into());
+        }
+        Ok(std::iter::once(first).chain(others).collect())
+    }
+}
+
+/// Every device the `qkv serve` at `url` lends. Burn's remote backend runs each operation on
+/// that machine; the run's home sends the model and the rows there and gets the gradients back.
+fn remote_devices(url: &str) -> Result<Vec<Device>, Failure> {
+    if !url.starts_with("ws://") {
+        return Err(format!("--remote {url}: expected the WebSocket address `qkv serve` prints, such as ws://gpu-box:3000").into());
+    }
+    #[cfg(feature = "remote")]
+    {
+        let host = qkv_model::burn::tensor::remote::RemoteHost::websocket(url);
+        host.devices()
+            .map(|devices| devices.into_vec())
+            .map_err(|e| format!("--remote {url}: {e} (`qkv serve` there must come from the same qkv release as this one)").into())
+    }
+    #[cfg(not(feature = "remote"))]
+    Err(without_remote().into())
+}
+
+/// Why a build without the `remote` feature cannot lend or borrow devices, and how to get one.
+#[cfg(not(feature = "remote"))]
+pub fn without_remote() -> String {
+    "this qkv was built without remote devices: build it with `cargo build --release -p qkv-cli --features remote` \
+     (README, \"Scaling up\")"
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spread(devices: usize, remote: &[&str]) -> SpreadArgs {
+        SpreadArgs { devices, remote: remote.iter().map(|url| url.to_string()).collect() }
+    }
+
+    fn error(backend: Backend, spread: &SpreadArgs) -> String {
+        Compute::new(backend, spread).expect_err("an error").to_string()
+    }
+
+    #[test]
+    fn one_device_is_the_default_and_is_described_as_before() {
+        let compute = Compute::new(Backend::Flex, &SpreadArgs::default()).unwrap();
+        assert!(compute.replicas.is_empty());
+        assert_eq!(compute.devices_line(), None);
+        assert_eq!(compute.describe(), format!("Flex ({:?})", Device::flex()));
+    }
+
+    #[test]
+    fn flex_is_one_device_and_says_so() {
+        assert!(error(Backend::Flex, &spread(2, &[])).contains("--devices is for GPU backends"));
+    }
+
+    #[test]
+    fn a_remote_machine_is_named_by_its_websocket_address() {
+        let message = error(Backend::Flex, &spread(1, &["gpu-box:3000"]));
+        assert!(message.contains("--remote gpu-box:3000") && message.contains("ws://"), "{message}");
+    }
+
+    #[cfg(not(feature = "remote"))]
+    #[test]
+    fn a_build_without_remote_devices_says_how_to_get_them() {
+        let message = error(Backend::Flex, &spread(1, &["ws://127.0.0.1:3000"]));
+        assert!(message.contains("--features remote"), "{message}");
+        let serve = crate::serve::run(&crate::serve::ServeArgs { port: 3000, backend: Backend::Flex, devices: 1 });
+        assert!(serve.expect_err("no server").to_string().contains("--features remote"));
+    }
+
+    #[cfg(feature = "remote")]
+    #[test]
+    fn an_address_where_nothing_serves_is_an_error_that_names_it() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let message = error(Backend::Flex, &spread(1, &[&format!("ws://127.0.0.1:{port}")]));
+        assert!(message.contains(&format!("ws://127.0.0.1:{port}")) && message.contains("qkv serve"), "{message}");
+    }
+}
