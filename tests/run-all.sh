@@ -14,6 +14,10 @@ elif [ -n "${1:-}" ]; then
   exit 2
 fi
 
+# Each stage's start, in seconds since the script's: where a slow run spends its time.
+start=$(date +%s)
+stage() { echo "== [$(( $(date +%s) - start )) s] $*"; }
+
 have_lavapipe() { compgen -G "/usr/share/vulkan/icd.d/lvp_icd*.json" > /dev/null; }
 
 # Mesa's lavapipe gives wgpu a Vulkan adapter without a GPU; Xvfb gives the desktop app a screen;
@@ -28,7 +32,7 @@ if [ -z "${QKV_SKIP_WEB:-}" ]; then
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
-    echo "== installing ${missing[*]}"
+    stage "installing ${missing[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > /dev/null
   else
@@ -42,15 +46,15 @@ fi
 # and wasm-opt.
 if [ -z "${QKV_SKIP_WEB:-}" ]; then
   rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
-  command -v trunk > /dev/null || { echo "== installing trunk"; cargo install --locked --quiet trunk@0.21.14; }
+  command -v trunk > /dev/null || { stage "installing trunk"; cargo install --locked --quiet trunk@0.21.14; }
   bindgen=$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p')
   if ! wasm-bindgen --version 2> /dev/null | grep -qx "wasm-bindgen $bindgen"; then
-    echo "== installing wasm-bindgen-cli $bindgen"
+    stage "installing wasm-bindgen-cli $bindgen"
     cargo install --quiet --force wasm-bindgen-cli --version "$bindgen"
   fi
   # binaryen's wasm-opt shrinks the release page's wasm; Trunk.toml names the version.
   if ! wasm-opt --version 2> /dev/null | grep -q "(version_116)"; then
-    echo "== installing wasm-opt (binaryen 116)"
+    stage "installing wasm-opt (binaryen 116)"
     cargo install --locked --quiet --force wasm-opt@0.116.1
   fi
 fi
@@ -63,15 +67,14 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   trap 'rm -rf "$XDG_RUNTIME_DIR"' EXIT
 fi
 
-start=$(date +%s)
 # Style and lints first: they take seconds when warm and fail before the long tiers run.
 for component in rustfmt clippy; do
   rustup component list --installed | grep -q "^$component" || rustup component add "$component"
 done
-echo "== cargo fmt --check"
+stage "cargo fmt --check"
 cargo fmt --all --check
-echo "== cargo clippy --workspace --all-targets -- -D warnings"
+stage "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
-echo "== cargo test --workspace"
+stage "cargo test --workspace"
 cargo test --workspace --locked
 echo "== all tests passed in $(( $(date +%s) - start )) s"
