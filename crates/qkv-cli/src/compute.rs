@@ -59,8 +59,7 @@ impl Compute {
         Ok(Self { backend, home, replicas: devices })
     }
 
-    /// The backend and its devices, for reports: "Flex (DefaultDevice)", or with the replicas
-    /// counted.
+    /// The backend and its first device for reports, with the others counted.
     pub fn describe(&self) -> String {
         let Self { backend, home, replicas } = self;
         match replicas.len() {
