@@ -44,6 +44,13 @@ if [ -n "${QUICK:-}" ]; then steps=2 rounds=1; else steps=16 rounds=3; fi
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | sed 's/^/gpu: /'
 
+# `qkv bench --json` on stdin → "variant tokens-per-second", a line per variant (no Python needed
+# on the GPU machine).
+train_rates() {
+  tr -d '\n ' | grep -o '"variant":"[^"]*"[^}]*"train_tokens_per_sec":[0-9.e+-]*' |
+    sed -E 's/"variant":"([^"]*)".*"train_tokens_per_sec":([0-9.e+-]*)/\1 \2/'
+}
+
 # name, preset, batch
 configs=(
   "nanoGPT-cpu shakespeare-char-cpu 12"
@@ -65,9 +72,7 @@ for config in "${configs[@]}"; do
       echo "$name on $run: failed: $(tail -1 /tmp/qkv-gpu-bench.err)"
       continue
     fi
-    # One line per variant, from the JSON (no Python needed on the GPU machine).
-    echo "$out" | tr -d '\n ' | grep -o '"variant":"[^"]*"[^}]*"train_tokens_per_sec":[0-9.e+-]*' |
-      sed -E 's/"variant":"([^"]*)".*"train_tokens_per_sec":([0-9.e+-]*)/\1 \2/' |
+    echo "$out" | train_rates |
       while read -r variant rate; do
         printf '%-18s %-12s batch %-3s %-12s %10.0f tok/s\n' "$name" "$run" "$batch" "$variant" "$rate"
       done
@@ -94,7 +99,7 @@ for devices in 1 2; do
   if out=$("$compare_binary" bench --preset shakespeare-char --variants standard --backend "$compare_backend" \
     --devices "$devices" --batch "$dp_batch" --steps 2 --rounds "$dp_rounds" --warmup 2 --gen-tokens 1 --json \
     2> /tmp/qkv-gpu-devices.err); then
-    rate=$(echo "$out" | tr -d '\n ' | grep -o '"train_tokens_per_sec":[0-9.e+-]*' | head -1 | cut -d: -f2)
+    rate=$(echo "$out" | train_rates | head -1 | cut -d' ' -f2)
     printf 'data parallel on %s, --devices %s: %10.0f tok/s\n' "$compare_backend" "$devices" "$rate"
   else
     echo "data parallel on $compare_backend, --devices $devices: $(tail -1 /tmp/qkv-gpu-devices.err)"
