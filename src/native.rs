@@ -67,23 +67,10 @@ impl ComputeChoice {
 /// `vulkan`): offered first, since a build with one is made for that GPU (the window keeps
 /// drawing with wgpu).
 fn native_gpus() -> Vec<Compute> {
-    #[allow(unused_mut)] // a build without any of them
-    let mut computes = Vec::new();
-    #[cfg(feature = "cuda")]
-    computes.push(Compute { label: "cuda: GPU 0".into(), device: qkv_model::burn::tensor::Device::cuda(0) });
-    #[cfg(feature = "rocm")]
-    computes.push(Compute { label: "rocm: GPU 0".into(), device: qkv_model::burn::tensor::Device::rocm(0) });
-    #[cfg(feature = "metal")]
-    computes.push(Compute {
-        label: "metal: default GPU".into(),
-        device: qkv_model::burn::tensor::Device::metal(qkv_model::burn::tensor::DeviceKind::DefaultDevice),
-    });
-    #[cfg(feature = "vulkan")]
-    computes.push(Compute {
-        label: "vulkan: default GPU".into(),
-        device: qkv_model::burn::tensor::Device::vulkan(qkv_model::burn::tensor::DeviceKind::DefaultDevice),
-    });
-    computes
+    qkv_model::NATIVE_GPUS
+        .iter()
+        .filter_map(|name| qkv_model::native_gpu(name).map(|device| Compute { label: format!("{name}: first GPU"), device }))
+        .collect()
 }
 
 fn seconds(text: &str) -> Result<f64, String> {

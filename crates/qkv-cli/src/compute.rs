@@ -92,21 +92,14 @@ impl Backend {
                 format!("no wgpu device ({e}); without a GPU install Mesa's lavapipe (apt-get install mesa-vulkan-drivers) or use --backend flex")
                     .into()
             }),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda => Ok(Device::cuda(0)),
-            #[cfg(feature = "rocm")]
-            Backend::Rocm => Ok(Device::rocm(0)),
-            #[cfg(feature = "metal")]
-            Backend::Metal => Ok(Device::metal(qkv_model::burn::tensor::DeviceKind::DefaultDevice)),
-            #[cfg(feature = "vulkan")]
-            Backend::Vulkan => Ok(Device::vulkan(qkv_model::burn::tensor::DeviceKind::DefaultDevice)),
-            #[allow(unreachable_patterns)] // every backend's arm, in a build with all of them
-            other => Err(format!(
-                "this qkv was built without the {name} backend: build it with `cargo build --release -p qkv-cli --features {name}` \
-                 (README, \"Scaling up\"), or use --backend wgpu",
-                name = other.name()
-            )
-            .into()),
+            native => qkv_model::native_gpu(&native.name()).ok_or_else(|| {
+                format!(
+                    "this qkv was built without the {name} backend: build it with `cargo build --release -p qkv-cli --features {name}` \
+                     (README, \"Scaling up\"), or use --backend wgpu",
+                    name = native.name()
+                )
+                .into()
+            }),
         }
     }
 
@@ -198,6 +191,13 @@ mod tests {
     #[test]
     fn flex_is_one_device_and_says_so() {
         assert!(error(Backend::Flex, &spread(2, &[])).contains("--devices is for GPU backends"));
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    #[test]
+    fn a_build_without_a_native_backend_says_how_to_get_it() {
+        let message = Backend::Cuda.device().expect_err("no cuda in this build").to_string();
+        assert!(message.contains("--features cuda"), "{message}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod config;
 pub mod diagnostics;
 pub mod dropout;
 pub mod gpt;
+pub mod native_gpus;
 pub mod presets;
 pub mod random;
 pub mod reparam;
@@ -17,6 +18,7 @@ pub use attention::CausalSelfAttention;
 pub use config::{AttentionConfig, ConfigError, GptConfig, Norm};
 pub use diagnostics::{LayerDiagnostics, ModelDiagnostics};
 pub use gpt::{Gpt, GptOutput, KvCache};
+pub use native_gpus::{NATIVE_GPUS, native_gpu};
 pub use presets::Preset;
 pub use variant::{AttentionVariant, UnknownVariant};
 
