@@ -1,6 +1,6 @@
-//! The browser build end to end: `trunk serve --release` builds and serves the page (what the
-//! README's `trunk serve` does, with the settings of the deployed site), a localhost server of
-//! the test's own serves the same files, and Debian's Chromium headless drives the page. The
+//! The browser build end to end: `trunk serve` builds and serves the page (the README's
+//! command; with `QKV_WEB_RELEASE=1`, `trunk serve --release`: the deployed site's build, which
+//! `web/bench.sh` measures), a localhost server of the test's own serves the same files, and Debian's Chromium headless drives the page. The
 //! page trains the default demo (`?autotrain`) and the test reads `window.qkvLab`, the state the
 //! app publishes, through a small reporter script that the test server adds to the page and that
 //! POSTs it back once enough steps are done.
@@ -13,8 +13,8 @@
 //! Both print their start-up stages and the page's training speed (`web/bench.sh` collects them
 //! with the wasm size).
 //!
-//! Needs trunk, wasm-bindgen-cli, wasm-opt, the wasm32 target and chromium: `tests/run-all.sh`
-//! installs them. Set QKV_SKIP_WEB=1 to skip on a machine without them.
+//! Needs trunk, wasm-bindgen-cli, the wasm32 target and chromium (`tests/run-all.sh` installs
+//! them), and for `QKV_WEB_RELEASE=1` wasm-opt (`web/bench.sh` installs it). Set QKV_SKIP_WEB=1 to skip on a machine without them.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -368,14 +368,21 @@ impl Drop for TrunkServe {
 }
 
 /// What the README tells a newcomer to run: `trunk serve` builds the page and serves it, the
-/// wasm included. Built with `--release` (the site `trunk build --release` deploys), and the
-/// folder it serves from is the page the rest of the test opens: one build for both.
-fn trunk_serve() -> (TrunkServe, PathBuf) {
+/// wasm included; the folder it serves from is the page the rest of the test opens: one build
+/// for both. `release` builds the site `trunk build --release` deploys (the `web` profile's
+/// whole-program LTO, then wasm-opt): slower to build, so CI tests the README's command and
+/// `web/bench.sh` the deployed build.
+fn trunk_serve(release: bool) -> (TrunkServe, PathBuf) {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dist = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-serve-dist");
     let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("trunk-serve.log");
+    let mut args = vec!["serve"];
+    if release {
+        args.push("--release");
+    }
     let child = Command::new("trunk")
-        .args(["serve", "--release", "--offline", "--no-autoreload", "--port", &port.to_string(), "--dist"])
+        .args(args)
+        .args(["--offline", "--no-autoreload", "--port", &port.to_string(), "--dist"])
         .arg(&dist)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdout(Stdio::null())
@@ -384,7 +391,7 @@ fn trunk_serve() -> (TrunkServe, PathBuf) {
         .expect("trunk serve starts");
     let mut serving = TrunkServe(child);
     // A cold release build of the page (whole-program LTO, then wasm-opt) took 12 minutes on this
-    // project's 2-core reference machine when it had the machine to itself; CI builds it beside
+    // project's 2-core reference machine when it had the machine to itself; CI's builds run beside
     // other work.
     let deadline = std::time::Instant::now() + Duration::from_secs(3600);
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
@@ -422,7 +429,12 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     }
     assert!(tool(&["trunk"]).is_some(), "needs trunk: cargo install --locked trunk@0.21.14 (or set QKV_SKIP_WEB=1)");
     let chromium = tool(&["chromium", "chromium-browser"]).expect("needs Chromium: apt-get install chromium (or set QKV_SKIP_WEB=1)");
-    let (_trunk_serve, dist) = trunk_serve();
+    let release = std::env::var_os("QKV_WEB_RELEASE").is_some();
+    assert!(
+        !release || tool(&["wasm-opt"]).is_some(),
+        "QKV_WEB_RELEASE needs binaryen's wasm-opt: cargo install --locked wasm-opt@0.116.1"
+    );
+    let (_trunk_serve, dist) = trunk_serve(release);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (sender, reports) = channel();

@@ -4,7 +4,7 @@
 # measures in the end-to-end test (tests/web_e2e.rs): page load to the first training step on
 # WebGPU and on the CPU fallback, the page's training tokens/s and its frame time while
 # training (in a Web Worker, and on the page's own thread for reference). Needs what
-# tests/run-all.sh installs (and brotli, installed here when missing).
+# tests/run-all.sh installs, and installs brotli and binaryen's wasm-opt when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/qkv-lab/target}"
@@ -14,6 +14,14 @@ trap 'rm -rf "$dist"' EXIT
 if ! command -v brotli > /dev/null && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq brotli > /dev/null
 fi
+
+# binaryen's wasm-opt shrinks the release page's wasm; Trunk.toml names the version.
+if ! wasm-opt --version 2> /dev/null | grep -q "(version_116)"; then
+  echo "== installing wasm-opt (binaryen 116; compiles its C++, about 8 minutes on 2 cores)"
+  cargo install --locked --quiet --force wasm-opt@0.116.1
+fi
+# The end-to-end test below opens this build, not the README's `trunk serve` one.
+export QKV_WEB_RELEASE=1
 
 echo "== trunk build --release (the web profile, then wasm-opt)"
 start=$(date +%s)
