@@ -53,7 +53,7 @@ if [ -z "${QKV_SKIP_WEB:-}" ]; then
   bindgen=$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p')
   if ! wasm-bindgen --version 2> /dev/null | grep -qx "wasm-bindgen $bindgen"; then
     stage "installing wasm-bindgen-cli $bindgen"
-    cargo install --locked --quiet --force wasm-bindgen-cli --version "$bindgen"
+    cargo install --quiet --force wasm-bindgen-cli --version "$bindgen"
   fi
 fi
 
