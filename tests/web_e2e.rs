@@ -1,20 +1,20 @@
-//! The browser build end to end: `trunk serve` builds and serves the page (the README's
-//! command; with `QKV_WEB_RELEASE=1`, `trunk serve --release`: the deployed site's build, which
-//! `web/bench.sh` measures), a localhost server of the test's own serves the same files, and Debian's Chromium headless drives the page. The
-//! page trains the default demo (`?autotrain`) and the test reads `window.qkvLab`, the state the
-//! app publishes, through a small reporter script that the test server adds to the page and that
-//! POSTs it back once enough steps are done.
+//! The browser build end to end: `trunk serve` builds and serves the page (the README's command;
+//! with `QKV_WEB_RELEASE=1`, `trunk serve --release`: the deployed site's build, which
+//! `web/bench.sh` measures), a localhost server of the test's own serves the same files, and
+//! Debian's Chromium headless drives the page. The page trains the default demo (`?autotrain`) and
+//! the test reads `window.qkvLab`, the state the app publishes, through a small reporter script
+//! that the test server adds to the page and that POSTs it back once enough steps are done.
 //!
-//! Run 1 has WebGPU (`--enable-unsafe-webgpu`, SwiftShader without a GPU); run 2 has none and
-//! must train on the CPU fallback, in a Web Worker. Both then export the first run and must download its
-//! checkpoint and metrics. Run 2 then reloads once its runs are kept in the browser's storage:
-//! the service worker must serve the app from its cache (the server sees no request for the
-//! wasm or its glue), and the page must offer the kept runs and continue their curves.
-//! Both print their start-up stages and the page's training speed (`web/bench.sh` collects them
-//! with the wasm size).
+//! Run 1 has WebGPU (`--enable-unsafe-webgpu`, SwiftShader without a GPU); run 2 has none and must
+//! train on the CPU fallback, in a Web Worker. Both then export the first run and must download its
+//! checkpoint and metrics. Run 2 then reloads once its runs are kept in the browser's storage: the
+//! service worker must serve the app from its cache (the server sees no request for the wasm or its
+//! glue), and the page must offer the kept runs and continue their curves. Both print their
+//! start-up stages and the page's training speed (`web/bench.sh` collects them with the wasm size).
 //!
 //! Needs trunk, wasm-bindgen-cli, the wasm32 target and chromium (`tests/run-all.sh` installs
-//! them), and for `QKV_WEB_RELEASE=1` wasm-opt (`web/bench.sh` installs it). Set QKV_SKIP_WEB=1 to skip on a machine without them.
+//! them), and for `QKV_WEB_RELEASE=1` wasm-opt (`web/bench.sh` installs it). Set
+//! QKV_SKIP_WEB=1 to skip on a machine without them.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
