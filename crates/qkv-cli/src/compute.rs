@@ -83,63 +83,45 @@ impl Backend {
         format!("{self:?}").to_lowercase()
     }
 
-    /// The device: the first GPU of the chosen kind. The native GPU backends exist only in a
-    /// build with their feature; any other build says how to get one.
+    /// The device a one-device command computes on: the backend's first.
     pub fn device(self) -> Result<Device, Failure> {
-        match self {
-            Backend::Flex => Ok(Device::flex()),
-            Backend::Wgpu => Device::wgpu_options().init().map_err(|e| {
-                format!("no wgpu device ({e}); without a GPU install Mesa's lavapipe (apt-get install mesa-vulkan-drivers) or use --backend flex")
-                    .into()
-            }),
-            native => qkv_model::native_gpu(&native.name()).ok_or_else(|| {
+        Ok(self.devices(1)?.remove(0))
+    }
+
+    /// `count` devices of this backend, its first GPU first. The native GPU backends exist only
+    /// in a build with their feature; any other build says how to get one.
+    pub fn devices(self, count: usize) -> Result<Vec<Device>, Failure> {
+        let devices = match self {
+            Backend::Flex if count > 1 => {
+                return Err("--devices is for GPU backends: flex is one device, and a run on it already splits every batch \
+                            over the CPU's cores"
+                    .into());
+            }
+            Backend::Flex => vec![Device::flex()],
+            Backend::Wgpu => {
+                let first = Device::wgpu_options().init().map_err(|e| {
+                    format!("no wgpu device ({e}); without a GPU install Mesa's lavapipe (apt-get install mesa-vulkan-drivers) or use --backend flex")
+                })?;
+                qkv_model::adapters(first, qkv_model::burn::tensor::DeviceType::Wgpu, count)
+            }
+            native => qkv_model::native_gpus(&native.name(), count).ok_or_else(|| {
                 format!(
                     "this qkv was built without the {name} backend: build it with `cargo build --release -p qkv-cli --features {name}` \
                      (README, \"Scaling up\"), or use --backend wgpu",
                     name = native.name()
                 )
-                .into()
-            }),
-        }
-    }
-
-    /// `count` devices of this backend, the one [`Backend::device`] gives first.
-    pub fn devices(self, count: usize) -> Result<Vec<Device>, Failure> {
-        let first = self.device()?;
-        if count <= 1 {
-            return Ok(vec![first]);
-        }
-        let others: Vec<Device> = match self {
-            Backend::Flex => {
-                return Err("--devices is for GPU backends: flex is one device, and a run on it already splits every batch \
-                            over the CPU's cores"
-                    .into());
-            }
-            #[cfg(feature = "cuda")]
-            Backend::Cuda => (1..count).map(Device::cuda).collect(),
-            #[cfg(feature = "rocm")]
-            Backend::Rocm => (1..count).map(Device::rocm).collect(),
-            _ => {
-                let kind = match self {
-                    #[cfg(feature = "metal")]
-                    Backend::Metal => qkv_model::burn::tensor::DeviceType::Metal,
-                    #[cfg(feature = "vulkan")]
-                    Backend::Vulkan => qkv_model::burn::tensor::DeviceType::Vulkan,
-                    _ => qkv_model::burn::tensor::DeviceType::Wgpu,
-                };
-                Device::enumerate(kind).into_iter().filter(|device| *device != first).take(count - 1).collect()
-            }
+            })?,
         };
-        if others.len() + 1 < count {
+        if devices.len() < count {
             return Err(format!(
                 "--devices {count}: this machine has {} {} device(s); use --devices {}",
-                others.len() + 1,
+                devices.len(),
                 self.name(),
-                others.len() + 1
+                devices.len()
             )
             .into());
         }
-        Ok(std::iter::once(first).chain(others).collect())
+        Ok(devices)
     }
 }
 

@@ -18,7 +18,7 @@ pub use attention::CausalSelfAttention;
 pub use config::{AttentionConfig, ConfigError, GptConfig, Norm};
 pub use diagnostics::{LayerDiagnostics, ModelDiagnostics};
 pub use gpt::{Gpt, GptOutput, KvCache};
-pub use native_gpus::{NATIVE_GPUS, native_gpu};
+pub use native_gpus::{NATIVE_GPUS, adapters, native_gpu, native_gpus};
 pub use presets::Preset;
 pub use variant::{AttentionVariant, UnknownVariant};
 
