@@ -47,13 +47,22 @@ fi
 # installed by web/bench.sh, which measures that build.
 if [ -z "${QKV_SKIP_WEB:-}" ]; then
   rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
-  # Without its default features: no TLS and no update check, which `trunk serve --offline` on
-  # localhost never uses (half a minute less to compile).
-  command -v trunk > /dev/null || { stage "installing trunk"; cargo install --locked --quiet --no-default-features trunk@0.21.14; }
+  # The two tools are compiled for this run, not for speed: unoptimised and without trunk's fat
+  # LTO, trunk compiles in 2 min instead of 7 and wasm-bindgen-cli in 1 instead of 2.3, and
+  # cost the page build 15 s (docs/performance.md, "CI time"). trunk without its default
+  # features: no TLS and no update check, which `trunk serve` on localhost never uses.
+  quick_install() {
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+      cargo install --quiet "$@"
+  }
+  if ! command -v trunk > /dev/null; then
+    stage "installing trunk"
+    quick_install --locked --no-default-features trunk@0.21.14
+  fi
   bindgen=$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p')
   if ! wasm-bindgen --version 2> /dev/null | grep -qx "wasm-bindgen $bindgen"; then
     stage "installing wasm-bindgen-cli $bindgen"
-    cargo install --quiet --force wasm-bindgen-cli --version "$bindgen"
+    quick_install --force wasm-bindgen-cli --version "$bindgen"
   fi
 fi
 
