@@ -296,9 +296,9 @@ fn text_batch(tokens: &Tokens, rows: usize, block_size: usize, mut pick: impl Fn
     let mut targets = Vec::with_capacity(rows * block_size);
     for _ in 0..rows {
         let start = pick(tokens.len() - block_size);
-        let window: Vec<i64> = tokens.iter_from(start).take(block_size + 1).map(i64::from).collect();
-        inputs.extend(&window[..block_size]);
-        targets.extend(&window[1..]);
+        // The targets are the inputs one token on.
+        inputs.extend(tokens.iter_from(start).take(block_size).map(i64::from));
+        targets.extend(tokens.iter_from(start + 1).take(block_size).map(i64::from));
     }
     Batch { rows, time: block_size, inputs, targets, loss_mask: None }
 }

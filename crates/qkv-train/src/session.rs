@@ -538,7 +538,11 @@ impl Session {
         let info = RunInfo::of(&run);
         experiment.add_run(run)?;
         let mut messages = vec![Message::Converted { from: index, info: Box::new(info), report: Box::new(report) }];
-        messages.push(Message::Attention(self.attention().await?));
+        // The run has joined whatever the maps do: a failed read of them must not hide it.
+        messages.push(match self.attention().await {
+            Ok(maps) => Message::Attention(maps),
+            Err(e) => Message::Failed(format!("the converted run joined, but its attention maps could not be read: {e}")),
+        });
         Ok(messages)
     }
 
