@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpu_copy::model_on_cpu;
 use crate::dataset::Dataset;
-use crate::optimizer::Optimiser;
+use crate::optimiser::Optimiser;
 use crate::run::{Metrics, Run, RunSpec};
 use crate::tokenizer::Tokenizer;
 

@@ -10,7 +10,7 @@ pub mod dataset;
 pub mod experiment;
 pub mod generate;
 pub mod loss;
-pub mod optimizer;
+pub mod optimiser;
 pub mod plan;
 pub mod pytorch;
 pub mod recipe;

@@ -16,7 +16,7 @@ use qkv_model::{ConfigError, Gpt, GptConfig};
 use crate::corpus::DataError;
 use crate::dataset::{Batch, Dataset};
 use crate::loss::{accuracy_counts, cross_entropy};
-use crate::optimizer::Optimiser;
+use crate::optimiser::Optimiser;
 use crate::recipe::{TrainingConfig, TrainingConfigError};
 use crate::shards::{self, Shard};
 
