@@ -5,7 +5,7 @@
 
 use std::cell::Cell;
 
-use burn::module::Param;
+use burn::module::{Param, ParamId};
 use burn::tensor::{Device, Tensor, TensorData};
 
 /// Sebastiano Vigna's SplitMix64 finaliser: well-spread seeds from consecutive numbers.
@@ -29,11 +29,19 @@ impl InitialWeights {
         Self { seed, drawn: Cell::new(0) }
     }
 
-    /// The next tensor: `shape` filled with N(0, std) values, on `device`.
+    /// The next tensor: `shape` filled with N(0, std) values, on `device`. Drawn when first read
+    /// (Burn's lazy parameters), not here: a checkpoint or an import loaded into a new model
+    /// replaces every weight, and a model of a billion parameters need not draw them first. The
+    /// values are a function of the seed and the tensor's place in the order only, so when they
+    /// are drawn does not change them.
     pub fn normal<const D: usize>(&self, shape: [usize; D], std: f64, device: &Device) -> Param<Tensor<D>> {
         let index = self.drawn.replace(self.drawn.get() + 1);
-        let values = normal_values(splitmix64(self.seed ^ splitmix64(index)), shape.iter().product(), std);
-        Param::from_tensor(Tensor::from_data(TensorData::new(values, shape), device))
+        let seed = splitmix64(self.seed ^ splitmix64(index));
+        let draw = move |device: &Device, require_grad: bool| {
+            let values = normal_values(seed, shape.iter().product(), std);
+            Tensor::from_data(TensorData::new(values, shape), device).set_require_grad(require_grad)
+        };
+        Param::uninitialized(ParamId::new(), draw, device.clone(), true, shape.into())
     }
 }
 
@@ -87,6 +95,14 @@ mod tests {
         assert_eq!(a2, values(&b));
         assert_ne!(a1, a2);
         assert_ne!(a1, values(&InitialWeights::new(8)));
+    }
+
+    #[test]
+    fn tensors_are_drawn_when_first_read() {
+        let param = InitialWeights::new(7).normal([3, 5], 1.0, &Device::flex());
+        assert!(!param.is_initialized());
+        assert_eq!(param.val().dims(), [3, 5]);
+        assert!(param.is_initialized());
     }
 
     #[test]
