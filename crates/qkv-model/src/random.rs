@@ -17,16 +17,17 @@ pub(crate) fn splitmix64(x: u64) -> u64 {
 }
 
 /// A model's initial weights, drawn on the host tensor after tensor from one seed: the n-th
-/// tensor drawn is a function of the seed and n only.
+/// tensor asked for is a function of the seed and n only, whenever it is drawn.
 #[derive(Debug)]
 pub struct InitialWeights {
     seed: u64,
-    drawn: Cell<u64>,
+    /// Tensors asked for so far: the next one's n.
+    issued: Cell<u64>,
 }
 
 impl InitialWeights {
     pub fn new(seed: u64) -> Self {
-        Self { seed, drawn: Cell::new(0) }
+        Self { seed, issued: Cell::new(0) }
     }
 
     /// The next tensor: `shape` filled with N(0, std) values, on `device`. Drawn when first read
@@ -35,7 +36,7 @@ impl InitialWeights {
     /// values are a function of the seed and the tensor's place in the order only, so when they
     /// are drawn does not change them.
     pub fn normal<const D: usize>(&self, shape: [usize; D], std: f64, device: &Device) -> Param<Tensor<D>> {
-        let index = self.drawn.replace(self.drawn.get() + 1);
+        let index = self.issued.replace(self.issued.get() + 1);
         let seed = splitmix64(self.seed ^ splitmix64(index));
         let draw = move |device: &Device, require_grad: bool| {
             let values = normal_values(seed, shape.iter().product(), std);
