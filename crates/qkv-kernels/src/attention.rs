@@ -335,7 +335,7 @@ impl<const N: usize> Backward<Flex, N> for AttentionBackward {
 
     fn backward(self, ops: Ops<Saved, N>, grads: &mut Gradients, _: &mut Checkpointer) {
         backward_step(ops, grads, |saved, grad| {
-            let (d_query, d_key, d_value, d_bias) = backward(saved, grad);
+            let (d_query, d_key, d_value, d_bias) = backward(saved, &grad);
             [Some(d_query), Some(d_key), Some(d_value), d_bias]
         });
     }

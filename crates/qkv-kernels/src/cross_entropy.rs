@@ -152,7 +152,7 @@ impl Backward<Flex, 1> for CrossEntropyBackward {
     type State = Saved;
 
     fn backward(self, ops: Ops<Saved, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step(ops, grads, |saved, grad| [Some(backward(saved, grad))]);
+        backward_step(ops, grads, |saved, grad| [Some(backward(saved, &grad))]);
     }
 }
 

@@ -4,7 +4,6 @@
 //! on what else draws from Burn's process-wide generator, e.g. a run training beside it).
 
 use burn::backend::Flex;
-use burn::backend::TensorMetadata;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::grads::Gradients;
@@ -13,9 +12,9 @@ use burn::backend::flex::FlexTensor;
 use burn::nn::DropoutConfig;
 use burn::tensor::Tensor;
 
-use crate::flex::{Route, backward_step, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::flex::{Route, backward_step, from_autodiff, from_flex, in_place, route, to_autodiff, to_flex};
 use crate::math::vectorised;
-use crate::parallel::{self, SharedMut};
+use crate::parallel;
 
 const MIN_PER_TASK: usize = 32 * 1024;
 
@@ -32,12 +31,12 @@ pub fn dropout<const D: usize>(x: Tensor<D>, prob: f64, seed: u64, first_row: us
     let mask = Mask::new(prob, seed, (first_row * row_len) as u32);
     match route(&x.device(), x.dtype()) {
         Route::Composed => DropoutConfig::new(prob).init().forward(x),
-        Route::Flex => from_flex(mask.apply(&to_flex(x))),
+        Route::Flex => from_flex(mask.apply(to_flex(x))),
         Route::FlexAutodiff => {
             let (x, node) = to_autodiff(x).into_parts();
             from_autodiff(match DropoutBackward.prepare::<NoCheckpointing>([node]).compute_bound().stateful() {
-                OpsKind::Tracked(prep) => prep.finish(mask, mask.apply(&x)),
-                OpsKind::UnTracked(prep) => prep.finish(mask.apply(&x)),
+                OpsKind::Tracked(prep) => prep.finish(mask, mask.apply(x)),
+                OpsKind::UnTracked(prep) => prep.finish(mask.apply(x)),
             })
         }
     }
@@ -60,19 +59,12 @@ impl Mask {
         Self { seed, first, threshold: (prob * 4_294_967_296.0) as u32, scale: (1.0 / (1.0 - prob)) as f32 }
     }
 
-    /// `x ⊙ mask / (1 − prob)`: the forward pass, and the backward pass on the gradient.
-    fn apply(&self, x: &FlexTensor) -> FlexTensor {
-        let values = values(x);
-        let mut out = vec![0f32; values.len()];
-        let out_ptr = SharedMut::new(&mut out);
-        let chunks = parallel::chunks(values.len(), MIN_PER_TASK);
-        parallel::map(chunks.len(), values.len() * 12, |c| {
-            let span = chunks[c].clone();
-            // SAFETY: span c of the output belongs to this task.
-            let out = unsafe { out_ptr.slice(span.start, span.len()) };
-            mask_values(&values[span.clone()], self.first.wrapping_add(span.start as u32), *self, out);
-        });
-        tensor(out, x.shape())
+    /// `x ⊙ mask / (1 − prob)`: the forward pass, and the backward pass on the gradient; over
+    /// `x` itself where nothing else holds it.
+    fn apply(&self, x: FlexTensor) -> FlexTensor {
+        in_place(x, |values| {
+            parallel::for_spans(values, MIN_PER_TASK, 12, |start, span| mask_values(span, self.first.wrapping_add(start as u32), *self))
+        })
     }
 }
 
@@ -92,10 +84,10 @@ fn hash(seed: u64, position: u32) -> u32 {
 }
 
 vectorised! {
-    fn mask_values(x: &[f32], first: u32, mask: Mask, out: &mut [f32]) {
-        for (i, (out, &x)) in out.iter_mut().zip(x).enumerate() {
+    fn mask_values(x: &mut [f32], first: u32, mask: Mask) {
+        for (i, x) in x.iter_mut().enumerate() {
             let keep = hash(mask.seed, first.wrapping_add(i as u32)) >= mask.threshold;
-            *out = if keep { x * mask.scale } else { 0.0 };
+            *x = if keep { *x * mask.scale } else { 0.0 };
         }
     }
 }

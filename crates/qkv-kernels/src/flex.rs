@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
+use burn::backend::TensorMetadata;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::Ops;
@@ -18,15 +19,16 @@ pub(crate) type AutodiffTensor = <FlexAutodiff as BackendTypes>::FloatTensorPrim
 
 /// The frame of every fused op's backward: takes the gradient arriving at the op's output,
 /// computes the inputs' gradients from it and the saved `state` (in the order of the op's
-/// inputs), and hands each to its input where that input is tracked. `None` marks an input
+/// inputs), and hands each to its input where that input is tracked. The gradient is handed over
+/// whole, so an elementwise backward may write over it ([`in_place`]). `None` marks an input
 /// without one (e.g. an absent bias); gradients past the op's inputs are dropped.
 pub(crate) fn backward_step<S, const N: usize, G: IntoIterator<Item = Option<FlexTensor>>>(
     ops: Ops<S, N>,
     grads: &mut Gradients,
-    gradients: impl FnOnce(&S, &FlexTensor) -> G,
+    gradients: impl FnOnce(&S, FlexTensor) -> G,
 ) {
     let grad = grads.consume::<Flex>(&ops.node);
-    for (parent, gradient) in ops.parents.iter().zip(gradients(&ops.state, &grad)) {
+    for (parent, gradient) in ops.parents.iter().zip(gradients(&ops.state, grad)) {
         if let (Some(node), Some(gradient)) = (parent, gradient) {
             grads.register::<Flex>(node.id, gradient);
         }
@@ -107,6 +109,18 @@ pub(crate) fn values(tensor: &FlexTensor) -> Cow<'_, [f32]> {
         Some((start, end)) => Cow::Borrowed(&tensor.storage::<f32>()[start..end]),
         None => Cow::Owned(tensor.to_contiguous().storage::<f32>().to_vec()),
     }
+}
+
+/// `kernel` run on the tensor's values in place, for an elementwise op that may overwrite its
+/// input: in the tensor's own buffer when the tensor spans all of it and nothing else holds it
+/// (an op's output passed on, the gradient arriving at a backward step), which spares a new
+/// buffer and its zeroing; in a copy otherwise, so a tensor still in use elsewhere is untouched.
+pub(crate) fn in_place(tensor: FlexTensor, kernel: impl FnOnce(&mut [f32])) -> FlexTensor {
+    let spans_buffer = matches!(tensor.layout().contiguous_offsets(), Some((0, end)) if end == tensor.storage::<f32>().len());
+    let mut tensor = if spans_buffer { tensor } else { self::tensor(values(&tensor).into_owned(), tensor.shape()) };
+    // Copies the buffer first if another tensor shares it (Burn's copy on write).
+    kernel(tensor.storage_mut::<f32>());
+    tensor
 }
 
 /// Integer values (indices, targets) as i64, whatever integer type the tensor holds.

@@ -1,5 +1,10 @@
 //! GELU with the exact (erf) form, `x·Φ(x)`, as PyTorch's `nn.GELU()` and Burn's `gelu`, with
 //! an erf that vectorises. Backward: `dx = dy · (Φ(x) + x·φ(x))`.
+//!
+//! Under autodiff the forward pass keeps that derivative `Φ(x) + x·φ(x)` instead of x: it has Φ
+//! and φ at hand already (erf needs exp(-x²/2), which is φ up to a constant), so the backward
+//! pass is one multiplication instead of a second erf and exp per element, in the same memory.
+//! Both passes write over their input where nothing else holds it ([`in_place`]).
 
 use burn::backend::Flex;
 use burn::backend::TensorMetadata;
@@ -10,7 +15,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
 
-use crate::flex::{Route, backward_step, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::flex::{Route, backward_step, from_autodiff, from_flex, in_place, route, tensor, to_autodiff, to_flex, values};
 use crate::math::{erf_with, exp, vectorised};
 use crate::parallel::{self, SharedMut};
 
@@ -24,75 +29,83 @@ const MIN_PER_TASK: usize = 16 * 1024;
 pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     match route(&x.device(), x.dtype()) {
         Route::Composed => burn::tensor::activation::gelu(x),
-        Route::Flex => from_flex(forward(&to_flex(x))),
+        Route::Flex => from_flex(forward(to_flex(x))),
         Route::FlexAutodiff => {
             let (x, node) = to_autodiff(x).into_parts();
             from_autodiff(match GeluBackward.prepare::<NoCheckpointing>([node]).compute_bound().stateful() {
                 OpsKind::Tracked(prep) => {
-                    let y = forward(&x);
-                    prep.finish(x, y)
+                    let (y, derivative) = forward_with_derivative(x);
+                    prep.finish(derivative, y)
                 }
-                OpsKind::UnTracked(prep) => prep.finish(forward(&x)),
+                OpsKind::UnTracked(prep) => prep.finish(forward(x)),
             })
         }
     }
 }
 
 vectorised! {
-    fn gelu_values(x: &[f32], y: &mut [f32]) {
-        for (y, &x) in y.iter_mut().zip(x) {
-            let z = x * FRAC_1_SQRT_2;
-            *y = 0.5 * x * (1.0 + erf_with(z, exp(-z * z)));
+    fn gelu_values(x: &mut [f32]) {
+        for x in x.iter_mut() {
+            let z = *x * FRAC_1_SQRT_2;
+            *x = 0.5 * *x * (1.0 + erf_with(z, exp(-z * z)));
         }
     }
 }
 
 vectorised! {
-    fn gelu_gradient(x: &[f32], dy: &[f32], dx: &mut [f32]) {
-        for ((dx, &x), &dy) in dx.iter_mut().zip(x).zip(dy) {
-            let z = x * FRAC_1_SQRT_2;
+    /// GELU over `x` in place, its derivative at the old values into `derivative`.
+    fn gelu_values_and_derivative(x: &mut [f32], derivative: &mut [f32]) {
+        for (x, derivative) in x.iter_mut().zip(derivative.iter_mut()) {
+            let z = *x * FRAC_1_SQRT_2;
             let density = exp(-z * z);
             let cdf = 0.5 * (1.0 + erf_with(z, density));
-            *dx = dy * (cdf + x * FRAC_1_SQRT_2PI * density);
+            *derivative = cdf + *x * FRAC_1_SQRT_2PI * density;
+            *x *= cdf;
         }
     }
 }
 
-/// Applies `kernel` to matching spans of `inputs` and of a new output, over the cores.
-fn elementwise(shape: burn::tensor::Shape, inputs: &[&[f32]], kernel: impl Fn(&[&[f32]], &mut [f32]) + Sync) -> FlexTensor {
-    let len = inputs[0].len();
-    let mut out = vec![0f32; len];
-    let out_ptr = SharedMut::new(&mut out);
-    let chunks = parallel::chunks(len, MIN_PER_TASK);
-    parallel::map(chunks.len(), len * 40, |c| {
-        let span = chunks[c].clone();
-        // SAFETY: span c of the output belongs to this task.
-        let out = unsafe { out_ptr.slice(span.start, span.len()) };
-        let parts: Vec<&[f32]> = inputs.iter().map(|input| &input[span.clone()]).collect();
-        kernel(&parts, out);
+vectorised! {
+    fn multiply_by(values: &mut [f32], by: &[f32]) {
+        for (value, &by) in values.iter_mut().zip(by) {
+            *value *= by;
+        }
+    }
+}
+
+fn forward(x: FlexTensor) -> FlexTensor {
+    in_place(x, |x| parallel::for_spans(x, MIN_PER_TASK, 40, |_, span| gelu_values(span)))
+}
+
+/// GELU(x), and its derivative at x for the backward pass.
+fn forward_with_derivative(x: FlexTensor) -> (FlexTensor, FlexTensor) {
+    let shape = x.shape();
+    let mut derivative = vec![0f32; shape.num_elements()];
+    let derivative_out = SharedMut::new(&mut derivative);
+    let y = in_place(x, |x| {
+        parallel::for_spans(x, MIN_PER_TASK, 44, |start, span| {
+            // SAFETY: the derivative's span matches this task's span of x, which no other task has.
+            let derivative = unsafe { derivative_out.slice(start, span.len()) };
+            gelu_values_and_derivative(span, derivative)
+        })
     });
-    tensor(out, shape)
+    (y, tensor(derivative, shape))
 }
 
-fn forward(x: &FlexTensor) -> FlexTensor {
-    let values = values(x);
-    elementwise(x.shape(), &[&values], |inputs, y| gelu_values(inputs[0], y))
-}
-
-fn backward(x: &FlexTensor, grad: &FlexTensor) -> FlexTensor {
-    let (x_values, dy) = (values(x), values(grad));
-    elementwise(x.shape(), &[&x_values, &dy], |inputs, dx| gelu_gradient(inputs[0], inputs[1], dx))
+fn backward(derivative: &FlexTensor, grad: FlexTensor) -> FlexTensor {
+    let derivative = values(derivative);
+    in_place(grad, |dy| parallel::for_spans(dy, MIN_PER_TASK, 1, |start, span| multiply_by(span, &derivative[start..start + span.len()])))
 }
 
 #[derive(Debug)]
 struct GeluBackward;
 
 impl Backward<Flex, 1> for GeluBackward {
-    /// The input.
+    /// GELU's derivative at the input.
     type State = FlexTensor;
 
     fn backward(self, ops: Ops<FlexTensor, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step(ops, grads, |x, grad| [Some(backward(x, grad))]);
+        backward_step(ops, grads, |derivative, grad| [Some(backward(derivative, grad))]);
     }
 }
 
@@ -117,5 +130,30 @@ mod tests {
         let (composed, d_composed) = run(false);
         assert_close(&fused, &composed, 1e-6, "gelu");
         assert_close(&d_fused, &d_composed, 1e-6, "gelu backward");
+    }
+
+    /// GELU writes over its input only where nothing else holds it: a tensor still in use, and
+    /// the rest of a buffer a view lies in, keep their values (forward, and backward where the
+    /// gradient is shared).
+    #[test]
+    fn gelu_leaves_tensors_held_elsewhere_as_they_were() {
+        let x = input([4, 3000], 1, &Device::flex());
+        let before = values(x.clone());
+        let y = values(gelu(x.clone()));
+        assert_eq!(values(x.clone()), before, "an input still held");
+        let rows = values(gelu(x.clone().slice([1..3, 0..3000])));
+        assert_eq!(values(x.clone()), before, "the buffer around a view");
+        assert_eq!(rows, y[3000..9000], "the view's values");
+
+        // Burn's addition hands one gradient to both of its inputs: GELU's backward must not
+        // write over the one the residual path also reads.
+        let device = Device::flex().autodiff();
+        let grad_of_x = |fused: bool| {
+            let x = input([4, 3000], 1, &device);
+            let activated = if fused { gelu(x.clone()) } else { burn::tensor::activation::gelu(x.clone()) };
+            let grads = ((activated + x.clone()) * input([4, 3000], 2, &device).detach()).sum().backward();
+            values(x.grad(&grads).unwrap())
+        };
+        assert_close(&grad_of_x(true), &grad_of_x(false), 1e-6, "a gradient shared with the residual path");
     }
 }

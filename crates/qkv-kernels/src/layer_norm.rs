@@ -206,7 +206,7 @@ impl<const N: usize> Backward<Flex, N> for LayerNormBackward {
 
     fn backward(self, ops: Ops<Saved, N>, grads: &mut Gradients, _: &mut Checkpointer) {
         backward_step(ops, grads, |saved, grad| {
-            let (dx, d_gamma, d_beta) = backward(saved, grad);
+            let (dx, d_gamma, d_beta) = backward(saved, &grad);
             [Some(dx), Some(d_gamma), Some(d_beta)]
         });
     }

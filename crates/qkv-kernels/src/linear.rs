@@ -174,7 +174,7 @@ impl<const N: usize> Backward<Flex, N> for LinearBackward {
 
     fn backward(self, ops: Ops<Saved, N>, grads: &mut Gradients, _: &mut Checkpointer) {
         backward_step(ops, grads, |saved, grad| {
-            let (dx, dw, db) = backward(&saved.x, &saved.weight, grad, N == 3);
+            let (dx, dw, db) = backward(&saved.x, &saved.weight, &grad, N == 3);
             [Some(dx), Some(dw), db]
         });
     }

@@ -24,6 +24,19 @@ pub(crate) fn chunks(len: usize, min_chunk: usize) -> Vec<std::ops::Range<usize>
     (0..len).step_by(size.max(1)).map(|start| start..(start + size).min(len)).collect()
 }
 
+/// `task(start, span)` for contiguous spans of `values` (from [`chunks`]), in parallel when the
+/// work (`flops_per_value` each) is worth it; `start` is the span's first index.
+pub(crate) fn for_spans(values: &mut [f32], min_chunk: usize, flops_per_value: usize, task: impl Fn(usize, &mut [f32]) + Sync + Send) {
+    let len = values.len();
+    let spans = chunks(len, min_chunk);
+    let shared = SharedMut::new(values);
+    map(spans.len(), len * flops_per_value, |i| {
+        let span = spans[i].clone();
+        // SAFETY: the spans are disjoint and lie in `values`, which outlives the parallel section.
+        task(span.start, unsafe { shared.slice(span.start, span.len()) });
+    });
+}
+
 /// A raw pointer that tasks may share: each task writes a region no other task touches.
 #[derive(Clone, Copy)]
 pub(crate) struct SharedMut(*mut f32);
