@@ -19,7 +19,8 @@ if ! "$venv/bin/python" -c "import torch" 2> /dev/null; then
   "$venv/bin/pip" install --quiet --upgrade pip
   "$venv/bin/pip" install --quiet "torch==$TORCH_VERSION"
 fi
-py="$venv/bin/python"
+# torch warns at import that NumPy is missing; nothing here uses NumPy.
+py=("$venv/bin/python" -W "ignore:Failed to initialize NumPy")
 
 echo "== cargo build --release -p qkv-cli"
 cargo build --release --locked -p qkv-cli --quiet
@@ -34,15 +35,15 @@ configs=(
 )
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-echo "torch: $("$py" -c 'import torch; print(torch.__version__, "threads", torch.get_num_threads())')"
+echo "torch: $("${py[@]}" -c 'import torch; print(torch.__version__, "threads", torch.get_num_threads())')"
 for config in "${configs[@]}"; do
   read -r name preset layers heads embd context batch dropout <<< "$config"
   ours=$("$qkv" bench --preset "$preset" --variants standard,wq-identity --batch "$batch" \
     --steps "$steps" --rounds "$rounds" --warmup 2 --gen-tokens 8 --json 2> /dev/null)
-  theirs=$("$py" bench/pytorch_reference.py --corpus assets/shakespeare.txt --layers "$layers" \
+  theirs=$("${py[@]}" bench/pytorch_reference.py --corpus assets/shakespeare.txt --layers "$layers" \
     --heads "$heads" --embd "$embd" --context "$context" --batch "$batch" --dropout "$dropout" \
     --steps "$steps" --rounds "$rounds" --warmup 2)
-  OURS="$ours" THEIRS="$theirs" NAME="$name" "$py" - << 'EOF'
+  OURS="$ours" THEIRS="$theirs" NAME="$name" "${py[@]}" - << 'EOF'
 import json, os
 ours = json.loads(os.environ["OURS"])
 theirs = {row["variant"]: row for row in map(json.loads, os.environ["THEIRS"].splitlines())}
