@@ -233,9 +233,19 @@ fn split_qkv(tensors: &mut Tensors, name: &str) -> Result<(), PyTorchError> {
 /// as QKV Lab writes it; [`gpt2_config_json`] gives Hugging Face's `config.json`).
 pub fn to_safetensors(model: &Gpt, config: &GptConfig, layout: Layout) -> Result<Vec<u8>, PyTorchError> {
     let failed = |e: String| PyTorchError::Write(e);
-    let mut store = SafetensorsStore::from_bytes(None).with_to_adapter(BurnToPyTorchAdapter).remap(remapper(&TO_NANOGPT_NAMES));
-    model.save_into(&mut store).map_err(|e| failed(format!("{e:?}")))?;
-    let (mut tensors, _) = read(&store.get_bytes().map_err(|e| failed(format!("{e:?}")))?, "the model")?;
+    // The model's tensors as PyTorch names and lays them out (what a `SafetensorsStore` with
+    // this adapter and remapper would write), taken straight to the host: they are fused and
+    // transposed below before the one file is written.
+    let collected = model.collect(None, Some(Box::new(BurnToPyTorchAdapter)), false);
+    let (collected, _) = remapper(&TO_NANOGPT_NAMES).remap(collected);
+    let mut tensors = Tensors::new();
+    for tensor in collected {
+        let name = tensor.name.clone();
+        let data = burn::store::bridge::into_data(tensor).map_err(|e| failed(format!("{name}: {e:?}")))?;
+        let shape = data.shape().to_vec();
+        let values = data.try_into_vec::<f32>().map_err(|e| failed(format!("{name}: {e:?}")))?;
+        tensors.insert(name, HostTensor { shape, values });
+    }
     if has_gpt2_attention(config) {
         fuse_qkv(&mut tensors);
     }
