@@ -17,16 +17,18 @@ thread_local! {
 /// `threads_each` threads; the results come back in the items' order.
 pub(crate) fn on_threads<T: Send, R: Send>(items: Vec<T>, threads_each: usize, work: impl Fn(T) -> R + Sync) -> Vec<R> {
     let tasks = items.len();
-    POOLS.with_borrow_mut(|pools| {
-        if pools.len() < tasks || pools.iter().any(|p| p.current_num_threads() != threads_each) {
-            // A pool that cannot be built (no threads left) leaves its task to a thread started
-            // for it.
-            *pools = (0..tasks).filter_map(|_| rayon::ThreadPoolBuilder::new().num_threads(threads_each).build().ok()).collect();
-        }
-        let mut results: Vec<Option<R>> = (0..tasks).map(|_| None).collect();
-        hand_out(pools, items.into_iter().zip(results.iter_mut()).collect(), &work);
-        results.into_iter().map(|result| result.expect("every task ran")).collect()
-    })
+    // Taken out for the call, not borrowed: a caller that is itself a rayon worker may run other
+    // work of its pool while it waits, and that work may fan out from this thread too (it then
+    // builds pools of its own).
+    let mut pools = POOLS.take();
+    if pools.len() < tasks || pools.iter().any(|p| p.current_num_threads() != threads_each) {
+        // A pool that cannot be built (no threads left) leaves its task to a thread started for it.
+        pools = (0..tasks).filter_map(|_| rayon::ThreadPoolBuilder::new().num_threads(threads_each).build().ok()).collect();
+    }
+    let mut results: Vec<Option<R>> = (0..tasks).map(|_| None).collect();
+    hand_out(&pools, items.into_iter().zip(results.iter_mut()).collect(), &work);
+    POOLS.set(pools);
+    results.into_iter().map(|result| result.expect("every task ran")).collect()
 }
 
 /// Hands task i to pool i and waits for them all. Each pool's scope takes its task and holds the
@@ -69,5 +71,19 @@ mod tests {
         let outcome = std::panic::catch_unwind(|| on_threads(vec![0, 1, 2], 1, |i| if i == 1 { panic!("task 1 fails") } else { i }));
         assert!(outcome.is_err());
         assert_eq!(on_threads(vec![3, 4, 5], 1, |i| i + 1), [4, 5, 6]);
+    }
+
+    /// A rayon worker waiting for its tasks runs other work of its pool meanwhile (here the
+    /// other half of a `join`), which may fan out from the same thread before the first call
+    /// returns.
+    #[test]
+    fn a_worker_may_fan_out_again_while_it_waits() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let slow_double = |i: u64| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            i * 2
+        };
+        let (a, b) = pool.install(|| rayon::join(|| on_threads(vec![1, 2], 1, slow_double), || on_threads(vec![3, 4], 1, slow_double)));
+        assert_eq!((a, b), (vec![2, 4], vec![6, 8]));
     }
 }
