@@ -5,11 +5,9 @@
 //! The arithmetic is Burn's AdamW, in its order: g ← g·clip; m ← β₁m + (1−β₁)g;
 //! v ← β₂v + (1−β₂)g²; θ ← θ·(1 − lr·λ) − lr · (m / (1−β₁ᵗ)) / (√(v / (1−β₂ᵗ)) + ε).
 
-use burn::backend::TensorMetadata;
-use burn::backend::flex::FlexTensor;
 use burn::tensor::{Tensor, TensorData};
 
-use crate::flex::{Route, from_flex, route, tensor, to_flex, values};
+use crate::flex::{Route, from_flex, route, tensor, to_flex, values, values_mut, writable};
 use crate::math::vectorised;
 use crate::parallel::{self, SharedMut};
 
@@ -54,29 +52,14 @@ pub fn adamw_update<const D: usize>(
         Some((m, v)) => (writable(to_flex(m)), writable(to_flex(v))),
         None => (tensor(vec![0f32; n], [n]), tensor(vec![0f32; n], [n])),
     };
-    let (p, m, v) = (
-        SharedMut::new(&mut param.storage_mut::<f32>()[..n]),
-        SharedMut::new(&mut moment_1.storage_mut::<f32>()[..n]),
-        SharedMut::new(&mut moment_2.storage_mut::<f32>()[..n]),
-    );
-    let chunks = parallel::chunks(n, MIN_PER_TASK);
-    parallel::map(chunks.len(), n * 16, |c| {
-        let span = chunks[c].clone();
-        // SAFETY: span c of the parameter and of both moments belongs to this task.
-        let (p, m, v) = unsafe { (p.slice(span.start, span.len()), m.slice(span.start, span.len()), v.slice(span.start, span.len())) };
-        update(p, m, v, &grad[span], scale, step);
+    let (m, v) = (SharedMut::new(values_mut(&mut moment_1)), SharedMut::new(values_mut(&mut moment_2)));
+    parallel::for_spans(values_mut(&mut param), MIN_PER_TASK, 16, |start, p| {
+        // SAFETY: both moments' span matches this task's span of the parameter, which no other
+        // task has.
+        let (m, v) = unsafe { (m.slice(start, p.len()), v.slice(start, p.len())) };
+        update(p, m, v, &grad[start..start + p.len()], scale, step);
     });
     (from_flex(param), from_flex(moment_1), from_flex(moment_2))
-}
-
-/// `t` itself when nothing else holds its buffer and it lies there in order from the start, so
-/// that the update writes in place; otherwise a copy laid out so.
-fn writable(t: FlexTensor) -> FlexTensor {
-    let n = t.layout().num_elements();
-    if t.is_unique() && t.layout().contiguous_offsets() == Some((0, n)) {
-        return t;
-    }
-    tensor(values(&t).into_owned(), t.shape())
 }
 
 vectorised! {

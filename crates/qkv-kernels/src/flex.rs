@@ -111,15 +111,30 @@ pub(crate) fn values(tensor: &FlexTensor) -> Cow<'_, [f32]> {
     }
 }
 
+/// `tensor` itself when nothing else holds its buffer and its values lie there in order from
+/// the start, so that a kernel may write over them ([`values_mut`]); otherwise a copy laid out
+/// so. A tensor still in use elsewhere, or the rest of a buffer a view lies in, is untouched.
+pub(crate) fn writable(tensor: FlexTensor) -> FlexTensor {
+    let n = tensor.layout().num_elements();
+    if tensor.is_unique() && tensor.layout().contiguous_offsets() == Some((0, n)) {
+        return tensor;
+    }
+    self::tensor(values(&tensor).into_owned(), tensor.shape())
+}
+
+/// The values of a [`writable`] tensor, to write over.
+pub(crate) fn values_mut(tensor: &mut FlexTensor) -> &mut [f32] {
+    let n = tensor.layout().num_elements();
+    // The buffer is the tensor's alone (`writable`), so this borrows it without a copy.
+    &mut tensor.storage_mut::<f32>()[..n]
+}
+
 /// `kernel` run on the tensor's values in place, for an elementwise op that may overwrite its
-/// input: in the tensor's own buffer when the tensor spans all of it and nothing else holds it
-/// (an op's output passed on, the gradient arriving at a backward step), which spares a new
-/// buffer and its zeroing; in a copy otherwise, so a tensor still in use elsewhere is untouched.
+/// input: in the tensor's own buffer where [`writable`] allows it (an op's output passed on, the
+/// gradient arriving at a backward step), which spares a new buffer and its zeroing.
 pub(crate) fn in_place(tensor: FlexTensor, kernel: impl FnOnce(&mut [f32])) -> FlexTensor {
-    let spans_buffer = matches!(tensor.layout().contiguous_offsets(), Some((0, end)) if end == tensor.storage::<f32>().len());
-    let mut tensor = if spans_buffer { tensor } else { self::tensor(values(&tensor).into_owned(), tensor.shape()) };
-    // Copies the buffer first if another tensor shares it (Burn's copy on write).
-    kernel(tensor.storage_mut::<f32>());
+    let mut tensor = writable(tensor);
+    kernel(values_mut(&mut tensor));
     tensor
 }
 
