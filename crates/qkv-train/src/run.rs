@@ -168,6 +168,26 @@ pub(crate) fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, 
     (inputs, targets, mask)
 }
 
+/// Each batch's mean loss under `model`, in order, and the accuracy counts summed over the
+/// batches where they have a loss mask ([`accuracy_counts`]).
+fn evaluate_batches(model: &Gpt, batches: &[Batch], device: &Device) -> (Vec<Tensor<1>>, Option<Tensor<1>>) {
+    let mut losses = Vec::with_capacity(batches.len());
+    let mut counts: Option<Tensor<1>> = None;
+    for batch in batches {
+        let (inputs, targets, mask) = batch_tensors(batch, device);
+        let logits = model.forward(inputs);
+        if let Some(mask) = &mask {
+            let c = accuracy_counts(logits.clone(), targets.clone(), mask.clone());
+            counts = Some(match counts {
+                Some(sum) => sum + c,
+                None => c,
+            });
+        }
+        losses.push(cross_entropy(logits, targets, mask));
+    }
+    (losses, counts)
+}
+
 fn read_values(data: TensorData) -> Result<Vec<f64>, RunError> {
     data.try_into_vec_as::<f32>().map(|v| v.into_iter().map(f64::from).collect()).map_err(|e| RunError::Device(format!("{e:?}")))
 }
@@ -444,19 +464,24 @@ impl Run {
     fn launch_eval(&self, val: &[Batch]) -> PendingEval {
         let model = self.model().valid();
         let device = self.device.clone().without_autodiff();
-        let mut parts = Vec::new();
+        // On the CPU the batches are shared out over the caller's threads, as a step's shards
+        // are: one op at a time over every core gains little there (see `shards`).
+        let shares = if qkv_kernels::is_flex(&device) { rayon::current_num_threads() } else { 1 };
+        let chunks: Vec<&[Batch]> = val.chunks(val.len().div_ceil(shares.max(1)).max(1)).collect();
+        let evaluated = match chunks.len() {
+            0 | 1 => chunks.into_iter().map(|chunk| evaluate_batches(&model, chunk, &device)).collect(),
+            n => crate::threads::on_threads(chunks, (rayon::current_num_threads() / n).max(1), |chunk| {
+                evaluate_batches(&model, chunk, &device)
+            }),
+        };
+        let mut parts = Vec::with_capacity(val.len() + 1);
         let mut counts: Option<Tensor<1>> = None;
-        for batch in val {
-            let (inputs, targets, mask) = batch_tensors(batch, &device);
-            let logits = model.forward(inputs);
-            if let Some(mask) = &mask {
-                let c = accuracy_counts(logits.clone(), targets.clone(), mask.clone());
-                counts = Some(match counts {
-                    Some(sum) => sum + c,
-                    None => c,
-                });
-            }
-            parts.push(cross_entropy(logits, targets, mask));
+        for (losses, chunk_counts) in evaluated {
+            parts.extend(losses);
+            counts = match (counts, chunk_counts) {
+                (Some(sum), Some(c)) => Some(sum + c),
+                (sum, c) => sum.or(c),
+            };
         }
         let with_accuracy = counts.is_some();
         parts.extend(counts);
@@ -657,6 +682,32 @@ pub(crate) mod tests {
         for (a, b) in whole.iter().zip(&sharded) {
             assert!((a - b).abs() < 1e-5, "whole {whole:?}, in shards {sharded:?}");
         }
+    }
+
+    /// Validation batches shared out over threads (3 threads, 5 batches: chunks of 2, 2 and 1)
+    /// give the losses and accuracy counts of one thread.
+    #[test]
+    fn an_evaluation_over_threads_matches_one_on_a_single_thread() {
+        use crate::synthetic::{SyntheticData, SyntheticTask};
+        let dataset = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Reverse, length: 6, seed: 3 });
+        let spec = tiny_spec(AttentionVariant::Standard, &dataset);
+        let val = dataset.val_batches(1, 4, spec.model.block_size)[..5].to_vec();
+        let evaluate_on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| {
+                let mut run = Run::new(spec.clone(), &dataset, &Device::flex()).unwrap();
+                let pending = run.launch_eval(&val);
+                let values = read_values(pending.values.clone().into_data()).unwrap();
+                let record = run.finish_eval(pending, &values);
+                (values, record)
+            })
+        };
+        let ((one_values, one), (three_values, three)) = (evaluate_on(1), evaluate_on(3));
+        assert_eq!(one_values.len(), 5 + 4, "a loss per batch, then four accuracy counts");
+        for (a, b) in one_values.iter().zip(&three_values) {
+            assert!((a - b).abs() < 1e-6, "one thread {one_values:?}, three {three_values:?}");
+        }
+        assert!(one.accuracy.is_some() && one.accuracy == three.accuracy && one.sequence_accuracy == three.sequence_accuracy);
     }
 
     /// A run whose learning rate makes its loss overflow within a few steps.
