@@ -5,7 +5,7 @@
 //! The arithmetic is Burn's AdamW, in its order: g ← g·clip; m ← β₁m + (1−β₁)g;
 //! v ← β₂v + (1−β₂)g²; θ ← θ·(1 − lr·λ) − lr · (m / (1−β₁ᵗ)) / (√(v / (1−β₂ᵗ)) + ε).
 
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::flex::{Route, from_flex, route, tensor, to_flex, values, values_mut, writable};
 use crate::math::vectorised;
@@ -109,18 +109,46 @@ fn composed<const D: usize>(
     (decayed - delta.mul_scalar(lr), moment_1, moment_2)
 }
 
-/// Σ x² over a tensor, as a [1] tensor (read back by no one until the step's results are).
-pub fn sum_of_squares<const D: usize>(x: Tensor<D>) -> Tensor<1> {
-    if route(&x.device(), x.dtype()) != Route::Flex {
-        return x.square().sum();
+/// Σ x² over any number of tensors (a model's gradients, for global-norm clipping), added up as
+/// they come. On flex the sums are made on the host in f64, and the total becomes a tensor once:
+/// a [1] tensor and an add per gradient cost more than summing a small gradient (the step's norm
+/// over 40 gradients took 0.33 ms that way, docs/performance.md). Elsewhere they are tensor ops
+/// that nothing reads back until the step's results are.
+#[derive(Default)]
+pub struct SumOfSquares {
+    on_host: f64,
+    on_device: Option<Tensor<1>>,
+}
+
+impl SumOfSquares {
+    pub fn add<const D: usize>(&mut self, x: Tensor<D>) {
+        if route(&x.device(), x.dtype()) != Route::Flex {
+            let squares = x.square().sum();
+            self.on_device = Some(match self.on_device.take() {
+                Some(sum) => sum + squares,
+                None => squares,
+            });
+            return;
+        }
+        let x = to_flex(x);
+        let values = values(&x);
+        let chunks = parallel::chunks(values.len(), MIN_PER_TASK);
+        let partials = parallel::map(chunks.len(), values.len() * 2, |c| sum_squares_in_blocks(&values[chunks[c].clone()]));
+        self.on_host += partials.iter().sum::<f64>();
     }
-    let device = x.device();
-    let x = to_flex(x);
-    let values = values(&x);
-    let chunks = parallel::chunks(values.len(), MIN_PER_TASK);
-    let partials = parallel::map(chunks.len(), values.len() * 2, |c| sum_squares_in_blocks(&values[chunks[c].clone()]));
-    let total = partials.iter().sum::<f64>() as f32;
-    Tensor::from_data(TensorData::new(vec![total], [1]), &device)
+
+    /// The total, as a [1] tensor on `device` (the gradients' device, without autodiff), or on
+    /// the device of the tensors summed there.
+    pub fn total(self, device: &Device) -> Tensor<1> {
+        let on_host = Tensor::from_data(TensorData::new(vec![self.on_host as f32], [1]), device);
+        match self.on_device {
+            Some(sum) => {
+                let device = sum.device();
+                sum + on_host.to_device(&device)
+            }
+            None => on_host,
+        }
+    }
 }
 
 vectorised! {
@@ -139,7 +167,6 @@ fn sum_squares_in_blocks(values: &[f32]) -> f64 {
 mod tests {
     use super::*;
     use crate::tests::{assert_close, input, values};
-    use burn::tensor::Device;
 
     #[test]
     fn fused_update_matches_the_composed_ops_over_three_steps() {
@@ -168,11 +195,15 @@ mod tests {
 
     #[test]
     fn sum_of_squares_matches_a_double_precision_sum() {
-        // Large enough to be summed in parts on two threads or more; the reference is in f64
-        // (an f32 running sum over 600,000 values drifts by about 1e-5).
-        let x = input([1000, 601], 3, &Device::flex());
-        let exact: f64 = values(x.clone()).iter().map(|&v| f64::from(v) * f64::from(v)).sum();
-        let fused = values(sum_of_squares(x));
+        // A matrix large enough to be summed in parts on two threads or more, and a vector; the
+        // reference is in f64 (an f32 running sum over 600,000 values drifts by about 1e-5).
+        let (x, y) = (input([1000, 601], 3, &Device::flex()), input([77], 4, &Device::flex()));
+        let squares = |t: Vec<f32>| t.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>();
+        let exact = squares(values(x.clone())) + squares(values(y.clone()));
+        let mut sum = SumOfSquares::default();
+        sum.add(x);
+        sum.add(y);
+        let fused = values(sum.total(&Device::flex()));
         assert_close(&fused, &[exact as f32], 1e-6, "Σx²");
     }
 }

@@ -25,7 +25,7 @@ mod linear;
 mod math;
 mod parallel;
 
-pub use adamw::{AdamWStep, adamw_update, sum_of_squares};
+pub use adamw::{AdamWStep, SumOfSquares, adamw_update};
 pub use attention::{causal_attention, repeat_kv_heads};
 pub use cross_entropy::cross_entropy;
 pub use dropout::dropout;

@@ -17,7 +17,7 @@ use burn::optim::GradientsParams;
 use burn::store::burn_pack::{self, Scalar};
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 
-use qkv_kernels::{AdamWStep, adamw_update, sum_of_squares};
+use qkv_kernels::{AdamWStep, SumOfSquares, adamw_update};
 use qkv_model::Gpt;
 
 use crate::recipe::TrainingConfig;
@@ -226,25 +226,21 @@ fn is_decayed(dims: &[usize], min_rank: usize) -> bool {
 
 /// √(Σ‖g‖²) over every parameter's gradient, as a [1] tensor.
 pub fn global_norm(model: &Gpt, grads: &GradientsParams) -> Tensor<1> {
-    struct SumOfSquares<'a> {
+    struct Squares<'a> {
         grads: &'a GradientsParams,
-        total: Option<Tensor<1>>,
+        sum: SumOfSquares,
     }
-    impl ModuleVisitor for SumOfSquares<'_> {
+    impl ModuleVisitor for Squares<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             if let Some(grad) = self.grads.get::<D>(param.id) {
-                let squares = sum_of_squares(grad);
-                self.total = Some(match self.total.take() {
-                    Some(total) => total + squares,
-                    None => squares,
-                });
+                self.sum.add(grad);
             }
         }
     }
-    let mut visitor = SumOfSquares { grads, total: None };
+    let mut visitor = Squares { grads, sum: SumOfSquares::default() };
     model.visit(&mut visitor);
     let device = model.devices().first().cloned().unwrap_or_default();
-    visitor.total.unwrap_or_else(|| Tensor::zeros([1], &device.without_autodiff())).sqrt()
+    visitor.sum.total(&device.without_autodiff()).sqrt()
 }
 
 #[cfg(test)]
