@@ -111,9 +111,9 @@ fn composed<const D: usize>(
 
 /// Σ x² over any number of tensors (a model's gradients, for global-norm clipping), added up as
 /// they come. On flex the sums are made on the host in f64, and the total becomes a tensor once:
-/// a [1] tensor and an add per gradient cost more than summing a small gradient (the step's norm
-/// over 40 gradients took 0.33 ms that way, docs/performance.md). Elsewhere they are tensor ops
-/// that nothing reads back until the step's results are.
+/// a [1] tensor and an add per gradient cost more than summing a small gradient (the small
+/// model's norm took 0.33 ms a step that way, docs/performance.md). Elsewhere they are tensor
+/// ops that nothing reads back until the step's results are.
 #[derive(Default)]
 pub struct SumOfSquares {
     on_host: f64,
