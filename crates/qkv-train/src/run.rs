@@ -168,24 +168,18 @@ pub(crate) fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, 
     (inputs, targets, mask)
 }
 
-/// Each batch's mean loss under `model`, in order, and the accuracy counts summed over the
-/// batches where they have a loss mask ([`accuracy_counts`]).
-fn evaluate_batches(model: &Gpt, batches: &[Batch], device: &Device) -> (Vec<Tensor<1>>, Option<Tensor<1>>) {
-    let mut losses = Vec::with_capacity(batches.len());
-    let mut counts: Option<Tensor<1>> = None;
-    for batch in batches {
-        let (inputs, targets, mask) = batch_tensors(batch, device);
-        let logits = model.forward(inputs);
-        if let Some(mask) = &mask {
-            let c = accuracy_counts(logits.clone(), targets.clone(), mask.clone());
-            counts = Some(match counts {
-                Some(sum) => sum + c,
-                None => c,
-            });
-        }
-        losses.push(cross_entropy(logits, targets, mask));
-    }
-    (losses, counts)
+/// Each batch's mean loss under `model`, in order, with its accuracy counts where it has a loss
+/// mask ([`accuracy_counts`]).
+fn evaluate_batches(model: &Gpt, batches: &[Batch], device: &Device) -> Vec<(Tensor<1>, Option<Tensor<1>>)> {
+    batches
+        .iter()
+        .map(|batch| {
+            let (inputs, targets, mask) = batch_tensors(batch, device);
+            let logits = model.forward(inputs);
+            let counts = mask.as_ref().map(|mask| accuracy_counts(logits.clone(), targets.clone(), mask.clone()));
+            (cross_entropy(logits, targets, mask), counts)
+        })
+        .collect()
 }
 
 fn read_values(data: TensorData) -> Result<Vec<f64>, RunError> {
@@ -468,21 +462,12 @@ impl Run {
         // are: one op at a time over every core gains little there (see `shards`).
         let shares = if qkv_kernels::is_flex(&device) { rayon::current_num_threads() } else { 1 };
         let chunks: Vec<&[Batch]> = val.chunks(val.len().div_ceil(shares.max(1)).max(1)).collect();
-        let evaluated = match chunks.len() {
+        let evaluated: Vec<_> = match chunks.len() {
             0 | 1 => chunks.into_iter().map(|chunk| evaluate_batches(&model, chunk, &device)).collect(),
-            n => crate::threads::on_threads(chunks, (rayon::current_num_threads() / n).max(1), |chunk| {
-                evaluate_batches(&model, chunk, &device)
-            }),
+            n => crate::threads::on_threads(chunks, (shares / n).max(1), |chunk| evaluate_batches(&model, chunk, &device)),
         };
-        let mut parts = Vec::with_capacity(val.len() + 1);
-        let mut counts: Option<Tensor<1>> = None;
-        for (losses, chunk_counts) in evaluated {
-            parts.extend(losses);
-            counts = match (counts, chunk_counts) {
-                (Some(sum), Some(c)) => Some(sum + c),
-                (sum, c) => sum.or(c),
-            };
-        }
+        let (mut parts, counts): (Vec<_>, Vec<_>) = evaluated.into_iter().flatten().unzip();
+        let counts = counts.into_iter().flatten().reduce(|sum, c| sum + c);
         let with_accuracy = counts.is_some();
         parts.extend(counts);
         PendingEval { values: Tensor::cat(parts, 0), batches: val.len(), with_accuracy }
