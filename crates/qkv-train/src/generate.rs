@@ -58,6 +58,18 @@ pub fn generate(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<
 /// model's block_size the context slides; with the cache on, the cache is then rebuilt from the
 /// window so that cached and uncached generation pick the same tokens.
 pub async fn generate_async(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<Generation, RunError> {
+    // Natively on the CPU every read-back is ready at once, so the whole generation can block on
+    // a worker of the caller's cores, where its many short ops run far faster (`on_a_worker`).
+    // The browser has one thread and no pools.
+    if !cfg!(target_family = "wasm") && qkv_kernels::is_flex(&model.wte.weight.device()) {
+        let threads = rayon::current_num_threads();
+        return crate::threads::on_a_worker(threads, || pollster::block_on(generate_here(model, prompt, options)));
+    }
+    generate_here(model, prompt, options).await
+}
+
+/// [`generate_async`] on the calling thread.
+async fn generate_here(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<Generation, RunError> {
     if prompt.is_empty() {
         return Err(RunError::Training("the prompt is empty: give at least one token to continue".into()));
     }

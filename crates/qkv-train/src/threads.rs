@@ -1,6 +1,6 @@
 //! Work fanned out to threads of its own, each with a compute pool of its share of the cores:
 //! the shards of a batch (`Run`) and the runs of an experiment step (`Experiment`) both go out
-//! this way.
+//! this way, and generation runs on one such thread (`generate`).
 //!
 //! Why threads and not one rayon `par_iter`: every task runs a whole forward and backward pass
 //! whose kernels spread over the pool they are installed in. A task's pool must hold its share
@@ -31,6 +31,15 @@ pub(crate) fn on_threads<T: Send, R: Send>(items: Vec<T>, threads_each: usize, w
     results.into_iter().map(|result| result.expect("every task ran")).collect()
 }
 
+/// Runs `work` on a worker of a pool of `threads` threads. A thread outside every pool (the
+/// CLI's main thread, the desktop's session thread) that calls flex's parallel kernels hands
+/// each op to the pool and sleeps until it is done; a worker shares the op with its spinning
+/// neighbours instead. Short ops pay for the hand-over: generating from outside a pool ran up to
+/// 3× slower (docs/performance.md).
+pub(crate) fn on_a_worker<R: Send>(threads: usize, work: impl Fn() -> R + Sync) -> R {
+    on_threads(vec![()], threads, |()| work()).pop().expect("one task, one result")
+}
+
 /// Hands task i to pool i and waits for them all. Each pool's scope takes its task and holds the
 /// next scope open inside it, so the tasks run side by side on the pools' own threads, which
 /// are kept between calls: starting a thread per task cost about 0.2 ms a training step more
@@ -57,6 +66,11 @@ mod tests {
     fn results_come_back_in_order_from_pools_of_the_asked_size() {
         assert_eq!(on_threads(vec![0, 1, 2], 1, |i| i * 10), [0, 10, 20]);
         assert_eq!(on_threads(vec!['a', 'b'], 2, |_| rayon::current_num_threads()), [2, 2]);
+    }
+
+    #[test]
+    fn work_on_a_worker_runs_inside_a_pool_of_the_asked_size() {
+        assert_eq!(on_a_worker(3, || (rayon::current_thread_index().is_some(), rayon::current_num_threads())), (true, 3));
     }
 
     #[test]
