@@ -195,6 +195,12 @@ impl<'a> View4<'a> {
         unsafe { self.data.as_ptr().offset(at) }
     }
 
+    /// Pointer to element [b, h, t, 0].
+    pub(crate) fn row(&self, b: usize, h: usize, t: usize) -> *const f32 {
+        // SAFETY: within the tensor's storage, as its layout says.
+        unsafe { self.matrix(b, h).offset(t as isize * self.strides[2]) }
+    }
+
     /// Row and column strides of one [time, d] matrix.
     pub(crate) fn row_stride(&self) -> isize {
         self.strides[2]

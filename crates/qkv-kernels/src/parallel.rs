@@ -51,6 +51,12 @@ impl SharedMut {
         Self(buffer.as_mut_ptr())
     }
 
+    /// The spare capacity of `buffer`, for tasks that write all of it before anything reads
+    /// it; the caller then sets the buffer's length.
+    pub(crate) fn of_capacity(buffer: &mut Vec<f32>) -> Self {
+        Self(buffer.as_mut_ptr())
+    }
+
     /// Pointer to element `offset`.
     ///
     /// # Safety
