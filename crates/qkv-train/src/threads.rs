@@ -9,7 +9,8 @@
 use std::cell::RefCell;
 
 thread_local! {
-    /// The calling thread's pools, kept for its next fan-out (building one spawns threads).
+    /// The calling thread's pools, of every size it asked for, kept for its next fan-outs
+    /// (building one spawns threads): a step's shards and a generation, say, alternate sizes.
     static POOLS: RefCell<Vec<rayon::ThreadPool>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -20,13 +21,13 @@ pub(crate) fn on_threads<T: Send, R: Send>(items: Vec<T>, threads_each: usize, w
     // Taken out for the call, not borrowed: a caller that is itself a rayon worker may run other
     // work of its pool while it waits, and that work may fan out from this thread too (it then
     // builds pools of its own).
-    let mut pools = POOLS.take();
-    if pools.len() < tasks || pools.iter().any(|p| p.current_num_threads() != threads_each) {
-        // A pool that cannot be built (no threads left) leaves its task to a thread started for it.
-        pools = (0..tasks).filter_map(|_| rayon::ThreadPoolBuilder::new().num_threads(threads_each).build().ok()).collect();
-    }
+    let (mut pools, others): (Vec<_>, Vec<_>) = POOLS.take().into_iter().partition(|p| p.current_num_threads() == threads_each);
+    // A pool that cannot be built (no threads left) leaves its task to a thread started for it.
+    let missing = tasks.saturating_sub(pools.len());
+    pools.extend((0..missing).filter_map(|_| rayon::ThreadPoolBuilder::new().num_threads(threads_each).build().ok()));
     let mut results: Vec<Option<R>> = (0..tasks).map(|_| None).collect();
     hand_out(&pools, items.into_iter().zip(results.iter_mut()).collect(), &work);
+    pools.extend(others);
     POOLS.set(pools);
     results.into_iter().map(|result| result.expect("every task ran")).collect()
 }
@@ -66,6 +67,14 @@ mod tests {
     fn results_come_back_in_order_from_pools_of_the_asked_size() {
         assert_eq!(on_threads(vec![0, 1, 2], 1, |i| i * 10), [0, 10, 20]);
         assert_eq!(on_threads(vec!['a', 'b'], 2, |_| rayon::current_num_threads()), [2, 2]);
+    }
+
+    #[test]
+    fn pools_of_each_size_are_kept_when_the_sizes_alternate() {
+        let shard_threads = || on_threads(vec![0, 1], 1, |_| std::thread::current().id());
+        let first = shard_threads();
+        on_a_worker(2, || ());
+        assert_eq!(shard_threads(), first, "the one-thread pools were built again");
     }
 
     #[test]
