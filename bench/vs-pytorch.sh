@@ -26,18 +26,19 @@ echo "== cargo build --release -p qkv-cli"
 cargo build --release --locked -p qkv-cli --quiet
 qkv="${CARGO_TARGET_DIR:-target}/release/qkv"
 
-if [ -n "${QUICK:-}" ]; then steps=3 rounds=1; else steps=6 rounds=3; fi
-
-# name, preset, layers, heads, embd, context, batch, dropout
+# name, preset, layers, heads, embd, context, batch, dropout, steps, rounds. The CPU config's step
+# takes about 20 ms, so it times 30 steps per round (6 took about 0.1 s, which this VM's hiccups
+# could swing by a tenth either way), over 5 rounds; the GPU shape's takes about half a second.
 configs=(
-  "nanoGPT-cpu shakespeare-char-cpu 4 4 128 64 12 0.0"
-  "nanoGPT-gpu-shape shakespeare-char 6 6 384 256 8 0.2"
+  "nanoGPT-cpu shakespeare-char-cpu 4 4 128 64 12 0.0 30 5"
+  "nanoGPT-gpu-shape shakespeare-char 6 6 384 256 8 0.2 6 3"
 )
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "torch: $("${py[@]}" -c 'import torch; print(torch.__version__, "threads", torch.get_num_threads())')"
 for config in "${configs[@]}"; do
-  read -r name preset layers heads embd context batch dropout <<< "$config"
+  read -r name preset layers heads embd context batch dropout steps rounds <<< "$config"
+  if [ -n "${QUICK:-}" ]; then steps=3 rounds=1; fi
   ours=$("$qkv" bench --preset "$preset" --variants standard,wq-identity --batch "$batch" \
     --steps "$steps" --rounds "$rounds" --warmup 2 --gen-tokens 8 --json 2> /dev/null)
   theirs=$("${py[@]}" bench/pytorch_reference.py --corpus assets/shakespeare.txt --layers "$layers" \
