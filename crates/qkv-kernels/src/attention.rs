@@ -203,18 +203,7 @@ fn forward(
                         }
                         // SAFETY: every value of P was just written (computed or zeroed).
                         softmax_causal(unsafe { std::slice::from_raw_parts_mut(p, s.t_q * s.t_k) }, bias, s);
-                        for rows in s.query_blocks() {
-                            unsafe {
-                                matmul(
-                                    [rows.len(), s.d, s.keys_seen(&rows)],
-                                    (out.at(((b * s.t_q + rows.start) * s.heads + h) * s.d), (s.heads * s.d) as isize, 1),
-                                    false,
-                                    (p.add(rows.start * s.t_k), s.t_k as isize, 1),
-                                    (v.matrix(b, g), v.row_stride(), v.col_stride()),
-                                    1.0,
-                                );
-                            }
-                        }
+                        unsafe { head_rows_from_keys(s, out, (b, h), p, (v.matrix(b, g), v.row_stride(), v.col_stride()), 1.0) };
                     }
                 });
             })
@@ -229,6 +218,64 @@ fn forward(
     let output = strided_tensor(output, shape, Shapes::time_major_strides(s.heads, s.t_q, s.d));
     let probabilities = keep.then(|| tensor(probabilities, [s.batch, s.heads, s.t_q, s.t_k]));
     (output, probabilities)
+}
+
+/// Head (b, h)'s rows of `out` ([batch, t_q, heads, d] in memory) ← scale · A · M, block by
+/// block of query rows, each block reading only the keys it sees: A is the head's [t_q, t_k]
+/// weights (P, or dS), row-major; M is [t_k, d] at its strides (the values, or the keys).
+///
+/// # Safety
+/// A and M must lie in their buffers as given, and the head's rows of `out` belong to the caller.
+unsafe fn head_rows_from_keys(
+    s: &Shapes,
+    out: SharedMut,
+    (b, h): (usize, usize),
+    a: *const f32,
+    m: (*const f32, isize, isize),
+    scale: f32,
+) {
+    for rows in s.query_blocks() {
+        unsafe {
+            matmul(
+                [rows.len(), s.d, s.keys_seen(&rows)],
+                (out.at(((b * s.t_q + rows.start) * s.heads + h) * s.d), (s.heads * s.d) as isize, 1),
+                false,
+                (a.add(rows.start * s.t_k), s.t_k as isize, 1),
+                m,
+                scale,
+            );
+        }
+    }
+}
+
+/// The group's [t_k, d] keys at `dst` (row stride as given) ← scale · Aᵀ X, or += when not
+/// `first`, block by block of query rows: A is a head's [t_q, t_k] weights (P, or dS),
+/// row-major; X is the head's [t_q, d] rows (dO, or Q) in a view. A block adds only to the keys
+/// it sees; the last block sees every key, so it goes first and, for the first head, writes them
+/// all.
+///
+/// # Safety
+/// A must lie in its buffer as given, and the group's keys at `dst` belong to the caller.
+unsafe fn group_keys_from_rows(
+    s: &Shapes,
+    (dst, dst_rows): (*mut f32, isize),
+    first: bool,
+    a: *const f32,
+    (x, b, h): (&View4, usize, usize),
+    scale: f32,
+) {
+    for (block, rows) in s.query_blocks().rev().enumerate() {
+        unsafe {
+            matmul(
+                [s.keys_seen(&rows), s.d, rows.len()],
+                (dst, dst_rows, 1),
+                !first || block > 0,
+                (a.add(rows.start * s.t_k), 1, s.t_k as isize),
+                (x.row(b, h, rows.start), x.row_stride(), x.col_stride()),
+                scale,
+            );
+        }
+    }
 }
 
 /// Zeroes the keys a block of `rows` rows (of `t_k` values each, from `at`) did not compute:
@@ -280,18 +327,17 @@ fn backward(saved: &Saved, grad: &FlexTensor) -> (FlexTensor, FlexTensor, FlexTe
                     // group, and dQ of its heads, are written by this task alone.
                     parallel::map(s.batch * s.kv_heads, 2 * s.flops(), |task| {
                         let (b, g) = (task / s.kv_heads, task % s.kv_heads);
-                        let mut d_scores: Vec<f32> = Vec::with_capacity(s.t_q * s.t_k);
-                        let ds = d_scores.as_mut_ptr();
+                        // dP, then dS in place: each head writes it whole before reading it.
+                        let mut d_scores_buffer: Vec<f32> = Vec::with_capacity(s.t_q * s.t_k);
+                        let ds = d_scores_buffer.as_mut_ptr();
                         let mut d_bias = saved.has_bias.then(|| vec![0f32; s.t_q * s.t_k]);
                         let kv_rows = (s.kv_heads * s.d) as isize;
                         let dk_at = unsafe { dk.at((b * s.t_k * s.kv_heads + g) * s.d) };
                         let dv_at = unsafe { dv.at((b * s.t_k * s.kv_heads + g) * s.d) };
                         for (index, h) in (g * group..(g + 1) * group).enumerate() {
                             let p = &probabilities[(b * s.heads + h) * s.t_q * s.t_k..][..s.t_q * s.t_k];
-                            // dK and dV sum over the group's heads and over the blocks of query
-                            // rows. The last block sees every key, so taken first for the first
-                            // head it writes them all; everything after adds to them.
-                            let adds = |block: usize| index > 0 || block > 0;
+                            // dK and dV sum over the group's heads: the first head writes them.
+                            let first = index == 0;
                             // SAFETY (all products): operands lie in their buffers as their
                             // strides say; dQ rows of head (b, h) and dK, dV of (b, g) belong
                             // to this task.
@@ -310,19 +356,8 @@ fn backward(saved: &Saved, grad: &FlexTensor) -> (FlexTensor, FlexTensor, FlexTe
                                     zero_unseen_keys(ds.add(rows.start * s.t_k), rows.len(), keys, s.t_k);
                                 }
                             }
-                            for (block, rows) in s.query_blocks().rev().enumerate() {
-                                unsafe {
-                                    // dV += Pᵀ dO
-                                    matmul(
-                                        [s.keys_seen(&rows), s.d, rows.len()],
-                                        (dv_at, kv_rows, 1),
-                                        adds(block),
-                                        (p[rows.start * s.t_k..].as_ptr(), 1, s.t_k as isize),
-                                        (d_out.row(b, h, rows.start), d_out.row_stride(), d_out.col_stride()),
-                                        1.0,
-                                    );
-                                }
-                            }
+                            // dV += Pᵀ dO
+                            unsafe { group_keys_from_rows(s, (dv_at, kv_rows), first, p.as_ptr(), (&d_out, b, h), 1.0) };
                             // SAFETY: every value of dP was just written (computed or zeroed).
                             let d_scores = unsafe { std::slice::from_raw_parts_mut(ds, s.t_q * s.t_k) };
                             // dS = P ⊙ (dP − D), D_i = Σ_j P_ij dP_ij
@@ -337,32 +372,10 @@ fn backward(saved: &Saved, grad: &FlexTensor) -> (FlexTensor, FlexTensor, FlexTe
                                     *acc += ds;
                                 }
                             }
-                            for rows in s.query_blocks() {
-                                unsafe {
-                                    // dQ = scale · dS K
-                                    matmul(
-                                        [rows.len(), s.d, s.keys_seen(&rows)],
-                                        (dq.at(((b * s.t_q + rows.start) * s.heads + h) * s.d), (s.heads * s.d) as isize, 1),
-                                        false,
-                                        (ds.add(rows.start * s.t_k), s.t_k as isize, 1),
-                                        (k.matrix(b, g), k.row_stride(), k.col_stride()),
-                                        s.scale,
-                                    );
-                                }
-                            }
-                            for (block, rows) in s.query_blocks().rev().enumerate() {
-                                unsafe {
-                                    // dK += scale · dSᵀ Q
-                                    matmul(
-                                        [s.keys_seen(&rows), s.d, rows.len()],
-                                        (dk_at, kv_rows, 1),
-                                        adds(block),
-                                        (ds.add(rows.start * s.t_k), 1, s.t_k as isize),
-                                        (q.row(b, h, rows.start), q.row_stride(), q.col_stride()),
-                                        s.scale,
-                                    );
-                                }
-                            }
+                            // dQ = scale · dS K
+                            unsafe { head_rows_from_keys(s, dq, (b, h), ds, (k.matrix(b, g), k.row_stride(), k.col_stride()), s.scale) };
+                            // dK += scale · dSᵀ Q
+                            unsafe { group_keys_from_rows(s, (dk_at, kv_rows), first, ds, (&q, b, h), s.scale) };
                         }
                         d_bias
                     })
