@@ -44,7 +44,9 @@ pub fn causal_attention(query: Tensor<4>, key: Tensor<4>, value: Tensor<4>, bias
     if let Some(bias) = &bias {
         assert_eq!(bias.dims(), [shapes.t_q, shapes.t_k], "the attention bias is [t_q, t_k]");
     }
-    match route(&query.device(), query.dtype()) {
+    // The kernel writes dK and dV from the blocks of query rows; with no query there is none.
+    let route = if shapes.t_q == 0 { Route::Composed } else { route(&query.device(), query.dtype()) };
+    match route {
         Route::Composed => composed(query, key, value, bias, scale),
         Route::Flex => {
             let bias = bias.map(to_flex);
@@ -535,6 +537,20 @@ mod tests {
                     _ => panic!("{case}: d{name} exists on one side only"),
                 }
             }
+        }
+    }
+
+    #[test]
+    fn no_queries_give_an_empty_output_and_zero_key_and_value_gradients() {
+        let device = Device::flex().autodiff();
+        let q = input([1, 2, 0, 3], 1, &device);
+        let k = input([1, 2, 4, 3], 2, &device);
+        let v = input([1, 2, 4, 3], 3, &device);
+        let out = causal_attention(q, k.clone(), v.clone(), None, 0.5);
+        assert_eq!(out.dims(), [1, 2, 0, 3]);
+        let grads = (out.sum() + k.clone().sum() * 0.0 + v.clone().sum() * 0.0).backward();
+        for grad in [k.grad(&grads), v.grad(&grads)] {
+            assert!(values(grad.expect("a gradient")).iter().all(|&g| g == 0.0));
         }
     }
 
