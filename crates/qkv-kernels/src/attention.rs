@@ -188,21 +188,7 @@ fn forward(
                         };
                         // SAFETY (all products): every operand lies in its tensor as its strides
                         // say; P of head (b, h) and its output rows belong to this task.
-                        for rows in s.query_blocks() {
-                            let keys = s.keys_seen(&rows);
-                            unsafe {
-                                let p_rows = p.add(rows.start * s.t_k);
-                                matmul(
-                                    [rows.len(), keys, s.d],
-                                    (p_rows, s.t_k as isize, 1),
-                                    false,
-                                    (q.row(b, h, rows.start), q.row_stride(), q.col_stride()),
-                                    (k.matrix(b, g), k.col_stride(), k.row_stride()),
-                                    s.scale,
-                                );
-                                zero_unseen_keys(p_rows, rows.len(), keys, s.t_k);
-                            }
-                        }
+                        unsafe { head_scores(s, p, (&q, b, h), (&k, g), s.scale) };
                         // SAFETY: every value of P was just written (computed or zeroed).
                         softmax_causal(unsafe { std::slice::from_raw_parts_mut(p, s.t_q * s.t_k) }, bias, s);
                         unsafe { head_rows_from_keys(s, out, (b, h), p, (v.matrix(b, g), v.row_stride(), v.col_stride()), 1.0) };
@@ -220,6 +206,32 @@ fn forward(
     let output = strided_tensor(output, shape, Shapes::time_major_strides(s.heads, s.t_q, s.d));
     let probabilities = keep.then(|| tensor(probabilities, [s.batch, s.heads, s.t_q, s.t_k]));
     (output, probabilities)
+}
+
+/// A head's [t_q, t_k] scores at `dst` (row-major) ← scale · X Mᵀ, block by block of query
+/// rows: X is the head's [t_q, d] rows (Q, or dO) and M the group's [t_k, d] keys (K, or V), in
+/// views. Each block computes the keys it sees and zeroes the rest, so every score is written.
+///
+/// # Safety
+/// The head's [t_q, t_k] scores at `dst` belong to the caller.
+unsafe fn head_scores(s: &Shapes, dst: *mut f32, (x, b, h): (&View4, usize, usize), (m, g): (&View4, usize), scale: f32) {
+    for rows in s.query_blocks() {
+        let keys = s.keys_seen(&rows);
+        unsafe {
+            let dst_rows = dst.add(rows.start * s.t_k);
+            matmul(
+                [rows.len(), keys, s.d],
+                (dst_rows, s.t_k as isize, 1),
+                false,
+                (x.row(b, h, rows.start), x.row_stride(), x.col_stride()),
+                (m.matrix(b, g), m.col_stride(), m.row_stride()),
+                scale,
+            );
+            for row in 0..rows.len() {
+                std::ptr::write_bytes(dst_rows.add(row * s.t_k + keys), 0, s.t_k - keys);
+            }
+        }
+    }
 }
 
 /// Head (b, h)'s rows of `out` ([batch, t_q, heads, d] in memory) ← scale · A · M, block by
@@ -280,17 +292,6 @@ unsafe fn group_keys_from_rows(
     }
 }
 
-/// Zeroes the keys a block of `rows` rows (of `t_k` values each, from `at`) did not compute:
-/// those after the first `keys`.
-///
-/// # Safety
-/// The block's rows must lie in one buffer that the caller may write.
-unsafe fn zero_unseen_keys(at: *mut f32, rows: usize, keys: usize, t_k: usize) {
-    for row in 0..rows {
-        unsafe { std::ptr::write_bytes(at.add(row * t_k + keys), 0, t_k - keys) };
-    }
-}
-
 /// Logits [t_q, t_k] → probabilities, in place: bias added, the future zeroed, each row's visible
 /// part normalised.
 fn softmax_causal(p: &mut [f32], bias: Option<&[f32]>, s: &Shapes) {
@@ -343,21 +344,8 @@ fn backward(saved: &Saved, grad: &FlexTensor) -> (FlexTensor, FlexTensor, FlexTe
                             // SAFETY (all products): operands lie in their buffers as their
                             // strides say; dQ rows of head (b, h) and dK, dV of (b, g) belong
                             // to this task.
-                            for rows in s.query_blocks() {
-                                let keys = s.keys_seen(&rows);
-                                unsafe {
-                                    // dP = dO Vᵀ
-                                    matmul(
-                                        [rows.len(), keys, s.d],
-                                        (ds.add(rows.start * s.t_k), s.t_k as isize, 1),
-                                        false,
-                                        (d_out.row(b, h, rows.start), d_out.row_stride(), d_out.col_stride()),
-                                        (v.matrix(b, g), v.col_stride(), v.row_stride()),
-                                        1.0,
-                                    );
-                                    zero_unseen_keys(ds.add(rows.start * s.t_k), rows.len(), keys, s.t_k);
-                                }
-                            }
+                            // dP = dO Vᵀ
+                            unsafe { head_scores(s, ds, (&d_out, b, h), (&v, g), 1.0) };
                             // dV += Pᵀ dO
                             unsafe { group_keys_from_rows(s, (dv_at, kv_rows), first, p.as_ptr(), (&d_out, b, h), 1.0) };
                             // SAFETY: every value of dP was just written (computed or zeroed).
