@@ -116,7 +116,8 @@ fn composed<const D: usize>(
 /// ops that nothing reads back until the step's results are.
 #[derive(Default)]
 pub struct SumOfSquares {
-    on_host: f64,
+    /// The flex tensors' sum; `None` until one is added, so that a GPU's total needs no upload.
+    on_host: Option<f64>,
     on_device: Option<Tensor<1>>,
 }
 
@@ -134,19 +135,20 @@ impl SumOfSquares {
         let values = values(&x);
         let chunks = parallel::chunks(values.len(), MIN_PER_TASK);
         let partials = parallel::map(chunks.len(), values.len() * 2, |c| sum_squares_in_blocks(&values[chunks[c].clone()]));
-        self.on_host += partials.iter().sum::<f64>();
+        *self.on_host.get_or_insert(0.0) += partials.iter().sum::<f64>();
     }
 
     /// The total, as a [1] tensor on `device` (the gradients' device, without autodiff), or on
     /// the device of the tensors summed there.
     pub fn total(self, device: &Device) -> Tensor<1> {
-        let on_host = Tensor::from_data(TensorData::new(vec![self.on_host as f32], [1]), device);
-        match self.on_device {
-            Some(sum) => {
-                let device = sum.device();
-                sum + on_host.to_device(&device)
+        let host_tensor = |sum: f64, device: &Device| Tensor::from_data(TensorData::new(vec![sum as f32], [1]), device);
+        match (self.on_host, self.on_device) {
+            (on_host, None) => host_tensor(on_host.unwrap_or(0.0), device),
+            (None, Some(on_device)) => on_device,
+            (Some(on_host), Some(on_device)) => {
+                let device = on_device.device();
+                on_device + host_tensor(on_host, &device)
             }
-            None => on_host,
         }
     }
 }
