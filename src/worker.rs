@@ -5,14 +5,16 @@
 //! the page sends its compiled module, so nothing is downloaded or compiled twice. In the worker
 //! `main` finds no window and calls [`run_session`]: a flex session that takes commands as bytes
 //! ([`qkv_train::wire`]) and posts back what happened. On the page, [`relay`] forwards the front
-//! end's channel to the worker and back; if the worker cannot start, the session trains in the
-//! page as before, and if it crashes, a fresh one takes its place and the user is told.
+//! end's channel to the workers and back: a worker per core, each training a share of the runs
+//! ([`Fanout`]), since a worker computes on one thread. If no worker starts, the session trains
+//! in the page as before; if one crashes, a fresh one takes its place and the user is told.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
 use qkv_model::burn::tensor::Device;
+use qkv_train::fanout::Fanout;
 use qkv_train::session::{self, Message, Session, SessionRelay, SessionTask, Turn};
 use qkv_train::wire;
 use wasm_bindgen::closure::Closure;
@@ -179,88 +181,148 @@ impl Drop for TrainingWorker {
 }
 
 thread_local! {
-    /// The worker started with the page ([`start_early`]), until the first session takes it.
-    static STARTED_EARLY: RefCell<Option<TrainingWorker>> = const { RefCell::new(None) };
+    /// The workers started with the page ([`start_early`]), until the first session takes them.
+    static STARTED_EARLY: RefCell<Vec<TrainingWorker>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Starts the training worker as the page starts, for a page that will train on the CPU: the
-/// worker loads while eframe sets up the page and its GPU, instead of after (on the 2-core
-/// reference machine it starts 1.3 s sooner so, and the first step comes about 0.5 s sooner).
+/// Starts `count` training workers; those that do not start are left out (and said so).
+fn start_workers(count: usize) -> Vec<TrainingWorker> {
+    (0..count)
+        .filter_map(|_| {
+            TrainingWorker::start()
+                .map_err(|e| web_sys::console::warn_1(&format!("QKV Lab: a training worker did not start ({e:?})").into()))
+                .ok()
+        })
+        .collect()
+}
+
+/// Starts the training workers as the page starts, for a page that will train on the CPU: they
+/// load while eframe sets up the page and its GPU, instead of after (on the 2-core reference
+/// machine a worker starts 1.3 s sooner so, and the first step comes about 0.5 s sooner).
 pub fn start_early() {
-    match TrainingWorker::start() {
-        Ok(worker) => STARTED_EARLY.with(|early| *early.borrow_mut() = Some(worker)),
-        // The session tries again, and trains in the page if it fails too.
-        Err(e) => web_sys::console::warn_1(&format!("QKV Lab: the training worker did not start early ({e:?})").into()),
-    }
+    let workers = start_workers(crate::web::training_workers());
+    STARTED_EARLY.with(|early| *early.borrow_mut() = workers);
 }
 
-/// Runs `task`'s session in a Web Worker and relays the front end's channel to it; trains in
-/// the page instead where no worker starts.
+/// Runs `task`'s session in Web Workers, one per share of the runs ([`Fanout`]), and relays the
+/// front end's channel to them; trains in the page instead where no worker starts.
 pub fn relay(task: SessionTask) {
     let (session, relay) = task.into_relay();
-    let early = STARTED_EARLY.with(|early| early.borrow_mut().take());
-    match early.map_or_else(TrainingWorker::start, Ok) {
-        Ok(worker) => wasm_bindgen_futures::spawn_local(relay_to(worker, session, relay)),
-        Err(e) => {
-            web_sys::console::warn_1(&format!("QKV Lab trains in the page: no Web Worker started ({e:?})").into());
-            run_in_page(SessionTask::from_relay(session, relay));
-        }
+    let mut workers = STARTED_EARLY.with(|early| std::mem::take(&mut *early.borrow_mut()));
+    if workers.is_empty() {
+        workers = start_workers(crate::web::training_workers());
+    }
+    if workers.is_empty() {
+        web_sys::console::warn_1(&"QKV Lab trains in the page: no Web Worker started".into());
+        run_in_page(SessionTask::from_relay(session, relay));
+    } else {
+        wasm_bindgen_futures::spawn_local(relay_to(workers, session, relay));
     }
 }
 
-async fn relay_to(mut worker: TrainingWorker, session: Session, mut relay: SessionRelay) {
-    // The page's own session, kept until the worker listens: if it never does, training
-    // happens here instead.
+/// A training worker as the relay tracks it.
+struct Member {
+    worker: TrainingWorker,
+    ready: bool,
+    /// Commands for it that came before it listened (one started in a crashed one's place).
+    waiting: Vec<session::Command>,
+}
+
+impl Member {
+    fn new(worker: TrainingWorker) -> Self {
+        Self { worker, ready: false, waiting: Vec::new() }
+    }
+
+    /// Sends `command` now, or once the worker listens.
+    fn send(&mut self, command: session::Command) -> Result<(), String> {
+        if self.ready {
+            return self.worker.send(command);
+        }
+        self.waiting.push(command);
+        Ok(())
+    }
+
+    fn listening(&mut self) -> Result<(), String> {
+        self.ready = true;
+        std::mem::take(&mut self.waiting).into_iter().try_for_each(|command| self.worker.send(command))
+    }
+}
+
+async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: SessionRelay) {
+    let mut members: Vec<Member> = workers.into_iter().map(Member::new).collect();
+    // The page's own session, kept until every worker has listened or stopped: if none
+    // listens, training happens here instead.
     let mut fallback = Some(session);
+    let mut fanout: Option<Fanout> = None;
     loop {
-        while let Some(event) = worker.take() {
+        let mut index = 0;
+        while index < members.len() {
+            let Some(event) = members[index].worker.take() else {
+                index += 1;
+                continue;
+            };
             let delivered = match event {
-                FromWorker::Ready => {
-                    mark_on_page("qkvWorkerReadyMs");
-                    fallback = None;
-                    Ok(())
-                }
+                FromWorker::Ready => match members[index].listening() {
+                    Ok(()) => Ok(()),
+                    Err(e) => relay.deliver(vec![Message::Failed(format!("the training worker did not take the command: {e}"))]),
+                },
                 FromWorker::Messages(bytes) => {
                     let messages = wire::decode_messages(&bytes).unwrap_or_else(|e| vec![Message::Failed(e.to_string())]);
-                    relay.deliver(messages)
+                    let messages = match &mut fanout {
+                        Some(fanout) => fanout.merge(index, messages),
+                        None => messages,
+                    };
+                    if messages.is_empty() { Ok(()) } else { relay.deliver(messages) }
                 }
-                FromWorker::Stopped(reason) => match fallback.take() {
-                    Some(session) => {
-                        web_sys::console::warn_1(&format!("QKV Lab trains in the page: {reason}").into());
-                        drop(worker);
-                        run_in_page(SessionTask::from_relay(session, relay));
-                        return;
+                // Before the relay starts: leave it out.
+                FromWorker::Stopped(reason) if fanout.is_none() => {
+                    web_sys::console::warn_1(&format!("QKV Lab: a training worker stopped as it started: {reason}").into());
+                    members.remove(index);
+                    continue;
+                }
+                // Its runs are lost with it: start a fresh worker in its place and say so.
+                FromWorker::Stopped(reason) => match TrainingWorker::start() {
+                    Ok(fresh) => {
+                        members[index] = Member::new(fresh);
+                        relay.deliver(vec![
+                            Message::Playing(false),
+                            Message::Failed(format!("{reason}; apply the setup again to train from the start")),
+                        ])
                     }
-                    // Its runs are lost with it: start a fresh worker and say so.
-                    None => match TrainingWorker::start() {
-                        Ok(fresh) => {
-                            worker = fresh;
-                            fallback = Some(Session::new(Device::flex(), WORKER_BACKEND));
-                            relay.deliver(vec![
-                                Message::Playing(false),
-                                Message::Failed(format!("{reason}; apply the setup again to train from the start")),
-                            ])
-                        }
-                        Err(e) => {
-                            relay.deliver(vec![Message::Failed(format!("{reason}, and no new worker started ({e:?}): reload the page"))])
-                        }
-                    },
+                    Err(e) => relay.deliver(vec![Message::Failed(format!("{reason}, and no new worker started ({e:?}): reload the page"))]),
                 },
             };
             if delivered.is_err() {
                 return;
             }
         }
-        // Commands wait in the channel until the worker listens.
-        while fallback.is_none() {
-            match relay.next_command() {
-                Ok(Some(command)) => {
-                    if let Err(e) = worker.send(command) {
-                        let _ = relay.deliver(vec![Message::Failed(format!("the training worker did not take the command: {e}"))]);
-                    }
+        if fanout.is_none() && members.iter().all(|m| m.ready) {
+            match fallback.take() {
+                Some(session) if members.is_empty() => {
+                    web_sys::console::warn_1(&"QKV Lab trains in the page: no training worker started".into());
+                    run_in_page(SessionTask::from_relay(session, relay));
+                    return;
                 }
-                Ok(None) => break,
-                Err(session::FrontEndGone) => return,
+                _ => {
+                    mark_on_page("qkvWorkerReadyMs");
+                    fanout = Some(Fanout::new(members.len()));
+                }
+            }
+        }
+        // Commands wait in the channel until the workers listen.
+        if let Some(fanout) = &mut fanout {
+            loop {
+                match relay.next_command() {
+                    Ok(Some(command)) => {
+                        for (index, command) in fanout.route(command) {
+                            if let Err(e) = members[index].send(command) {
+                                let _ = relay.deliver(vec![Message::Failed(format!("the training worker did not take the command: {e}"))]);
+                            }
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(session::FrontEndGone) => return,
+                }
             }
         }
         sleep(4).await;

@@ -122,7 +122,8 @@ const REPORTER: &str = r#"<script>
     else if (errors.length) report("console error");
     else if (reloaded && s) {
       if (continuedFrom === null && s.keptOffer !== null) { continuedFrom = s.keptOffer; s.continueKept(); }
-      else if (continuedFrom !== null && s.step >= continuedFrom + 3) report("trained after reload");
+      // Every run three steps on (runs in separate workers keep their own pace).
+      else if (continuedFrom !== null && s.runs.every(function (r) { return r.steps >= continuedFrom + 3; })) report("trained after reload");
     }
     else if (s && s.step >= target && trainedMs === null) {
       trainedMs = performance.now(); trainedNotice = s.notice;
@@ -466,7 +467,15 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     // Once trained, the page reloads: the second load must come from the service worker's cache.
     // QKV_WEB_IN_PAGE=1 trains on the page's own thread (`?worker=0`), for web/bench.sh's comparison.
     let in_page = std::env::var_os("QKV_WEB_IN_PAGE").is_some();
-    let query = if in_page { "autotrain&e2e_reload&worker=0" } else { "autotrain&e2e_reload" };
+    // Two workers, a run each, so that the fan-out of the runs over workers is tried on any
+    // machine; QKV_WEB_WORKERS=auto leaves the count to the page (one per core but one), as
+    // web/bench.sh does.
+    let workers = std::env::var("QKV_WEB_WORKERS").unwrap_or_else(|_| "2".into());
+    let query = match (in_page, workers.as_str()) {
+        (true, _) => "autotrain&e2e_reload&worker=0".to_string(),
+        (false, "auto") => "autotrain&e2e_reload".to_string(),
+        (false, count) => format!("autotrain&e2e_reload&workers={count}"),
+    };
     let link = format!("http://127.0.0.1:{port}/?{query}#setup={}", encode_uri_component(&setup.to_string()));
     let cpu = open(&chromium, &link, false, &profile("cpu"));
     let report = wait_for_report(&reports, timeout);

@@ -20,8 +20,9 @@ if ! wasm-opt --version 2> /dev/null | grep -q "(version_116)"; then
   echo "== installing wasm-opt (binaryen 116; compiles its C++, about 8 minutes on 2 cores)"
   cargo install --locked --quiet --force wasm-opt@0.116.1
 fi
-# The end-to-end test below opens this build, not the README's `trunk serve` one.
-export QKV_WEB_RELEASE=1
+# The end-to-end test below opens this build, not the README's `trunk serve` one, and leaves the
+# number of training workers to the page, as a visitor gets it.
+export QKV_WEB_RELEASE=1 QKV_WEB_WORKERS=auto
 
 echo "== trunk build --release (the web profile, then wasm-opt)"
 start=$(date +%s)

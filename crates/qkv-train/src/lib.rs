@@ -8,6 +8,7 @@ pub mod cpu_copy;
 pub mod csv;
 pub mod dataset;
 pub mod experiment;
+pub mod fanout;
 pub mod generate;
 pub mod loss;
 pub mod optimiser;

@@ -98,6 +98,38 @@ pub enum Command {
     EliminateQuery {
         run: usize,
     },
+    /// From now on, load and import only this share of the runs: a session that trains some of
+    /// an experiment's runs beside others that train the rest ([`crate::fanout`]).
+    Share(Share),
+}
+
+/// Which of an experiment's runs a session trains: every `of`-th, from run `index`. The whole
+/// experiment is still validated (a setup fails in every share, or in none) and the runs keep the
+/// names they have in the whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Share {
+    pub index: usize,
+    pub of: usize,
+}
+
+impl Share {
+    /// Every run.
+    pub const ALL: Share = Share { index: 0, of: 1 };
+
+    /// Whether run `run` of the whole experiment is in this share.
+    pub fn holds(self, run: usize) -> bool {
+        run % self.of.max(1) == self.index
+    }
+
+    /// The runs of the whole that are in this share, in order.
+    pub fn of_runs<T>(self, runs: Vec<T>) -> Vec<T> {
+        runs.into_iter().enumerate().filter(|(i, _)| self.holds(*i)).map(|(_, run)| run).collect()
+    }
+
+    /// The index in the whole of this share's run `local`.
+    pub fn whole_index(self, local: usize) -> usize {
+        self.index + local * self.of.max(1)
+    }
 }
 
 /// A checkpoint file's name and contents.
@@ -227,6 +259,8 @@ pub struct Session {
     maps_due: Option<usize>,
     /// Seconds one step of every run took in the last turn of play, read-backs included.
     secs_per_step: Option<f64>,
+    /// The runs of a loaded or imported experiment that this session trains.
+    share: Share,
 }
 
 impl Session {
@@ -242,6 +276,7 @@ impl Session {
             attention_every: 25,
             maps_due: None,
             secs_per_step: None,
+            share: Share::ALL,
         }
     }
 
@@ -295,6 +330,10 @@ impl Session {
             Command::Export { run } => self.export(run).await,
             Command::Snapshot => self.snapshot().await,
             Command::EliminateQuery { run } => self.eliminate_query(run).await,
+            Command::Share(share) => {
+                self.share = share;
+                Ok(vec![])
+            }
         };
         result.unwrap_or_else(|error| vec![Message::Failed(error.to_string())])
     }
@@ -321,7 +360,8 @@ impl Session {
     }
 
     async fn load(&mut self, plan: &ExperimentPlan) -> Result<Vec<Message>, SessionError> {
-        let experiment = plan.experiment(&self.device)?;
+        let share = self.share;
+        let experiment = plan.experiment_of_runs(&self.device, |run| share.holds(run))?;
         Ok(self.start(experiment, plan.data.to_string()).await)
     }
 
@@ -351,6 +391,7 @@ impl Session {
             ..ExperimentPlan::default()
         };
         let dataset = plan.dataset()?;
+        let checkpoints = self.share.of_runs(checkpoints);
         let runs = checkpoints.into_iter().map(|c| c.into_run(&dataset, &self.device)).collect::<Result<Vec<Run>, _>>()?;
         let experiment = Experiment::from_runs(dataset, runs)?;
         Ok(self.start(experiment, plan.data.to_string()).await)
@@ -829,12 +870,12 @@ impl SessionTask {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
     use qkv_model::{AttentionVariant, Preset};
 
-    fn tiny_plan() -> ExperimentPlan {
+    pub(crate) fn tiny_plan() -> ExperimentPlan {
         ExperimentPlan {
             preset: Preset::Classroom,
             data: "synthetic:reverse:6".parse().unwrap(),

@@ -1,0 +1,498 @@
+//! One front end's session spread over several sessions, each training a share of the runs.
+//!
+//! The browser's CPU fallback trains in Web Workers, and a worker has one thread: one worker
+//! trains its runs one after another on one core. With a worker per share of the runs
+//! ([`Share`]), the runs train at the same time on as many cores as the machine has, as they do
+//! natively. The front end still talks to one session: [`Fanout`] says which session gets which
+//! command and merges what they answer into what one session would have said. Each share draws
+//! the same batches from the same seed, so a run trains exactly as it would beside the others;
+//! only the shares no longer wait for each other between steps.
+
+use crate::session::{AttentionMaps, CheckpointFile, Command, Message, RunInfo, Share};
+
+/// Where the commands of one front end go, and how the answers come back together.
+pub struct Fanout {
+    /// The sessions there are.
+    sessions: usize,
+    /// The sessions the experiment is spread over: its runs or the sessions, the fewer.
+    active: usize,
+    /// Per session: the index in the whole experiment of each of its runs, in its order.
+    runs: Vec<Vec<usize>>,
+    /// How many runs the whole experiment has.
+    whole: usize,
+    /// Per session: loads and imports it has been sent and not yet answered.
+    loads_due: Vec<usize>,
+    /// The answers to the latest load, while some are still due.
+    loading: Option<Loading>,
+    /// Per session: its latest attention maps, merged once every active session has sent some.
+    maps: Vec<Option<AttentionMaps>>,
+    /// Per session: its part of the snapshot being taken.
+    snapshot: Option<Vec<Option<SnapshotPart>>>,
+    playing: Vec<bool>,
+    finished: Vec<bool>,
+    /// Whether the front end was last told that training plays.
+    said_playing: bool,
+    /// The last failure passed on, and which sessions have said it: a command sent to every
+    /// session that fails in each says so once.
+    failure: Option<(String, Vec<bool>)>,
+}
+
+/// A session's checkpoints, at its experiment step.
+type SnapshotPart = (usize, Vec<CheckpointFile>);
+
+/// A load's answers, one per active session.
+struct Loading {
+    answers: Vec<Option<Result<Loaded, String>>>,
+    /// What a session said after its answer, held until the merged answer has gone out.
+    held: Vec<Vec<Message>>,
+}
+
+struct Loaded {
+    runs: Vec<RunInfo>,
+    data: String,
+    backend: String,
+}
+
+impl Fanout {
+    /// A fan-out over `sessions` sessions (at least one).
+    pub fn new(sessions: usize) -> Self {
+        let sessions = sessions.max(1);
+        Self {
+            sessions,
+            active: 1,
+            runs: vec![Vec::new(); sessions],
+            whole: 0,
+            loads_due: vec![0; sessions],
+            loading: None,
+            maps: vec![None; sessions],
+            snapshot: None,
+            playing: vec![false; sessions],
+            finished: vec![false; sessions],
+            said_playing: false,
+            failure: None,
+        }
+    }
+
+    pub fn sessions(&self) -> usize {
+        self.sessions
+    }
+
+    /// The front end's `command` as each session should get it: (session, command) pairs, in
+    /// the order to send them.
+    pub fn route(&mut self, command: Command) -> Vec<(usize, Command)> {
+        match command {
+            Command::Load(plan) => {
+                let runs = plan.runs.len();
+                self.load(runs, |_| Command::Load(plan.clone()))
+            }
+            Command::Import { files, upload } => {
+                let runs = files.len();
+                self.load(runs, |_| Command::Import { files: files.clone(), upload: upload.clone() })
+            }
+            Command::Sample { run, prompt, options } => self.to_owner(run, |run| Command::Sample { run, prompt, options }),
+            Command::Export { run } => self.to_owner(run, |run| Command::Export { run }),
+            Command::EliminateQuery { run } => self.to_owner(run, |run| Command::EliminateQuery { run }),
+            Command::Snapshot => {
+                self.snapshot = Some(vec![None; self.active]);
+                self.to_active(&Command::Snapshot)
+            }
+            // The fan-out assigns the shares itself.
+            Command::Share(_) => Vec::new(),
+            command @ (Command::Play | Command::Pause | Command::Step | Command::AttentionPrompt(_) | Command::AttentionEvery(_)) => {
+                self.to_active(&command)
+            }
+        }
+    }
+
+    fn to_active(&self, command: &Command) -> Vec<(usize, Command)> {
+        (0..self.active).map(|session| (session, command.clone())).collect()
+    }
+
+    /// Run `run` of the whole goes to the session that trains it, under its index there. A run
+    /// that does not exist goes to the first session as it is, which answers that it does not.
+    fn to_owner(&self, run: usize, command: impl FnOnce(usize) -> Command) -> Vec<(usize, Command)> {
+        let owner = self.runs.iter().enumerate().find_map(|(session, runs)| Some((session, runs.iter().position(|&r| r == run)?)));
+        match owner {
+            Some((session, local)) => vec![(session, command(local))],
+            None => vec![(0, command(run))],
+        }
+    }
+
+    /// A load of `runs` runs: each active session is told its share, then gets the command;
+    /// sessions left out are paused, so that an earlier experiment does not train on there.
+    fn load(&mut self, runs: usize, command: impl Fn(usize) -> Command) -> Vec<(usize, Command)> {
+        let before = self.active;
+        self.active = runs.clamp(1, self.sessions);
+        self.loading = Some(Loading { answers: (0..self.active).map(|_| None).collect(), held: vec![Vec::new(); self.active] });
+        let mut routed = Vec::new();
+        for session in 0..self.active {
+            self.loads_due[session] += 1;
+            routed.push((session, Command::Share(Share { index: session, of: self.active })));
+            routed.push((session, command(session)));
+        }
+        routed.extend((self.active..before).map(|session| (session, Command::Pause)));
+        routed
+    }
+
+    /// What session `session` said, as the front end should hear it.
+    pub fn merge(&mut self, session: usize, messages: Vec<Message>) -> Vec<Message> {
+        let mut merged = Vec::new();
+        for message in messages {
+            self.take(session, message, &mut merged);
+        }
+        merged
+    }
+
+    fn take(&mut self, session: usize, message: Message, out: &mut Vec<Message>) {
+        if session >= self.active {
+            return;
+        }
+        // A load's answer: Loaded, or the failure that stopped it.
+        let answers_a_load = matches!(message, Message::Loaded { .. } | Message::Failed(_)) && self.loads_due[session] > 0;
+        if answers_a_load {
+            self.loads_due[session] -= 1;
+            if self.loads_due[session] > 0 {
+                return; // the answer to a load that a later one replaced
+            }
+            if let Some(loading) = &mut self.loading {
+                loading.answers[session] = Some(match message {
+                    Message::Loaded { runs, data, backend } => Ok(Loaded { runs, data, backend }),
+                    Message::Failed(error) => Err(error),
+                    _ => unreachable!("matched above"),
+                });
+                self.finish_loading(out);
+            }
+            return;
+        }
+        if let Some(loading) = &mut self.loading
+            && loading.answers[session].is_some()
+        {
+            loading.held[session].push(message);
+            return;
+        }
+        self.pass_on(session, message, out);
+    }
+
+    /// Once every active session has answered the load: their runs as one experiment, or the
+    /// failure (every share validates the whole setup, so they fail alike).
+    fn finish_loading(&mut self, out: &mut Vec<Message>) {
+        let Some(loading) = &self.loading else { return };
+        if loading.answers.iter().any(Option::is_none) {
+            return;
+        }
+        let Loading { answers, held } = self.loading.take().expect("checked above");
+        let answers: Vec<Result<Loaded, String>> = answers.into_iter().map(|a| a.expect("every session answered")).collect();
+        if let Some(error) = answers.iter().find_map(|a| a.as_ref().err()) {
+            if answers.iter().any(Result::is_ok) {
+                // Some shares loaded and some did not: nothing consistent is left to show.
+                self.runs.iter_mut().for_each(Vec::clear);
+                self.whole = 0;
+                out.push(Message::Failed(format!("{error}; apply the setup again")));
+            } else {
+                self.failure = None;
+                out.push(Message::Failed(error.clone()));
+            }
+            return;
+        }
+        let shares = self.active;
+        let mut whole: Vec<Option<RunInfo>> = Vec::new();
+        let (mut data, mut backend) = (String::new(), String::new());
+        for (session, loaded) in answers.into_iter().map(|a| a.expect("no failure")).enumerate() {
+            let share = Share { index: session, of: shares };
+            self.runs[session] = (0..loaded.runs.len()).map(|local| share.whole_index(local)).collect();
+            for (local, info) in loaded.runs.into_iter().enumerate() {
+                let index = share.whole_index(local);
+                if whole.len() <= index {
+                    whole.resize_with(index + 1, || None);
+                }
+                whole[index] = Some(info);
+            }
+            if session == 0 {
+                (data, backend) = (loaded.data, loaded.backend);
+            }
+        }
+        self.whole = whole.len();
+        self.maps = vec![None; self.sessions];
+        self.finished = vec![false; self.sessions];
+        out.push(Message::Loaded { runs: whole.into_iter().flatten().collect(), data, backend });
+        for (session, messages) in held.into_iter().enumerate() {
+            for message in messages {
+                self.take(session, message, out);
+            }
+        }
+    }
+
+    /// A message about the experiment as loaded: runs renumbered into the whole, and what every
+    /// session says (maps, snapshots, playing, finished) said once for all of them.
+    fn pass_on(&mut self, session: usize, message: Message, out: &mut Vec<Message>) {
+        let whole = |runs: &[Vec<usize>], local: usize| runs[session].get(local).copied();
+        match message {
+            Message::Stepped { run, record, eval } => {
+                self.finished[session] = false;
+                out.extend(whole(&self.runs, run).map(|run| Message::Stepped { run, record, eval }));
+            }
+            Message::Evaluated { run, record } => out.extend(whole(&self.runs, run).map(|run| Message::Evaluated { run, record })),
+            Message::Stopped { run, error } => out.extend(whole(&self.runs, run).map(|run| Message::Stopped { run, error })),
+            Message::Sampled { run, text } => out.extend(whole(&self.runs, run).map(|run| Message::Sampled { run, text })),
+            Message::Exported { run, name, checkpoint, metrics_csv } => {
+                out.extend(whole(&self.runs, run).map(|run| Message::Exported { run, name, checkpoint, metrics_csv }))
+            }
+            Message::Converted { from, info, report } => {
+                let Some(from) = whole(&self.runs, from) else { return };
+                // The converted run joins the whole at its end.
+                self.runs[session].push(self.whole);
+                self.whole += 1;
+                self.finished[session] = false;
+                out.push(Message::Converted { from, info, report });
+            }
+            Message::Attention(maps) => {
+                self.maps[session] = Some(maps);
+                out.extend(self.merged_maps().map(Message::Attention));
+            }
+            Message::Snapshot { step, files } => {
+                let Some(snapshot) = &mut self.snapshot else { return };
+                snapshot[session] = Some((step, files));
+                if snapshot.iter().all(Option::is_some) {
+                    let parts = self.snapshot.take().expect("checked above");
+                    out.extend(self.merged_snapshot(parts));
+                }
+            }
+            Message::Playing(playing) => {
+                self.playing[session] = playing;
+                let any = self.playing[..self.active].iter().any(|&p| p);
+                if any != self.said_playing {
+                    self.said_playing = any;
+                    out.push(Message::Playing(any));
+                }
+            }
+            Message::Finished => {
+                self.finished[session] = true;
+                if self.finished[..self.active].iter().all(|&f| f) {
+                    out.push(Message::Finished);
+                }
+            }
+            Message::Failed(error) => {
+                if let Some((said, by)) = &mut self.failure
+                    && *said == error
+                    && !by[session]
+                {
+                    by[session] = true;
+                    return;
+                }
+                let mut by = vec![false; self.sessions];
+                by[session] = true;
+                self.failure = Some((error.clone(), by));
+                out.push(Message::Failed(error));
+            }
+            // Only a load's answer says Loaded, and those are taken before.
+            Message::Loaded { .. } => {}
+        }
+    }
+
+    /// Every active session's latest maps as one set, in the whole's run order; the step is the
+    /// furthest any share has reached.
+    fn merged_maps(&self) -> Option<AttentionMaps> {
+        let parts: Vec<&AttentionMaps> = self.maps[..self.active].iter().map(Option::as_ref).collect::<Option<_>>()?;
+        let mut runs = vec![None; self.whole];
+        let mut diagnostics = vec![None; self.whole];
+        for (session, part) in parts.iter().enumerate() {
+            for (local, (maps, diagnosis)) in part.runs.iter().zip(&part.diagnostics).enumerate() {
+                let index = *self.runs[session].get(local)?;
+                runs[index] = Some(maps.clone());
+                diagnostics[index] = Some(diagnosis.clone());
+            }
+        }
+        Some(AttentionMaps {
+            step: parts.iter().map(|p| p.step).max().unwrap_or(0),
+            tokens: parts[0].tokens.clone(),
+            runs: runs.into_iter().collect::<Option<_>>()?,
+            diagnostics: diagnostics.into_iter().collect::<Option<_>>()?,
+        })
+    }
+
+    /// The sessions' checkpoints as one snapshot, in the whole's run order, at the step of the
+    /// share that is furthest behind.
+    fn merged_snapshot(&self, parts: Vec<Option<SnapshotPart>>) -> Option<Message> {
+        let mut files = vec![None; self.whole];
+        let mut step = usize::MAX;
+        for (session, (at, part)) in parts.into_iter().map(|p| p.expect("every session answered")).enumerate() {
+            step = step.min(at);
+            for (local, file) in part.into_iter().enumerate() {
+                files[*self.runs[session].get(local)?] = Some(file);
+            }
+        }
+        Some(Message::Snapshot { step, files: files.into_iter().collect::<Option<_>>()? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::Device;
+    use qkv_model::AttentionVariant;
+
+    use super::*;
+    use crate::plan::{ExperimentPlan, RunPlan};
+    use crate::session::Session;
+    use crate::session::tests::tiny_plan;
+
+    fn sessions(count: usize) -> Vec<Session> {
+        (0..count).map(|_| Session::new(Device::flex(), "flex")).collect()
+    }
+
+    /// `command` through `fanout` to `sessions`, each answering at once, as the front end hears it.
+    fn send(fanout: &mut Fanout, sessions: &mut [Session], command: Command) -> Vec<Message> {
+        let mut heard = Vec::new();
+        for (index, command) in fanout.route(command) {
+            let answer = sessions[index].run(command);
+            heard.extend(fanout.merge(index, answer));
+        }
+        heard
+    }
+
+    /// Plays every session to its end, a turn of each in turn, and what the front end hears.
+    fn play_to_end(fanout: &mut Fanout, sessions: &mut [Session]) -> Vec<Message> {
+        let mut heard = send(fanout, sessions, Command::Play);
+        while sessions.iter().any(Session::is_busy) {
+            for (index, session) in sessions.iter_mut().enumerate() {
+                if session.is_busy() {
+                    let answer = pollster::block_on(session.advance());
+                    heard.extend(fanout.merge(index, answer));
+                }
+            }
+        }
+        heard
+    }
+
+    /// Each run's step losses, by run.
+    fn losses(heard: &[Message], runs: usize) -> Vec<Vec<f64>> {
+        let mut losses = vec![Vec::new(); runs];
+        for message in heard {
+            if let Message::Stepped { run, record, .. } = message {
+                losses[*run].push(record.train_loss);
+            }
+        }
+        losses
+    }
+
+    fn three_runs() -> ExperimentPlan {
+        let mut plan = tiny_plan();
+        plan.runs.push(RunPlan::new(AttentionVariant::Standard));
+        plan
+    }
+
+    #[test]
+    fn runs_spread_over_sessions_train_as_in_one_and_are_heard_as_one_experiment() {
+        let mut alone = Fanout::new(1);
+        let mut one = sessions(1);
+        let mut heard_alone = send(&mut alone, &mut one, Command::Load(three_runs()));
+        heard_alone.extend(play_to_end(&mut alone, &mut one));
+
+        let mut fanout = Fanout::new(2);
+        let mut two = sessions(2);
+        let mut heard = send(&mut fanout, &mut two, Command::Load(three_runs()));
+        let [Message::Loaded { runs, .. }, ..] = heard.as_slice() else { panic!("{heard:?}") };
+        let names: Vec<&str> = runs.iter().map(|r| r.spec.name.as_str()).collect();
+        let [Message::Loaded { runs: runs_alone, .. }, ..] = heard_alone.as_slice() else { panic!("{heard_alone:?}") };
+        let names_alone: Vec<&str> = runs_alone.iter().map(|r| r.spec.name.as_str()).collect();
+        assert_eq!(names, names_alone, "the runs keep their order and their names in the whole");
+        assert_eq!(names[0], "standard");
+        assert_eq!(names[2], "standard-2");
+        assert_eq!(two[0].experiment().unwrap().runs.len(), 2, "runs 0 and 2");
+        assert_eq!(two[1].experiment().unwrap().runs.len(), 1, "run 1");
+        heard.extend(play_to_end(&mut fanout, &mut two));
+
+        assert_eq!(losses(&heard, 3), losses(&heard_alone, 3), "each run trains on the same batches from the same seed");
+        assert!(losses(&heard, 3).iter().all(|l| l.len() == 4));
+        let maps = |heard: &[Message]| heard.iter().find_map(|m| if let Message::Attention(maps) = m { Some(maps.clone()) } else { None });
+        let (maps, maps_alone) = (maps(&heard).expect("maps"), maps(&heard_alone).expect("maps"));
+        assert_eq!(maps.step, maps_alone.step);
+        // Equal to float noise (products split over threads differently add up differently).
+        let flat = |maps: &AttentionMaps, run: usize| maps.runs[run].iter().flatten().flatten().copied().collect::<Vec<f32>>();
+        for run in 0..3 {
+            let (spread, together) = (flat(&maps, run), flat(&maps_alone, run));
+            assert_eq!(spread.len(), together.len());
+            let worst = spread.iter().zip(&together).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            assert!(worst < 1e-5, "run {run}'s maps, at their place in the whole: off by {worst}");
+        }
+        let finished = heard.iter().filter(|m| matches!(m, Message::Finished)).count();
+        assert_eq!(finished, 1, "finished once, when both sessions are");
+        assert!(matches!(heard.last(), Some(Message::Finished)));
+        let playing: Vec<bool> = heard.iter().filter_map(|m| if let Message::Playing(p) = m { Some(*p) } else { None }).collect();
+        assert_eq!(playing, [true, false], "playing, then not, each said once");
+    }
+
+    #[test]
+    fn a_run_s_commands_reach_its_session_and_a_snapshot_continues_every_run() {
+        let mut fanout = Fanout::new(2);
+        let mut two = sessions(2);
+        send(&mut fanout, &mut two, Command::Load(three_runs()));
+        send(&mut fanout, &mut two, Command::Step);
+        let exported = send(&mut fanout, &mut two, Command::Export { run: 2 });
+        assert!(matches!(&exported[..], [Message::Exported { run: 2, name, .. }] if name == "standard-2"), "{exported:?}");
+        let missing = send(&mut fanout, &mut two, Command::Export { run: 5 });
+        assert!(matches!(&missing[..], [Message::Failed(e)] if e.contains("no run 5")), "{missing:?}");
+
+        let snapshot = send(&mut fanout, &mut two, Command::Snapshot);
+        let [Message::Snapshot { step: 1, files }] = snapshot.as_slice() else { panic!("{snapshot:?}") };
+        let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["standard.qkv", "shared-qk.qkv", "standard-2.qkv"]);
+
+        // Continued over three sessions: one run each, each where it stood.
+        let mut wider = Fanout::new(3);
+        let mut three = sessions(3);
+        let resumed = send(&mut wider, &mut three, Command::Import { files: files.clone(), upload: None });
+        let [Message::Loaded { runs, .. }, ..] = resumed.as_slice() else { panic!("{resumed:?}") };
+        assert_eq!(runs.iter().map(|r| r.spec.name.as_str()).collect::<Vec<_>>(), ["standard", "shared-qk", "standard-2"]);
+        assert!(runs.iter().all(|r| r.steps.len() == 1));
+        assert!(three.iter().all(|s| s.experiment().unwrap().runs.len() == 1));
+    }
+
+    #[test]
+    fn a_converted_run_joins_the_whole_at_its_end() {
+        let plan = ExperimentPlan {
+            preset: qkv_model::Preset::Theory,
+            model: crate::plan::ModelOverrides { mlp_skip: Some(false), block_size: Some(16), ..Default::default() },
+            training: crate::plan::TrainingOverrides { steps: Some(20), batch_size: Some(4), ..Default::default() },
+            runs: vec![RunPlan::new(AttentionVariant::Standard), RunPlan::new(AttentionVariant::Standard)],
+            ..ExperimentPlan::default()
+        };
+        let mut fanout = Fanout::new(2);
+        let mut two = sessions(2);
+        send(&mut fanout, &mut two, Command::Load(plan));
+        // The loaded experiment's maps, which each session sends in a turn of its own.
+        for (index, session) in two.iter_mut().enumerate() {
+            let answer = pollster::block_on(session.advance());
+            fanout.merge(index, answer);
+        }
+        send(&mut fanout, &mut two, Command::Step);
+        let heard = send(&mut fanout, &mut two, Command::EliminateQuery { run: 1 });
+        assert!(matches!(&heard[0], Message::Converted { from: 1, info, .. } if info.spec.name.starts_with("standard-2")), "{heard:?}");
+        assert!(matches!(&heard[1], Message::Attention(maps) if maps.runs.len() == 3), "the maps of all three runs");
+        let stepped: Vec<usize> = send(&mut fanout, &mut two, Command::Step)
+            .iter()
+            .filter_map(|m| if let Message::Stepped { run, .. } = m { Some(*run) } else { None })
+            .collect();
+        assert_eq!(stepped, [0, 1, 2], "the converted run (session 1's second) is run 2 of the whole");
+        let exported = send(&mut fanout, &mut two, Command::Export { run: 2 });
+        assert!(matches!(&exported[..], [Message::Exported { run: 2, name, .. }] if name.contains("W_Q eliminated")), "{exported:?}");
+    }
+
+    #[test]
+    fn a_bad_setup_fails_once_and_a_smaller_one_pauses_the_sessions_it_leaves_out() {
+        let mut fanout = Fanout::new(2);
+        let mut two = sessions(2);
+        send(&mut fanout, &mut two, Command::Load(three_runs()));
+        let mut bad = three_runs();
+        bad.model.n_head = Some(5); // 32 channels do not split into 5 heads
+        let heard = send(&mut fanout, &mut two, Command::Load(bad));
+        assert!(matches!(&heard[..], [Message::Failed(_)]), "one failure for the whole setup: {heard:?}");
+        assert_eq!(two[0].experiment().unwrap().runs.len(), 2, "the experiment before it stays");
+
+        send(&mut fanout, &mut two, Command::Play);
+        let mut one_run = tiny_plan();
+        one_run.runs.truncate(1);
+        let routed = fanout.route(Command::Load(one_run));
+        assert!(routed.iter().all(|(session, c)| *session == 0 || matches!(c, Command::Pause)), "{routed:?}");
+        assert!(routed.iter().any(|(session, c)| *session == 1 && matches!(c, Command::Pause)));
+    }
+}
