@@ -280,17 +280,24 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
                     members.remove(index);
                     continue;
                 }
-                // Its runs are lost with it: start a fresh worker in its place and say so.
-                FromWorker::Stopped(reason) => match TrainingWorker::start() {
-                    Ok(fresh) => {
-                        members[index] = Member::new(fresh);
-                        relay.deliver(vec![
-                            Message::Playing(false),
-                            Message::Failed(format!("{reason}; apply the setup again to train from the start")),
-                        ])
+                // Its runs are lost with it: start a fresh worker in its place, pause the others
+                // (the experiment is incomplete now) and say so.
+                FromWorker::Stopped(reason) => {
+                    let fanout = fanout.as_mut().expect("matched above");
+                    let mut messages = fanout.lost(index);
+                    let failure = match TrainingWorker::start() {
+                        Ok(fresh) => {
+                            members[index] = Member::new(fresh);
+                            format!("{reason}; apply the setup again to train from the start")
+                        }
+                        Err(e) => format!("{reason}, and no new worker started ({e:?}): reload the page"),
+                    };
+                    for (other, command) in fanout.route(session::Command::Pause).unwrap_or_default() {
+                        let _ = members[other].send(command);
                     }
-                    Err(e) => relay.deliver(vec![Message::Failed(format!("{reason}, and no new worker started ({e:?}): reload the page"))]),
-                },
+                    messages.push(Message::Failed(failure));
+                    relay.deliver(messages)
+                }
             };
             if delivered.is_err() {
                 return;
@@ -313,13 +320,19 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
         if let Some(fanout) = &mut fanout {
             loop {
                 match relay.next_command() {
-                    Ok(Some(command)) => {
-                        for (index, command) in fanout.route(command) {
-                            if let Err(e) = members[index].send(command) {
-                                let _ = relay.deliver(vec![Message::Failed(format!("the training worker did not take the command: {e}"))]);
+                    Ok(Some(command)) => match fanout.route(command) {
+                        Ok(routed) => {
+                            for (index, command) in routed {
+                                if let Err(e) = members[index].send(command) {
+                                    let _ =
+                                        relay.deliver(vec![Message::Failed(format!("the training worker did not take the command: {e}"))]);
+                                }
                             }
                         }
-                    }
+                        Err(error) => {
+                            let _ = relay.deliver(vec![Message::Failed(error.to_string())]);
+                        }
+                    },
                     Ok(None) => break,
                     Err(session::FrontEndGone) => return,
                 }

@@ -8,7 +8,7 @@
 //! the same batches from the same seed, so a run trains exactly as it would beside the others;
 //! only the shares no longer wait for each other between steps.
 
-use crate::session::{AttentionMaps, CheckpointFile, Command, Message, RunInfo, Share};
+use crate::session::{AttentionMaps, CheckpointFile, Command, Message, RunInfo, SessionError, Share};
 
 /// Where the commands of one front end go, and how the answers come back together.
 pub struct Fanout {
@@ -20,8 +20,11 @@ pub struct Fanout {
     runs: Vec<Vec<usize>>,
     /// How many runs the whole experiment has.
     whole: usize,
-    /// Per session: loads and imports it has been sent and not yet answered.
+    /// Per session: loads and imports it has been sent and not yet begun (each begins with the
+    /// session's answer to its [`Command::Share`]).
     loads_due: Vec<usize>,
+    /// Per session: whether its next Loaded or failure answers the latest load.
+    answer_next: Vec<bool>,
     /// The answers to the latest load, while some are still due.
     loading: Option<Loading>,
     /// Per session: its latest attention maps, merged once every active session has sent some.
@@ -63,6 +66,7 @@ impl Fanout {
             runs: vec![Vec::new(); sessions],
             whole: 0,
             loads_due: vec![0; sessions],
+            answer_next: vec![false; sessions],
             loading: None,
             maps: vec![None; sessions],
             snapshot: None,
@@ -73,25 +77,15 @@ impl Fanout {
         }
     }
 
-    pub fn sessions(&self) -> usize {
-        self.sessions
-    }
-
     /// The front end's `command` as each session should get it: (session, command) pairs, in
-    /// the order to send them.
-    pub fn route(&mut self, command: Command) -> Vec<(usize, Command)> {
-        match command {
-            Command::Load(plan) => {
-                let runs = plan.runs.len();
-                self.load(runs, |_| Command::Load(plan.clone()))
-            }
-            Command::Import { files, upload } => {
-                let runs = files.len();
-                self.load(runs, |_| Command::Import { files: files.clone(), upload: upload.clone() })
-            }
-            Command::Sample { run, prompt, options } => self.to_owner(run, |run| Command::Sample { run, prompt, options }),
-            Command::Export { run } => self.to_owner(run, |run| Command::Export { run }),
-            Command::EliminateQuery { run } => self.to_owner(run, |run| Command::EliminateQuery { run }),
+    /// the order to send them; or, for a run that no session trains, the failure to answer with.
+    pub fn route(&mut self, command: Command) -> Result<Vec<(usize, Command)>, SessionError> {
+        Ok(match command {
+            Command::Load(plan) => self.load(plan.runs.len(), Command::Load(plan)),
+            Command::Import { files, upload } => self.load(files.len(), Command::Import { files, upload }),
+            Command::Sample { run, prompt, options } => self.to_owner(run, |run| Command::Sample { run, prompt, options })?,
+            Command::Export { run } => self.to_owner(run, |run| Command::Export { run })?,
+            Command::EliminateQuery { run } => self.to_owner(run, |run| Command::EliminateQuery { run })?,
             Command::Snapshot => {
                 self.snapshot = Some(vec![None; self.active]);
                 self.to_active(&Command::Snapshot)
@@ -101,37 +95,59 @@ impl Fanout {
             command @ (Command::Play | Command::Pause | Command::Step | Command::AttentionPrompt(_) | Command::AttentionEvery(_)) => {
                 self.to_active(&command)
             }
-        }
+        })
     }
 
     fn to_active(&self, command: &Command) -> Vec<(usize, Command)> {
         (0..self.active).map(|session| (session, command.clone())).collect()
     }
 
-    /// Run `run` of the whole goes to the session that trains it, under its index there. A run
-    /// that does not exist goes to the first session as it is, which answers that it does not.
-    fn to_owner(&self, run: usize, command: impl FnOnce(usize) -> Command) -> Vec<(usize, Command)> {
+    /// Run `run` of the whole goes to the session that trains it, under its index there.
+    fn to_owner(&self, run: usize, command: impl FnOnce(usize) -> Command) -> Result<Vec<(usize, Command)>, SessionError> {
         let owner = self.runs.iter().enumerate().find_map(|(session, runs)| Some((session, runs.iter().position(|&r| r == run)?)));
-        match owner {
-            Some((session, local)) => vec![(session, command(local))],
-            None => vec![(0, command(run))],
-        }
+        let (session, local) = owner.ok_or(SessionError::NoSuchRun(run))?;
+        Ok(vec![(session, command(local))])
     }
 
     /// A load of `runs` runs: each active session is told its share, then gets the command;
     /// sessions left out are paused, so that an earlier experiment does not train on there.
-    fn load(&mut self, runs: usize, command: impl Fn(usize) -> Command) -> Vec<(usize, Command)> {
+    fn load(&mut self, runs: usize, command: Command) -> Vec<(usize, Command)> {
         let before = self.active;
         self.active = runs.clamp(1, self.sessions);
         self.loading = Some(Loading { answers: (0..self.active).map(|_| None).collect(), held: vec![Vec::new(); self.active] });
+        // Answers to earlier loads are stale from now on.
+        self.answer_next.iter_mut().for_each(|next| *next = false);
         let mut routed = Vec::new();
         for session in 0..self.active {
             self.loads_due[session] += 1;
             routed.push((session, Command::Share(Share { index: session, of: self.active })));
-            routed.push((session, command(session)));
+            routed.push((session, command.clone()));
         }
         routed.extend((self.active..before).map(|session| (session, Command::Pause)));
         routed
+    }
+
+    /// Session `session` has gone (its worker crashed) and a fresh one, with nothing loaded,
+    /// takes its place: its runs are forgotten, and a load waiting on it fails.
+    pub fn lost(&mut self, session: usize) -> Vec<Message> {
+        let mut out = Vec::new();
+        if session >= self.sessions {
+            return out;
+        }
+        self.loads_due[session] = 0;
+        self.answer_next[session] = false;
+        self.runs[session].clear();
+        self.maps[session] = None;
+        self.snapshot = None;
+        self.pass_on(session, Message::Playing(false), &mut out);
+        if let Some(loading) = &mut self.loading
+            && session < loading.answers.len()
+            && loading.answers[session].is_none()
+        {
+            loading.answers[session] = Some(Err("a training worker stopped".into()));
+            self.finish_loading(&mut out);
+        }
+        out
     }
 
     /// What session `session` said, as the front end should hear it.
@@ -144,16 +160,20 @@ impl Fanout {
     }
 
     fn take(&mut self, session: usize, message: Message, out: &mut Vec<Message>) {
-        if session >= self.active {
+        if session >= self.sessions {
             return;
         }
+        if let Message::Sharing(_) = message {
+            // A load begins: unless a later one replaces it, its answer comes next.
+            self.loads_due[session] = self.loads_due[session].saturating_sub(1);
+            self.answer_next[session] = self.loads_due[session] == 0;
+            return;
+        }
+        if session >= self.active {
+            return; // left out of the experiment
+        }
         // A load's answer: Loaded, or the failure that stopped it.
-        let answers_a_load = matches!(message, Message::Loaded { .. } | Message::Failed(_)) && self.loads_due[session] > 0;
-        if answers_a_load {
-            self.loads_due[session] -= 1;
-            if self.loads_due[session] > 0 {
-                return; // the answer to a load that a later one replaced
-            }
+        if matches!(message, Message::Loaded { .. } | Message::Failed(_)) && std::mem::take(&mut self.answer_next[session]) {
             if let Some(loading) = &mut self.loading {
                 loading.answers[session] = Some(match message {
                     Message::Loaded { runs, data, backend } => Ok(Loaded { runs, data, backend }),
@@ -284,15 +304,19 @@ impl Fanout {
                 self.failure = Some((error.clone(), by));
                 out.push(Message::Failed(error));
             }
-            // Only a load's answer says Loaded, and those are taken before.
-            Message::Loaded { .. } => {}
+            // A replaced load's answer, and the answer to a share, taken before.
+            Message::Loaded { .. } | Message::Sharing(_) => {}
         }
     }
 
-    /// Every active session's latest maps as one set, in the whole's run order; the step is the
-    /// furthest any share has reached.
+    /// Every active session's latest maps as one set, in the whole's run order, once all are of
+    /// the same prompt (after a new prompt, until every session has answered, there is none);
+    /// the step is the furthest any share has reached.
     fn merged_maps(&self) -> Option<AttentionMaps> {
         let parts: Vec<&AttentionMaps> = self.maps[..self.active].iter().map(Option::as_ref).collect::<Option<_>>()?;
+        if parts.iter().any(|part| part.tokens != parts[0].tokens) {
+            return None;
+        }
         let mut runs = vec![None; self.whole];
         let mut diagnostics = vec![None; self.whole];
         for (session, part) in parts.iter().enumerate() {
@@ -341,8 +365,12 @@ mod tests {
 
     /// `command` through `fanout` to `sessions`, each answering at once, as the front end hears it.
     fn send(fanout: &mut Fanout, sessions: &mut [Session], command: Command) -> Vec<Message> {
+        let routed = match fanout.route(command) {
+            Ok(routed) => routed,
+            Err(error) => return vec![Message::Failed(error.to_string())],
+        };
         let mut heard = Vec::new();
-        for (index, command) in fanout.route(command) {
+        for (index, command) in routed {
             let answer = sessions[index].run(command);
             heard.extend(fanout.merge(index, answer));
         }
@@ -478,6 +506,49 @@ mod tests {
     }
 
     #[test]
+    fn maps_of_a_new_prompt_come_once_every_session_has_them() {
+        let mut fanout = Fanout::new(2);
+        let mut two = sessions(2);
+        let mut plan = tiny_plan();
+        plan.data = crate::dataset::DataSource::Shakespeare;
+        send(&mut fanout, &mut two, Command::Load(plan));
+        // The loaded experiment's maps, of the default prompt: every session's, merged.
+        let first: Vec<Message> = (0..2).flat_map(|index| fanout.merge(index, pollster::block_on(two[index].advance()))).collect();
+        assert!(matches!(&first[..], [Message::Attention(maps)] if maps.runs.len() == 2 && maps.tokens.len() == 16), "{first:?}");
+        let prompt = Command::AttentionPrompt("To be".into());
+        let routed = fanout.route(prompt).unwrap();
+        let heard: Vec<Vec<Message>> = routed.into_iter().map(|(index, command)| fanout.merge(index, two[index].run(command))).collect();
+        assert!(heard[0].is_empty(), "session 1 has no maps of this prompt yet: {:?}", heard[0]);
+        let [Message::Attention(maps)] = heard[1].as_slice() else { panic!("{:?}", heard[1]) };
+        assert_eq!(maps.tokens.len(), 5);
+        assert_eq!(maps.runs.len(), 2);
+    }
+
+    #[test]
+    fn a_lost_session_forgets_its_runs_and_fails_a_load_that_waits_on_it() {
+        let mut fanout = Fanout::new(2);
+        let mut two = sessions(2);
+        send(&mut fanout, &mut two, Command::Load(three_runs()));
+        assert_eq!(send(&mut fanout, &mut two, Command::Play).iter().filter(|m| matches!(m, Message::Playing(true))).count(), 1);
+        assert!(fanout.lost(1).is_empty(), "the other session still plays");
+        two[1] = Session::new(Device::flex(), "flex");
+        let paused = send(&mut fanout, &mut two, Command::Pause);
+        assert!(matches!(&paused[..], [Message::Playing(false)]), "{paused:?}");
+        let lost_run = send(&mut fanout, &mut two, Command::Export { run: 1 });
+        assert!(matches!(&lost_run[..], [Message::Failed(_)]), "{lost_run:?}");
+
+        // A load that the lost session never answers fails instead of waiting for ever.
+        for (index, command) in fanout.route(Command::Load(three_runs())).unwrap() {
+            if index == 0 {
+                let answer = two[0].run(command);
+                assert!(fanout.merge(0, answer).is_empty(), "held until every session answers");
+            }
+        }
+        let heard = fanout.lost(1);
+        assert!(matches!(&heard[..], [Message::Failed(e)] if e.contains("apply the setup again")), "{heard:?}");
+    }
+
+    #[test]
     fn a_bad_setup_fails_once_and_a_smaller_one_pauses_the_sessions_it_leaves_out() {
         let mut fanout = Fanout::new(2);
         let mut two = sessions(2);
@@ -491,7 +562,7 @@ mod tests {
         send(&mut fanout, &mut two, Command::Play);
         let mut one_run = tiny_plan();
         one_run.runs.truncate(1);
-        let routed = fanout.route(Command::Load(one_run));
+        let routed = fanout.route(Command::Load(one_run)).unwrap();
         assert!(routed.iter().all(|(session, c)| *session == 0 || matches!(c, Command::Pause)), "{routed:?}");
         assert!(routed.iter().any(|(session, c)| *session == 1 && matches!(c, Command::Pause)));
     }

@@ -242,6 +242,9 @@ pub enum Message {
     Finished,
     /// A command failed; the session carries on as before it.
     Failed(String),
+    /// The answer to [`Command::Share`]: what the session says next about a load is that load's
+    /// (for [`crate::fanout`], which keeps it from the front end).
+    Sharing(Share),
 }
 
 pub struct Session {
@@ -332,7 +335,7 @@ impl Session {
             Command::EliminateQuery { run } => self.eliminate_query(run).await,
             Command::Share(share) => {
                 self.share = share;
-                Ok(vec![])
+                Ok(vec![Message::Sharing(share)])
             }
         };
         result.unwrap_or_else(|error| vec![Message::Failed(error.to_string())])

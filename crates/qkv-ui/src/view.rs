@@ -128,6 +128,8 @@ impl SessionView {
                 self.playing = false;
             }
             Message::Failed(error) => self.error = Some(error),
+            // Between a session and the fan-out that spreads runs over sessions.
+            Message::Sharing(_) => {}
         }
     }
 }
