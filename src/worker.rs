@@ -268,10 +268,18 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
                 },
                 FromWorker::Messages(bytes) => {
                     let messages = wire::decode_messages(&bytes).unwrap_or_else(|e| vec![Message::Failed(e.to_string())]);
-                    let messages = match &mut fanout {
+                    let mut messages = match &mut fanout {
                         Some(fanout) => fanout.merge(index, messages),
                         None => messages,
                     };
+                    // The app says where it trains: in how many workers.
+                    for message in &mut messages {
+                        if let Message::Loaded { backend, runs, .. } = message
+                            && runs.len().min(members.len()) > 1
+                        {
+                            *backend = format!("flex (CPU, in {} Web Workers)", runs.len().min(members.len()));
+                        }
+                    }
                     if messages.is_empty() { Ok(()) } else { relay.deliver(messages) }
                 }
                 // Before the relay starts: leave it out.

@@ -350,12 +350,16 @@ fn backward(saved: &Saved, grad: &FlexTensor) -> (FlexTensor, FlexTensor, FlexTe
                             unsafe { group_keys_from_rows(s, (dv_at, kv_rows), first, p.as_ptr(), (&d_out, b, h), 1.0) };
                             // SAFETY: every value of dP was just written (computed or zeroed).
                             let d_scores = unsafe { std::slice::from_raw_parts_mut(ds, s.t_q * s.t_k) };
-                            // dS = P ⊙ (dP − D), D_i = Σ_j P_ij dP_ij
-                            for (ds_row, p_row) in d_scores.chunks_exact_mut(s.t_k).zip(p.chunks_exact(s.t_k)) {
-                                let d = math::dot(p_row, ds_row);
-                                for (ds, &p) in ds_row.iter_mut().zip(p_row) {
+                            // dS = P ⊙ (dP − D), D_i = Σ_j P_ij dP_ij, over the keys row i sees:
+                            // P, and so dS, is zero past them.
+                            for (i, (ds_row, p_row)) in d_scores.chunks_exact_mut(s.t_k).zip(p.chunks_exact(s.t_k)).enumerate() {
+                                let (ds_seen, ds_future) = ds_row.split_at_mut(s.visible(i));
+                                let p_seen = &p_row[..ds_seen.len()];
+                                let d = math::dot(p_seen, ds_seen);
+                                for (ds, &p) in ds_seen.iter_mut().zip(p_seen) {
                                     *ds = p * (*ds - d);
                                 }
+                                ds_future.fill(0.0);
                             }
                             if let Some(d_bias) = &mut d_bias {
                                 for (acc, ds) in d_bias.iter_mut().zip(d_scores.iter()) {
