@@ -170,12 +170,7 @@ impl Experiment {
     /// beyond the order in which a thread count adds partial sums.
     fn step_concurrently(&mut self, steps: &[&[Batch]]) -> Option<Vec<RunEvent>> {
         let active = self.runs.iter().filter(|run| run.is_active()).count();
-        let threads = rayon::current_num_threads();
-        let on_cpu = self.runs.iter().all(|r| qkv_kernels::is_flex(r.device()));
-        if active < 2 || threads < 2 || !on_cpu {
-            return None;
-        }
-        let per_run = (threads / active).max(1);
+        let per_run = self.threads_each(active)?;
         let val_batches = &self.val_batches;
         let runs: Vec<(usize, &mut Run)> = self.runs.iter_mut().enumerate().filter(|(_, run)| run.is_active()).collect();
         let events =
@@ -183,8 +178,24 @@ impl Experiment {
         Some(events.into_iter().flatten().collect())
     }
 
-    /// Evaluates the runs that have not trained yet (the step-0 point of their curves), by index.
+    /// The threads each of `runs` runs gets when they compute at the same time, each on its
+    /// share of the caller's threads; `None` where that cannot help: off the CPU, for one run,
+    /// or with one thread.
+    fn threads_each(&self, runs: usize) -> Option<usize> {
+        let threads = rayon::current_num_threads();
+        let on_cpu = self.runs.iter().all(|r| qkv_kernels::is_flex(r.device()));
+        (runs >= 2 && threads >= 2 && on_cpu).then(|| (threads / runs).max(1))
+    }
+
+    /// Evaluates the runs that have not trained yet (the step-0 point of their curves), by index;
+    /// at the same time where that helps, as their steps are.
     pub async fn evaluate_untrained_async(&mut self) -> Vec<(usize, Result<EvalRecord, RunError>)> {
+        let untrained = self.runs.iter().filter(|run| run.step == 0).count();
+        if let Some(per_run) = self.threads_each(untrained) {
+            let val_batches = &self.val_batches;
+            let runs: Vec<(usize, &mut Run)> = self.runs.iter_mut().enumerate().filter(|(_, run)| run.step == 0).collect();
+            return crate::threads::on_threads(runs, per_run, |(index, run)| (index, pollster::block_on(run.evaluate_async(val_batches))));
+        }
         let mut records = Vec::new();
         for (index, run) in self.runs.iter_mut().enumerate().filter(|(_, run)| run.step == 0) {
             records.push((index, run.evaluate_async(&self.val_batches).await));
@@ -226,6 +237,23 @@ mod tests {
         let after_resume = losses(&mut resumed, 3);
         for (step, (a, b)) in uninterrupted[3..].iter().zip(&after_resume).enumerate() {
             assert!((a - b).abs() < 1e-5, "step {}: {a} uninterrupted, {b} resumed", step + 4);
+        }
+    }
+
+    #[test]
+    fn untrained_runs_evaluated_together_give_what_each_gives_alone() {
+        let dataset = tiny_text();
+        let specs = [AttentionVariant::Standard, AttentionVariant::QueryIdentity].map(|variant| tiny_spec(variant, &dataset));
+        let device = Device::flex();
+        let val_loss = |result: &Result<EvalRecord, RunError>| result.as_ref().unwrap().val_loss;
+        let mut both = Experiment::new(dataset.clone(), specs.to_vec(), &device).unwrap();
+        let together: Vec<(usize, f64)> =
+            pollster::block_on(both.evaluate_untrained_async()).iter().map(|(run, result)| (*run, val_loss(result))).collect();
+        assert_eq!(together.iter().map(|(run, _)| *run).collect::<Vec<_>>(), [0, 1], "by run, in order");
+        for (run, spec) in specs.into_iter().enumerate() {
+            let mut alone = Experiment::new(dataset.clone(), vec![spec], &device).unwrap();
+            let records = pollster::block_on(alone.evaluate_untrained_async());
+            assert!((val_loss(&records[0].1) - together[run].1).abs() < 1e-6, "run {run}");
         }
     }
 }
