@@ -164,40 +164,45 @@ impl Experiment {
         events
     }
 
-    /// Steps the active runs at the same time, each on a pool of its share of the threads the
-    /// caller computes with, when that can help: on the CPU, with two or more runs and threads to
-    /// share. A run's result does not depend on it (its dropout masks come from its own seeds),
-    /// beyond the order in which a thread count adds partial sums.
+    /// Steps the active runs at the same time ([`Experiment::on_runs_together`]). A run's result
+    /// does not depend on it (its dropout masks come from its own seeds), beyond the order in
+    /// which a thread count adds partial sums.
     fn step_concurrently(&mut self, steps: &[&[Batch]]) -> Option<Vec<RunEvent>> {
-        let active = self.runs.iter().filter(|run| run.is_active()).count();
-        let per_run = self.threads_each(active)?;
-        let val_batches = &self.val_batches;
-        let runs: Vec<(usize, &mut Run)> = self.runs.iter_mut().enumerate().filter(|(_, run)| run.is_active()).collect();
-        let events =
-            crate::threads::on_threads(runs, per_run, |(index, run)| pollster::block_on(steps_of_one(index, run, steps, val_batches)));
+        let events = self
+            .on_runs_together(Run::is_active, |index, run, val_batches| pollster::block_on(steps_of_one(index, run, steps, val_batches)))?;
         Some(events.into_iter().flatten().collect())
     }
 
-    /// The threads each of `runs` runs gets when they compute at the same time, each on its
-    /// share of the caller's threads; `None` where that cannot help: off the CPU, for one run,
-    /// or with one thread.
-    fn threads_each(&self, runs: usize) -> Option<usize> {
-        let threads = rayon::current_num_threads();
+    /// `work` on every run that `picks` picks, given its index and the validation batches, at the
+    /// same time, each on a pool of its share of the threads the caller computes with, when that
+    /// can help: on the CPU, with two or more such runs and threads to share. The results come
+    /// in the runs' order.
+    fn on_runs_together<R: Send>(
+        &mut self,
+        picks: impl Fn(&Run) -> bool,
+        work: impl Fn(usize, &mut Run, &[Batch]) -> R + Sync,
+    ) -> Option<Vec<R>> {
+        let (picked, threads) = (self.runs.iter().filter(|run| picks(run)).count(), rayon::current_num_threads());
         let on_cpu = self.runs.iter().all(|r| qkv_kernels::is_flex(r.device()));
-        (runs >= 2 && threads >= 2 && on_cpu).then(|| (threads / runs).max(1))
+        if picked < 2 || threads < 2 || !on_cpu {
+            return None;
+        }
+        let val_batches = &self.val_batches;
+        let runs: Vec<(usize, &mut Run)> = self.runs.iter_mut().enumerate().filter(|(_, run)| picks(run)).collect();
+        Some(crate::threads::on_threads(runs, (threads / picked).max(1), |(index, run)| work(index, run, val_batches)))
     }
 
     /// Evaluates the runs that have not trained yet (the step-0 point of their curves), by index;
     /// at the same time where that helps, as their steps are.
     pub async fn evaluate_untrained_async(&mut self) -> Vec<(usize, Result<EvalRecord, RunError>)> {
-        let untrained = self.runs.iter().filter(|run| run.step == 0).count();
-        if let Some(per_run) = self.threads_each(untrained) {
-            let val_batches = &self.val_batches;
-            let runs: Vec<(usize, &mut Run)> = self.runs.iter_mut().enumerate().filter(|(_, run)| run.step == 0).collect();
-            return crate::threads::on_threads(runs, per_run, |(index, run)| (index, pollster::block_on(run.evaluate_async(val_batches))));
+        let untrained = |run: &Run| run.step == 0;
+        let together =
+            self.on_runs_together(untrained, |index, run, val_batches| (index, pollster::block_on(run.evaluate_async(val_batches))));
+        if let Some(records) = together {
+            return records;
         }
         let mut records = Vec::new();
-        for (index, run) in self.runs.iter_mut().enumerate().filter(|(_, run)| run.step == 0) {
+        for (index, run) in self.runs.iter_mut().enumerate().filter(|(_, run)| untrained(run)) {
             records.push((index, run.evaluate_async(&self.val_batches).await));
         }
         records

@@ -132,14 +132,14 @@ impl ExperimentPlan {
     /// The plan's experiment on `device`: its data loaded and every run built, nothing trained
     /// or evaluated yet. What the app, `qkv train` and `qkv compare` start from.
     pub fn experiment(&self, device: &Device) -> Result<Experiment, StartError> {
-        self.experiment_of_runs(device, |_| true)
+        self.experiment_of_runs(device, |specs| specs)
     }
 
-    /// The experiment of the runs `keep` picks by their index in the plan: every run is still
-    /// validated, and named as in the whole experiment.
-    pub fn experiment_of_runs(&self, device: &Device, keep: impl Fn(usize) -> bool) -> Result<Experiment, StartError> {
+    /// The experiment of the runs `keep` keeps of the plan's (a session's share of them): every
+    /// run is still validated, and named as in the whole experiment.
+    pub fn experiment_of_runs(&self, device: &Device, keep: impl FnOnce(Vec<RunSpec>) -> Vec<RunSpec>) -> Result<Experiment, StartError> {
         let dataset = self.dataset()?;
-        let specs = self.specs(&dataset)?.into_iter().enumerate().filter(|(i, _)| keep(*i)).map(|(_, spec)| spec).collect();
+        let specs = keep(self.specs(&dataset)?);
         Ok(Experiment::new(dataset, specs, device)?)
     }
 

@@ -364,7 +364,7 @@ impl Session {
 
     async fn load(&mut self, plan: &ExperimentPlan) -> Result<Vec<Message>, SessionError> {
         let share = self.share;
-        let experiment = plan.experiment_of_runs(&self.device, |run| share.holds(run))?;
+        let experiment = plan.experiment_of_runs(&self.device, |specs| share.of_runs(specs))?;
         Ok(self.start(experiment, plan.data.to_string()).await)
     }
 
