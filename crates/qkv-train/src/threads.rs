@@ -43,7 +43,7 @@ pub(crate) fn on_threads<T: Send, R: Send>(items: Vec<T>, threads_each: usize, w
 /// Why: a step wakes its shards' threads, and a woken thread may be queued behind the one still
 /// running on a busy core while another core idles: on this project's 2-core machine the second
 /// shard started 0.3–0.7 ms after the first, of a 15 ms step. A thread kept to a core of its own
-/// starts at once: a lone run trained 4–9% faster (docs/performance.md). Tasks that take only
+/// starts at once: a lone run trained about 6% faster (docs/performance.md). Tasks that take only
 /// part of the machine are left free, so that two processes never crowd onto the same cores.
 /// Each call sets its tasks' cores anew, as the pools are kept from call to call.
 fn cores_of_each_task(tasks: usize, threads_each: usize) -> Vec<Vec<usize>> {
