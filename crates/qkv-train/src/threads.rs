@@ -8,10 +8,36 @@
 
 use std::cell::RefCell;
 
+use core_affinity::CoreId;
+
 thread_local! {
-    /// The calling thread's pools, of every size it asked for, kept for its next fan-outs
-    /// (building one spawns threads): a step's shards and a generation, say, alternate sizes.
-    static POOLS: RefCell<Vec<rayon::ThreadPool>> = const { RefCell::new(Vec::new()) };
+    /// The calling thread's pools, of every size (and core) it asked for, kept for its next
+    /// fan-outs (building one spawns threads): a step's shards and a generation, say, alternate
+    /// sizes.
+    static POOLS: RefCell<Vec<Pool>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A kept pool, and the core its thread keeps to, if it keeps to one.
+struct Pool {
+    threads: rayon::ThreadPool,
+    core: Option<CoreId>,
+}
+
+impl Pool {
+    /// A pool of `threads` threads, kept to `core` (best effort: where the system cannot pin a
+    /// thread, it runs anywhere); None where no thread can be started.
+    fn build(threads: usize, core: Option<CoreId>) -> Option<Self> {
+        let pin = move |_| {
+            if let Some(core) = core {
+                core_affinity::set_for_current(core);
+            }
+        };
+        rayon::ThreadPoolBuilder::new().num_threads(threads).start_handler(pin).build().ok().map(|threads| Self { threads, core })
+    }
+
+    fn serves(&self, threads: usize, core: Option<CoreId>) -> bool {
+        self.threads.current_num_threads() == threads && self.core == core
+    }
 }
 
 /// Runs `work(item)` for every item, each on a thread of its own inside a rayon pool of
@@ -21,34 +47,35 @@ pub(crate) fn on_threads<T: Send, R: Send>(items: Vec<T>, threads_each: usize, w
     // Taken out for the call, not borrowed: a caller that is itself a rayon worker may run other
     // work of its pool while it waits, and that work may fan out from this thread too (it then
     // builds pools of its own).
-    let (mut pools, others): (Vec<_>, Vec<_>) = POOLS.take().into_iter().partition(|p| p.current_num_threads() == threads_each);
-    // A pool that cannot be built (no threads left) leaves its task to a thread started for it.
-    let missing = tasks.saturating_sub(pools.len());
-    pools.extend((0..missing).filter_map(|_| rayon::ThreadPoolBuilder::new().num_threads(threads_each).build().ok()));
+    let mut kept = POOLS.take();
+    // Task i takes the first kept pool of its size and core, the same from call to call; a pool
+    // that cannot be built (no threads left) leaves its task to a thread started for it.
+    let pools: Vec<Option<Pool>> = cores_of_each_task(tasks, threads_each)
+        .into_iter()
+        .map(|core| match kept.iter().position(|pool| pool.serves(threads_each, core)) {
+            Some(index) => Some(kept.remove(index)),
+            None => Pool::build(threads_each, core),
+        })
+        .collect();
     let mut results: Vec<Option<R>> = (0..tasks).map(|_| None).collect();
-    let items = items.into_iter().zip(cores_of_each_task(tasks, threads_each));
-    let work = |(item, cores): (T, Vec<usize>)| {
-        affinity::keep_this_thread_to(&cores);
-        work(item)
-    };
-    hand_out(&pools, items.zip(results.iter_mut()).collect(), &work);
-    pools.extend(others);
-    POOLS.set(pools);
+    let threads: Vec<Option<&rayon::ThreadPool>> = pools.iter().map(|pool| pool.as_ref().map(|pool| &pool.threads)).collect();
+    hand_out(&threads, items.into_iter().zip(results.iter_mut()).collect(), &work);
+    POOLS.set(pools.into_iter().flatten().chain(kept).collect());
     results.into_iter().map(|result| result.expect("every task ran")).collect()
 }
 
-/// The cores each task's thread keeps to: a core of its own when the tasks are one thread each
-/// and as many as the cores the calling thread may run on; else any of the caller's cores.
+/// The core each task's pool keeps to: a core of its own when the tasks are one thread each and
+/// as many as the cores the calling thread may run on; none (the scheduler places the thread)
+/// otherwise.
 ///
 /// Why: a step wakes its shards' threads, and a woken thread may be queued behind the one still
 /// running on a busy core while another core idles: on this project's 2-core machine the second
 /// shard started 0.3–0.7 ms after the first, of a 15 ms step. A thread kept to a core of its own
 /// starts at once: a lone run trained about 6% faster (docs/performance.md). Tasks that take only
 /// part of the machine are left free, so that two processes never crowd onto the same cores.
-/// Each call sets its tasks' cores anew, as the pools are kept from call to call.
-fn cores_of_each_task(tasks: usize, threads_each: usize) -> Vec<Vec<usize>> {
-    let cores = affinity::cores_of_this_thread();
-    if threads_each == 1 && cores.len() == tasks { cores.into_iter().map(|core| vec![core]).collect() } else { vec![cores; tasks] }
+fn cores_of_each_task(tasks: usize, threads_each: usize) -> Vec<Option<CoreId>> {
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    if threads_each == 1 && cores.len() == tasks { cores.into_iter().map(Some).collect() } else { vec![None; tasks] }
 }
 
 /// Runs `work` on a worker of a pool of `threads` threads. A thread outside every pool (the
@@ -64,9 +91,9 @@ pub(crate) fn on_a_worker<R: Send>(threads: usize, work: impl Fn() -> R + Sync) 
 /// next scope open inside it, so the tasks run side by side on the pools' own threads, which
 /// are kept between calls: starting a thread per task cost about 0.2 ms a training step more
 /// (docs/performance.md). A panicking task panics here, after the others ended.
-fn hand_out<T: Send, R: Send>(pools: &[rayon::ThreadPool], mut tasks: Vec<(T, &mut Option<R>)>, work: &(impl Fn(T) -> R + Sync)) {
+fn hand_out<T: Send, R: Send>(pools: &[Option<&rayon::ThreadPool>], mut tasks: Vec<(T, &mut Option<R>)>, work: &(impl Fn(T) -> R + Sync)) {
     let Some((item, result)) = tasks.pop() else { return };
-    match pools.get(tasks.len()) {
+    match pools.get(tasks.len()).copied().flatten() {
         Some(pool) => pool.in_place_scope(|scope| {
             scope.spawn(move |_| *result = Some(work(item)));
             hand_out(pools, tasks, work);
@@ -76,42 +103,6 @@ fn hand_out<T: Send, R: Send>(pools: &[rayon::ThreadPool], mut tasks: Vec<(T, &m
             hand_out(pools, tasks, work);
         }),
     }
-}
-
-/// The cores a thread may run on. Linux only: elsewhere nothing is known and nothing is pinned.
-mod affinity {
-    #[cfg(target_os = "linux")]
-    pub(super) fn cores_of_this_thread() -> Vec<usize> {
-        // SAFETY: a zeroed cpu_set_t is an empty set, and sched_getaffinity writes at most its size.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize).filter(|&core| unsafe { libc::CPU_ISSET(core, &set) }).collect()
-    }
-
-    /// Keeps the calling thread to `cores` (none: leaves it be). Best effort: where the system
-    /// refuses, the scheduler places the thread as it would have.
-    #[cfg(target_os = "linux")]
-    pub(super) fn keep_this_thread_to(cores: &[usize]) {
-        if cores.is_empty() {
-            return;
-        }
-        // SAFETY: CPU_SET is given cores below CPU_SETSIZE, which sched_getaffinity listed.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        for &core in cores {
-            unsafe { libc::CPU_SET(core, &mut set) };
-        }
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    pub(super) fn cores_of_this_thread() -> Vec<usize> {
-        Vec::new()
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    pub(super) fn keep_this_thread_to(_cores: &[usize]) {}
 }
 
 #[cfg(test)]
@@ -133,19 +124,22 @@ mod tests {
     }
 
     /// Tasks of one thread each, as many as the caller's cores, keep to a core each; tasks that
-    /// take part of the machine, on the same pools afterwards, run anywhere the caller may.
-    #[cfg(target_os = "linux")]
+    /// take part of the machine, and pools of several threads, run anywhere the caller may.
     #[test]
     fn tasks_that_take_the_whole_machine_keep_to_a_core_each() {
-        let cores = affinity::cores_of_this_thread();
-        assert!(!cores.is_empty(), "the thread's cores are known on Linux");
-        let each = on_threads(vec![(); cores.len()], 1, |()| affinity::cores_of_this_thread());
-        assert_eq!(each, cores.iter().map(|&core| vec![core]).collect::<Vec<_>>());
-        let fewer = on_threads(vec![(); cores.len().saturating_sub(1).max(1)], 1, |()| affinity::cores_of_this_thread());
-        if cores.len() > 1 {
-            assert!(fewer.iter().all(|mine| *mine == cores), "tasks on part of the machine were pinned: {fewer:?}");
+        let cores = core_affinity::get_core_ids().expect("this system lists its cores");
+        // Task i is handed core i, the core its pool should keep to.
+        let each = on_threads(cores.clone(), 1, |core| (core, core_affinity::get_core_ids()));
+        let fewer = on_threads(vec![(); cores.len().saturating_sub(1).max(1)], 1, |()| core_affinity::get_core_ids());
+        let whole = on_a_worker(cores.len(), core_affinity::get_core_ids);
+        // Only Linux reports the cores a thread itself may run on (elsewhere: the machine's).
+        if cfg!(target_os = "linux") {
+            assert!(each.iter().all(|(core, mine)| mine.as_deref() == Some(&[*core][..])), "not kept to a core each: {each:?}");
+            if cores.len() > 1 {
+                assert!(fewer.iter().all(|mine| mine.as_ref() == Some(&cores)), "tasks on part of the machine were pinned: {fewer:?}");
+            }
+            assert_eq!(whole, Some(cores), "a pool of every thread runs anywhere");
         }
-        assert_eq!(on_a_worker(cores.len(), affinity::cores_of_this_thread), cores, "a pool of every thread runs anywhere");
     }
 
     #[test]
