@@ -220,6 +220,11 @@ pub fn relay(task: SessionTask) {
     }
 }
 
+/// The failure the front end hears when a worker refused a command.
+fn not_taken(error: String) -> Message {
+    Message::Failed(format!("the training worker did not take the command: {error}"))
+}
+
 /// A training worker as the relay tracks it.
 struct Member {
     worker: TrainingWorker,
@@ -264,7 +269,7 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
             let delivered = match event {
                 FromWorker::Ready => match members[index].listening() {
                     Ok(()) => Ok(()),
-                    Err(e) => relay.deliver(vec![Message::Failed(format!("the training worker did not take the command: {e}"))]),
+                    Err(e) => relay.deliver(vec![not_taken(e)]),
                 },
                 FromWorker::Messages(bytes) => {
                     let messages = wire::decode_messages(&bytes).unwrap_or_else(|e| vec![Message::Failed(e.to_string())]);
@@ -274,10 +279,11 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
                     };
                     // The app says where it trains: in how many workers.
                     for message in &mut messages {
-                        if let Message::Loaded { backend, runs, .. } = message
-                            && runs.len().min(members.len()) > 1
-                        {
-                            *backend = format!("flex (CPU, in {} Web Workers)", runs.len().min(members.len()));
+                        if let Message::Loaded { backend, runs, .. } = message {
+                            let training = runs.len().min(members.len());
+                            if training > 1 {
+                                *backend = format!("flex (CPU, in {training} Web Workers)");
+                            }
                         }
                     }
                     if messages.is_empty() { Ok(()) } else { relay.deliver(messages) }
@@ -332,8 +338,7 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
                         Ok(routed) => {
                             for (index, command) in routed {
                                 if let Err(e) = members[index].send(command) {
-                                    let _ =
-                                        relay.deliver(vec![Message::Failed(format!("the training worker did not take the command: {e}"))]);
+                                    let _ = relay.deliver(vec![not_taken(e)]);
                                 }
                             }
                         }

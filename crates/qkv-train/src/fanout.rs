@@ -219,14 +219,14 @@ impl Fanout {
         let (mut data, mut backend) = (String::new(), String::new());
         for (session, loaded) in answers.into_iter().map(|a| a.expect("no failure")).enumerate() {
             let share = Share { index: session, of: shares };
-            self.runs[session] = (0..loaded.runs.len()).map(|local| share.whole_index(local)).collect();
-            for (local, info) in loaded.runs.into_iter().enumerate() {
-                let index = share.whole_index(local);
+            let indices: Vec<usize> = (0..loaded.runs.len()).map(|local| share.whole_index(local)).collect();
+            for (&index, info) in indices.iter().zip(loaded.runs) {
                 if whole.len() <= index {
                     whole.resize_with(index + 1, || None);
                 }
                 whole[index] = Some(info);
             }
+            self.runs[session] = indices;
             if session == 0 {
                 (data, backend) = (loaded.data, loaded.backend);
             }
