@@ -58,7 +58,7 @@ const REPORTER: &str = r#"<script>
     }
     return click.call(this);
   };
-  var appMs = null, evaluatedMs = null, firstStepMs = null, trainedMs = null, trainedNotice = null, sent = false, ticks = 0, adapter = null;
+  var appMs = null, evaluatedMs = null, firstStepMs = null, trainedMs = null, trainedNotice = null, sent = {}, ticks = 0, adapter = null;
   // `?e2e_reload`: once trained, reload the page (when the service worker is ready); the reloaded
   // page reports after a few steps, without exporting.
   var reloadCheck = /[?&]e2e_reload/.test(location.search);
@@ -87,25 +87,36 @@ const REPORTER: &str = r#"<script>
     var mean = frames.reduce(function (a, b) { return a + b; }, 0) / frames.length;
     return { meanMs: mean, p95Ms: sorted[Math.floor(0.95 * (sorted.length - 1))], count: frames.length };
   }
+  // What the trained page waits for before it reloads (said in its progress reports).
+  var reloadWait = null;
+  // Each final report goes once (the test takes a page's first; a later one, such as a failure
+  // while the trained page waits to reload, answers the test's next wait); progress goes every
+  // five seconds until the page closes, so that a test that times out says what the page awaited.
   function report(reason) {
-    if (sent) return;
-    sent = reason !== "progress";
+    if (reason !== "progress") {
+      if (sent[reason]) return;
+      sent[reason] = true;
+    }
     var controlled = !!(navigator.serviceWorker && navigator.serviceWorker.controller);
     var posted = fetch("/e2e-report", { method: "POST", body: JSON.stringify({
       reason: reason, state: window.qkvLab || null, errors: errors, webGpuAdapter: adapter, downloads: downloads,
       downloadedMs: window.qkvDownloadedMs || null, appMs: appMs,
       workerStartedMs: window.qkvWorkerStartedMs || null, workerReadyMs: window.qkvWorkerReadyMs || null, evaluatedMs: evaluatedMs,
       firstStepMs: firstStepMs, trainedMs: trainedMs, trainedNotice: trainedNotice, elapsedMs: performance.now(),
-      reloaded: reloaded, serviceWorker: controlled, pageFrames: pageFrames(), continuedFrom: continuedFrom }) });
+      reloaded: reloaded, serviceWorker: controlled, pageFrames: pageFrames(), continuedFrom: continuedFrom,
+      reloadWait: reloadWait }) });
     if (reason === "trained" && reloadCheck && !reloaded) {
       // Reload once the service worker is ready and the runs are kept at the target step.
+      reloadWait = "the service worker to be ready";
       posted.then(function () { return navigator.serviceWorker.ready; }).then(function () {
+        reloadWait = "the runs to be kept at step __STEPS__ or later";
         return new Promise(function (resolve) {
           var kept = setInterval(function () {
             if (window.qkvLab && window.qkvLab.keptStep !== null && window.qkvLab.keptStep >= __STEPS__) { clearInterval(kept); resolve(); }
           }, 100);
         });
       }).then(function () {
+        reloadWait = "the reload";
         sessionStorage.setItem("qkv-e2e-reloaded", "1");
         location.reload();
       });
@@ -132,7 +143,10 @@ const REPORTER: &str = r#"<script>
       if (reloaded) report("trained after reload"); else s.exportRun(0);
     }
     else if (downloads.length >= 2 && downloads.every(function (d) { return d.head !== null; })) report("trained");
-    else if (++ticks % 50 === 0) report("progress");
+    // A service worker that failed to install leaves no registration, and `ready` never comes.
+    if (reloadWait === "the service worker to be ready" && ticks % 10 === 0)
+      navigator.serviceWorker.getRegistration().then(function (r) { if (!r) report("no service worker"); });
+    if (++ticks % 50 === 0) report("progress");
   }, 100);
 })();
 </script>"#;
@@ -172,6 +186,10 @@ fn answer(mut stream: TcpStream, dist: &Path, reports: &Sender<String>) -> std::
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request = String::new();
     reader.read_line(&mut request)?;
+    // A connection the browser opened ahead of need and closed unused.
+    if request.is_empty() {
+        return Ok(());
+    }
     let mut length = 0;
     loop {
         let mut header = String::new();
@@ -216,8 +234,12 @@ fn answer(mut stream: TcpStream, dist: &Path, reports: &Sender<String>) -> std::
         Ok(body) => ("200 OK", body, content_type(&file)),
         Err(_) => ("404 Not Found", b"not found".to_vec(), "text/plain"),
     };
-    write!(stream, "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len())?;
-    stream.write_all(&body)
+    let sent = write!(stream, "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len())
+        .and_then(|()| stream.write_all(&body));
+    if let Err(e) = &sent {
+        eprintln!("test server: {method} {path}: the answer ({} bytes) did not go out: {e}", body.len());
+    }
+    sent
 }
 
 /// `encodeURIComponent`, for the setup in a link.
@@ -230,6 +252,29 @@ fn encode_uri_component(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// Where the browser profiles go: a RAM disk when the machine has one with room. Chromium refuses
+/// to store files of more than a few megabytes (Cache.put fails with a "network error") when the
+/// disk its profile lies on has only a few GB free, as a build machine's often has after a cold
+/// build; the service worker could then not keep the 45 MB debug wasm and the reload part would
+/// wait for it in vain. A RAM disk's free space is the machine's memory instead.
+fn profiles_folder() -> PathBuf {
+    const ROOM: u64 = 2 << 30;
+    let ram_disk = Path::new("/dev/shm");
+    match free_bytes(ram_disk) {
+        Some(free) if free >= ROOM => ram_disk.to_path_buf(),
+        _ => std::env::temp_dir(),
+    }
+}
+
+/// The free space of the file system that holds `path`, as POSIX `df` reports it.
+fn free_bytes(path: &Path) -> Option<u64> {
+    let output = Command::new("df").arg("-Pk").arg(path).stderr(Stdio::null()).output().ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    // The second line's fourth column: the kibibytes available.
+    let kib: u64 = text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Chromium, killed when dropped.
@@ -442,7 +487,8 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     let port = listener.local_addr().unwrap().port();
     let (sender, reports) = channel();
     std::thread::spawn(move || serve(listener, dist, sender));
-    let profile = |name: &str| std::env::temp_dir().join(format!("qkv-web-e2e-{}-{name}", std::process::id()));
+    let profiles = profiles_folder();
+    let profile = |name: &str| profiles.join(format!("qkv-web-e2e-{}-{name}", std::process::id()));
     let timeout = Duration::from_secs(std::env::var("QKV_WEB_TIMEOUT").ok().and_then(|t| t.parse().ok()).unwrap_or(1200));
 
     // QKV_WEB_RUNS=webgpu or cpu runs one part only, when working on it.
@@ -500,6 +546,11 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
 /// fetching the app again.
 fn assert_served_from_cache(report: &Report) {
     let (json, raw) = (&report.json, &report.raw);
+    assert_ne!(
+        json["reason"], "no service worker",
+        "the service worker did not install, so the page cannot reload from its cache (is the disk of the browser's \
+         profile nearly full? see the chromium log): {raw}"
+    );
     assert_eq!(json["reason"], "trained after reload", "the reloaded page did not train: {raw}");
     assert!(json["errors"].as_array().is_some_and(|e| e.is_empty()), "console errors after the reload: {raw}");
     assert_eq!(json["serviceWorker"], true, "no service worker controls the reloaded page: {raw}");

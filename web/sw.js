@@ -29,7 +29,18 @@ async function keepPage(response) {
 }
 
 self.addEventListener("install", (event) => {
-  event.waitUntil(fetch(self.registration.scope, { cache: "no-cache" }).then(keepPage).then(() => self.skipWaiting()));
+  const install = fetch(self.registration.scope, { cache: "no-cache" })
+    .then(keepPage)
+    .then(() => self.skipWaiting())
+    .catch((e) => {
+      // The install fails (and the next visit tries again); the page works online meanwhile.
+      console.warn(
+        "QKV Lab works online only for now: the browser did not keep its files (" + e + "). " +
+          "Browsers refuse to store when the disk is nearly full: free some space and reload.",
+      );
+      throw e;
+    });
+  event.waitUntil(install);
 });
 
 self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim()));
