@@ -18,6 +18,13 @@ fi
 start=$(date +%s)
 stage() { echo "== [$(( $(date +%s) - start )) s] $*"; }
 
+# Free space, where the build goes: a nearly full disk fails builds, and makes browsers refuse to
+# store files (tests/web_e2e.rs keeps its browser profiles on a RAM disk for that reason).
+free_space() { df -Ph "$1" 2> /dev/null | awk 'NR == 2 { print $4 }'; }
+build_dir=${CARGO_TARGET_DIR:-target}
+while [ ! -e "$build_dir" ]; do build_dir=$(dirname "$build_dir"); done
+stage "free space: $(free_space "$build_dir") where the build goes, $(free_space /dev/shm) on /dev/shm"
+
 have_lavapipe() { compgen -G "/usr/share/vulkan/icd.d/lvp_icd*.json" > /dev/null; }
 
 # Mesa's lavapipe gives wgpu a Vulkan adapter without a GPU; Xvfb gives the desktop app a screen;
