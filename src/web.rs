@@ -161,6 +161,8 @@ struct Browser {
     /// Whether runs are being written to storage now (a snapshot that comes meanwhile is
     /// skipped: the next one, 50 steps on, is kept).
     keeping: Rc<Cell<bool>>,
+    /// Why the browser refused to keep the runs, until the page has told the user.
+    keep_refused: Rc<RefCell<Option<String>>>,
 }
 
 impl Platform for Browser {
@@ -200,12 +202,17 @@ impl Platform for Browser {
         if self.keeping.replace(true) {
             return;
         }
-        let (kept_step, keeping) = (self.kept_step.clone(), self.keeping.clone());
+        let (kept_step, keeping, refused) = (self.kept_step.clone(), self.keeping.clone(), self.keep_refused.clone());
+        let ctx = self.ctx.clone();
         wasm_bindgen_futures::spawn_local(async move {
             let step = runs.step;
             match kept_runs::store(runs).await {
                 Ok(()) => kept_step.set(Some(step)),
-                Err(e) => web_sys::console::warn_1(&format!("QKV Lab could not keep the runs in this browser: {e:?}").into()),
+                Err(e) => {
+                    web_sys::console::warn_1(&format!("QKV Lab could not keep the runs in this browser: {e:?}").into());
+                    *refused.borrow_mut() = Some(format!("{e:?}"));
+                    ctx.request_repaint();
+                }
             }
             keeping.set(false);
         });
@@ -354,6 +361,10 @@ struct WebShell {
     export_run: Closure<dyn Fn(f64)>,
     /// The step of the runs last kept in the browser's storage.
     kept_step: Rc<Cell<Option<usize>>>,
+    /// Why the browser refused to keep the runs; told once a visit (every later snapshot would
+    /// say the same).
+    keep_refused: Rc<RefCell<Option<String>>>,
+    keep_refusal_told: bool,
     /// Set by `qkvLab.continueKept()`, taken on the next frame.
     continue_requested: Rc<Cell<bool>>,
     continue_kept: Closure<dyn Fn()>,
@@ -377,7 +388,13 @@ impl WebShell {
             _ => remembered_setup(),
         };
         let kept_step = Rc::new(Cell::new(None));
-        let browser = Browser { ctx: cc.egui_ctx.clone(), kept_step: kept_step.clone(), keeping: Rc::new(Cell::new(false)) };
+        let keep_refused = Rc::new(RefCell::new(None));
+        let browser = Browser {
+            ctx: cc.egui_ctx.clone(),
+            kept_step: kept_step.clone(),
+            keeping: Rc::new(Cell::new(false)),
+            keep_refused: keep_refused.clone(),
+        };
         let mut playground = Playground::new(&cc.egui_ctx, Box::new(browser), computes, saved.as_deref());
         if let Some(Err(e)) = from_address {
             playground.tell(format!("{e}; starting from your last setup"), true);
@@ -412,6 +429,8 @@ impl WebShell {
             export_requests,
             export_run,
             kept_step,
+            keep_refused,
+            keep_refusal_told: false,
             continue_requested,
             continue_kept,
         }
@@ -542,6 +561,16 @@ impl eframe::App for WebShell {
         }
         if self.continue_requested.take() {
             self.playground.continue_kept();
+        }
+        if let Some(why) = self.keep_refused.borrow_mut().take().filter(|_| !self.keep_refusal_told) {
+            self.keep_refusal_told = true;
+            self.playground.tell(
+                format!(
+                    "This browser did not keep the runs ({why}), so a reload starts them over. Browsers refuse to store \
+                     when the disk is nearly full: free some space, or export the runs you want to keep."
+                ),
+                true,
+            );
         }
         self.playground.ui(ui);
         self.update_address();
