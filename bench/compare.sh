@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `qkv compare` of several variants trained together against the same runs one after the other,
 # on this machine's cores, and the floor that ratio cannot go below: whatever the scheduling, the
-# runs together cannot finish before their one-core work, spread over every core, is done. The
-# last line says how far the runs together are from that floor.
+# runs together cannot finish before their one-core work, spread over every core, is done. It
+# then says how far the runs together are from that floor, and how they compare with the same
+# runs each on one core, one after the other (each run with the share of the machine it gets
+# together).
 #
 # Each round runs, in turn: the variants together (`qkv compare`, each run on its share of the
 # cores); each variant alone on every core; each variant alone on one core (RAYON_NUM_THREADS=1).
@@ -64,4 +66,5 @@ printf "  together %.2f, one after the other %s = %.2f\n" "$together" "$parts" "
 awk -v t="$together" -v a="$apart" -v w="$one_core_work" -v c="$cores" 'BEGIN {
   printf "  together / one after the other = %.2f (floor: one-core work over %d cores / one after the other = %.2f)\n", t / a, c, w / c / a
   printf "  together / floor in seconds (one-core work over %d cores, %.2f) = %.2f\n", c, w / c, t / (w / c)
+  printf "  together / the same runs each on one core, one after the other (%.2f) = %.2f\n", w, t / w
 }'
