@@ -209,8 +209,9 @@ impl Platform for Browser {
             match kept_runs::store(runs).await {
                 Ok(()) => kept_step.set(Some(step)),
                 Err(e) => {
-                    web_sys::console::warn_1(&format!("QKV Lab could not keep the runs in this browser: {e:?}").into());
-                    *refused.borrow_mut() = Some(format!("{e:?}"));
+                    let why = format!("{e:?}");
+                    web_sys::console::warn_1(&format!("QKV Lab could not keep the runs in this browser: {why}").into());
+                    *refused.borrow_mut() = Some(why);
                     ctx.request_repaint();
                 }
             }

@@ -88,7 +88,7 @@ const REPORTER: &str = r#"<script>
     return { meanMs: mean, p95Ms: sorted[Math.floor(0.95 * (sorted.length - 1))], count: frames.length };
   }
   // What the trained page waits for before it reloads (said in its progress reports).
-  var reloadWait = null;
+  var reloadWait = null, waitingForWorker = "the service worker to be ready";
   // Each final report goes once (the test takes a page's first; a later one, such as a failure
   // while the trained page waits to reload, answers the test's next wait); progress goes every
   // five seconds until the page closes, so that a test that times out says what the page awaited.
@@ -107,7 +107,7 @@ const REPORTER: &str = r#"<script>
       reloadWait: reloadWait }) });
     if (reason === "trained" && reloadCheck && !reloaded) {
       // Reload once the service worker is ready and the runs are kept at the target step.
-      reloadWait = "the service worker to be ready";
+      reloadWait = waitingForWorker;
       posted.then(function () { return navigator.serviceWorker.ready; }).then(function () {
         reloadWait = "the runs to be kept at step __STEPS__ or later";
         return new Promise(function (resolve) {
@@ -144,7 +144,7 @@ const REPORTER: &str = r#"<script>
     }
     else if (downloads.length >= 2 && downloads.every(function (d) { return d.head !== null; })) report("trained");
     // A service worker that failed to install leaves no registration, and `ready` never comes.
-    if (reloadWait === "the service worker to be ready" && ticks % 10 === 0)
+    if (reloadWait === waitingForWorker && ticks % 10 === 0)
       navigator.serviceWorker.getRegistration().then(function (r) { if (!r) report("no service worker"); });
     if (++ticks % 50 === 0) report("progress");
   }, 100);
