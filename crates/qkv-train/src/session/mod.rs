@@ -8,16 +8,18 @@
 //! ([`SessionTask::turn`]). Every read-back from the device is awaited, since a browser's GPU
 //! cannot be waited on.
 
-use std::sync::mpsc;
-use std::time::Duration;
+mod channel;
+mod protocol;
+
+pub use channel::{FrontEndGone, News, SessionHandle, SessionRelay, SessionTask, Turn, channel};
+pub use protocol::{AttentionMaps, CheckpointFile, Command, LIVE_RANKS_MAX_WIDTH, Message, RunInfo, Share};
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use serde::{Deserialize, Serialize};
 use web_time::Instant;
 
+use qkv_model::Norm;
 use qkv_model::diagnostics::{Ranks, diagnose_with};
 use qkv_model::reparam::{ReparamCase, ReparamError};
-use qkv_model::{ModelDiagnostics, Norm, ParamReport};
 
 use crate::checkpoint::{self, Checkpoint, CheckpointError};
 use crate::corpus::DataError;
@@ -26,9 +28,9 @@ use crate::dataset::{DataSource, DataSourceError, Dataset, Upload};
 use crate::experiment::{Experiment, RunEvent};
 use crate::generate::{SampleOptions, generate_async};
 use crate::plan::{ExperimentPlan, StartError};
-use crate::run::{EvalRecord, Run, RunError, RunSpec, StepRecord};
+use crate::run::{Run, RunError};
 use crate::synthetic::{SEP, Split};
-use crate::theory::{ReparamReport, TheoryCase, continue_converted, convert_and_measure};
+use crate::theory::{TheoryCase, continue_converted, convert_and_measure};
 
 /// Prompt tokens shown in the attention maps of text data: enough to read, few enough to see.
 const ATTENTION_PROMPT_TOKENS: usize = 32;
@@ -60,191 +62,6 @@ fn gpu_steps_per_read_back(secs_per_step: Option<f64>, step: usize, attention_ev
         0 => by_time,
         every => by_time.min(every - step % every),
     }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum Command {
-    /// Builds a new experiment from the plan, replacing the current one.
-    Load(ExperimentPlan),
-    /// Continues saved runs (checkpoint files' contents) side by side as one experiment; they
-    /// must have trained on the same data. Runs trained on an upload find its text in `upload`
-    /// (the front end's, of the same name).
-    Import {
-        files: Vec<CheckpointFile>,
-        upload: Option<Upload>,
-    },
-    /// Every run's checkpoint as it stands, for a front end that keeps them (the browser's
-    /// autosave); answered by [`Message::Snapshot`].
-    Snapshot,
-    Play,
-    Pause,
-    /// One step of every run, then pause.
-    Step,
-    /// The prompt of the attention maps (empty: the default line); maps are sent at once.
-    AttentionPrompt(String),
-    /// Refresh the attention maps every this many steps while training; 0: never (a driver
-    /// without a screen).
-    AttentionEvery(usize),
-    Sample {
-        run: usize,
-        prompt: String,
-        options: SampleOptions,
-    },
-    Export {
-        run: usize,
-    },
-    /// Folds the run's W_Q into its neighbours (paper 1's theory) and adds the converted model
-    /// as a new run that continues from here.
-    EliminateQuery {
-        run: usize,
-    },
-    /// From now on, load and import only this share of the runs: a session that trains some of
-    /// an experiment's runs beside others that train the rest ([`crate::fanout`]).
-    Share(Share),
-}
-
-/// Which of an experiment's runs a session trains: every `of`-th, from run `index`. The whole
-/// experiment is still validated (a setup fails in every share, or in none) and the runs keep the
-/// names they have in the whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Share {
-    pub index: usize,
-    pub of: usize,
-}
-
-impl Share {
-    /// Every run.
-    pub const ALL: Share = Share { index: 0, of: 1 };
-
-    /// Whether run `run` of the whole experiment is in this share.
-    pub fn holds(self, run: usize) -> bool {
-        run % self.of.max(1) == self.index
-    }
-
-    /// The runs of the whole that are in this share, in order.
-    pub fn of_runs<T>(self, runs: Vec<T>) -> Vec<T> {
-        runs.into_iter().enumerate().filter(|(i, _)| self.holds(*i)).map(|(_, run)| run).collect()
-    }
-
-    /// The index in the whole of this share's run `local`.
-    pub fn whole_index(self, local: usize) -> usize {
-        self.index + local * self.of.max(1)
-    }
-}
-
-/// A checkpoint file's name and contents.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CheckpointFile {
-    pub name: String,
-    #[serde(with = "serde_bytes")]
-    pub bytes: Vec<u8>,
-}
-
-/// The name and size only: a checkpoint is megabytes.
-impl std::fmt::Debug for CheckpointFile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CheckpointFile").field("name", &self.name).field("bytes", &self.bytes.len()).finish()
-    }
-}
-
-/// What a front end needs to show a run before it has trained.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunInfo {
-    pub spec: RunSpec,
-    pub params: ParamReport,
-    /// Metrics the run already had (an imported checkpoint), so curves continue.
-    pub steps: Vec<StepRecord>,
-    pub evals: Vec<EvalRecord>,
-}
-
-/// Every run's attention probabilities on one prompt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AttentionMaps {
-    /// The experiment step they were taken at.
-    pub step: usize,
-    /// One label per prompt token.
-    pub tokens: Vec<String>,
-    /// Per run: [layer][head] → row-major [query, key] probabilities (T × T).
-    pub runs: Vec<Vec<Vec<Vec<f32>>>>,
-    /// Per run: its attention diagnostics on the same prompt (effective ranks only for models
-    /// up to [`LIVE_RANKS_MAX_WIDTH`] wide).
-    pub diagnostics: Vec<ModelDiagnostics>,
-}
-
-/// The widest model whose effective ranks the live view computes: a singular value
-/// decomposition costs d³ per projection, and the maps refresh while training.
-pub const LIVE_RANKS_MAX_WIDTH: usize = 256;
-
-impl RunInfo {
-    pub fn of(run: &Run) -> Self {
-        Self {
-            spec: run.spec.clone(),
-            params: ParamReport::new(&run.spec.model),
-            steps: run.metrics.steps.clone(),
-            evals: run.metrics.evals.clone(),
-        }
-    }
-}
-
-impl AttentionMaps {
-    pub fn time(&self) -> usize {
-        self.tokens.len()
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum Message {
-    Loaded {
-        runs: Vec<RunInfo>,
-        data: String,
-        backend: String,
-    },
-    Stepped {
-        run: usize,
-        record: StepRecord,
-        eval: Option<EvalRecord>,
-    },
-    Evaluated {
-        run: usize,
-        record: EvalRecord,
-    },
-    Stopped {
-        run: usize,
-        error: String,
-    },
-    Attention(AttentionMaps),
-    Sampled {
-        run: usize,
-        text: String,
-    },
-    Exported {
-        run: usize,
-        name: String,
-        #[serde(with = "serde_bytes")]
-        checkpoint: Vec<u8>,
-        metrics_csv: String,
-    },
-    /// A converted model joined as run `info`; `report` says how exactly it matches `from`.
-    /// (Boxed: the message is rare and large, and every message would carry its size.)
-    Converted {
-        from: usize,
-        info: Box<RunInfo>,
-        report: Box<ReparamReport>,
-    },
-    /// Every run's checkpoint at experiment step `step`, named `RUN.qkv`, in run order.
-    Snapshot {
-        step: usize,
-        files: Vec<CheckpointFile>,
-    },
-    /// Playing or paused, as the session now is.
-    Playing(bool),
-    /// Every run has finished or stopped.
-    Finished,
-    /// A command failed; the session carries on as before it.
-    Failed(String),
-    /// The answer to [`Command::Share`]: what the session says next about a load is that load's
-    /// (for [`crate::fanout`], which keeps it from the front end).
-    Sharing(Share),
 }
 
 pub struct Session {
@@ -656,226 +473,13 @@ pub enum SessionError {
     Weights(#[from] WeightsReadError),
 }
 
-/// What a batch of messages brings, for a front end that paces how often it draws training.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum News {
-    /// Training went on: steps, their evaluations and attention maps, an autosave.
-    Progress,
-    /// Anything else: an experiment loaded, play or pause, a sample, an export, a failure.
-    Event,
-}
-
-impl News {
-    pub fn of(messages: &[Message]) -> News {
-        let progress = |message: &Message| {
-            matches!(message, Message::Stepped { .. } | Message::Evaluated { .. } | Message::Attention(_) | Message::Snapshot { .. })
-        };
-        if messages.iter().all(progress) { News::Progress } else { News::Event }
-    }
-}
-
-/// The two ends of a session that runs beside a front end: the front end keeps the
-/// [`SessionHandle`] and the shell runs the [`SessionTask`] where its platform runs work beside the
-/// UI (a thread of its own on the desktop, a task on the page's event loop in the browser).
-/// `notify` is called after every batch of messages with what the batch brings (the app asks for
-/// a repaint there), so the UI wakes only when something changed.
-pub fn channel(session: Session, notify: impl Fn(News) + Send + 'static) -> (SessionHandle, SessionTask) {
-    let (commands, command_rx) = mpsc::channel();
-    let (message_tx, messages) = mpsc::channel();
-    let task = SessionTask { session, commands: command_rx, messages: message_tx, notify: Box::new(notify), waiting: None };
-    (SessionHandle { commands, messages }, task)
-}
-
-/// The front end's end of a session: send commands, receive messages.
-pub struct SessionHandle {
-    commands: mpsc::Sender<Command>,
-    messages: mpsc::Receiver<Message>,
-}
-
-impl SessionHandle {
-    /// False once the session's task has ended (it ends when the handle is dropped, or on a
-    /// panic inside the engine that its shell could not catch).
-    pub fn send(&self, command: Command) -> bool {
-        self.commands.send(command).is_ok()
-    }
-
-    pub fn try_recv(&self) -> Option<Message> {
-        self.messages.try_recv().ok()
-    }
-
-    /// Waits up to `timeout` for the next message (for tests and headless drivers).
-    pub fn recv_timeout(&self, timeout: Duration) -> Option<Message> {
-        self.messages.recv_timeout(timeout).ok()
-    }
-}
-
-/// What a [`SessionTask::turn`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Turn {
-    /// It handled a command or trained; call again soon.
-    Worked,
-    /// Nothing to do until a command arrives.
-    Idle,
-    /// The handle has gone: the task is over.
-    Closed,
-}
-
-/// The front end's channel as seen from a session that runs where the channel cannot reach (a
-/// Web Worker, which shares no memory with the page): the shell forwards each command there and
-/// delivers what comes back ([`crate::wire`] turns both into bytes).
-pub struct SessionRelay {
-    commands: mpsc::Receiver<Command>,
-    messages: mpsc::Sender<Message>,
-    notify: Box<dyn Fn(News) + Send>,
-    /// A command the task had taken off the channel, forwarded first.
-    waiting: Option<Command>,
-}
-
-/// The front end has gone: the relay (and the session behind it) can end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FrontEndGone;
-
-impl SessionRelay {
-    /// The front end's next command, if one is waiting.
-    pub fn next_command(&mut self) -> Result<Option<Command>, FrontEndGone> {
-        if let Some(command) = self.waiting.take() {
-            return Ok(Some(command));
-        }
-        match self.commands.try_recv() {
-            Ok(command) => Ok(Some(command)),
-            Err(mpsc::TryRecvError::Empty) => Ok(None),
-            Err(mpsc::TryRecvError::Disconnected) => Err(FrontEndGone),
-        }
-    }
-
-    /// Hands `messages` from the session to the front end and wakes it.
-    pub fn deliver(&self, messages: Vec<Message>) -> Result<(), FrontEndGone> {
-        deliver(&self.messages, &self.notify, messages)
-    }
-}
-
-/// Sends a batch to the front end, then wakes it once with what the batch brings.
-fn deliver(to: &mpsc::Sender<Message>, notify: &dyn Fn(News), batch: Vec<Message>) -> Result<(), FrontEndGone> {
-    let news = News::of(&batch);
-    for message in batch {
-        to.send(message).map_err(|_| FrontEndGone)?;
-    }
-    notify(news);
-    Ok(())
-}
-
-/// The session's end of the channel: the shell drives it, in turns, on its platform.
-pub struct SessionTask {
-    session: Session,
-    commands: mpsc::Receiver<Command>,
-    messages: mpsc::Sender<Message>,
-    notify: Box<dyn Fn(News) + Send>,
-    /// A command taken off the channel to look whether one is there, handled next.
-    waiting: Option<Command>,
-}
-
-impl SessionTask {
-    /// Whether the session trains on the CPU (flex), where a shell may move it off the UI's thread.
-    pub fn trains_on_cpu(&self) -> bool {
-        qkv_kernels::is_flex(&self.session.device)
-    }
-
-    /// Splits the task into its session and the front end's channel, for a shell that runs the
-    /// session elsewhere and relays between the two; [`SessionTask::from_relay`] puts them back
-    /// together (where running elsewhere failed to start).
-    pub fn into_relay(self) -> (Session, SessionRelay) {
-        let SessionTask { session, commands, messages, notify, waiting } = self;
-        (session, SessionRelay { commands, messages, notify, waiting })
-    }
-
-    pub fn from_relay(session: Session, relay: SessionRelay) -> Self {
-        let SessionRelay { commands, messages, notify, waiting } = relay;
-        SessionTask { session, commands, messages, notify, waiting }
-    }
-
-    /// One turn: the next command if one is waiting (commands first, so Pause takes effect before
-    /// the next step); otherwise, while playing, steps back to back until `budget` has passed
-    /// (at least one step) or a command arrives. Sends what happened and notifies the front end.
-    pub async fn turn(&mut self, budget: Duration) -> Turn {
-        let command = match self.waiting.take().map_or_else(|| self.commands.try_recv(), Ok) {
-            Ok(command) => Some(command),
-            Err(mpsc::TryRecvError::Empty) => None,
-            Err(mpsc::TryRecvError::Disconnected) => return Turn::Closed,
-        };
-        let batch = match command {
-            Some(command) => self.session.handle(command).await,
-            None if self.session.is_busy() => {
-                let started = Instant::now();
-                let mut batch = Vec::new();
-                loop {
-                    batch.extend(self.session.advance().await);
-                    if !self.session.is_busy() || started.elapsed() >= budget || self.command_waiting() {
-                        break batch;
-                    }
-                }
-            }
-            None => return Turn::Idle,
-        };
-        self.deliver(batch)
-    }
-
-    fn command_waiting(&mut self) -> bool {
-        if self.waiting.is_none() {
-            self.waiting = self.commands.try_recv().ok();
-        }
-        self.waiting.is_some()
-    }
-
-    fn deliver(&self, batch: Vec<Message>) -> Turn {
-        match deliver(&self.messages, &self.notify, batch) {
-            Ok(()) => Turn::Worked,
-            Err(FrontEndGone) => Turn::Closed,
-        }
-    }
-
-    /// Blocks until a command arrives: an idle task on a thread of its own. False when the
-    /// handle has gone.
-    pub fn wait_for_command(&mut self) -> bool {
-        if self.waiting.is_none() {
-            self.waiting = self.commands.recv().ok();
-        }
-        self.waiting.is_some()
-    }
-
-    /// After a panic inside Burn (a kernel that does not compile, a lost GPU) the session drops
-    /// its experiment and says what happened; it takes commands again afterwards.
-    pub fn recover(&mut self, panic: Box<dyn std::any::Any + Send>) -> Turn {
-        self.session.unload();
-        let reason = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("unknown failure");
-        let reason = reason.lines().next().unwrap_or(reason);
-        let failure =
-            format!("training stopped on {}: {reason}; apply the setup again, or switch compute to flex (CPU)", self.session.backend);
-        self.deliver(vec![Message::Playing(false), Message::Failed(failure)])
-    }
-
-    /// Runs the task to its end on the calling thread, blocking while idle: the desktop gives
-    /// it a thread of its own. Survives panics inside the engine ([`SessionTask::recover`]).
-    pub fn run_blocking(mut self) {
-        loop {
-            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pollster::block_on(self.turn(Duration::ZERO))));
-            let next = turn.unwrap_or_else(|panic| self.recover(panic));
-            match next {
-                Turn::Worked => {}
-                Turn::Idle if self.wait_for_command() => {}
-                Turn::Idle | Turn::Closed => return,
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
+    use crate::run::RunSpec;
     use qkv_model::{AttentionVariant, Preset};
 
     pub(crate) fn tiny_plan() -> ExperimentPlan {
