@@ -51,7 +51,13 @@ fn main() {
             unsafe { compute(400_000_000) }
         }
         ["stream", mib] => {
-            let mib: usize = mib.parse().expect("stream takes a size in MiB, e.g. `stream 8`");
+            let mib: usize = match mib.parse() {
+                Ok(mib) if mib > 0 => mib,
+                _ => {
+                    eprintln!("stream takes a whole number of MiB, 1 or more, e.g. `stream 8`");
+                    std::process::exit(2);
+                }
+            };
             // About 96 GiB moved whatever the size, so each size runs a second or more.
             let passes = (96 * 1024 / (3 * mib)).max(1);
             // Filled before the clock starts: a page's first touch is the kernel's work.
