@@ -78,8 +78,10 @@ pub struct ExperimentArgs {
     /// paper2-synthetic: tasks to sweep, e.g. reverse,swap [default: the scale's].
     #[arg(long, value_delimiter = ',')]
     pub tasks: Option<Vec<SyntheticTask>>,
-    /// Seeds trained at once, each on its own thread with a share of the cores. Small models
-    /// keep one core busy but not two, so on the CPU this is the faster way to use them.
+    /// Seeds trained at once, each with a share of the cores. On a CPU with fewer cores than a
+    /// seed has runs (a laptop), 2 or more is a little faster and takes about a third of the
+    /// memory, with the same results; where there are more cores than runs, 1 spreads each run
+    /// over several.
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
 }
