@@ -7,6 +7,7 @@
 
 use burn::tensor::{Device, Tensor, TensorData};
 
+use crate::cube::{self, from_cube, to_cube};
 use crate::flex::{Route, from_flex, route, tensor, to_flex, values, values_mut, writable};
 use crate::math::vectorised;
 use crate::parallel::{self, SharedMut};
@@ -40,8 +41,14 @@ pub fn adamw_update<const D: usize>(
     grad_scale: Option<&Tensor<1>>,
     step: AdamWStep,
 ) -> (Tensor<D>, Tensor<1>, Tensor<1>) {
-    if route(&param.device(), param.dtype()) != Route::Flex {
-        return composed(param, grad, moments, grad_scale, step);
+    match route(&param.device(), param.dtype()) {
+        Route::Flex => {}
+        Route::Cube => {
+            let moments = moments.map(|(m, v)| (to_cube(m), to_cube(v)));
+            let (param, m, v) = cube::adamw::update(to_cube(param), to_cube(grad), moments, grad_scale.cloned().map(to_cube), step);
+            return (from_cube(param), from_cube(m), from_cube(v));
+        }
+        Route::Composed | Route::FlexAutodiff => return composed(param, grad, moments, grad_scale, step),
     }
     let scale = grad_scale.map_or(1.0, |s| s.clone().into_scalar::<f32>());
     let n = param.shape().num_elements();
@@ -80,7 +87,7 @@ vectorised! {
 }
 
 /// Burn's AdamW from tensor ops, for every device without the kernel.
-fn composed<const D: usize>(
+pub(crate) fn composed<const D: usize>(
     param: Tensor<D>,
     grad: Tensor<D>,
     moments: Option<(Tensor<1>, Tensor<1>)>,
@@ -112,24 +119,32 @@ fn composed<const D: usize>(
 /// Σ x² over any number of tensors (a model's gradients, for global-norm clipping), added up as
 /// they come. On flex the sums are made on the host in f64, and the total becomes a tensor once:
 /// a [1] tensor and an add per gradient cost more than summing a small gradient (the small
-/// model's norm took 0.33 ms a step that way, docs/performance.md). Elsewhere they are tensor
-/// ops that nothing reads back until the step's results are.
+/// model's norm took 0.33 ms a step that way, docs/performance.md). On a cubecl GPU each tensor's
+/// sum is one kernel launch into one buffer of partial sums, added up once at the end (three
+/// composed launches per tensor before). Elsewhere they are tensor ops. Nothing is read back.
 #[derive(Default)]
 pub struct SumOfSquares {
     /// The flex tensors' sum; `None` until one is added, so that a GPU's total needs no upload.
     on_host: Option<f64>,
+    /// The cubecl tensors, summed when the total is asked for (the partial sums' buffer is
+    /// sized by all of them).
+    on_cube: Vec<burn_cubecl::tensor::CubeTensor>,
     on_device: Option<Tensor<1>>,
 }
 
 impl SumOfSquares {
     pub fn add<const D: usize>(&mut self, x: Tensor<D>) {
-        if route(&x.device(), x.dtype()) != Route::Flex {
-            let squares = x.square().sum();
-            self.on_device = Some(match self.on_device.take() {
-                Some(sum) => sum + squares,
-                None => squares,
-            });
-            return;
+        match route(&x.device(), x.dtype()) {
+            Route::Flex => {}
+            Route::Cube => return self.on_cube.push(to_cube(x)),
+            Route::Composed | Route::FlexAutodiff => {
+                let squares = x.square().sum();
+                self.on_device = Some(match self.on_device.take() {
+                    Some(sum) => sum + squares,
+                    None => squares,
+                });
+                return;
+            }
         }
         let x = to_flex(x);
         let values = values(&x);
@@ -140,7 +155,21 @@ impl SumOfSquares {
 
     /// The total, as a [1] tensor on `device` (the gradients' device, without autodiff), or on
     /// the device of the tensors summed there.
-    pub fn total(self, device: &Device) -> Tensor<1> {
+    pub fn total(mut self, device: &Device) -> Tensor<1> {
+        if let Some(first) = self.on_cube.first() {
+            let counts: Vec<usize> = self.on_cube.iter().map(|x| cube::adamw::partial_sums(x.meta.shape().num_elements())).collect();
+            let partials = cube::adamw::partials_buffer(first, counts.iter().sum());
+            let mut offset = 0;
+            for (x, count) in self.on_cube.drain(..).zip(counts) {
+                cube::adamw::sum_of_squares_into(x, &partials, offset);
+                offset += count;
+            }
+            let sum = from_cube::<1>(partials).sum();
+            self.on_device = Some(match self.on_device.take() {
+                Some(other) => other + sum,
+                None => sum,
+            });
+        }
         let host_tensor = |sum: f64, device: &Device| Tensor::from_data(TensorData::new(vec![sum as f32], [1]), device);
         match (self.on_host, self.on_device) {
             (on_host, None) => host_tensor(on_host.unwrap_or(0.0), device),

@@ -47,7 +47,7 @@ pub fn causal_attention(query: Tensor<4>, key: Tensor<4>, value: Tensor<4>, bias
     // The kernel writes dK and dV from the blocks of query rows; with no query there is none.
     let route = if shapes.t_q == 0 { Route::Composed } else { route(&query.device(), query.dtype()) };
     match route {
-        Route::Composed => composed(query, key, value, bias, scale),
+        Route::Composed | Route::Cube => composed(query, key, value, bias, scale),
         Route::Flex => {
             let bias = bias.map(to_flex);
             let (output, _) = forward(&to_flex(query), &to_flex(key), &to_flex(value), bias.as_ref(), &shapes, false);

@@ -30,7 +30,7 @@ pub fn dropout<const D: usize>(x: Tensor<D>, prob: f64, seed: u64, first_row: us
     let row_len = x.dims()[1..].iter().product::<usize>();
     let mask = Mask::new(prob, seed, (first_row * row_len) as u32);
     match route(&x.device(), x.dtype()) {
-        Route::Composed => DropoutConfig::new(prob).init().forward(x),
+        Route::Composed | Route::Cube => DropoutConfig::new(prob).init().forward(x),
         Route::Flex => from_flex(mask.apply(to_flex(x))),
         Route::FlexAutodiff => {
             let (x, node) = to_autodiff(x).into_parts();

@@ -42,6 +42,9 @@ pub(crate) enum Route {
     Flex,
     /// Flex's kernels, recorded with their own backward.
     FlexAutodiff,
+    /// CubeCL's kernels (`crate::cube`), no graph: a GPU's tensors outside autodiff (the
+    /// optimiser's, a validation model's). Ops without a CubeCL kernel yet compose Burn's.
+    Cube,
     /// Burn's ops, composed: any other device, float type or checkpointing strategy.
     Composed,
 }
@@ -57,13 +60,22 @@ pub fn is_flex(device: &Device) -> bool {
     matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Flex(_))
 }
 
+/// Whether `device` is one of Burn's cubecl devices (wgpu, WebGPU, CUDA, ROCm, Metal), with or
+/// without autodiff.
+pub fn is_cube(device: &Device) -> bool {
+    matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Cube(_))
+}
+
 /// The route for float tensors of `dtype` on `device`.
 pub(crate) fn route(device: &Device, dtype: DType) -> Route {
     if dtype != DType::F32 || !fused_kernels_enabled() {
         return Route::Composed;
     }
     if !is_flex(device) {
-        return Route::Composed;
+        // With Burn's fusion a cubecl tensor is fusion's, not a `CubeTensor`: composed ops then,
+        // which fusion merges itself.
+        let cube = !cfg!(feature = "fusion") && is_cube(device) && device.gradient_checkpointing_strategy().is_none();
+        return if cube { Route::Cube } else { Route::Composed };
     }
     match device.gradient_checkpointing_strategy() {
         None => Route::Flex,

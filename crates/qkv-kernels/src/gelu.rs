@@ -28,7 +28,7 @@ const MIN_PER_TASK: usize = 16 * 1024;
 /// GELU, `x·Φ(x)` with Φ the standard normal CDF.
 pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     match route(&x.device(), x.dtype()) {
-        Route::Composed => burn::tensor::activation::gelu(x),
+        Route::Composed | Route::Cube => burn::tensor::activation::gelu(x),
         Route::Flex => from_flex(forward(to_flex(x))),
         Route::FlexAutodiff => {
             let (x, node) = to_autodiff(x).into_parts();

@@ -32,7 +32,7 @@ pub fn layer_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Option<T
     let [channels] = gamma.dims();
     assert_eq!(shape[D - 1], channels, "layer norm over {channels} channels of a {shape:?} tensor");
     match route(&x.device(), x.dtype()) {
-        Route::Composed => burn::tensor::module::layer_norm(x, gamma, beta, epsilon),
+        Route::Composed | Route::Cube => burn::tensor::module::layer_norm(x, gamma, beta, epsilon),
         Route::Flex => {
             let beta = beta.map(to_flex);
             let (y, _) = forward(&to_flex(x), &to_flex(gamma), beta.as_ref(), epsilon as f32);

@@ -5,10 +5,15 @@
 //! ops, each allocating a tensor of [batch, heads, time, time] and recording a graph node, and the
 //! backward pass doubles that. On flex, the CPU backend, every function here is one kernel forward
 //! and one backward, spread over the cores, with gemm (the library flex itself multiplies with)
-//! for the products. On every other device (wgpu, WebGPU) and for other float types the same
-//! function composes Burn's ops exactly as the model did before, so every backend computes the
-//! same thing. `QKV_FUSED=0` in the environment turns the kernels off (for comparisons and for
-//! telling a kernel bug from a model bug).
+//! for the products. On Burn's cubecl GPUs (wgpu, WebGPU, CUDA, ...) the ops with a CubeCL kernel
+//! (`cube`: so far AdamW's update and the gradients' Σx²) launch it instead of a dozen composed
+//! ops. Everywhere else, and for other float types, the same function composes Burn's ops exactly
+//! as the model did before, so every backend computes the same thing. `QKV_FUSED=0` in the
+//! environment turns the kernels off (for comparisons and for telling a kernel bug from a model
+//! bug).
+//!
+//! What a GPU step costs is counted, not timed ([`LaunchCounter`]: kernel launches, compiled
+//! kernels and host waits; `qkv bench --kernels`).
 //!
 //! These are backend extensions in Burn's sense (custom ops with their own backward, reached
 //! through `Tensor::try_into_primitive`); see `docs/performance.md` for what is worth sending
@@ -17,9 +22,11 @@
 mod adamw;
 mod attention;
 mod cross_entropy;
+mod cube;
 mod dropout;
 mod flex;
 mod gelu;
+mod launches;
 mod layer_norm;
 mod linear;
 mod math;
@@ -31,6 +38,7 @@ pub use cross_entropy::cross_entropy;
 pub use dropout::dropout;
 pub use flex::{fused_kernels_enabled, is_flex};
 pub use gelu::gelu;
+pub use launches::{LaunchCounter, Tally, read_back};
 pub use layer_norm::layer_norm;
 pub use linear::linear;
 
@@ -44,6 +52,14 @@ pub(crate) mod tests {
         let data: Vec<f32> = (0..n as u64).map(|i| ((i * 7919 + seed * 104_729) % 1000) as f32 / 1000.0 * 3.0 - 1.5).collect();
         let tensor = Tensor::from_data(TensorData::new(data, shape), device);
         if device.is_autodiff() { tensor.require_grad() } else { tensor }
+    }
+
+    /// wgpu's device: Mesa's lavapipe on a machine without a GPU (`apt-get install
+    /// mesa-vulkan-drivers`). wgpu registers a device once per process; the tests share it.
+    pub(crate) fn wgpu() -> Device {
+        static GPU: std::sync::OnceLock<Device> = std::sync::OnceLock::new();
+        GPU.get_or_init(|| Device::wgpu_options().init().unwrap_or_else(|err| panic!("no wgpu adapter ({err}): install Mesa's lavapipe")))
+            .clone()
     }
 
     pub(crate) fn values<const D: usize>(tensor: Tensor<D>) -> Vec<f32> {

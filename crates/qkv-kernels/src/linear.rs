@@ -27,7 +27,7 @@ use crate::math::matmul_parallel;
 /// `x W + b` over the last dimension of `x`: [..., in] · [in, out] → [..., out].
 pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> Tensor<D> {
     match route(&x.device(), x.dtype()) {
-        Route::Composed => burn::tensor::module::linear(x, weight, bias),
+        Route::Composed | Route::Cube => burn::tensor::module::linear(x, weight, bias),
         Route::Flex => {
             let bias = bias.map(to_flex);
             from_flex(forward(&to_flex(x), &to_flex(weight), bias.as_ref()))

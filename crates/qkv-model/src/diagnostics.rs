@@ -68,7 +68,7 @@ pub enum DiagnosticsError {
 }
 
 async fn read<const D: usize>(tensor: Tensor<D>) -> Result<Vec<f32>, DiagnosticsError> {
-    let data: TensorData = tensor.into_data_async().await.map_err(|e| DiagnosticsError::Read(format!("{e:?}")))?;
+    let data: TensorData = qkv_kernels::read_back(tensor).await.map_err(|e| DiagnosticsError::Read(format!("{e:?}")))?;
     data.try_into_vec_as::<f32>().map_err(|e| DiagnosticsError::Read(format!("{e:?}")))
 }
 

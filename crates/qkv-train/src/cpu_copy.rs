@@ -31,7 +31,7 @@ pub async fn read_weights(model: &Gpt) -> Result<Vec<(ParamId, TensorData)>, Wei
     model.visit(&mut flattened);
     let mut read = Vec::with_capacity(flattened.0.len());
     for (id, tensor) in flattened.0 {
-        read.push((id, tensor.into_data_async().await.map_err(|e| WeightsReadError(format!("{e:?}")))?));
+        read.push((id, qkv_kernels::read_back(tensor).await.map_err(|e| WeightsReadError(format!("{e:?}")))?));
     }
     Ok(read)
 }

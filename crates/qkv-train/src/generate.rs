@@ -40,9 +40,7 @@ fn row_tensor(tokens: &[u32], device: &burn::tensor::Device) -> Tensor<2, Int> {
 
 async fn last_logits(logits: Tensor<3>) -> Result<Vec<f32>, RunError> {
     let [_, time, vocab] = logits.dims();
-    logits
-        .slice([0..1, time - 1..time, 0..vocab])
-        .into_data_async()
+    qkv_kernels::read_back(logits.slice([0..1, time - 1..time, 0..vocab]))
         .await
         .map_err(|e| RunError::Device(format!("{e:?}")))?
         .try_into_vec_as::<f32>()

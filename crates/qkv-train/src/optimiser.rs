@@ -106,7 +106,7 @@ impl Optimiser {
         let mut scalars = Vec::new();
         for (&id, moments) in &self.moments {
             for (leaf, tensor) in [(MOMENT_1, &moments.moment_1), (MOMENT_2, &moments.moment_2)] {
-                let data = tensor.clone().into_data_async().await.map_err(|e| OptimiserStateError::Device(format!("{e:?}")))?;
+                let data = qkv_kernels::read_back(tensor.clone()).await.map_err(|e| OptimiserStateError::Device(format!("{e:?}")))?;
                 let (bytes, shape, dtype) = data.into_parts();
                 tensors.push(burn_pack::Tensor::new(format!("{id}.{leaf}"), dtype, shape, Some(id), bytes));
             }

@@ -429,7 +429,7 @@ impl Run {
             }
         }
         let together = Tensor::cat(pending.iter().map(|p| p.values.clone()).collect(), 0);
-        let read = async { read_values(together.into_data_async().await.map_err(|e| RunError::Device(format!("{e:?}")))?) };
+        let read = async { read_values(qkv_kernels::read_back(together).await.map_err(|e| RunError::Device(format!("{e:?}")))?) };
         let values = match read.await {
             Ok(values) => values,
             Err(error) => return vec![Err(error)],
@@ -495,7 +495,7 @@ impl Run {
     /// Loss (and accuracy, for synthetic tasks) on the validation batches, without dropout.
     pub async fn evaluate_async(&mut self, val: &[Batch]) -> Result<EvalRecord, RunError> {
         let pending = self.launch_eval(val);
-        let data = pending.values.clone().into_data_async().await.map_err(|e| RunError::Device(format!("{e:?}")))?;
+        let data = qkv_kernels::read_back(pending.values.clone()).await.map_err(|e| RunError::Device(format!("{e:?}")))?;
         let values = read_values(data)?;
         Ok(self.finish_eval(pending, &values))
     }

@@ -329,8 +329,7 @@ impl Session {
             let layers = model.forward_with_attention(input).attention;
             let n_layer = layers.len();
             let n_head = layers.first().map_or(0, |l| l.dims()[1]);
-            let values = Tensor::cat(layers.into_iter().map(|l| l.reshape([-1])).collect(), 0)
-                .into_data_async()
+            let values = qkv_kernels::read_back(Tensor::cat(layers.into_iter().map(|l| l.reshape([-1])).collect(), 0))
                 .await
                 .map_err(|e| SessionError::ReadBack(format!("{e:?}")))?
                 .try_into_vec_as::<f32>()

@@ -1,6 +1,9 @@
 //! `qkv bench`: training and generation throughput per variant, warm-up excluded, with the model
 //! FLOPs they amount to and the process's memory. A benchmark reports ratios against the first
-//! variant measured in the same process, never a verdict.
+//! variant measured in the same process, never a verdict. `--kernels` counts instead of timing
+//! (`kernels`).
+
+mod kernels;
 
 use std::time::Instant;
 
@@ -49,6 +52,11 @@ pub struct BenchArgs {
     /// GPU, groups steps so); 1 reads every step.
     #[arg(long, default_value_t = 1)]
     read_back_every: usize,
+    /// Count instead of timing: kernel launches and host waits (read-backs) per training step,
+    /// per evaluation and per generated token, and the kernels compiled before the first step.
+    /// Counts do not depend on the machine's speed; on flex (the CPU) they are all 0.
+    #[arg(long)]
+    kernels: bool,
     #[arg(long)]
     json: bool,
 }
@@ -99,11 +107,10 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-pub fn run(args: &BenchArgs) -> Result<(), Failure> {
-    if args.steps == 0 || args.rounds == 0 || args.read_back_every == 0 {
-        return Err("--steps, --rounds and --read-back-every must be at least 1".into());
-    }
-    let train_args = TrainArgs {
+/// The training the benchmark's runs are planned with: the preset's recipe on the embedded text,
+/// for as many steps as the benchmark takes.
+fn train_args(args: &BenchArgs) -> TrainArgs {
+    TrainArgs {
         preset: args.preset,
         data: DataSource::Shakespeare,
         tokenizer: TokenizerKind::Char,
@@ -116,8 +123,17 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         backend: args.backend,
         spread: args.spread.clone(),
         out: Default::default(),
-    };
-    let plan = train_args.plan(&args.variants);
+    }
+}
+
+pub fn run(args: &BenchArgs) -> Result<(), Failure> {
+    if args.steps == 0 || args.rounds == 0 || args.read_back_every == 0 {
+        return Err("--steps, --rounds and --read-back-every must be at least 1".into());
+    }
+    if args.kernels {
+        return kernels::run(args);
+    }
+    let plan = train_args(args).plan(&args.variants);
     let compute = Compute::new(args.backend, &args.spread)?;
     // The runs are stepped one at a time, each on the same batch, not through the experiment.
     let mut experiment = plan.experiment(&compute.home)?;

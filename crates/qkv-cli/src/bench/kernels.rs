@@ -1,0 +1,177 @@
+//! `qkv bench --kernels`: what a training step, an evaluation and a generated token cost a GPU in
+//! kernel launches and host waits, and how many kernels a run compiles before its first step.
+//! Counts, not timings: they do not depend on the machine's speed (docs/performance.md, "The GPU
+//! path"), so lavapipe, a machine without a GPU, gives the figures a real GPU would.
+
+use serde::Serialize;
+
+use qkv_kernels::{LaunchCounter, Tally};
+use qkv_model::AttentionVariant;
+use qkv_model::burn::module::Module;
+use qkv_train::generate::{SampleOptions, generate};
+use qkv_train::rng::Rng;
+
+use super::BenchArgs;
+use crate::Failure;
+use crate::compute::{Backend, Compute};
+
+/// One variant's counts.
+#[derive(Debug, Serialize)]
+struct KernelRow {
+    variant: AttentionVariant,
+    /// Distinct kernels launched from the start of the process to the end of this run's first
+    /// step: what the process compiled by then (each kernel is compiled once, at its first
+    /// launch). The runs' models are all built before the first run steps.
+    compiled_by_first_step: usize,
+    launches_per_step: f64,
+    /// Read-backs per step: each waits for the device to finish.
+    host_waits_per_step: f64,
+    /// One evaluation over the recipe's validation batches.
+    launches_per_evaluation: usize,
+    host_waits_per_evaluation: usize,
+    /// One more generated token, with the KV cache, past the first few.
+    launches_per_generated_token: f64,
+    host_waits_per_generated_token: f64,
+    /// The kernels of one step, by name, most launched first.
+    step_by_kernel: Vec<(String, f64)>,
+}
+
+#[derive(Debug, Serialize)]
+struct KernelReport {
+    preset: qkv_model::Preset,
+    backend: Backend,
+    batch: usize,
+    block: usize,
+    steps_counted: usize,
+    read_back_every: usize,
+    rows: Vec<KernelRow>,
+}
+
+/// `tally` divided over `count` steps or tokens.
+fn per(tally: &Tally, count: usize) -> (f64, f64, Vec<(String, f64)>) {
+    let count = count as f64;
+    let mut by_kernel: Vec<(String, f64)> = tally.by_kernel.iter().map(|(name, &n)| (name.clone(), n as f64 / count)).collect();
+    by_kernel.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    (tally.launches as f64 / count, tally.read_backs as f64 / count, by_kernel)
+}
+
+pub fn run(args: &BenchArgs) -> Result<(), Failure> {
+    // Started before anything touches a device, so that every kernel the process compiles is seen.
+    let counter = LaunchCounter::start();
+    let plan = super::train_args(args).plan(&args.variants);
+    let compute = Compute::new(args.backend, &args.spread)?;
+    let mut experiment = plan.experiment(&compute.home)?;
+    experiment.spread_over(&compute.replicas);
+    let batch_size = experiment.runs[0].spec.training.batch_size;
+    let block_size = experiment.runs[0].spec.model.block_size;
+    let val_batches = experiment.val_batches().to_vec();
+    let batch = experiment.dataset().train_batch(&mut Rng::new(7), batch_size, block_size);
+    // Enough tokens past the prompt that the count per token is the steady one, and few enough
+    // that the context never slides (which rebuilds the cache).
+    let tokens = (block_size / 4).clamp(1, args.gen_tokens.max(1));
+
+    let mut rows = Vec::new();
+    for (run, &variant) in experiment.runs.iter_mut().zip(&args.variants) {
+        run.train_step(std::slice::from_ref(&batch))?;
+        let compiled_by_first_step = counter.distinct_kernels();
+        for _ in 0..args.warmup {
+            run.train_step(std::slice::from_ref(&batch))?;
+        }
+
+        let before = counter.tally();
+        let mut left = args.steps;
+        while left > 0 {
+            let group = vec![std::slice::from_ref(&batch); left.min(args.read_back_every)];
+            for outcome in run.train_steps(&group) {
+                outcome?;
+            }
+            left -= group.len();
+        }
+        let (launches_per_step, host_waits_per_step, step_by_kernel) = per(&counter.tally().since(&before), args.steps);
+
+        let before = counter.tally();
+        run.evaluate(&val_batches)?;
+        let evaluation = counter.tally().since(&before);
+
+        // Generating n and 2n tokens: the difference is n tokens' steady cost, the prompt's and
+        // the first token's excluded.
+        let model = run.model().valid();
+        let options = |max_new_tokens| SampleOptions { max_new_tokens, ..Default::default() };
+        let before = counter.tally();
+        generate(&model, &[0], &options(tokens))?;
+        let short = counter.tally().since(&before);
+        let before = counter.tally();
+        generate(&model, &[0], &options(2 * tokens))?;
+        let long = counter.tally().since(&before);
+        let (launches_per_generated_token, host_waits_per_generated_token, _) = per(&long.since(&short), tokens);
+
+        rows.push(KernelRow {
+            variant,
+            compiled_by_first_step,
+            launches_per_step,
+            host_waits_per_step,
+            launches_per_evaluation: evaluation.launches,
+            host_waits_per_evaluation: evaluation.read_backs,
+            launches_per_generated_token,
+            host_waits_per_generated_token,
+            step_by_kernel,
+        });
+    }
+
+    let report = KernelReport {
+        preset: args.preset,
+        backend: args.backend,
+        batch: batch_size,
+        block: block_size,
+        steps_counted: args.steps,
+        read_back_every: args.read_back_every,
+        rows,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report, &compute);
+    }
+    Ok(())
+}
+
+fn print_report(report: &KernelReport, compute: &Compute) {
+    println!(
+        "{} on {}, batch {} × {}: kernel launches and host waits, counted over {} steps (read back every {})",
+        report.preset,
+        compute.describe(),
+        report.batch,
+        report.block,
+        report.steps_counted,
+        report.read_back_every
+    );
+    if report.backend == Backend::Flex {
+        println!("(flex computes on the CPU and launches no GPU kernels: every count is 0)");
+    }
+    println!(
+        "{:<16} {:>9} {:>13} {:>11} {:>12} {:>11} {:>13} {:>12}",
+        "variant", "compiled", "launches/step", "waits/step", "launches/eval", "waits/eval", "launches/token", "waits/token"
+    );
+    for r in &report.rows {
+        println!(
+            "{:<16} {:>9} {:>13.1} {:>11.2} {:>12} {:>11} {:>13.1} {:>12.2}",
+            r.variant.name(),
+            r.compiled_by_first_step,
+            r.launches_per_step,
+            r.host_waits_per_step,
+            r.launches_per_evaluation,
+            r.host_waits_per_evaluation,
+            r.launches_per_generated_token,
+            r.host_waits_per_generated_token
+        );
+    }
+    if report.rows.len() > 1 {
+        println!("(compiled: distinct kernels launched by the end of the run's first step, the earlier runs' included)");
+    }
+    if let Some(first) = report.rows.first().filter(|r| !r.step_by_kernel.is_empty()) {
+        println!("\n{}'s step, by kernel:", first.variant.name());
+        for (name, count) in &first.step_by_kernel {
+            println!("{count:>8.1}  {name}");
+        }
+    }
+}

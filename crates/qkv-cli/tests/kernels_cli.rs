@@ -1,0 +1,47 @@
+//! `qkv bench --kernels`: what a GPU step costs in launches and host waits, counted on wgpu (Mesa's
+//! lavapipe on a machine without a GPU). Counts do not depend on the machine's speed, so they are
+//! asserted exactly: a change that moves one says so here, and docs/performance.md ("The GPU
+//! path") records the figures. Re-measure with the command in `count`. (Burn picks some kernels by
+//! where tensors lie in memory, e.g. a vectorised copy for an aligned one, so the same model with
+//! other runs beside it can count a launch or two apart: the command is part of the figure.)
+
+use std::process::Command;
+
+use serde_json::Value;
+
+/// `qkv bench --kernels --json` on the classroom model on wgpu, its first row.
+fn count(variant: &str, read_back_every: &str) -> Value {
+    let args = ["bench", "--kernels", "--json", "--preset", "classroom", "--backend", "wgpu", "--steps", "2", "--warmup", "1"];
+    let output = Command::new(env!("CARGO_BIN_EXE_qkv"))
+        .args(args)
+        .args(["--variants", variant, "--read-back-every", read_back_every])
+        .output()
+        .expect("qkv runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).expect("valid JSON");
+    report["rows"][0].clone()
+}
+
+#[test]
+fn a_classroom_step_on_wgpu_costs_its_recorded_launches_and_one_wait() {
+    let row = count("standard", "1");
+    let figures = [
+        ("launches_per_step", 494.0),
+        ("host_waits_per_step", 1.0),
+        ("compiled_by_first_step", 90.0),
+        ("launches_per_evaluation", 500.0),
+        ("host_waits_per_evaluation", 1.0),
+        ("launches_per_generated_token", 112.0),
+        ("host_waits_per_generated_token", 1.0),
+    ];
+    for (name, expected) in figures {
+        assert_eq!(row[name].as_f64(), Some(expected), "{name}: {row:#}");
+    }
+    let by_kernel: f64 = row["step_by_kernel"].as_array().unwrap().iter().map(|k| k[1].as_f64().unwrap()).sum();
+    assert_eq!(by_kernel, 494.0, "the kernels of a step add up to its launches");
+
+    // Steps launched in pairs wait once per pair; the launches stay the same.
+    let paired = count("standard", "2");
+    assert_eq!(paired["host_waits_per_step"].as_f64(), Some(0.5));
+    assert_eq!(paired["launches_per_step"], row["launches_per_step"]);
+}
