@@ -48,7 +48,7 @@ pub fn adamw_update<const D: usize>(
             let (param, m, v) = cube::adamw::update(to_cube(param), to_cube(grad), moments, grad_scale.cloned().map(to_cube), step);
             return (from_cube(param), from_cube(m), from_cube(v));
         }
-        Route::Composed | Route::FlexAutodiff => return composed(param, grad, moments, grad_scale, step),
+        Route::Composed | Route::FlexAutodiff | Route::CubeAutodiff => return composed(param, grad, moments, grad_scale, step),
     }
     let scale = grad_scale.map_or(1.0, |s| s.clone().into_scalar::<f32>());
     let n = param.shape().num_elements();
@@ -137,7 +137,7 @@ impl SumOfSquares {
         match route(&x.device(), x.dtype()) {
             Route::Flex => {}
             Route::Cube => return self.on_cube.push(to_cube(x)),
-            Route::Composed | Route::FlexAutodiff => {
+            Route::Composed | Route::FlexAutodiff | Route::CubeAutodiff => {
                 let squares = x.square().sum();
                 self.on_device = Some(match self.on_device.take() {
                     Some(sum) => sum + squares,
@@ -157,12 +157,12 @@ impl SumOfSquares {
     /// the device of the tensors summed there.
     pub fn total(mut self, device: &Device) -> Tensor<1> {
         if let Some(first) = self.on_cube.first() {
-            let counts: Vec<usize> = self.on_cube.iter().map(|x| cube::adamw::partial_sums(x.meta.shape().num_elements())).collect();
-            let partials = cube::adamw::partials_buffer(first, counts.iter().sum());
+            let count = |x: &burn_cubecl::tensor::CubeTensor| cube::adamw::partial_sums(x.meta.shape().num_elements());
+            let partials = cube::adamw::partials_buffer(first, self.on_cube.iter().map(count).sum());
             let mut offset = 0;
-            for (x, count) in self.on_cube.drain(..).zip(counts) {
-                cube::adamw::sum_of_squares_into(x, &partials, offset);
-                offset += count;
+            for group in self.on_cube.chunks(cube::adamw::TENSORS_PER_LAUNCH) {
+                cube::adamw::sum_of_squares_into(group, &partials, offset);
+                offset += group.iter().map(count).sum::<usize>();
             }
             let sum = from_cube::<1>(partials).sum();
             self.on_device = Some(match self.on_device.take() {

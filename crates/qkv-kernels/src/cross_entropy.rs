@@ -12,8 +12,12 @@ use burn::backend::flex::FlexTensor;
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Int, Tensor};
 
+use burn::backend::Cube;
+
+use crate::cube::{self, from_cube, from_cube_autodiff, to_cube, to_cube_autodiff};
 use crate::flex::{
-    Route, backward_step, constant_to_flex, from_autodiff, from_flex, int_to_flex, int_values, route, tensor, to_autodiff, to_flex, values,
+    Route, backward_step, backward_step_on, constant_to_flex, from_autodiff, from_flex, int_to_flex, int_values, route, tensor,
+    to_autodiff, to_flex, values,
 };
 use crate::math::{self, exp, vectorised};
 use crate::parallel::{self, SharedMut};
@@ -25,6 +29,19 @@ const MIN_ROWS_PER_TASK: usize = 64;
 /// tensor.
 pub fn cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>, mask: Option<Tensor<2>>) -> Tensor<1> {
     let r = route(&logits.device(), logits.dtype());
+    if let Route::Cube | Route::CubeAutodiff = r {
+        let autodiff = r == Route::CubeAutodiff;
+        let cube_targets = cube::int_to_cube(targets.clone(), autodiff);
+        if cube::cross_entropy::takes(&cube_targets) {
+            let mask = mask.map(|m| cube::constant_to_cube(m, autodiff));
+            if !autodiff {
+                return from_cube(cube::cross_entropy::forward(to_cube(logits), cube_targets, mask).0);
+            }
+            let (logits, node) = to_cube_autodiff(logits).into_parts();
+            let run = || cube::cross_entropy::forward(logits, cube_targets, mask);
+            return from_cube_autodiff(cube::record(CubeCrossEntropyBackward, [node], run));
+        }
+    }
     if !matches!(r, Route::Flex | Route::FlexAutodiff) {
         return composed(logits, targets, mask);
     }
@@ -156,15 +173,32 @@ impl Backward<Flex, 1> for CrossEntropyBackward {
     }
 }
 
+#[derive(Debug)]
+struct CubeCrossEntropyBackward;
+
+impl Backward<Cube, 1> for CubeCrossEntropyBackward {
+    type State = cube::cross_entropy::Saved;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        backward_step_on::<Cube, _, 1, _>(ops, grads, |saved, grad| [Some(cube::cross_entropy::backward(saved, grad))]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{assert_close, input, values};
+    use crate::tests::{assert_close, input, values, wgpu};
     use burn::tensor::{Device, TensorData};
 
     #[test]
     fn fused_cross_entropy_matches_the_composed_ops_with_and_without_a_mask() {
-        let device = Device::flex().autodiff();
+        // flex's kernels to flex's composed ops, and CubeCL's to Burn's on wgpu (lavapipe).
+        for (device, tolerance) in [(Device::flex().autodiff(), 1e-6), (wgpu().autodiff(), 1e-5)] {
+            fused_cross_entropy_matches_the_composed_ops_on(device, tolerance);
+        }
+    }
+
+    fn fused_cross_entropy_matches_the_composed_ops_on(device: Device, tolerance: f32) {
         let (batch, time, vocab) = (3, 5, 11);
         let targets: Vec<i64> = (0..batch * time).map(|i| (i * 7 % vocab) as i64).collect();
         let mask: Vec<f32> = (0..batch * time).map(|i| (i % 3 != 0) as u8 as f32).collect();
@@ -180,8 +214,8 @@ mod tests {
             };
             let (fused, d_fused) = run(true);
             let (composed, d_composed) = run(false);
-            assert_close(&fused, &composed, 1e-6, &format!("loss, masked {masked}"));
-            assert_close(&d_fused, &d_composed, 1e-6, &format!("dlogits, masked {masked}"));
+            assert_close(&fused, &composed, tolerance, &format!("{device:?}: loss, masked {masked}"));
+            assert_close(&d_fused, &d_composed, tolerance, &format!("{device:?}: dlogits, masked {masked}"));
         }
     }
 }

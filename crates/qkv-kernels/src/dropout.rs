@@ -12,15 +12,19 @@ use burn::backend::flex::FlexTensor;
 use burn::nn::DropoutConfig;
 use burn::tensor::Tensor;
 
-use crate::flex::{Route, backward_step, from_autodiff, from_flex, in_place, route, to_autodiff, to_flex};
+use burn::backend::Cube;
+use burn_cubecl::tensor::CubeTensor;
+
+use crate::cube::{self, from_cube, from_cube_autodiff, to_cube, to_cube_autodiff};
+use crate::flex::{Route, backward_step, backward_step_on, from_autodiff, from_flex, in_place, route, to_autodiff, to_flex};
 use crate::math::vectorised;
 use crate::parallel;
 
 const MIN_PER_TASK: usize = 32 * 1024;
 
 /// Zeroes each element of `x` with probability `prob` and scales the rest by 1/(1 − prob). The
-/// mask is drawn from `seed` on flex (the same seed, the same mask) and from Burn's generator
-/// elsewhere. The caller decides whether dropout applies (training only).
+/// mask is drawn from `seed` on flex and on cubecl GPUs (the same seed, the same mask, on either)
+/// and from Burn's generator elsewhere. The caller decides whether dropout applies (training only).
 ///
 /// `x` holds rows `first_row..` of a larger batch (0 for a whole one) along its first dimension:
 /// an element's mask is the one it has in the whole batch, so a batch trained in shards drops
@@ -30,7 +34,12 @@ pub fn dropout<const D: usize>(x: Tensor<D>, prob: f64, seed: u64, first_row: us
     let row_len = x.dims()[1..].iter().product::<usize>();
     let mask = Mask::new(prob, seed, (first_row * row_len) as u32);
     match route(&x.device(), x.dtype()) {
-        Route::Composed | Route::Cube => DropoutConfig::new(prob).init().forward(x),
+        Route::Composed => DropoutConfig::new(prob).init().forward(x),
+        Route::Cube => from_cube(mask.apply_on_cube(to_cube(x))),
+        Route::CubeAutodiff => {
+            let (x, node) = to_cube_autodiff(x).into_parts();
+            from_cube_autodiff(cube::record(CubeDropoutBackward, [node], || (mask.apply_on_cube(x), mask)))
+        }
         Route::Flex => from_flex(mask.apply(to_flex(x))),
         Route::FlexAutodiff => {
             let (x, node) = to_autodiff(x).into_parts();
@@ -65,6 +74,11 @@ impl Mask {
         in_place(x, |values| {
             parallel::for_spans(values, MIN_PER_TASK, 12, |start, span| mask_values(span, self.first.wrapping_add(start as u32), *self))
         })
+    }
+
+    /// [`Mask::apply`] on a cubecl GPU.
+    fn apply_on_cube(&self, x: CubeTensor) -> CubeTensor {
+        cube::dropout::apply(x, self.seed, self.first, self.threshold, self.scale)
     }
 }
 
@@ -103,6 +117,17 @@ impl Backward<Flex, 1> for DropoutBackward {
     }
 }
 
+#[derive(Debug)]
+struct CubeDropoutBackward;
+
+impl Backward<Cube, 1> for CubeDropoutBackward {
+    type State = Mask;
+
+    fn backward(self, ops: Ops<Mask, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        backward_step_on::<Cube, _, 1, _>(ops, grads, |mask, grad| [Some(mask.apply_on_cube(grad))]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +160,21 @@ mod tests {
         assert_eq!(mask(7), mask(7));
         let same = mask(7).iter().zip(mask(8)).filter(|(a, b)| **a == *b).count();
         assert!((4_500..5_500).contains(&same), "seeds 7 and 8 agree on {same} of 10000 positions");
+    }
+
+    #[test]
+    fn wgpu_drops_what_flex_drops_forward_and_backward() {
+        let on = |device: Device| {
+            let x = (input([30, 700], 5, &device).abs() + 0.5).detach().require_grad();
+            let y = dropout(x.clone(), 0.3, 0xDEAD_BEEF_0123_4567, 11);
+            let grads = (y.clone() * input([30, 700], 6, &device)).sum().backward();
+            (values(y), values(x.grad(&grads).unwrap()))
+        };
+        let (flex, gpu) = (on(Device::flex().autodiff()), on(crate::tests::wgpu().autodiff()));
+        let zeros = |v: &[f32]| v.iter().map(|&x| x == 0.0).collect::<Vec<_>>();
+        assert_eq!(zeros(&gpu.0), zeros(&flex.0), "the same mask");
+        crate::tests::assert_close(&gpu.0, &flex.0, 1e-6, "dropout on wgpu");
+        crate::tests::assert_close(&gpu.1, &flex.1, 1e-6, "dropout's backward on wgpu");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::Ops;
 use burn::backend::flex::{FlexTensor, Layout};
-use burn::backend::{Autodiff, BackendTypes, DispatchDevice, Flex, GradientCheckpointingStrategy};
+use burn::backend::{Autodiff, Backend, BackendTypes, DispatchDevice, Flex, GradientCheckpointingStrategy};
 use burn::tensor::{Bytes, DType, Device, Int, Shape, Tensor};
 
 /// Flex with autodiff, as `Device::flex().autodiff()` builds it.
@@ -27,10 +27,19 @@ pub(crate) fn backward_step<S, const N: usize, G: IntoIterator<Item = Option<Fle
     grads: &mut Gradients,
     gradients: impl FnOnce(&S, FlexTensor) -> G,
 ) {
-    let grad = grads.consume::<Flex>(&ops.node);
+    backward_step_on::<Flex, S, N, G>(ops, grads, gradients)
+}
+
+/// [`backward_step`] for the tensors of backend `B` (flex, cubecl).
+pub(crate) fn backward_step_on<B: Backend, S, const N: usize, G: IntoIterator<Item = Option<B::FloatTensorPrimitive>>>(
+    ops: Ops<S, N>,
+    grads: &mut Gradients,
+    gradients: impl FnOnce(&S, B::FloatTensorPrimitive) -> G,
+) {
+    let grad = grads.consume::<B>(&ops.node);
     for (parent, gradient) in ops.parents.iter().zip(gradients(&ops.state, grad)) {
         if let (Some(node), Some(gradient)) = (parent, gradient) {
-            grads.register::<Flex>(node.id, gradient);
+            grads.register::<B>(node.id, gradient);
         }
     }
 }
@@ -45,6 +54,8 @@ pub(crate) enum Route {
     /// CubeCL's kernels (`crate::cube`), no graph: a GPU's tensors outside autodiff (the
     /// optimiser's, a validation model's). Ops without a CubeCL kernel yet compose Burn's.
     Cube,
+    /// CubeCL's kernels, recorded with their own backward.
+    CubeAutodiff,
     /// Burn's ops, composed: any other device, float type or checkpointing strategy.
     Composed,
 }
@@ -74,8 +85,14 @@ pub(crate) fn route(device: &Device, dtype: DType) -> Route {
     if !is_flex(device) {
         // With Burn's fusion a cubecl tensor is fusion's, not a `CubeTensor`: composed ops then,
         // which fusion merges itself.
-        let cube = !cfg!(feature = "fusion") && is_cube(device) && device.gradient_checkpointing_strategy().is_none();
-        return if cube { Route::Cube } else { Route::Composed };
+        if cfg!(feature = "fusion") || !is_cube(device) {
+            return Route::Composed;
+        }
+        return match device.gradient_checkpointing_strategy() {
+            None => Route::Cube,
+            Some(GradientCheckpointingStrategy::Disabled) => Route::CubeAutodiff,
+            Some(GradientCheckpointingStrategy::Balanced) => Route::Composed,
+        };
     }
     match device.gradient_checkpointing_strategy() {
         None => Route::Flex,

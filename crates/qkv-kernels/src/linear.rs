@@ -27,7 +27,17 @@ use crate::math::matmul_parallel;
 /// `x W + b` over the last dimension of `x`: [..., in] · [in, out] → [..., out].
 pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> Tensor<D> {
     match route(&x.device(), x.dtype()) {
-        Route::Composed | Route::Cube => burn::tensor::module::linear(x, weight, bias),
+        Route::Composed => burn::tensor::module::linear(x, weight, bias),
+        // Burn's linear multiplies a [batch, time, in] input batch row by batch row, so the
+        // weight's gradient is a [batch, in, out] product summed over the batch (a reduce launch
+        // per layer, and that much memory); over the rows flattened it is one product.
+        Route::Cube | Route::CubeAutodiff => {
+            let mut shape = x.dims();
+            let d_in = shape[D - 1];
+            let rows = shape[..D - 1].iter().product::<usize>();
+            shape[D - 1] = weight.dims()[1];
+            burn::tensor::module::linear(x.reshape([rows, d_in]), weight, bias).reshape(shape)
+        }
         Route::Flex => {
             let bias = bias.map(to_flex);
             from_flex(forward(&to_flex(x), &to_flex(weight), bias.as_ref()))
@@ -207,22 +217,23 @@ mod tests {
 
     #[test]
     fn fused_linear_matches_burns_forward_and_backward() {
-        let device = Device::flex().autodiff();
-        // Bias or not, and a transposed weight (the tied LM head).
-        for (with_bias, transposed) in [(false, false), (true, false), (false, true)] {
+        // Bias or not, and a transposed weight (the tied LM head); on flex and on wgpu (lavapipe).
+        let devices = [Device::flex().autodiff(), crate::tests::wgpu().autodiff()];
+        for (device, (with_bias, transposed)) in devices.iter().flat_map(|d| [(false, false), (true, false), (false, true)].map(|c| (d, c)))
+        {
             let run = |fused: bool| {
-                let x = input([3, 70, 9], 1, &device);
-                let w = if transposed { input([5, 9], 2, &device) } else { input([9, 5], 2, &device) };
-                let b = input([5], 3, &device);
+                let x = input([3, 70, 9], 1, device);
+                let w = if transposed { input([5, 9], 2, device) } else { input([9, 5], 2, device) };
+                let b = input([5], 3, device);
                 let weight = if transposed { w.clone().transpose() } else { w.clone() };
                 let bias = with_bias.then(|| b.clone());
                 let y = if fused { linear(x.clone(), weight, bias) } else { burn::tensor::module::linear(x.clone(), weight, bias) };
-                let grads = (y.clone() * input([3, 70, 5], 4, &device)).sum().backward();
+                let grads = (y.clone() * input([3, 70, 5], 4, device)).sum().backward();
                 (values(y), [x.grad(&grads).map(values), w.grad(&grads).map(values), b.grad(&grads).map(values)])
             };
             let (fused, fused_grads) = run(true);
             let (composed, composed_grads) = run(false);
-            let case = format!("bias {with_bias}, transposed {transposed}");
+            let case = format!("{device:?}: bias {with_bias}, transposed {transposed}");
             assert_close(&fused, &composed, 1e-5, &case);
             for (name, (a, b)) in ["x", "weight", "bias"].iter().zip(fused_grads.into_iter().zip(composed_grads)) {
                 match (a, b) {

@@ -129,3 +129,28 @@ fn a_run_spread_over_two_devices_trains_as_on_one() {
     }
     assert!(one[19] < one[0] - 0.2, "the run learns: {one:?}");
 }
+
+/// The CubeCL kernels (attention, layer norm, GELU, cross-entropy, AdamW) train as flex's fused
+/// kernels do, which match Burn's composed ops to float precision (qkv-kernels' tests): 20 steps
+/// of the same runs on wgpu and on the CPU, for the standard model, one whose heads share keys
+/// and values (GQA) and one with the learned attention bias (Burn's composed attention on wgpu).
+#[test]
+fn runs_on_wgpu_train_as_on_the_cpu() {
+    let losses = |device: &Device, variant: AttentionVariant, kv_heads: Option<usize>| {
+        let mut plan = plan(Preset::Classroom, variant);
+        plan.runs[0].kv_heads = kv_heads;
+        let mut experiment = plan.experiment(device).unwrap();
+        (0..20).for_each(|_| drop(experiment.step()));
+        experiment.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>()
+    };
+    for (variant, kv_heads) in
+        [(AttentionVariant::Standard, None), (AttentionVariant::Standard, Some(2)), (AttentionVariant::SharedQueryKeyAsym, None)]
+    {
+        let (gpu, cpu) = (losses(&wgpu_device(), variant, kv_heads), losses(&Device::flex(), variant, kv_heads));
+        assert_eq!((gpu.len(), cpu.len()), (20, 20));
+        for (a, b) in gpu.iter().zip(&cpu) {
+            assert!((a - b).abs() < 1e-4 * b.abs(), "{variant:?}, kv heads {kv_heads:?}: wgpu {gpu:?}, cpu {cpu:?}");
+        }
+        assert!(gpu[19] < gpu[0] - 0.2, "the run learns: {gpu:?}");
+    }
+}

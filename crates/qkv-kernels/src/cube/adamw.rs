@@ -99,23 +99,60 @@ pub(crate) fn update(
 /// partial sums, which one composed sum then adds up for all tensors at once.
 const VALUES_PER_UNIT: usize = 64;
 
-/// Unit u of `units` adds up the squares of values u, u + units, u + 2·units, … of `x` (neighbouring
-/// units read neighbouring values) and writes the sum to `partials[offset + u]`.
-#[cube(launch)]
-fn sum_of_squares_kernel(x: &Tensor<f32>, partials: &mut Tensor<f32>, offset: u32, units: u32) {
-    let unit = ABSOLUTE_POS;
-    let units = units as usize;
-    if unit >= units {
-        terminate!();
-    }
-    let mut sum = 0.0f32;
-    let mut i = unit;
+/// Tensors one Σx² launch reads: five, and the partial sums make six bindings (WebGPU allows
+/// eight storage buffers a kernel, and CubeCL keeps one).
+pub(crate) const TENSORS_PER_LAUNCH: usize = 5;
+
+/// Σ x[start]², x[start + step]², x[start + 2·step]², …
+#[cube]
+fn strided_squares(x: &Tensor<f32>, start: usize, step: usize) -> f32 {
+    let mut sum = f32::new(0.0);
+    let mut i = start;
     while i < x.len() {
         let value = x[i];
         sum += value * value;
-        i += units;
+        i += step;
     }
-    partials[offset as usize + unit] = sum;
+    sum
+}
+
+/// The units are laid end to end over up to five tensors, `ends[t]` past tensor t's last: unit u
+/// of tensor t's `units` adds up the squares of its values u, u + units, u + 2·units, …
+/// (neighbouring units read neighbouring values) and writes the sum to `partials[offset + u']`,
+/// u' its place among all the units. A slot without a tensor has no units.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn sum_of_squares_kernel(
+    x0: &Tensor<f32>,
+    x1: &Tensor<f32>,
+    x2: &Tensor<f32>,
+    x3: &Tensor<f32>,
+    x4: &Tensor<f32>,
+    partials: &mut Tensor<f32>,
+    offset: u32,
+    end0: u32,
+    end1: u32,
+    end2: u32,
+    end3: u32,
+    end4: u32,
+) {
+    let unit = ABSOLUTE_POS;
+    let (end0, end1, end2, end3, end4) = (end0 as usize, end1 as usize, end2 as usize, end3 as usize, end4 as usize);
+    if unit >= end4 {
+        terminate!();
+    }
+    let at = offset as usize + unit;
+    if unit < end0 {
+        partials[at] = strided_squares(x0, unit, end0);
+    } else if unit < end1 {
+        partials[at] = strided_squares(x1, unit - end0, end1 - end0);
+    } else if unit < end2 {
+        partials[at] = strided_squares(x2, unit - end1, end2 - end1);
+    } else if unit < end3 {
+        partials[at] = strided_squares(x3, unit - end2, end3 - end2);
+    } else {
+        partials[at] = strided_squares(x4, unit - end3, end4 - end3);
+    }
 }
 
 /// How many partial sums [`sum_of_squares_into`] writes for a tensor of `n` values.
@@ -128,20 +165,37 @@ pub(crate) fn partials_buffer(like: &CubeTensor, count: usize) -> CubeTensor {
     empty_device_dtype(like.client.clone(), like.device.clone(), [count].into(), DType::F32)
 }
 
-/// Writes `x`'s Σx² in [`partial_sums`] parts to `partials[offset..]`: one launch.
-pub(crate) fn sum_of_squares_into(x: CubeTensor, partials: &CubeTensor, offset: usize) {
-    let units = partial_sums(x.meta.shape().num_elements());
-    let x = contiguous(x);
-    let client = x.client.clone();
-    let cube_dim = CubeDim::new(&client, units);
+/// Writes the Σx² of each of `xs` (at most [`TENSORS_PER_LAUNCH`]) in [`partial_sums`] parts to
+/// `partials[offset..]`, one tensor's after the other's: one launch.
+pub(crate) fn sum_of_squares_into(xs: &[CubeTensor], partials: &CubeTensor, offset: usize) {
+    assert!(!xs.is_empty() && xs.len() <= TENSORS_PER_LAUNCH, "Σx² of {} tensors in one launch", xs.len());
+    let xs: Vec<CubeTensor> = xs.iter().cloned().map(contiguous).collect();
+    let mut ends = [0u32; TENSORS_PER_LAUNCH];
+    let mut end = 0;
+    for (slot, at) in ends.iter_mut().enumerate() {
+        end += xs.get(slot).map_or(0, |x| partial_sums(x.meta.shape().num_elements()));
+        *at = end as u32;
+    }
+    // Slots without a tensor read none; the first fills them.
+    let arg = |slot: usize| xs.get(slot).unwrap_or(&xs[0]).clone().into_tensor_arg();
+    let client = xs[0].client.clone();
+    let cube_dim = CubeDim::new(&client, end);
     sum_of_squares_kernel::launch(
         &client,
-        calculate_cube_count_elemwise(&client, units, cube_dim),
+        calculate_cube_count_elemwise(&client, end, cube_dim),
         cube_dim,
-        x.into_tensor_arg(),
+        arg(0),
+        arg(1),
+        arg(2),
+        arg(3),
+        arg(4),
         partials.clone().into_tensor_arg(),
         offset as u32,
-        units as u32,
+        ends[0],
+        ends[1],
+        ends[2],
+        ends[3],
+        ends[4],
     );
 }
 
@@ -180,7 +234,8 @@ mod tests {
 
     #[test]
     fn sum_of_squares_on_wgpu_matches_the_cpu() {
-        let shapes: [&[usize]; 3] = [&[300, 601], &[77], &[4096]];
+        // More tensors than one launch takes, of sizes that do and do not fill a unit's share.
+        let shapes: [&[usize]; 7] = [&[300, 601], &[77], &[4096], &[1], &[64, 3], &[5000], &[129]];
         let on = |device: &Device| {
             let mut sum = SumOfSquares::default();
             for (seed, shape) in shapes.iter().enumerate() {

@@ -1,13 +1,26 @@
 //! The GPU side of the kernels: CubeCL kernels for Burn's cubecl backend (wgpu and WebGPU, CUDA,
-//! ROCm, Metal), reached as flex's are, through the tensor's primitive (`Cube`'s `CubeTensor`).
-//! One kernel launch where Burn's composed ops take a dozen: on a GPU a small model's step is
-//! bound by launches, not arithmetic (docs/performance.md, "The GPU path").
+//! ROCm, Metal), reached as flex's are, through the tensor's primitive (`Cube`'s `CubeTensor`),
+//! and recorded with their own backward under autodiff. One kernel launch where Burn's composed
+//! ops take a dozen: on a GPU a small model's step is bound by launches, not arithmetic
+//! (docs/performance.md, "The GPU path").
 
 pub(crate) mod adamw;
+pub(crate) mod attention;
+pub(crate) mod cross_entropy;
+pub(crate) mod dropout;
+pub(crate) mod gelu;
+pub(crate) mod layer_norm;
 
-use burn::backend::Cube;
-use burn::tensor::Tensor;
+use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
+use burn::backend::autodiff::ops::{Backward, NodeGuard, OpsKind};
+use burn::backend::{Autodiff, BackendTypes, Cube};
+use burn::tensor::{Int, Tensor};
 use burn_cubecl::tensor::CubeTensor;
+
+/// A cubecl device with autodiff, as `Device::wgpu(..).autodiff()` builds it.
+pub(crate) type CubeAutodiff = Autodiff<Cube, NoCheckpointing>;
+/// A float tensor of [`CubeAutodiff`]: a cube tensor and its node in the graph.
+pub(crate) type CubeAutodiffTensor = <CubeAutodiff as BackendTypes>::FloatTensorPrimitive;
 
 pub(crate) fn to_cube<const D: usize>(tensor: Tensor<D>) -> CubeTensor {
     tensor.try_into_primitive::<Cube>().expect("routed to cubecl: the tensor is a cubecl tensor")
@@ -15,6 +28,47 @@ pub(crate) fn to_cube<const D: usize>(tensor: Tensor<D>) -> CubeTensor {
 
 pub(crate) fn from_cube<const D: usize>(tensor: CubeTensor) -> Tensor<D> {
     Tensor::from_primitive::<Cube>(tensor)
+}
+
+pub(crate) fn to_cube_autodiff<const D: usize>(tensor: Tensor<D>) -> CubeAutodiffTensor {
+    tensor.try_into_primitive::<CubeAutodiff>().expect("routed to cubecl with autodiff")
+}
+
+pub(crate) fn from_cube_autodiff<const D: usize>(tensor: CubeAutodiffTensor) -> Tensor<D> {
+    Tensor::from_primitive::<CubeAutodiff>(tensor)
+}
+
+/// An integer tensor (targets), which takes no part in the graph, as a cube tensor.
+pub(crate) fn int_to_cube<const D: usize>(tensor: Tensor<D, Int>, autodiff: bool) -> CubeTensor {
+    match autodiff {
+        true => tensor.try_into_primitive::<CubeAutodiff>().expect("routed to cubecl with autodiff"),
+        false => tensor.try_into_primitive::<Cube>().expect("routed to cubecl"),
+    }
+}
+
+/// A float tensor that takes no part in the graph (a mask), as a cube tensor.
+pub(crate) fn constant_to_cube<const D: usize>(tensor: Tensor<D>, autodiff: bool) -> CubeTensor {
+    match autodiff {
+        true => to_cube_autodiff(tensor).into_primitive(),
+        false => to_cube(tensor),
+    }
+}
+
+/// Runs an op's forward pass (`run`: its output and what its backward needs) and records it in
+/// the graph with `backward`, for the inputs behind `nodes`; untracked, the saved state is
+/// dropped.
+pub(crate) fn record<K: Backward<Cube, N>, const N: usize>(
+    backward: K,
+    nodes: [NodeGuard; N],
+    run: impl FnOnce() -> (CubeTensor, K::State),
+) -> CubeAutodiffTensor {
+    match backward.prepare::<NoCheckpointing>(nodes).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => {
+            let (output, state) = run();
+            prep.finish(state, output)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(run().0),
+    }
 }
 
 /// `tensor` itself where a kernel may write over it in order (nothing else holds its buffer and

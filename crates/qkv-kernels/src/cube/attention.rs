@@ -1,0 +1,312 @@
+//! Causal attention on a cubecl GPU without the T×T matrix in memory (flash-style): one launch
+//! forward, three backward, where Burn's composed attention builds the whole matrix and takes
+//! about fifteen launches forward and thirty backward. The arithmetic is the flex kernel's
+//! (`crate::attention`):
+//!
+//! ```text
+//! forward:  O_i = Σ_j P_ij V_j, P_ij = exp(scale·Q_i·K_j − L_i), L_i = log Σ_j exp(scale·Q_i·K_j)
+//! backward: D_i = dO_i·O_i   dP_ij = dO_i·V_j   dS_ij = P_ij (dP_ij − D_i)
+//!           dQ_i = scale Σ_j dS_ij K_j   dK_j = scale Σ_i dS_ij Q_i   dV_j = Σ_i P_ij dO_i
+//! ```
+//!
+//! One unit per query row (forward, dQ) or key row (dK, dV), each looping over the keys or
+//! queries it sees, with the running maximum of an online softmax forward: P is recomputed from
+//! L instead of kept. Query head h reads key/value head h / (heads / kv_heads) (GQA, MQA), and a
+//! key row sums over its group's heads. Inputs are read through their strides, so a head's slice
+//! of a projection is used as it lies; the output and the gradients are written [batch, time,
+//! heads, d] in memory, so that merging the heads back (and splitting them, backward) is free. At most six tensors a kernel: WebGPU allows eight
+//! storage buffers, and CubeCL keeps one.
+
+use burn::backend::Cube;
+use burn::backend::ops::FloatTensorOps;
+use burn::tensor::{DType, Shape};
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::prelude::*;
+use cubecl::{CubeDim, calculate_cube_count_elemwise};
+
+/// The position of element [b, h, i, 0] of a 4-d tensor, and its last dimension's stride.
+#[cube]
+fn row_start(x: &Tensor<f32>, b: usize, h: usize, i: usize) -> usize {
+    b * x.stride(0) + h * x.stride(1) + i * x.stride(2)
+}
+
+/// scale · Q_i·K_j, with Q_i at `q_at` and K_j at `k_at`.
+#[cube]
+fn logit(q: &Tensor<f32>, q_at: usize, k: &Tensor<f32>, k_at: usize, scale: f32, #[comptime] d: usize) -> f32 {
+    let mut dot = 0.0f32;
+    for c in 0..d {
+        dot += q[q_at + c * q.stride(3)] * k[k_at + c * k.stride(3)];
+    }
+    dot * scale
+}
+
+/// dO_i · V_j.
+#[cube]
+fn d_out_dot(d_out: &Tensor<f32>, o_at: usize, v: &Tensor<f32>, v_at: usize, #[comptime] d: usize) -> f32 {
+    let mut dot = 0.0f32;
+    for c in 0..d {
+        dot += d_out[o_at + c * d_out.stride(3)] * v[v_at + c * v.stride(3)];
+    }
+    dot
+}
+
+/// Row (b, h, i) of the output, and L_i into `stats[2·row]`.
+#[cube(launch)]
+fn attention_kernel(
+    q: &Tensor<f32>,
+    k: &Tensor<f32>,
+    v: &Tensor<f32>,
+    out: &mut Tensor<f32>,
+    stats: &mut Tensor<f32>,
+    scale: f32,
+    #[comptime] d: usize,
+) {
+    let row = ABSOLUTE_POS;
+    let (heads, t_q, t_k) = (q.shape(1), q.shape(2), k.shape(2));
+    if row * 2 >= stats.len() {
+        terminate!();
+    }
+    let i = row % t_q;
+    let h = (row / t_q) % heads;
+    let b = row / (t_q * heads);
+    let g = h / (heads / k.shape(1));
+    let q_at = row_start(q, b, h, i);
+    let mut acc = Array::<f32>::new(d);
+    let mut top = f32::new(-1.0e30);
+    let mut sum = f32::new(0.0);
+    for j in 0..i + 1 + t_k - t_q {
+        let s = logit(q, q_at, k, row_start(k, b, g, j), scale, d);
+        let mut new_top = top;
+        if s > top {
+            new_top = s;
+        }
+        let correction = (top - new_top).exp();
+        let p = (s - new_top).exp();
+        sum = sum * correction + p;
+        let v_at = row_start(v, b, g, j);
+        for c in 0..d {
+            acc[c] = acc[c] * correction + p * v[v_at + c * v.stride(3)];
+        }
+        top = new_top;
+    }
+    let o_at = b * out.stride(0) + h * out.stride(1) + i * out.stride(2);
+    let o_step = out.stride(3);
+    for c in 0..d {
+        out[o_at + c * o_step] = acc[c] / sum;
+    }
+    stats[row * 2] = top + sum.ln();
+}
+
+/// D_i = dO_i · O_i into `stats[2·row + 1]`.
+#[cube(launch)]
+fn attention_delta_kernel(out: &Tensor<f32>, d_out: &Tensor<f32>, stats: &mut Tensor<f32>, #[comptime] d: usize) {
+    let row = ABSOLUTE_POS;
+    let (heads, t_q) = (out.shape(1), out.shape(2));
+    if row * 2 >= stats.len() {
+        terminate!();
+    }
+    let i = row % t_q;
+    let h = (row / t_q) % heads;
+    let b = row / (t_q * heads);
+    let (o_at, d_at) = (row_start(out, b, h, i), row_start(d_out, b, h, i));
+    let mut dot = 0.0f32;
+    for c in 0..d {
+        dot += out[o_at + c * out.stride(3)] * d_out[d_at + c * d_out.stride(3)];
+    }
+    stats[row * 2 + 1] = dot;
+}
+
+/// dQ_i for row (b, h, i), into `d_q` [batch, heads, t_q, d] (laid out [batch, t_q, heads, d]).
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn attention_d_query_kernel(
+    q: &Tensor<f32>,
+    k: &Tensor<f32>,
+    v: &Tensor<f32>,
+    d_out: &Tensor<f32>,
+    stats: &Tensor<f32>,
+    d_q: &mut Tensor<f32>,
+    scale: f32,
+    #[comptime] d: usize,
+) {
+    let row = ABSOLUTE_POS;
+    let (heads, t_q, t_k) = (q.shape(1), q.shape(2), k.shape(2));
+    if row * 2 >= stats.len() {
+        terminate!();
+    }
+    let i = row % t_q;
+    let h = (row / t_q) % heads;
+    let b = row / (t_q * heads);
+    let g = h / (heads / k.shape(1));
+    let (q_at, o_at) = (row_start(q, b, h, i), row_start(d_out, b, h, i));
+    let (log_norm, delta) = (stats[row * 2], stats[row * 2 + 1]);
+    let mut acc = Array::<f32>::new(d);
+    for j in 0..i + 1 + t_k - t_q {
+        let k_at = row_start(k, b, g, j);
+        let p = (logit(q, q_at, k, k_at, scale, d) - log_norm).exp();
+        let d_s = p * (d_out_dot(d_out, o_at, v, row_start(v, b, g, j), d) - delta);
+        for c in 0..d {
+            acc[c] += d_s * k[k_at + c * k.stride(3)];
+        }
+    }
+    let at = b * d_q.stride(0) + h * d_q.stride(1) + i * d_q.stride(2);
+    let step = d_q.stride(3);
+    for c in 0..d {
+        d_q[at + c * step] = acc[c] * scale;
+    }
+}
+
+/// dK_j and dV_j for key row (b, g, j), summed over the group's query heads, into
+/// `d_kv` [2, batch, t_k, kv_heads, d] (dK first).
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn attention_d_key_value_kernel(
+    q: &Tensor<f32>,
+    k: &Tensor<f32>,
+    v: &Tensor<f32>,
+    d_out: &Tensor<f32>,
+    stats: &Tensor<f32>,
+    d_kv: &mut Tensor<f32>,
+    scale: f32,
+    #[comptime] d: usize,
+) {
+    let key_row = ABSOLUTE_POS;
+    let (heads, t_q) = (q.shape(1), q.shape(2));
+    let (kv_heads, t_k) = (k.shape(1), k.shape(2));
+    let key_rows = k.shape(0) * kv_heads * t_k;
+    if key_row >= key_rows {
+        terminate!();
+    }
+    let j = key_row % t_k;
+    let g = (key_row / t_k) % kv_heads;
+    let b = key_row / (t_k * kv_heads);
+    let group = heads / kv_heads;
+    let (k_at, v_at) = (row_start(k, b, g, j), row_start(v, b, g, j));
+    // Query i sees key j when j < i + 1 + t_k − t_q.
+    let past = t_k - t_q;
+    let mut first = 0usize;
+    if j > past {
+        first = j - past;
+    }
+    let mut d_k = Array::<f32>::new(d);
+    let mut d_v = Array::<f32>::new(d);
+    for h in g * group..(g + 1) * group {
+        for i in first..t_q {
+            let row = (b * heads + h) * t_q + i;
+            let (q_at, o_at) = (row_start(q, b, h, i), row_start(d_out, b, h, i));
+            let p = (logit(q, q_at, k, k_at, scale, d) - stats[row * 2]).exp();
+            let d_s = p * (d_out_dot(d_out, o_at, v, v_at, d) - stats[row * 2 + 1]);
+            for c in 0..d {
+                d_k[c] += d_s * q[q_at + c * q.stride(3)];
+                d_v[c] += p * d_out[o_at + c * d_out.stride(3)];
+            }
+        }
+    }
+    // Laid out [2, batch, t_k, kv_heads, d], so that the heads merge back without a copy.
+    let k_out = ((b * t_k + j) * kv_heads + g) * d;
+    let v_out = key_rows * d + k_out;
+    for c in 0..d {
+        d_kv[k_out + c] = d_k[c] * scale;
+        d_kv[v_out + c] = d_v[c];
+    }
+}
+
+/// What the backward pass needs of the forward.
+#[derive(Debug, Clone)]
+pub(crate) struct Saved {
+    q: CubeTensor,
+    k: CubeTensor,
+    v: CubeTensor,
+    out: CubeTensor,
+    /// [rows, 2]: L_i, and D_i once the backward pass has computed it.
+    stats: CubeTensor,
+    scale: f32,
+}
+
+fn empty(like: &CubeTensor, shape: impl Into<Shape>) -> CubeTensor {
+    empty_device_dtype(like.client.clone(), like.device.clone(), shape.into(), DType::F32)
+}
+
+fn launch_over(client: &cubecl::client::Client, units: usize) -> (CubeCount, CubeDim) {
+    let cube_dim = CubeDim::new(client, units);
+    (calculate_cube_count_elemwise(client, units, cube_dim), cube_dim)
+}
+
+/// The output [batch, heads, t_q, d] (laid out [batch, t_q, heads, d]) and what the backward
+/// pass needs. `k` and `v` are [batch, kv_heads, t_k, d].
+pub(crate) fn forward(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32) -> (CubeTensor, Saved) {
+    let [batch, heads, t_q, d] = q.meta.shape().dims();
+    let rows = batch * heads * t_q;
+    let out = Cube::float_swap_dims(empty(&q, [batch, t_q, heads, d]), 1, 2);
+    let stats = empty(&q, [rows, 2]);
+    let client = q.client.clone();
+    let (count, dim) = launch_over(&client, rows);
+    attention_kernel::launch(
+        &client,
+        count,
+        dim,
+        q.clone().into_tensor_arg(),
+        k.clone().into_tensor_arg(),
+        v.clone().into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        stats.clone().into_tensor_arg(),
+        scale,
+        d,
+    );
+    (out.clone(), Saved { q, k, v, out, stats, scale })
+}
+
+/// dQ, dK, dV from the gradient arriving at the output.
+pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTensor, CubeTensor) {
+    let Saved { q, k, v, out, stats, scale } = saved;
+    let [batch, heads, t_q, d] = q.meta.shape().dims();
+    let [_, kv_heads, t_k, _] = k.meta.shape().dims();
+    let rows = batch * heads * t_q;
+    let key_rows = batch * kv_heads * t_k;
+    let client = q.client.clone();
+    let (count, dim) = launch_over(&client, rows);
+    attention_delta_kernel::launch(
+        &client,
+        count.clone(),
+        dim,
+        out.clone().into_tensor_arg(),
+        d_out.clone().into_tensor_arg(),
+        stats.clone().into_tensor_arg(),
+        d,
+    );
+    let d_q = Cube::float_swap_dims(empty(q, [batch, t_q, heads, d]), 1, 2);
+    attention_d_query_kernel::launch(
+        &client,
+        count,
+        dim,
+        q.clone().into_tensor_arg(),
+        k.clone().into_tensor_arg(),
+        v.clone().into_tensor_arg(),
+        d_out.clone().into_tensor_arg(),
+        stats.clone().into_tensor_arg(),
+        d_q.clone().into_tensor_arg(),
+        *scale,
+        d,
+    );
+    let d_kv = empty(q, [2, batch, t_k, kv_heads, d]);
+    let (count, dim) = launch_over(&client, key_rows);
+    attention_d_key_value_kernel::launch(
+        &client,
+        count,
+        dim,
+        q.clone().into_tensor_arg(),
+        k.clone().into_tensor_arg(),
+        v.clone().into_tensor_arg(),
+        d_out.into_tensor_arg(),
+        stats.clone().into_tensor_arg(),
+        d_kv.clone().into_tensor_arg(),
+        *scale,
+        d,
+    );
+    let half = |index: usize| {
+        let slice = Cube::float_slice(d_kv.clone(), &[burn::tensor::Slice::from(index..index + 1)]);
+        Cube::float_swap_dims(Cube::float_reshape(slice, [batch, t_k, kv_heads, d].into()), 1, 2)
+    };
+    (d_q, half(0), half(1))
+}

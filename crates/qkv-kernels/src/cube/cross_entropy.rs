@@ -1,0 +1,160 @@
+//! Next-token cross-entropy on a cubecl GPU: one launch for every row's log Σ exp and weighted
+//! loss, one composed sum for the mean, one launch backward. Burn's composed log-softmax, gather
+//! and mean are about a dozen launches forward and as many backward. The arithmetic is the flex
+//! kernel's (`crate::cross_entropy`), one unit per row.
+
+use burn::backend::Cube;
+use burn::backend::ops::FloatTensorOps;
+use burn::tensor::DType;
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::prelude::*;
+use cubecl::{CubeDim, calculate_cube_count_elemwise};
+
+use super::contiguous;
+
+/// Row i's log Σ exp(logits) into `log_norms[i]`, and `w_i·(log_norm − logits[target])` into
+/// `losses[i]`, with w_i `weights[i]` when masked, else `uniform`.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn cross_entropy_kernel(
+    logits: &Tensor<f32>,
+    targets: &Tensor<i32>,
+    weights: &Tensor<f32>,
+    losses: &mut Tensor<f32>,
+    log_norms: &mut Tensor<f32>,
+    uniform: f32,
+    #[comptime] masked: bool,
+) {
+    let row = ABSOLUTE_POS;
+    let rows = targets.len();
+    if row >= rows {
+        terminate!();
+    }
+    let vocab = logits.len() / rows;
+    let start = row * vocab;
+    let mut top = logits[start];
+    for v in 1..vocab {
+        let logit = logits[start + v];
+        if logit > top {
+            top = logit;
+        }
+    }
+    let mut sum = 0.0f32;
+    for v in 0..vocab {
+        sum += (logits[start + v] - top).exp();
+    }
+    let log_norm = top + sum.ln();
+    let target = u32::cast_from(targets[row]) as usize;
+    let mut weight = uniform;
+    if masked {
+        weight = weights[row];
+    }
+    log_norms[row] = log_norm;
+    losses[row] = weight * (log_norm - logits[start + target]);
+}
+
+/// d_logits[i, v] = g·w_i·(exp(logits[i, v] − log_norm_i) − [v = target_i]), g = `grad[0]`.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn cross_entropy_backward_kernel(
+    logits: &Tensor<f32>,
+    targets: &Tensor<i32>,
+    weights: &Tensor<f32>,
+    log_norms: &Tensor<f32>,
+    grad: &Tensor<f32>,
+    d_logits: &mut Tensor<f32>,
+    uniform: f32,
+    #[comptime] masked: bool,
+) {
+    let i = ABSOLUTE_POS;
+    if i >= logits.len() {
+        terminate!();
+    }
+    let rows = targets.len();
+    let vocab = logits.len() / rows;
+    let row = i / vocab;
+    let mut weight = uniform;
+    if masked {
+        weight = weights[row];
+    }
+    let scale = grad[0] * weight;
+    let mut d = scale * (logits[i] - log_norms[row]).exp();
+    if i - row * vocab == u32::cast_from(targets[row]) as usize {
+        d -= scale;
+    }
+    d_logits[i] = d;
+}
+
+/// What the backward pass needs of the forward.
+#[derive(Debug, Clone)]
+pub(crate) struct Saved {
+    logits: CubeTensor,
+    targets: CubeTensor,
+    /// Each row's weight in the mean (mask / Σ mask), or `None` for 1/rows.
+    weights: Option<CubeTensor>,
+    log_norms: CubeTensor,
+}
+
+/// Whether the kernels take these targets: i32, the integer type Burn's cubecl devices use.
+pub(crate) fn takes(targets: &CubeTensor) -> bool {
+    targets.dtype == DType::I32
+}
+
+fn empty(like: &CubeTensor, len: usize) -> CubeTensor {
+    empty_device_dtype(like.client.clone(), like.device.clone(), [len].into(), DType::F32)
+}
+
+/// The loss [1] (the mean, weighted by `mask` when given) and what the backward pass needs.
+pub(crate) fn forward(logits: CubeTensor, targets: CubeTensor, mask: Option<CubeTensor>) -> (CubeTensor, Saved) {
+    let logits = contiguous(logits);
+    let targets = contiguous(targets);
+    let rows = targets.meta.shape().num_elements();
+    let weights = mask.map(|mask| {
+        let mask = Cube::float_reshape(mask, [rows].into());
+        let total = Cube::float_sum(mask.clone());
+        contiguous(Cube::float_div(mask, total))
+    });
+    let (losses, log_norms) = (empty(&logits, rows), empty(&logits, rows));
+    let client = logits.client.clone();
+    let cube_dim = CubeDim::new(&client, rows);
+    cross_entropy_kernel::launch(
+        &client,
+        calculate_cube_count_elemwise(&client, rows, cube_dim),
+        cube_dim,
+        logits.clone().into_tensor_arg(),
+        targets.clone().into_tensor_arg(),
+        // Unread without a mask: any read-only buffer fills the slot.
+        weights.clone().unwrap_or_else(|| logits.clone()).into_tensor_arg(),
+        losses.clone().into_tensor_arg(),
+        log_norms.clone().into_tensor_arg(),
+        1.0 / rows as f32,
+        weights.is_some(),
+    );
+    let loss = Cube::float_sum(losses);
+    (loss, Saved { logits, targets, weights, log_norms })
+}
+
+/// d_logits, from the gradient [1] arriving at the loss.
+pub(crate) fn backward(saved: &Saved, grad: CubeTensor) -> CubeTensor {
+    let Saved { logits, targets, weights, log_norms } = saved;
+    let n = logits.meta.shape().num_elements();
+    let rows = targets.meta.shape().num_elements();
+    let d_logits = empty_device_dtype(logits.client.clone(), logits.device.clone(), logits.meta.shape().clone(), DType::F32);
+    let client = logits.client.clone();
+    let cube_dim = CubeDim::new(&client, n);
+    cross_entropy_backward_kernel::launch(
+        &client,
+        calculate_cube_count_elemwise(&client, n, cube_dim),
+        cube_dim,
+        logits.clone().into_tensor_arg(),
+        targets.clone().into_tensor_arg(),
+        weights.clone().unwrap_or_else(|| logits.clone()).into_tensor_arg(),
+        log_norms.clone().into_tensor_arg(),
+        contiguous(grad).into_tensor_arg(),
+        d_logits.clone().into_tensor_arg(),
+        1.0 / rows as f32,
+        weights.is_some(),
+    );
+    d_logits
+}
