@@ -1,107 +1,122 @@
 #!/usr/bin/env bash
-# QKV Lab's training speed on a GPU machine, in a few minutes: both benchmark configurations
-# (nanoGPT's CPU recipe and its GPU recipe's shape), standard and wq-identity, on flex (the CPU)
-# and on wgpu (the GPU), the latter also with the losses read back every 8 steps instead of
-# every step (`wgpu+rb8`, as the app does while playing), one line per figure. Record its output
-# in docs/performance.md.
+# QKV Lab's training speed on a GPU machine, in a few minutes: standard and wq-identity on the
+# classroom model, nanoGPT's CPU recipe (shakespeare-char-cpu) and its GPU recipe's shape
+# (shakespeare-char, batch 64), on wgpu, each beside its kernel launches per step and beside the
+# PyTorch reference on the same GPU (bench/pytorch_reference.py, CUDA where torch has it). It
+# names the adapter and refuses to report a software one (lavapipe, llvmpipe, SwiftShader: wgpu
+# on the CPU) as a GPU figure. Writes the table to gpu-table.md beside the binary; record it in
+# docs/performance.md.
 #
-#   bash bench/gpu.sh            # ~3 minutes after the build on a recent GPU
-#   QUICK=1 bash bench/gpu.sh    # batch 2, one short round each: checks that the script runs
-#                                # (also on lavapipe, wgpu on the CPU, without a GPU)
-#   FUSION=1 bash bench/gpu.sh   # adds rows for wgpu with Burn's kernel fusion and autotuning
-#                                # (a second build of Burn, in target/fusion)
-#   NATIVE=cuda bash bench/gpu.sh  # adds rows for Burn's native backend (cuda, rocm, metal or
-#                                # vulkan; a build with that feature, in target/NATIVE) and a
-#                                # 200-step `qkv compare` on it (CUDA's build fetches an LLVM
-#                                # bundle from the internet: README, "Scaling up")
-#   Last, the 6/6/384 config on one device and on two (data parallel, `--devices 2`).
+#   bash bench/gpu.sh                              # builds qkv here with cargo
+#   bash DIR/gpu.sh --prebuilt DIR                 # no cargo, no network: a bundle made by
+#                                                  # bench/gpu-bundle.sh (qkv.xz, the Vulkan loader)
+#   ... --allow-software                           # measure a software adapter anyway (checks the script)
+#   QUICK=1 ...                                    # the classroom model only, batch 2, one step
+#   FUSION=1 bash bench/gpu.sh                     # (cargo only) adds Burn's fusion and autotune,
+#                                                  # a second build of Burn, in target/fusion
 set -euo pipefail
-cd "$(dirname "$0")/.."
+here="$(cd "$(dirname "$0")" && pwd)"
 
-target="${CARGO_TARGET_DIR:-target}"
-echo "== cargo build --release -p qkv-cli"
-cargo build --release --locked -p qkv-cli --quiet
-qkv="$target/release/qkv"
-builds=("$qkv")
-if [ -n "${FUSION:-}" ]; then
-  echo "== cargo build --release -p qkv-cli --features fusion"
-  cargo build --release --locked -p qkv-cli --features fusion --quiet --target-dir "$target/fusion"
-  builds+=("$target/fusion/release/qkv")
+prebuilt="" allow_software=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prebuilt) prebuilt="$(cd "${2:?--prebuilt DIR}" && pwd)"; shift 2 ;;
+    --allow-software) allow_software=--allow-software; shift ;;
+    *) echo "usage: bash bench/gpu.sh [--prebuilt DIR] [--allow-software]" >&2; exit 2 ;;
+  esac
+done
+
+builds=()
+if [ -n "$prebuilt" ]; then
+  work="$prebuilt"
+  # The Vulkan loader, unpacked beside the bundle (nothing outside it is touched), where the
+  # machine has none; and the NVIDIA driver's ICD file where the loader cannot find it alone.
+  if ! ldconfig -p 2> /dev/null | grep -q libvulkan.so.1 && compgen -G "$prebuilt/debs/*.deb" > /dev/null; then
+    for deb in "$prebuilt"/debs/*.deb; do dpkg -x "$deb" "$prebuilt/root"; done
+    export LD_LIBRARY_PATH="$prebuilt/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia_icd" ]; then export VK_DRIVER_FILES="$nvidia_icd"; fi
+  if [ ! -x "$prebuilt/qkv" ]; then
+    if command -v xz > /dev/null; then xz -dc "$prebuilt/qkv.xz" > "$prebuilt/qkv"
+    else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$prebuilt/qkv.xz" "$prebuilt/qkv"; fi
+    chmod +x "$prebuilt/qkv"
+  fi
+  qkv="$prebuilt/qkv" reference="$prebuilt/pytorch_reference.py" corpus="$prebuilt/shakespeare.txt"
+  builds=("$qkv")
+else
+  cd "$here/.."
+  target="${CARGO_TARGET_DIR:-target}"
+  echo "== cargo build --release -p qkv-cli"
+  cargo build --release --locked -p qkv-cli --quiet
+  qkv="$target/release/qkv" reference=bench/pytorch_reference.py corpus=assets/shakespeare.txt work="$target"
+  builds=("$qkv")
+  if [ -n "${FUSION:-}" ]; then
+    echo "== cargo build --release -p qkv-cli --features fusion"
+    cargo build --release --locked -p qkv-cli --features fusion --quiet --target-dir "$target/fusion"
+    builds+=("$target/fusion/release/qkv")
+  fi
 fi
-
-native=${NATIVE:-}
-case "$native" in
-  "" | cuda | rocm | metal | vulkan) ;;
-  *) echo "NATIVE=$native: use cuda, rocm, metal or vulkan" >&2; exit 2 ;;
-esac
-if [ -n "$native" ]; then
-  echo "== cargo build --release -p qkv-cli --features $native"
-  cargo build --release --locked -p qkv-cli --features "$native" --quiet --target-dir "$target/$native"
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+  XDG_RUNTIME_DIR=$(mktemp -d)
+  export XDG_RUNTIME_DIR
 fi
-
-if [ -n "${QUICK:-}" ]; then steps=2 rounds=1; else steps=16 rounds=3; fi
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | sed 's/^/gpu: /'
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/gpu: /'
+# The adapter qkv computes on, refused unless it is a GPU (or --allow-software).
+if ! "$qkv" bench --preset classroom --backend wgpu --variants standard --kernels --steps 1 --warmup 0 --gen-tokens 1 \
+  --require-gpu $allow_software --json > /dev/null 2> "$work/gpu-adapter.err"; then
+  grep -v XDG_RUNTIME "$work/gpu-adapter.err" | tail -3 >&2
+  exit 1
+fi
+grep '^adapter:' "$work/gpu-adapter.err"
 
-# `qkv bench --json` on stdin → "variant tokens-per-second", a line per variant (no Python needed
-# on the GPU machine).
-train_rates() {
-  tr -d '\n ' | grep -o '"variant":"[^"]*"[^}]*"train_tokens_per_sec":[0-9.e+-]*' |
-    sed -E 's/"variant":"([^"]*)".*"train_tokens_per_sec":([0-9.e+-]*)/\1 \2/'
-}
+torch_device=cpu
+python3 -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null && torch_device=cuda
+python3 -c 'import torch' 2> /dev/null || torch_device=""
+echo "pytorch: ${torch_device:-not installed}"
 
-# name, preset, batch
+# "key":value pairs of a `qkv bench --json` row, one row a line → "variant value".
+field() { tr -d '\n ' | grep -o "\"variant\":\"[^\"]*\"[^}]*\"$1\":[0-9.e+-]*" | sed -E "s/\"variant\":\"([^\"]*)\".*\"$1\":([0-9.e+-]*)/\1 \2/"; }
+
+# name, preset, layers, heads, embd, context, batch, dropout
 configs=(
-  "nanoGPT-cpu shakespeare-char-cpu 12"
-  "nanoGPT-gpu-shape shakespeare-char 64"
+  "classroom classroom 2 4 64 64 16 0.0"
+  "nanoGPT-cpu shakespeare-char-cpu 4 4 128 64 12 0.0"
+  "nanoGPT-gpu-shape shakespeare-char 6 6 384 256 64 0.2"
 )
+if [ -n "${QUICK:-}" ]; then configs=("classroom classroom 2 4 64 64 2 0.0"); steps=1 rounds=1; else steps=16 rounds=3; fi
+table="$work/gpu-table.md"
+{
+  echo "| config | batch | variant | build | qkv tok/s | launches/step | pytorch ($torch_device) tok/s | qkv / pytorch |"
+  echo "|---|---:|---|---|---:|---:|---:|---:|"
+} > "$table"
 for config in "${configs[@]}"; do
-  read -r name preset batch <<< "$config"
-  [ -n "${QUICK:-}" ] && batch=2
-  for run in flex wgpu wgpu+rb8 ${FUSION:+wgpu+fusion} $native; do
-    backend=${run%+*}
-    binary=$qkv
-    [ "$run" = wgpu+fusion ] && binary=${builds[1]}
-    [ -n "$native" ] && [ "$run" = "$native" ] && binary="$target/$native/release/qkv"
-    read_back=1
-    [ "$run" = wgpu+rb8 ] && read_back=8
-    if ! out=$("$binary" bench --preset "$preset" --variants standard,wq-identity --backend "$backend" \
-      --batch "$batch" --steps "$steps" --rounds "$rounds" --warmup 3 --gen-tokens 16 \
-      --read-back-every "$read_back" --json 2> /tmp/qkv-gpu-bench.err); then
-      echo "$name on $run: failed: $(tail -1 /tmp/qkv-gpu-bench.err)"
+  read -r name preset layers heads embd context batch dropout <<< "$config"
+  launches=$("$qkv" bench --kernels --json --preset "$preset" --backend wgpu --variants standard,wq-identity --batch "$batch" \
+    --steps 1 --warmup 0 --gen-tokens 1 $allow_software 2> /dev/null | field launches_per_step)
+  theirs=""
+  if [ -n "$torch_device" ]; then
+    theirs=$(python3 -W "ignore:Failed to initialize NumPy" "$reference" --corpus "$corpus" --device "$torch_device" --layers "$layers" \
+      --heads "$heads" --embd "$embd" --context "$context" --batch "$batch" --dropout "$dropout" --steps "$steps" --rounds "$rounds" \
+      --warmup 3 2> /dev/null | field train_tokens_per_sec || true)
+  fi
+  for binary in "${builds[@]}"; do
+    build=default
+    [ "$binary" != "$qkv" ] && build=fusion
+    if ! ours=$("$binary" bench --json --preset "$preset" --backend wgpu --variants standard,wq-identity --batch "$batch" \
+      --steps "$steps" --rounds "$rounds" --warmup 3 --gen-tokens 16 --read-back-every 8 2> "$work/gpu-bench.err" | field train_tokens_per_sec); then
+      echo "$name ($build): failed: $(tail -1 "$work/gpu-bench.err")"
       continue
     fi
-    echo "$out" | train_rates |
-      while read -r variant rate; do
-        printf '%-18s %-12s batch %-3s %-12s %10.0f tok/s\n' "$name" "$run" "$batch" "$variant" "$rate"
-      done
+    while read -r variant rate; do
+      count=$(echo "$launches" | awk -v v="$variant" '$1 == v { print $2 }')
+      ref=$(echo "$theirs" | awk -v v="$variant" '$1 == v { print $2 }')
+      ratio=$([ -n "$ref" ] && awk -v a="$rate" -v b="$ref" 'BEGIN { printf "%.2f", a / b }' || echo "—")
+      printf '| %s | %s | %s | %s | %.0f | %.0f | %s | %s |\n' "$name" "$batch" "$variant" "$build" "$rate" "$count" \
+        "$([ -n "$ref" ] && printf '%.0f' "$ref" || echo —)" "$ratio" >> "$table"
+    done <<< "$ours"
   done
 done
-
-# A comparison as a user runs one: two variants on the same batches, 200 steps, wall clock.
-compare_backend=${native:-wgpu}
-compare_binary=$qkv
-[ -n "$native" ] && compare_binary="$target/$native/release/qkv"
-[ -n "${QUICK:-}" ] && compare_steps=4 || compare_steps=200
-start=$(date +%s%N)
-if "$compare_binary" compare --preset shakespeare-char-cpu --variants standard,wq-identity --backend "$compare_backend" \
-  --steps "$compare_steps" --out "$(mktemp -d)" > /tmp/qkv-gpu-compare.out 2>&1; then
-  echo "compare standard,wq-identity on $compare_backend, $compare_steps steps: $((($(date +%s%N) - start) / 1000000)) ms"
-else
-  echo "compare on $compare_backend: failed: $(tail -1 /tmp/qkv-gpu-compare.out)"
-fi
-
-# Data parallel: the 6/6/384 config on two devices against one, where the machine has two
-# (`--devices 2` says how many there are otherwise).
-[ -n "${QUICK:-}" ] && dp_batch=2 dp_rounds=1 || dp_batch=32 dp_rounds=2
-for devices in 1 2; do
-  if out=$("$compare_binary" bench --preset shakespeare-char --variants standard --backend "$compare_backend" \
-    --devices "$devices" --batch "$dp_batch" --steps 2 --rounds "$dp_rounds" --warmup 2 --gen-tokens 1 --json \
-    2> /tmp/qkv-gpu-devices.err); then
-    rate=$(echo "$out" | train_rates | head -1 | cut -d' ' -f2)
-    printf 'data parallel on %s, --devices %s: %10.0f tok/s\n' "$compare_backend" "$devices" "$rate"
-  else
-    echo "data parallel on $compare_backend, --devices $devices: $(tail -1 /tmp/qkv-gpu-devices.err)"
-  fi
-done
+cat "$table"

@@ -7,8 +7,11 @@ variants: `standard` (W_Q, W_K, W_V) and `wq-identity` (no W_Q: head h's query i
 step is: forward, cross-entropy, backward, global-norm clipping to 1.0, AdamW (decay on matrices
 and embeddings only), and the loss read back to the host.
 
-It prints one JSON object per variant on stdout, read by `bench/vs-pytorch.sh`. Not a test: it
-never runs in CI.
+It prints one JSON object per variant on stdout, read by `bench/vs-pytorch.sh`. With
+`--count-ops` it times nothing and prints instead what one step asks of the device, counted with
+torch.profiler: the compute ops PyTorch eager runs (leaf aten ops, views and allocations
+excluded), and on CUDA the kernels it launches (`bench/kernels.sh` sets them beside QKV Lab's
+launch counts). `--device cuda` runs on a GPU. Not a test: it never runs in CI.
 """
 
 import argparse
@@ -81,6 +84,38 @@ class Gpt(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+# Ops that move no data: views, allocations and bookkeeping, which a GPU does not launch for.
+NOT_COMPUTE = {
+    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::transpose", "aten::t", "aten::permute",
+    "aten::expand", "aten::as_strided", "aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze",
+    "aten::split", "aten::split_with_sizes", "aten::unbind", "aten::narrow", "aten::alias", "aten::detach",
+    "aten::detach_", "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::resize_", "aten::lift_fresh",
+    "aten::result_type", "aten::is_nonzero", "aten::item", "aten::_local_scalar_dense", "aten::set_",
+    "aten::_has_compatible_shallow_copy_type", "aten::is_same_size", "aten::contiguous", "aten::numpy_T",
+    "aten::resolve_conj", "aten::resolve_neg", "aten::to", "aten::_to_copy",
+}
+
+
+def count_ops(step, device):
+    """What one call of `step` asks of the device: the compute ops that call no other (the ones that
+    run a kernel) and, on CUDA, the kernels launched."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities) as prof:
+        step()
+    events = prof.events()
+    compute = lambda e: e.name.startswith("aten::") and e.name not in NOT_COMPUTE
+    # An op that calls compute ops of its own (linear calls mm, to calls copy_) is counted in them.
+    calls_compute = lambda e: any(compute(c) or calls_compute(c) for c in e.cpu_children)
+    ops = [e.name for e in events if compute(e) and not calls_compute(e)]
+    kernels = sum(1 for e in events if e.device_type.name == "CUDA") if device == "cuda" else None
+    by_op = {}
+    for name in ops:
+        by_op[name] = by_op.get(name, 0) + 1
+    return {"compute_ops": len(ops), "cuda_kernels": kernels, "by_op": dict(sorted(by_op.items(), key=lambda kv: -kv[1]))}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--corpus", required=True)
@@ -94,6 +129,9 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--count-ops", action="store_true", help="count one step's ops instead of timing")
+    p.add_argument("--foreach", action="store_true", help="AdamW's multi-tensor update (default: per parameter, as QKV Lab's)")
     args = p.parse_args()
 
     torch.manual_seed(1337)
@@ -102,12 +140,12 @@ def main():
     data = torch.tensor([chars.index(c) for c in text[:200_000]], dtype=torch.long)
     # One fixed batch, as `qkv bench` uses: the figure is the step's cost, not the data pipeline's.
     starts = torch.randint(len(data) - args.context - 1, (args.batch,))
-    x = torch.stack([data[s : s + args.context] for s in starts])
-    y = torch.stack([data[s + 1 : s + 1 + args.context] for s in starts])
+    x = torch.stack([data[s : s + args.context] for s in starts]).to(args.device)
+    y = torch.stack([data[s + 1 : s + 1 + args.context] for s in starts]).to(args.device)
 
     runs = []
     for variant in args.variants.split(","):
-        model = Gpt(len(chars), args.context, args.layers, args.heads, args.embd, variant, args.dropout)
+        model = Gpt(len(chars), args.context, args.layers, args.heads, args.embd, variant, args.dropout).to(args.device)
         model.train()
         decay = [p for p in model.parameters() if p.dim() >= 2]
         no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -116,6 +154,7 @@ def main():
             [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
             lr=1e-3,
             betas=(0.9, 0.99),
+            foreach=args.foreach,
         )
         runs.append((variant, model, opt))
 
@@ -130,6 +169,11 @@ def main():
     for _, model, opt in runs:
         for _ in range(args.warmup):
             step(model, opt)
+    if args.count_ops:
+        for variant, model, opt in runs:
+            counts = count_ops(lambda: step(model, opt), args.device)
+            print(json.dumps({"variant": variant, "torch": torch.__version__, **counts}))
+        return
     rates = {variant: [] for variant, _, _ in runs}
     tokens = args.batch * args.context * args.steps
     # Rounds interleave the variants, as `qkv bench` does, so that drift hits both alike.

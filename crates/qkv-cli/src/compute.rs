@@ -39,6 +39,29 @@ impl Default for SpreadArgs {
     }
 }
 
+/// A GPU adapter: its name, and whether it is a software rasterizer (wgpu on the CPU), whose
+/// figures are not a GPU's.
+#[derive(Debug, Clone, Serialize)]
+pub struct Adapter {
+    pub name: String,
+    pub software: bool,
+}
+
+impl Adapter {
+    /// Refuses a software adapter unless `allowed`: a figure from it is not a GPU's.
+    pub fn check(&self, allowed: bool) -> Result<(), Failure> {
+        if self.software && !allowed {
+            return Err(format!(
+                "the adapter is {}, a software rasterizer on the CPU, not a GPU: its figures are no GPU's. Pass \
+                 --allow-software to measure it anyway, or run where a GPU and its Vulkan driver are installed",
+                self.name
+            )
+            .into());
+        }
+        Ok(())
+    }
+}
+
 /// The devices a run trains on: `home`, where its model lives and the optimiser steps, and
 /// `replicas`, which each train a share of every batch on a copy of the model.
 #[derive(Debug, Clone)]
@@ -66,6 +89,16 @@ impl Compute {
             0 => format!("{backend:?} ({home:?})"),
             others => format!("{backend:?} ({home:?} and {others} more, every batch split across them)"),
         }
+    }
+
+    /// The adapter the run's first device computes on, as it names itself; `None` for flex
+    /// (the CPU), which has none.
+    pub fn adapter(&self) -> Option<Adapter> {
+        let identity = self.home.clone().without_autodiff().as_dispatch().identity()?;
+        // A software rasterizer (lavapipe, llvmpipe, SwiftShader) is no card; the names say so
+        // where a runtime does not.
+        let by_name = ["llvmpipe", "lavapipe", "swiftshader"].iter().any(|soft| identity.name.to_lowercase().contains(soft));
+        Some(Adapter { software: identity.physical.is_none() || by_name, name: identity.name })
     }
 
     /// The devices one by one, for a line on the terminal when there are several.

@@ -45,3 +45,22 @@ fn a_classroom_step_on_wgpu_costs_its_recorded_launches_and_one_wait() {
     assert_eq!(paired["host_waits_per_step"].as_f64(), Some(0.5));
     assert_eq!(paired["launches_per_step"], row["launches_per_step"]);
 }
+
+/// A figure recorded as a GPU's must come from a GPU: `--require-gpu` refuses a software adapter
+/// (lavapipe here) unless `--allow-software` says to measure it anyway, and the report names it.
+#[test]
+fn a_software_adapter_is_named_and_refused_where_a_gpu_is_required() {
+    let args =
+        ["bench", "--kernels", "--json", "--preset", "classroom", "--backend", "wgpu", "--batch", "2", "--steps", "1", "--warmup", "0"];
+    let run = |extra: &[&str]| Command::new(env!("CARGO_BIN_EXE_qkv")).args(args).args(extra).output().expect("qkv runs");
+    let allowed = run(&["--require-gpu", "--allow-software"]);
+    assert!(allowed.status.success(), "{}", String::from_utf8_lossy(&allowed.stderr));
+    let report: Value = serde_json::from_slice(&allowed.stdout).expect("valid JSON");
+    let adapter = &report["adapter"];
+    assert!(!adapter["name"].as_str().unwrap_or_default().is_empty(), "{report:#}");
+    if adapter["software"] == true {
+        let refused = run(&["--require-gpu"]);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success() && stderr.contains("not a GPU") && stderr.contains("--allow-software"), "{stderr}");
+    }
+}

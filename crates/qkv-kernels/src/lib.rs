@@ -5,10 +5,11 @@
 //! ops, each allocating a tensor of [batch, heads, time, time] and recording a graph node, and the
 //! backward pass doubles that. On flex, the CPU backend, every function here is one kernel forward
 //! and one backward, spread over the cores, with gemm (the library flex itself multiplies with)
-//! for the products. On Burn's cubecl GPUs (wgpu, WebGPU, CUDA, ...) the ops with a CubeCL kernel
-//! (`cube`: so far AdamW's update and the gradients' Σx²) launch it instead of a dozen composed
-//! ops. Everywhere else, and for other float types, the same function composes Burn's ops exactly
-//! as the model did before, so every backend computes the same thing. `QKV_FUSED=0` in the
+//! for the products. On Burn's cubecl GPUs (wgpu, WebGPU, CUDA, ...) they are CubeCL kernels
+//! (`cube`), one to three launches where Burn's composed ops take a dozen or more; linear layers
+//! there are Burn's product over the rows flattened. Everywhere else, and for other float types,
+//! the same function composes Burn's ops exactly as the model did before, so every backend
+//! computes the same thing. `QKV_FUSED=0` in the
 //! environment turns the kernels off (for comparisons and for telling a kernel bug from a model
 //! bug).
 //!

@@ -13,7 +13,7 @@ use qkv_train::rng::Rng;
 
 use super::BenchArgs;
 use crate::Failure;
-use crate::compute::{Backend, Compute};
+use crate::compute::{Adapter, Backend, Compute};
 
 /// One variant's counts.
 #[derive(Debug, Serialize)]
@@ -44,6 +44,7 @@ struct KernelReport {
     block: usize,
     steps_counted: usize,
     read_back_every: usize,
+    adapter: Option<Adapter>,
     rows: Vec<KernelRow>,
 }
 
@@ -60,6 +61,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let counter = LaunchCounter::start();
     let plan = super::train_args(args).plan(&args.variants);
     let compute = Compute::new(args.backend, &args.spread)?;
+    let adapter = super::adapter(&compute, args)?;
     let mut experiment = plan.experiment(&compute.home)?;
     experiment.spread_over(&compute.replicas);
     let batch_size = experiment.runs[0].spec.training.batch_size;
@@ -125,6 +127,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         block: block_size,
         steps_counted: args.steps,
         read_back_every: args.read_back_every,
+        adapter,
         rows,
     };
     if args.json {

@@ -18,7 +18,7 @@ use qkv_train::rng::Rng;
 use qkv_train::{DataSource, TokenizerKind};
 
 use crate::Failure;
-use crate::compute::{Backend, Compute, SpreadArgs};
+use crate::compute::{Adapter, Backend, Compute, SpreadArgs};
 use crate::train::TrainArgs;
 
 #[derive(Args, Debug)]
@@ -57,6 +57,13 @@ pub struct BenchArgs {
     /// Counts do not depend on the machine's speed; on flex (the CPU) they are all 0.
     #[arg(long)]
     kernels: bool,
+    /// Measure a software adapter (lavapipe, llvmpipe, SwiftShader: wgpu on the CPU) as if it
+    /// were a GPU; without it such an adapter is refused with `--require-gpu`.
+    #[arg(long)]
+    allow_software: bool,
+    /// Refuse to measure unless the backend's adapter is a GPU (scripts that record GPU figures).
+    #[arg(long)]
+    require_gpu: bool,
     #[arg(long)]
     json: bool,
 }
@@ -81,6 +88,8 @@ struct BenchReport {
     batch: usize,
     block: usize,
     read_back_every: usize,
+    /// The GPU adapter measured; none on flex.
+    adapter: Option<Adapter>,
     rows: Vec<BenchRow>,
     memory: Option<Memory>,
 }
@@ -105,6 +114,18 @@ fn proc_status_mib(field: &str) -> Option<f64> {
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
+}
+
+/// The adapter `compute` runs on, said on stderr (with what it is not), and refused when the
+/// caller requires a GPU and it is a software one.
+fn adapter(compute: &Compute, args: &BenchArgs) -> Result<Option<Adapter>, Failure> {
+    let Some(adapter) = compute.adapter() else { return Ok(None) };
+    let what = if adapter.software { ": software, wgpu on the CPU, not a GPU" } else { "" };
+    eprintln!("adapter: {}{what}", adapter.name);
+    if args.require_gpu {
+        adapter.check(args.allow_software)?;
+    }
+    Ok(Some(adapter))
 }
 
 /// The training the benchmark's runs are planned with: the preset's recipe on the embedded text,
@@ -135,6 +156,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     }
     let plan = train_args(args).plan(&args.variants);
     let compute = Compute::new(args.backend, &args.spread)?;
+    let adapter = adapter(&compute, args)?;
     // The runs are stepped one at a time, each on the same batch, not through the experiment.
     let mut experiment = plan.experiment(&compute.home)?;
     experiment.spread_over(&compute.replicas);
@@ -208,6 +230,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             batch: batch_size,
             block: block_size,
             read_back_every: args.read_back_every,
+            adapter,
             rows,
             memory,
         };

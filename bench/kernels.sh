@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# What one training step asks of a GPU, QKV Lab against PyTorch eager: `qkv bench --kernels` on
+# wgpu (kernel launches, host waits, kernels compiled by the first step) beside the compute ops
+# PyTorch runs for the same model and step (bench/pytorch_reference.py --count-ops: leaf aten ops,
+# views and allocations excluded, AdamW per parameter as ours). Counts, not timings: they do not
+# depend on the machine, so lavapipe (wgpu on the CPU) gives a GPU's figures. Record the output
+# in docs/performance.md, "The GPU path".
+#
+# Installs torch into bench/.venv on first use (as bench/vs-pytorch.sh). Not a test: CI never
+# runs it. About 5 minutes on 2 cores after the build, most of it one 6/6/384 step on lavapipe.
+#
+#   bash bench/kernels.sh
+#   QKV_FUSED=0 bash bench/kernels.sh   # Burn's composed ops alone, the figures before the kernels
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TORCH_VERSION=2.15.0
+venv=bench/.venv
+if ! "$venv/bin/python" -c "import torch" 2> /dev/null; then
+  echo "== installing torch $TORCH_VERSION into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --upgrade pip
+  "$venv/bin/pip" install --quiet "torch==$TORCH_VERSION"
+fi
+py=("$venv/bin/python" -W "ignore:Failed to initialize NumPy")
+
+# Counts do not depend on the optimisation level: the tests' build serves.
+echo "== cargo build -p qkv-cli"
+cargo build --locked -p qkv-cli --quiet
+qkv="${CARGO_TARGET_DIR:-target}/debug/qkv"
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+  XDG_RUNTIME_DIR=$(mktemp -d)
+  export XDG_RUNTIME_DIR
+  trap 'rm -rf "$XDG_RUNTIME_DIR"' EXIT
+fi
+
+# name, preset, layers, heads, embd, context, batch, dropout. The launches do not depend on the
+# batch; the 6/6/384 config counts at batch 2, since lavapipe takes minutes for a step at 64.
+configs=(
+  "classroom classroom 2 4 64 64 16 0.0"
+  "shakespeare-char shakespeare-char 6 6 384 256 2 0.2"
+)
+echo "torch: $("${py[@]}" -c 'import torch; print(torch.__version__)')${QKV_FUSED:+, QKV_FUSED=$QKV_FUSED}"
+for config in "${configs[@]}"; do
+  read -r name preset layers heads embd context batch dropout <<< "$config"
+  ours=$("$qkv" bench --kernels --json --preset "$preset" --backend wgpu --variants standard,wq-identity \
+    --batch "$batch" --steps 1 --warmup 0 --gen-tokens 8 2> /dev/null)
+  theirs=$("${py[@]}" bench/pytorch_reference.py --count-ops --corpus assets/shakespeare.txt --layers "$layers" \
+    --heads "$heads" --embd "$embd" --context "$context" --batch "$batch" --dropout "$dropout" --warmup 1)
+  OURS="$ours" THEIRS="$theirs" NAME="$name" "${py[@]}" - << 'EOF'
+import json, os
+ours = json.loads(os.environ["OURS"])
+theirs = {row["variant"]: row for row in map(json.loads, os.environ["THEIRS"].splitlines())}
+print(f'{os.environ["NAME"]} ({ours["preset"]}, batch {ours["batch"]} x {ours["block"]}), one training step:')
+for row in ours["rows"]:
+    v = row["variant"]
+    ref = theirs[v]["compute_ops"]
+    print(f'  {v:<12} ours {row["launches_per_step"]:5.0f} launches, {row["host_waits_per_step"]:.0f} host wait,'
+          f' {row["compiled_by_first_step"]:3} kernels compiled by step 1 |'
+          f' pytorch eager {ref:4} compute ops | ours / pytorch = {row["launches_per_step"] / ref:.2f}')
+EOF
+done
