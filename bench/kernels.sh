@@ -14,15 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TORCH_VERSION=2.15.0
-venv=bench/.venv
-if ! "$venv/bin/python" -c "import torch" 2> /dev/null; then
-  echo "== installing torch $TORCH_VERSION into $venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --upgrade pip
-  "$venv/bin/pip" install --quiet "torch==$TORCH_VERSION"
-fi
-py=("$venv/bin/python" -W "ignore:Failed to initialize NumPy")
+source bench/torch-venv.sh
 
 # Counts do not depend on the optimisation level: the tests' build serves.
 echo "== cargo build -p qkv-cli"
@@ -46,7 +38,7 @@ for config in "${configs[@]}"; do
   ours=$("$qkv" bench --kernels --json --preset "$preset" --backend wgpu --variants standard,wq-identity \
     --batch "$batch" --steps 1 --warmup 0 --gen-tokens 8 2> /dev/null)
   theirs=$("${py[@]}" bench/pytorch_reference.py --count-ops --corpus assets/shakespeare.txt --layers "$layers" \
-    --heads "$heads" --embd "$embd" --context "$context" --batch "$batch" --dropout "$dropout" --warmup 1)
+    --heads "$heads" --embd "$embd" --context "$context" --batch "$batch" --dropout "$dropout" --warmup 1 2> /dev/null)
   OURS="$ours" THEIRS="$theirs" NAME="$name" "${py[@]}" - << 'EOF'
 import json, os
 ours = json.loads(os.environ["OURS"])

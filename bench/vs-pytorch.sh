@@ -11,16 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TORCH_VERSION=2.15.0
-venv=bench/.venv
-if ! "$venv/bin/python" -c "import torch" 2> /dev/null; then
-  echo "== installing torch $TORCH_VERSION into $venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --upgrade pip
-  "$venv/bin/pip" install --quiet "torch==$TORCH_VERSION"
-fi
-# torch warns at import that NumPy is missing; nothing here uses NumPy.
-py=("$venv/bin/python" -W "ignore:Failed to initialize NumPy")
+source bench/torch-venv.sh
 
 echo "== cargo build --release -p qkv-cli"
 cargo build --release --locked -p qkv-cli --quiet

@@ -81,14 +81,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         }
 
         let before = counter.tally();
-        let mut left = args.steps;
-        while left > 0 {
-            let group = vec![std::slice::from_ref(&batch); left.min(args.read_back_every)];
-            for outcome in run.train_steps(&group) {
-                outcome?;
-            }
-            left -= group.len();
-        }
+        super::train_steps(run, &batch, args.steps, args.read_back_every)?;
         let (launches_per_step, host_waits_per_step, step_by_kernel) = per(&counter.tally().since(&before), args.steps);
 
         let before = counter.tally();

@@ -15,7 +15,7 @@ use qkv_model::accounting::training_flops_per_token;
 use qkv_model::burn::module::Module;
 use qkv_train::generate::{SampleOptions, generate};
 use qkv_train::rng::Rng;
-use qkv_train::{DataSource, TokenizerKind};
+use qkv_train::{Batch, DataSource, Run, TokenizerKind};
 
 use crate::Failure;
 use crate::compute::{Adapter, Backend, Compute, SpreadArgs};
@@ -128,6 +128,20 @@ fn adapter(compute: &Compute, args: &BenchArgs) -> Result<Option<Adapter>, Failu
     Ok(Some(adapter))
 }
 
+/// `steps` training steps of `run` on `batch`, launched in groups of `read_back_every` that are
+/// read back once each.
+fn train_steps(run: &mut Run, batch: &Batch, steps: usize, read_back_every: usize) -> Result<(), Failure> {
+    let mut left = steps;
+    while left > 0 {
+        let group = vec![std::slice::from_ref(batch); left.min(read_back_every)];
+        for outcome in run.train_steps(&group) {
+            outcome?;
+        }
+        left -= group.len();
+    }
+    Ok(())
+}
+
 /// The training the benchmark's runs are planned with: the preset's recipe on the embedded text,
 /// for as many steps as the benchmark takes.
 fn train_args(args: &BenchArgs) -> TrainArgs {
@@ -180,14 +194,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         eprintln!("round {}/{}", round + 1, args.rounds);
         for (index, run) in runs.iter_mut().enumerate() {
             let started = Instant::now();
-            let mut left = args.steps;
-            while left > 0 {
-                let group = vec![std::slice::from_ref(&batch); left.min(args.read_back_every)];
-                for outcome in run.train_steps(&group) {
-                    outcome?;
-                }
-                left -= group.len();
-            }
+            train_steps(run, &batch, args.steps, args.read_back_every)?;
             train_rates[index].push(tokens_per_step * args.steps as f64 / started.elapsed().as_secs_f64());
 
             let model = run.model().valid();

@@ -10,9 +10,8 @@ use burn::tensor::DType;
 use burn_cubecl::ops::numeric::{empty_device_dtype, zeros_client};
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
-use cubecl::{CubeDim, calculate_cube_count_elemwise};
 
-use super::{contiguous, writable};
+use super::{contiguous, units, writable};
 use crate::adamw::AdamWStep;
 
 #[cube(launch)]
@@ -72,8 +71,7 @@ pub(crate) fn update(
     let scaled = grad_scale.is_some();
     // Unread when not scaled; any f32 buffer fills the slot.
     let grad_scale = grad_scale.map_or_else(|| grad.clone(), contiguous);
-    let cube_dim = CubeDim::new(&client, n);
-    let cube_count = calculate_cube_count_elemwise(&client, n, cube_dim);
+    let (cube_count, cube_dim) = units(&client, n);
     adamw_kernel::launch(
         &client,
         cube_count,
@@ -179,10 +177,10 @@ pub(crate) fn sum_of_squares_into(xs: &[CubeTensor], partials: &CubeTensor, offs
     // Slots without a tensor read none; the first fills them.
     let arg = |slot: usize| xs.get(slot).unwrap_or(&xs[0]).clone().into_tensor_arg();
     let client = xs[0].client.clone();
-    let cube_dim = CubeDim::new(&client, end);
+    let (cube_count, cube_dim) = units(&client, end);
     sum_of_squares_kernel::launch(
         &client,
-        calculate_cube_count_elemwise(&client, end, cube_dim),
+        cube_count,
         cube_dim,
         arg(0),
         arg(1),

@@ -23,7 +23,8 @@ use burn::tensor::{DType, Shape};
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
-use cubecl::{CubeDim, calculate_cube_count_elemwise};
+
+use super::units;
 
 /// The position of element [b, h, i, 0] of a 4-d tensor, and its last dimension's stride.
 #[cube]
@@ -228,11 +229,6 @@ fn empty(like: &CubeTensor, shape: impl Into<Shape>) -> CubeTensor {
     empty_device_dtype(like.client.clone(), like.device.clone(), shape.into(), DType::F32)
 }
 
-fn launch_over(client: &cubecl::client::Client, units: usize) -> (CubeCount, CubeDim) {
-    let cube_dim = CubeDim::new(client, units);
-    (calculate_cube_count_elemwise(client, units, cube_dim), cube_dim)
-}
-
 /// The output [batch, heads, t_q, d] (laid out [batch, t_q, heads, d]) and what the backward
 /// pass needs. `k` and `v` are [batch, kv_heads, t_k, d].
 pub(crate) fn forward(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32) -> (CubeTensor, Saved) {
@@ -241,7 +237,7 @@ pub(crate) fn forward(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32) -
     let out = Cube::float_swap_dims(empty(&q, [batch, t_q, heads, d]), 1, 2);
     let stats = empty(&q, [rows, 2]);
     let client = q.client.clone();
-    let (count, dim) = launch_over(&client, rows);
+    let (count, dim) = units(&client, rows);
     attention_kernel::launch(
         &client,
         count,
@@ -265,7 +261,7 @@ pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTen
     let rows = batch * heads * t_q;
     let key_rows = batch * kv_heads * t_k;
     let client = q.client.clone();
-    let (count, dim) = launch_over(&client, rows);
+    let (count, dim) = units(&client, rows);
     attention_delta_kernel::launch(
         &client,
         count.clone(),
@@ -290,7 +286,7 @@ pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTen
         d,
     );
     let d_kv = empty(q, [2, batch, t_k, kv_heads, d]);
-    let (count, dim) = launch_over(&client, key_rows);
+    let (count, dim) = units(&client, key_rows);
     attention_d_key_value_kernel::launch(
         &client,
         count,

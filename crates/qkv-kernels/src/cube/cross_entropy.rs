@@ -9,9 +9,8 @@ use burn::tensor::DType;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
-use cubecl::{CubeDim, calculate_cube_count_elemwise};
 
-use super::contiguous;
+use super::{contiguous, units};
 
 /// Row i's log Σ exp(logits) into `log_norms[i]`, and `w_i·(log_norm − logits[target])` into
 /// `losses[i]`, with w_i `weights[i]` when masked, else `uniform`.
@@ -117,10 +116,10 @@ pub(crate) fn forward(logits: CubeTensor, targets: CubeTensor, mask: Option<Cube
     });
     let (losses, log_norms) = (empty(&logits, rows), empty(&logits, rows));
     let client = logits.client.clone();
-    let cube_dim = CubeDim::new(&client, rows);
+    let (cube_count, cube_dim) = units(&client, rows);
     cross_entropy_kernel::launch(
         &client,
-        calculate_cube_count_elemwise(&client, rows, cube_dim),
+        cube_count,
         cube_dim,
         logits.clone().into_tensor_arg(),
         targets.clone().into_tensor_arg(),
@@ -142,10 +141,10 @@ pub(crate) fn backward(saved: &Saved, grad: CubeTensor) -> CubeTensor {
     let rows = targets.meta.shape().num_elements();
     let d_logits = empty_device_dtype(logits.client.clone(), logits.device.clone(), logits.meta.shape().clone(), DType::F32);
     let client = logits.client.clone();
-    let cube_dim = CubeDim::new(&client, n);
+    let (cube_count, cube_dim) = units(&client, n);
     cross_entropy_backward_kernel::launch(
         &client,
-        calculate_cube_count_elemwise(&client, n, cube_dim),
+        cube_count,
         cube_dim,
         logits.clone().into_tensor_arg(),
         targets.clone().into_tensor_arg(),

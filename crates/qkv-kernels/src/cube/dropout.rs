@@ -7,9 +7,8 @@ use burn::tensor::DType;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
-use cubecl::{CubeDim, calculate_cube_count_elemwise};
 
-use super::contiguous;
+use super::{contiguous, units};
 
 /// The mask's hash, as flex computes it (murmur3's finaliser, keyed by the seed's two halves).
 #[cube]
@@ -46,10 +45,10 @@ pub(crate) fn apply(x: CubeTensor, seed: u64, first: u32, threshold: u32, scale:
     let n = x.meta.shape().num_elements();
     let y = empty_device_dtype(x.client.clone(), x.device.clone(), x.meta.shape().clone(), DType::F32);
     let client = x.client.clone();
-    let cube_dim = CubeDim::new(&client, n);
+    let (cube_count, cube_dim) = units(&client, n);
     dropout_kernel::launch(
         &client,
-        calculate_cube_count_elemwise(&client, n, cube_dim),
+        cube_count,
         cube_dim,
         x.into_tensor_arg(),
         y.clone().into_tensor_arg(),

@@ -8,9 +8,8 @@ use burn::tensor::DType;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
-use cubecl::{CubeDim, calculate_cube_count_elemwise};
 
-use super::contiguous;
+use super::{contiguous, units};
 
 /// y = x·Φ(x), and Φ(x) + x·φ(x) into `derivative` when asked for.
 #[cube(launch)]
@@ -37,10 +36,10 @@ fn launch(x: CubeTensor, with_derivative: bool) -> (CubeTensor, Option<CubeTenso
     // would alias two writable bindings, which WebGPU refuses).
     let derivative = empty(if with_derivative { x.meta.shape().clone() } else { [1].into() });
     let client = x.client.clone();
-    let cube_dim = CubeDim::new(&client, n);
+    let (cube_count, cube_dim) = units(&client, n);
     gelu_kernel::launch(
         &client,
-        calculate_cube_count_elemwise(&client, n, cube_dim),
+        cube_count,
         cube_dim,
         x.into_tensor_arg(),
         y.clone().into_tensor_arg(),

@@ -7,9 +7,8 @@ use burn::tensor::DType;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
-use cubecl::{CubeDim, calculate_cube_count_elemwise};
 
-use super::contiguous;
+use super::{contiguous, units};
 
 /// y = (x − μ)·r·γ + β per row of `channels` values, and each row's μ and r = 1/√(σ² + ε) in
 /// `stats` [rows, 2].
@@ -133,10 +132,10 @@ pub(crate) fn forward(x: CubeTensor, gamma: CubeTensor, beta: Option<CubeTensor>
     // Unread without β; any f32 buffer fills the slot.
     let beta = beta.map_or_else(|| gamma.clone(), contiguous);
     let client = x.client.clone();
-    let cube_dim = CubeDim::new(&client, rows);
+    let (cube_count, cube_dim) = units(&client, rows);
     layer_norm_kernel::launch(
         &client,
-        calculate_cube_count_elemwise(&client, rows, cube_dim),
+        cube_count,
         cube_dim,
         x.clone().into_tensor_arg(),
         gamma.clone().into_tensor_arg(),
@@ -158,10 +157,10 @@ pub(crate) fn backward(saved: &Saved, dy: CubeTensor) -> (CubeTensor, CubeTensor
     let dx = empty(x, x.meta.shape());
     let (d_gamma, d_beta) = (empty(x, &[channels]), empty(x, &[channels]));
     let client = x.client.clone();
-    let cube_dim = CubeDim::new(&client, rows);
+    let (cube_count, cube_dim) = units(&client, rows);
     layer_norm_dx_kernel::launch(
         &client,
-        calculate_cube_count_elemwise(&client, rows, cube_dim),
+        cube_count,
         cube_dim,
         x.clone().into_tensor_arg(),
         gamma.clone().into_tensor_arg(),
@@ -169,10 +168,10 @@ pub(crate) fn backward(saved: &Saved, dy: CubeTensor) -> (CubeTensor, CubeTensor
         dy.clone().into_tensor_arg(),
         dx.clone().into_tensor_arg(),
     );
-    let cube_dim = CubeDim::new(&client, channels);
+    let (cube_count, cube_dim) = units(&client, channels);
     layer_norm_d_gamma_beta_kernel::launch(
         &client,
-        calculate_cube_count_elemwise(&client, channels, cube_dim),
+        cube_count,
         cube_dim,
         x.clone().into_tensor_arg(),
         stats.clone().into_tensor_arg(),

@@ -78,6 +78,12 @@ pub(crate) fn writable(tensor: CubeTensor) -> CubeTensor {
     if tensor.can_mut() { tensor } else { tensor.copy() }
 }
 
+/// One unit per item, `items` of them: the cubes to launch and their shape.
+pub(crate) fn units(client: &cubecl::client::Client, items: usize) -> (cubecl::CubeCount, cubecl::CubeDim) {
+    let cube_dim = cubecl::CubeDim::new(client, items);
+    (cubecl::calculate_cube_count_elemwise(client, items, cube_dim), cube_dim)
+}
+
 /// `tensor`, its values in row-major order in its buffer, so that a kernel may index them flat.
 pub(crate) fn contiguous(tensor: CubeTensor) -> CubeTensor {
     burn_cubecl::kernel::into_contiguous(tensor)
