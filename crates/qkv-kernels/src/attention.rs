@@ -29,7 +29,7 @@ use burn::tensor::Tensor;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 
-use burn::backend::Cube;
+use burn_cubecl::CubeBackend as Cube;
 
 use crate::cube::{self, from_cube, from_cube_autodiff, to_cube, to_cube_autodiff};
 use crate::flex::{

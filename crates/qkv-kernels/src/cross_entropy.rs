@@ -12,7 +12,7 @@ use burn::backend::flex::FlexTensor;
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Int, Tensor};
 
-use burn::backend::Cube;
+use burn_cubecl::CubeBackend as Cube;
 
 use crate::cube::{self, from_cube, from_cube_autodiff, to_cube, to_cube_autodiff};
 use crate::flex::{

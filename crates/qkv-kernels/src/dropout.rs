@@ -12,7 +12,7 @@ use burn::backend::flex::FlexTensor;
 use burn::nn::DropoutConfig;
 use burn::tensor::Tensor;
 
-use burn::backend::Cube;
+use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 
 use crate::cube::{self, from_cube, from_cube_autodiff, to_cube, to_cube_autodiff};

@@ -18,7 +18,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
 
-use burn::backend::Cube;
+use burn_cubecl::CubeBackend as Cube;
 
 use crate::cube::{self, CubeAutodiffTensor, from_cube, from_cube_autodiff, to_cube, to_cube_autodiff};
 use crate::flex::{

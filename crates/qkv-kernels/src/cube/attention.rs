@@ -17,9 +17,9 @@
 //! heads, d] in memory, so that merging the heads back (and splitting them, backward) is free. At most six tensors a kernel: WebGPU allows eight
 //! storage buffers, and CubeCL keeps one.
 
-use burn::backend::Cube;
 use burn::backend::ops::FloatTensorOps;
 use burn::tensor::{DType, Shape};
+use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;

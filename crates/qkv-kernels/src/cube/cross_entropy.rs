@@ -3,9 +3,9 @@
 //! and mean are about a dozen launches forward and as many backward. The arithmetic is the flex
 //! kernel's (`crate::cross_entropy`), one unit per row.
 
-use burn::backend::Cube;
 use burn::backend::ops::FloatTensorOps;
 use burn::tensor::DType;
+use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;

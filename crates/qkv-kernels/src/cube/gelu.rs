@@ -2,9 +2,9 @@
 //! backward pass (as the flex kernel does, `crate::gelu`), which is then one multiplication.
 //! Burn's composed exact GELU is about five launches forward and ten backward.
 
-use burn::backend::Cube;
 use burn::backend::ops::FloatTensorOps;
 use burn::tensor::DType;
+use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;

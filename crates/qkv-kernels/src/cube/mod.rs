@@ -13,8 +13,11 @@ pub(crate) mod layer_norm;
 
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::ops::{Backward, NodeGuard, OpsKind};
-use burn::backend::{Autodiff, BackendTypes, Cube};
+use burn::backend::{Autodiff, BackendTypes};
+// Burn's `Cube` without fusion. With Burn's fusion a cubecl tensor is fusion's and the routes
+// never come here; the conversions below then cannot be made, and say so.
 use burn::tensor::{Int, Tensor};
+use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 
 /// A cubecl device with autodiff, as `Device::wgpu(..).autodiff()` builds it.
@@ -23,27 +26,42 @@ pub(crate) type CubeAutodiff = Autodiff<Cube, NoCheckpointing>;
 pub(crate) type CubeAutodiffTensor = <CubeAutodiff as BackendTypes>::FloatTensorPrimitive;
 
 pub(crate) fn to_cube<const D: usize>(tensor: Tensor<D>) -> CubeTensor {
-    tensor.try_into_primitive::<Cube>().expect("routed to cubecl: the tensor is a cubecl tensor")
+    #[cfg(not(feature = "fusion"))]
+    return tensor.try_into_primitive::<Cube>().expect("routed to cubecl: the tensor is a cubecl tensor");
+    #[cfg(feature = "fusion")]
+    unreachable!("with fusion nothing routes to the CubeCL kernels, yet {tensor:?} was")
 }
 
 pub(crate) fn from_cube<const D: usize>(tensor: CubeTensor) -> Tensor<D> {
-    Tensor::from_primitive::<Cube>(tensor)
+    #[cfg(not(feature = "fusion"))]
+    return Tensor::from_primitive::<Cube>(tensor);
+    #[cfg(feature = "fusion")]
+    unreachable!("with fusion nothing routes to the CubeCL kernels, yet {tensor:?} was")
 }
 
 pub(crate) fn to_cube_autodiff<const D: usize>(tensor: Tensor<D>) -> CubeAutodiffTensor {
-    tensor.try_into_primitive::<CubeAutodiff>().expect("routed to cubecl with autodiff")
+    #[cfg(not(feature = "fusion"))]
+    return tensor.try_into_primitive::<CubeAutodiff>().expect("routed to cubecl with autodiff");
+    #[cfg(feature = "fusion")]
+    unreachable!("with fusion nothing routes to the CubeCL kernels, yet {tensor:?} was")
 }
 
 pub(crate) fn from_cube_autodiff<const D: usize>(tensor: CubeAutodiffTensor) -> Tensor<D> {
-    Tensor::from_primitive::<CubeAutodiff>(tensor)
+    #[cfg(not(feature = "fusion"))]
+    return Tensor::from_primitive::<CubeAutodiff>(tensor);
+    #[cfg(feature = "fusion")]
+    unreachable!("with fusion nothing routes to the CubeCL kernels, yet {:?} was", tensor.into_primitive())
 }
 
 /// An integer tensor (targets), which takes no part in the graph, as a cube tensor.
 pub(crate) fn int_to_cube<const D: usize>(tensor: Tensor<D, Int>, autodiff: bool) -> CubeTensor {
-    match autodiff {
+    #[cfg(not(feature = "fusion"))]
+    return match autodiff {
         true => tensor.try_into_primitive::<CubeAutodiff>().expect("routed to cubecl with autodiff"),
         false => tensor.try_into_primitive::<Cube>().expect("routed to cubecl"),
-    }
+    };
+    #[cfg(feature = "fusion")]
+    unreachable!("with fusion nothing routes to the CubeCL kernels, yet {tensor:?} (autodiff {autodiff}) was")
 }
 
 /// A float tensor that takes no part in the graph (a mask), as a cube tensor.
