@@ -54,15 +54,20 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// What happened between `earlier` and `self`.
+    /// What happened between `earlier` and `self`, two tallies of one counter (a count that
+    /// went down, as between two separate windows, counts 0).
     pub fn since(&self, earlier: &Tally) -> Tally {
         let by_kernel = self
             .by_kernel
             .iter()
-            .map(|(name, &count)| (name.clone(), count - earlier.by_kernel.get(name).copied().unwrap_or(0)))
+            .map(|(name, &count)| (name.clone(), count.saturating_sub(earlier.by_kernel.get(name).copied().unwrap_or(0))))
             .filter(|&(_, count)| count > 0)
             .collect();
-        Tally { launches: self.launches - earlier.launches, by_kernel, read_backs: self.read_backs - earlier.read_backs }
+        Tally {
+            launches: self.launches.saturating_sub(earlier.launches),
+            by_kernel,
+            read_backs: self.read_backs.saturating_sub(earlier.read_backs),
+        }
     }
 }
 
