@@ -7,11 +7,11 @@
 //! first), so the kernel binds five buffers: WebGPU allows eight storage buffers per kernel.
 
 use burn::tensor::DType;
-use burn_cubecl::ops::numeric::{empty_device_dtype, zeros_client};
+use burn_cubecl::ops::numeric::zeros_client;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{contiguous, units, writable};
+use super::{contiguous, empty, units, writable};
 use crate::adamw::AdamWStep;
 
 #[cube(launch)]
@@ -160,7 +160,7 @@ pub(crate) fn partial_sums(n: usize) -> usize {
 
 /// A buffer for `count` partial sums, on `like`'s device.
 pub(crate) fn partials_buffer(like: &CubeTensor, count: usize) -> CubeTensor {
-    empty_device_dtype(like.client.clone(), like.device.clone(), [count].into(), DType::F32)
+    empty(like, [count])
 }
 
 /// Writes the Σx² of each of `xs` (at most [`TENSORS_PER_LAUNCH`]) in [`partial_sums`] parts to

@@ -18,13 +18,11 @@
 //! storage buffers, and CubeCL keeps one.
 
 use burn::backend::ops::FloatTensorOps;
-use burn::tensor::{DType, Shape};
 use burn_cubecl::CubeBackend as Cube;
-use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::units;
+use super::{empty, units};
 
 /// The position of element [b, h, i, 0] of a 4-d tensor, and its last dimension's stride.
 #[cube]
@@ -223,10 +221,6 @@ pub(crate) struct Saved {
     /// [rows, 2]: L_i, and D_i once the backward pass has computed it.
     stats: CubeTensor,
     scale: f32,
-}
-
-fn empty(like: &CubeTensor, shape: impl Into<Shape>) -> CubeTensor {
-    empty_device_dtype(like.client.clone(), like.device.clone(), shape.into(), DType::F32)
 }
 
 /// The output [batch, heads, t_q, d] (laid out [batch, t_q, heads, d]) and what the backward

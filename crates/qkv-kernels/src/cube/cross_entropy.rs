@@ -6,11 +6,10 @@
 use burn::backend::ops::FloatTensorOps;
 use burn::tensor::DType;
 use burn_cubecl::CubeBackend as Cube;
-use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{contiguous, units};
+use super::{contiguous, empty, units};
 
 /// Row i's log Σ exp(logits) into `log_norms[i]`, and `w_i·(log_norm − logits[target])` into
 /// `losses[i]`, with w_i `weights[i]` when masked, else `uniform`.
@@ -100,10 +99,6 @@ pub(crate) fn takes(targets: &CubeTensor) -> bool {
     targets.dtype == DType::I32
 }
 
-fn empty(like: &CubeTensor, len: usize) -> CubeTensor {
-    empty_device_dtype(like.client.clone(), like.device.clone(), [len].into(), DType::F32)
-}
-
 /// The loss [1] (the mean, weighted by `mask` when given) and what the backward pass needs.
 pub(crate) fn forward(logits: CubeTensor, targets: CubeTensor, mask: Option<CubeTensor>) -> (CubeTensor, Saved) {
     let logits = contiguous(logits);
@@ -114,7 +109,7 @@ pub(crate) fn forward(logits: CubeTensor, targets: CubeTensor, mask: Option<Cube
         let total = Cube::float_sum(mask.clone());
         contiguous(Cube::float_div(mask, total))
     });
-    let (losses, log_norms) = (empty(&logits, rows), empty(&logits, rows));
+    let (losses, log_norms) = (empty(&logits, [rows]), empty(&logits, [rows]));
     let client = logits.client.clone();
     let (cube_count, cube_dim) = units(&client, rows);
     cross_entropy_kernel::launch(
@@ -139,7 +134,7 @@ pub(crate) fn backward(saved: &Saved, grad: CubeTensor) -> CubeTensor {
     let Saved { logits, targets, weights, log_norms } = saved;
     let n = logits.meta.shape().num_elements();
     let rows = targets.meta.shape().num_elements();
-    let d_logits = empty_device_dtype(logits.client.clone(), logits.device.clone(), logits.meta.shape().clone(), DType::F32);
+    let d_logits = empty(logits, logits.meta.shape().clone());
     let client = logits.client.clone();
     let (cube_count, cube_dim) = units(&client, n);
     cross_entropy_backward_kernel::launch(

@@ -3,12 +3,10 @@
 //! and one backward (the mask is recomputed, not stored). Burn's dropout draws a random tensor,
 //! compares and multiplies: three or four launches forward, and its mask is Burn's generator's.
 
-use burn::tensor::DType;
-use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{contiguous, units};
+use super::{contiguous, empty, units};
 
 /// The mask's hash, as flex computes it (murmur3's finaliser, keyed by the seed's two halves).
 #[cube]
@@ -43,7 +41,7 @@ fn dropout_kernel(x: &Tensor<f32>, y: &mut Tensor<f32>, seed_low: u32, seed_high
 pub(crate) fn apply(x: CubeTensor, seed: u64, first: u32, threshold: u32, scale: f32) -> CubeTensor {
     let x = contiguous(x);
     let n = x.meta.shape().num_elements();
-    let y = empty_device_dtype(x.client.clone(), x.device.clone(), x.meta.shape().clone(), DType::F32);
+    let y = empty(&x, x.meta.shape().clone());
     let client = x.client.clone();
     let (cube_count, cube_dim) = units(&client, n);
     dropout_kernel::launch(

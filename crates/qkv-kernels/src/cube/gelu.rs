@@ -3,13 +3,11 @@
 //! Burn's composed exact GELU is about five launches forward and ten backward.
 
 use burn::backend::ops::FloatTensorOps;
-use burn::tensor::DType;
 use burn_cubecl::CubeBackend as Cube;
-use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{contiguous, units};
+use super::{contiguous, empty, units};
 
 /// y = x·Φ(x), and Φ(x) + x·φ(x) into `derivative` when asked for.
 #[cube(launch)]
@@ -30,11 +28,10 @@ fn gelu_kernel(x: &Tensor<f32>, y: &mut Tensor<f32>, derivative: &mut Tensor<f32
 fn launch(x: CubeTensor, with_derivative: bool) -> (CubeTensor, Option<CubeTensor>) {
     let x = contiguous(x);
     let n = x.meta.shape().num_elements();
-    let empty = |shape| empty_device_dtype(x.client.clone(), x.device.clone(), shape, DType::F32);
-    let y = empty(x.meta.shape().clone());
+    let y = empty(&x, x.meta.shape().clone());
     // Unwritten without the derivative: a one-value buffer fills the slot (binding y twice
     // would alias two writable bindings, which WebGPU refuses).
-    let derivative = empty(if with_derivative { x.meta.shape().clone() } else { [1].into() });
+    let derivative = empty(&x, if with_derivative { x.meta.shape().clone() } else { [1].into() });
     let client = x.client.clone();
     let (cube_count, cube_dim) = units(&client, n);
     gelu_kernel::launch(

@@ -3,12 +3,10 @@
 //! (`crate::layer_norm`); each unit takes one row (forward, dx) or one channel (dγ, dβ), which
 //! suits the small widths this playground trains.
 
-use burn::tensor::DType;
-use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{contiguous, units};
+use super::{contiguous, empty, units};
 
 /// y = (x − μ)·r·γ + β per row of `channels` values, and each row's μ and r = 1/√(σ² + ε) in
 /// `stats` [rows, 2].
@@ -116,10 +114,6 @@ pub(crate) struct Saved {
     pub stats: CubeTensor,
 }
 
-fn empty(like: &CubeTensor, shape: &[usize]) -> CubeTensor {
-    empty_device_dtype(like.client.clone(), like.device.clone(), shape.into(), DType::F32)
-}
-
 /// y and what the backward pass needs.
 pub(crate) fn forward(x: CubeTensor, gamma: CubeTensor, beta: Option<CubeTensor>, epsilon: f32) -> (CubeTensor, Saved) {
     let x = contiguous(x);
@@ -127,7 +121,7 @@ pub(crate) fn forward(x: CubeTensor, gamma: CubeTensor, beta: Option<CubeTensor>
     let channels = gamma.meta.shape().num_elements();
     let rows = x.meta.shape().num_elements() / channels;
     let y = empty(&x, x.meta.shape());
-    let stats = empty(&x, &[rows, 2]);
+    let stats = empty(&x, [rows, 2]);
     let with_beta = beta.is_some();
     // Unread without β; any f32 buffer fills the slot.
     let beta = beta.map_or_else(|| gamma.clone(), contiguous);
@@ -155,7 +149,7 @@ pub(crate) fn backward(saved: &Saved, dy: CubeTensor) -> (CubeTensor, CubeTensor
     let channels = gamma.meta.shape().num_elements();
     let rows = x.meta.shape().num_elements() / channels;
     let dx = empty(x, x.meta.shape());
-    let (d_gamma, d_beta) = (empty(x, &[channels]), empty(x, &[channels]));
+    let (d_gamma, d_beta) = (empty(x, [channels]), empty(x, [channels]));
     let client = x.client.clone();
     let (cube_count, cube_dim) = units(&client, rows);
     layer_norm_dx_kernel::launch(

@@ -96,6 +96,11 @@ pub(crate) fn writable(tensor: CubeTensor) -> CubeTensor {
     if tensor.can_mut() { tensor } else { tensor.copy() }
 }
 
+/// A new f32 tensor of `shape` on `like`'s device, its values unwritten (a kernel's output).
+pub(crate) fn empty(like: &CubeTensor, shape: impl Into<burn::tensor::Shape>) -> CubeTensor {
+    burn_cubecl::ops::numeric::empty_device_dtype(like.client.clone(), like.device.clone(), shape.into(), burn::tensor::DType::F32)
+}
+
 /// One unit per item, `items` of them: the cubes to launch and their shape.
 pub(crate) fn units(client: &cubecl::client::Client, items: usize) -> (cubecl::CubeCount, cubecl::CubeDim) {
     let cube_dim = cubecl::CubeDim::new(client, items);
