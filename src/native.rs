@@ -9,9 +9,9 @@ use std::time::Instant;
 use eframe::egui;
 use qkv_train::session::SessionTask;
 use qkv_ui::files::{FileError, PathChoice};
-use qkv_ui::{Compute, Platform, Playground};
+use qkv_ui::{Compute, ComputeOffer, Platform, Playground};
 
-use crate::shell::{self, SETUP_KEY};
+use crate::shell::{self, COMPUTE_KEY, SETUP_KEY};
 
 /// What the command line asked for.
 #[derive(clap::Parser)]
@@ -24,7 +24,8 @@ struct ShellArgs {
     /// Open lesson N (counted from 1).
     #[arg(long, value_name = "N", value_parser = lesson)]
     lesson: Option<usize>,
-    /// Prefer this compute over the automatic choice.
+    /// Train on this compute (else the app times each on the first Train and remembers the
+    /// fastest).
     #[arg(long, value_enum)]
     compute: Option<ComputeChoice>,
     /// The window's size in points.
@@ -163,6 +164,11 @@ impl Shell {
             p95 * 1e3,
             ui_mean * 1e3
         );
+        match (self.playground.timing(), self.playground.compute_choice()) {
+            (Some(label), _) => println!("qkv-lab smoke: compute choice: still timing {label}"),
+            (None, Some(verdict)) => println!("qkv-lab smoke: compute choice: {}", verdict.summary()),
+            (None, None) => println!("qkv-lab smoke: compute choice: none made"),
+        }
         for run in &self.playground.view().runs {
             println!(
                 "qkv-lab smoke: {}: {} steps, train loss {:.4}, {}",
@@ -192,6 +198,9 @@ impl eframe::App for Shell {
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {
         storage.set_string(SETUP_KEY, self.playground.saved_setup());
+        if let Some(choice) = self.playground.saved_compute_choice() {
+            storage.set_string(COMPUTE_KEY, choice);
+        }
     }
 }
 
@@ -213,6 +222,7 @@ pub fn run() -> eframe::Result {
         options,
         Box::new(move |cc| {
             let saved = cc.storage.and_then(|s| s.get_string(SETUP_KEY));
+            let remembered = cc.storage.and_then(|s| s.get_string(COMPUTE_KEY));
             let (mut computes, no_gpu) = shell::computes(cc, shell::SoftwareGpu::Demote);
             if let Some(why) = no_gpu {
                 eprintln!("qkv-lab: {why}; training on the CPU");
@@ -229,7 +239,8 @@ pub fn run() -> eframe::Result {
                     None => eprintln!("qkv-lab: no {wanted} device here; using {}", computes[0].label),
                 }
             }
-            let mut playground = Playground::new(&cc.egui_ctx, Box::new(Desktop), computes, saved.as_deref());
+            let offer = ComputeOffer { computes, pinned: args.compute.is_some(), remembered };
+            let mut playground = Playground::new(&cc.egui_ctx, Box::new(Desktop), offer, saved.as_deref());
             if let Some(lesson) = args.lesson {
                 playground.load_lesson(lesson);
             }

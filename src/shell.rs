@@ -7,6 +7,10 @@ use qkv_ui::Compute;
 
 /// Where the setup is persisted between visits.
 pub const SETUP_KEY: &str = "setup";
+/// Where the compute chosen by timing (or by the user) is persisted between visits.
+pub const COMPUTE_KEY: &str = "compute-choice";
+/// The CPU's compute, as offered.
+pub const FLEX_LABEL: &str = "flex (CPU)";
 
 /// eframe creates the window's device; Burn trains on the same one, so it must carry what Burn's
 /// kernels need (64-bit integers, subgroups, the adapter's full limits), as Burn's own device
@@ -40,7 +44,7 @@ pub enum SoftwareGpu {
 
 /// The devices to offer, preferred first, and why the GPU is missing when it is.
 pub fn computes(cc: &eframe::CreationContext<'_>, software: SoftwareGpu) -> (Vec<Compute>, Option<String>) {
-    let flex = Compute { label: "flex (CPU)".into(), device: Device::flex() };
+    let flex = Compute { label: FLEX_LABEL.into(), device: Device::flex() };
     let Some(render) = &cc.wgpu_render_state else {
         return (vec![flex], Some("no GPU renderer started".into()));
     };

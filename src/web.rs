@@ -5,7 +5,11 @@
 //! runs kept from the last visit as the Continue button does (`qkvLab.continueKept()`). Every 50
 //! steps the runs' checkpoints are kept in the browser's storage, so a reload loses no training.
 //!
-//! Query options: `?compute=flex` trains on the CPU even where WebGPU exists; `?autotrain`
+//! On the first Train the page times a few steps on WebGPU and on the CPU (in Web Workers), trains
+//! on the faster, says which and why, and remembers the choice in the browser's storage.
+//!
+//! Query options: `?compute=flex` trains on the CPU even where WebGPU exists, `?compute=webgpu` on
+//! WebGPU (neither times anything); `?autotrain`
 //! starts training as soon as the page is up (a classroom link, the end-to-end test);
 //! `?render=webgl` draws with WebGL and trains on a WebGPU device of its own, for browsers whose
 //! WebGPU computes but cannot draw to a canvas (headless Chromium without a GPU); `?worker=0`
@@ -19,13 +23,13 @@ use qkv_model::burn::tensor::Device;
 use qkv_train::session::{CheckpointFile, SessionTask, Turn};
 use qkv_ui::files::{FileError, FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile};
 use qkv_ui::setup_panel::Setup;
-use qkv_ui::{Compute, Platform, Playground};
+use qkv_ui::{Compute, ComputeOffer, Platform, Playground, Verdict};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::JsValue;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::prelude::wasm_bindgen;
 
-use crate::shell::{self, SETUP_KEY};
+use crate::shell::{self, COMPUTE_KEY, SETUP_KEY};
 
 /// The address part that carries the setup: `#setup=<URI-encoded JSON>`.
 const HASH_PREFIX: &str = "#setup=";
@@ -95,16 +99,22 @@ pub fn training_workers() -> usize {
     asked.unwrap_or_else(cores).clamp(1, MAX_TRAINING_WORKERS)
 }
 
-/// Whether the address asks to train on the CPU even where WebGPU exists (`?compute=flex`).
-fn cpu_asked_for() -> bool {
-    query_value("compute").as_deref() == Some("flex")
+/// The compute the address asks for (`?compute=flex`, `?compute=webgpu`), as the start of its
+/// label.
+fn compute_asked_for() -> Option<&'static str> {
+    match query_value("compute").as_deref() {
+        Some("flex") => Some("flex"),
+        Some("webgpu") => Some("wgpu"),
+        _ => None,
+    }
 }
 
-/// Whether the page will train on the CPU whatever happens: the browser has no WebGPU, or the
-/// address asks for the CPU.
+/// Whether the page will train on the CPU whatever happens: the browser has no WebGPU, the
+/// address asks for the CPU, or an earlier visit's timing chose it.
 fn trains_on_cpu_for_sure() -> bool {
     let has_webgpu = navigator_field("gpu").is_ok_and(|gpu| !gpu.is_undefined() && !gpu.is_null());
-    !has_webgpu || cpu_asked_for()
+    let chosen_before = || remembered(COMPUTE_KEY).and_then(|json| Verdict::parse(&json)).is_some_and(|v| v.chosen == shell::FLEX_LABEL);
+    !has_webgpu || compute_asked_for() == Some("flex") || (compute_asked_for().is_none() && chosen_before())
 }
 
 /// The setup in the address, if there is one (as JSON).
@@ -351,6 +361,8 @@ struct WebShell {
     in_address: Option<Setup>,
     /// The setup last kept in local storage.
     remembered: Option<Setup>,
+    /// The compute's verdict last kept in local storage.
+    remembered_choice: Option<Verdict>,
     /// Seconds of the page's thread the repaints took while training, and how many repaints.
     repaint_cpu: (f64, u32),
     /// Whether every row of the maps of this attention version sums to 1 (checked once per
@@ -379,14 +391,15 @@ impl WebShell {
             computes.insert(0, gpu);
             no_gpu = None;
         }
-        let forced_cpu = cpu_asked_for();
-        if forced_cpu {
-            computes.sort_by_key(|c| !c.label.starts_with("flex"));
+        let asked = compute_asked_for();
+        if let Some(asked) = asked {
+            computes.sort_by_key(|c| !c.label.starts_with(asked));
         }
+        let forced_cpu = asked == Some("flex");
         let from_address = setup_in_address();
         let saved = match &from_address {
             Some(Ok(json)) => Some(json.clone()),
-            _ => remembered_setup(),
+            _ => remembered(SETUP_KEY),
         };
         let kept_step = Rc::new(Cell::new(None));
         let keep_refused = Rc::new(RefCell::new(None));
@@ -396,7 +409,8 @@ impl WebShell {
             keeping: Rc::new(Cell::new(false)),
             keep_refused: keep_refused.clone(),
         };
-        let mut playground = Playground::new(&cc.egui_ctx, Box::new(browser), computes, saved.as_deref());
+        let offer = ComputeOffer { computes, pinned: asked.is_some(), remembered: remembered(COMPUTE_KEY) };
+        let mut playground = Playground::new(&cc.egui_ctx, Box::new(browser), offer, saved.as_deref());
         if let Some(Err(e)) = from_address {
             playground.tell(format!("{e}; starting from your last setup"), true);
         }
@@ -425,6 +439,7 @@ impl WebShell {
             autotrain: query_value("autotrain").is_some(),
             in_address: None,
             remembered: None,
+            remembered_choice: None,
             repaint_cpu: (0.0, 0),
             attention_rows_checked: None,
             export_requests,
@@ -448,6 +463,12 @@ impl WebShell {
                 let _ = storage.set_item(SETUP_KEY, &self.playground.saved_setup());
             }
             self.remembered = Some(self.playground.setup().clone());
+        }
+        if self.remembered_choice.as_ref() != self.playground.compute_choice() {
+            if let (Some(storage), Some(json)) = (local_storage(), self.playground.saved_compute_choice()) {
+                let _ = storage.set_item(COMPUTE_KEY, &json);
+            }
+            self.remembered_choice = self.playground.compute_choice().cloned();
         }
     }
 
@@ -484,6 +505,9 @@ impl WebShell {
             let _ = js_sys::Reflect::set(object, &key.into(), &value);
         };
         set(&state, "compute", self.playground.compute_label().into());
+        set(&state, "timing", self.playground.timing().map_or(JsValue::NULL, Into::into));
+        let choice = self.playground.compute_choice().and_then(|v| js_sys::JSON::parse(&v.to_json()).ok());
+        set(&state, "computeChoice", choice.unwrap_or(JsValue::NULL));
         set(&state, "backend", view.backend.clone().into());
         set(&state, "step", (view.step() as f64).into());
         set(&state, "playing", view.playing.into());
@@ -586,9 +610,9 @@ fn local_storage() -> Option<web_sys::Storage> {
     web_sys::window()?.local_storage().ok()?
 }
 
-/// The setup the page kept on an earlier visit (JSON).
-fn remembered_setup() -> Option<String> {
-    local_storage()?.get_item(SETUP_KEY).ok()?
+/// What the page kept under `key` on an earlier visit (the setup, the compute's verdict: JSON).
+fn remembered(key: &str) -> Option<String> {
+    local_storage()?.get_item(key).ok()?
 }
 
 pub fn start() {

@@ -5,7 +5,8 @@
 //! the test reads `window.qkvLab`, the state the app publishes, through a small reporter script
 //! that the test server adds to the page and that POSTs it back once enough steps are done.
 //!
-//! Run 1 has WebGPU (`--enable-unsafe-webgpu`, SwiftShader without a GPU); run 2 has none and must
+//! Run 1 has WebGPU (`--enable-unsafe-webgpu`, SwiftShader without a GPU): the page must time a
+//! few steps on WebGPU and on the CPU, train on the faster and say so; run 2 has none and must
 //! train on the CPU fallback, in a Web Worker. Both then export the first run and must download its
 //! checkpoint and metrics. Run 2 then reloads once its runs are kept in the browser's storage: the
 //! service worker must serve the app from its cache (the server sees no request for the wasm or its
@@ -138,7 +139,8 @@ const REPORTER: &str = r#"<script>
       else if (continuedFrom !== null && s.runs.length > 0 && s.runs.every(function (r) { return r.steps >= continuedFrom + 3; }))
         report("trained after reload");
     }
-    else if (s && s.step >= target && trainedMs === null) {
+    // Not while the page times its computes: it reports on the compute it chose.
+    else if (s && s.step >= target && trainedMs === null && !s.timing) {
       trainedMs = performance.now(); trainedNotice = s.notice;
       if (reloaded) report("trained after reload"); else s.exportRun(0);
     }
@@ -501,7 +503,7 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
         let report = wait_for_report(&reports, timeout);
         drop(gpu);
         assert_trained(&report, "WebGPU", WEBGPU_STEPS);
-        assert!(report.json["state"]["compute"].as_str().unwrap_or("").starts_with("wgpu"), "did not train on WebGPU: {}", report.raw);
+        assert_chose_by_timing(&report);
         assert!(report.json["state"]["link"].as_str().is_some_and(|l| l.contains("#setup=")), "no shareable link: {}", report.raw);
     }
     if runs == "webgpu" {
@@ -540,6 +542,27 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     let notice = report.json["trainedNotice"].as_str().unwrap_or("");
     assert!(notice.contains("no WebGPU"), "the fallback is not announced: {}", report.raw);
     assert_served_from_cache(&after_reload);
+}
+
+/// The page timed WebGPU and the CPU, trains on the faster and says so.
+fn assert_chose_by_timing(report: &Report) {
+    let (state, raw) = (&report.json["state"], &report.raw);
+    let choice = &state["computeChoice"];
+    assert_eq!(choice["by"], "Timing", "the page did not time its computes: {raw}");
+    let timed = choice["timed"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let label = |t: &serde_json::Value| t["label"].as_str().unwrap_or_default().to_string();
+    let secs = |t: &serde_json::Value| t["secs_per_step"].as_f64();
+    assert!(
+        timed.len() == 2 && label(&timed[0]).starts_with("wgpu") && label(&timed[1]).starts_with("flex"),
+        "WebGPU, then the CPU: {raw}"
+    );
+    let (gpu, cpu) = (secs(&timed[0]).expect("WebGPU timed"), secs(&timed[1]).expect("the CPU timed"));
+    let faster = label(if gpu <= cpu { &timed[0] } else { &timed[1] });
+    assert_eq!(choice["chosen"].as_str(), Some(faster.as_str()), "{raw}");
+    assert_eq!(state["compute"].as_str(), Some(faster.as_str()), "the page trains on another compute than it chose: {raw}");
+    let notice = report.json["trainedNotice"].as_str().unwrap_or("");
+    assert!(notice.starts_with(&format!("Training on {faster}, the fastest here")), "the choice is not shown: {raw}");
+    eprintln!("web e2e compute choice: WebGPU {gpu:.3} s a step, the CPU {cpu:.3} s a step: \"{notice}\"");
 }
 
 /// The reloaded page continued the runs the first load kept, under the service worker, without

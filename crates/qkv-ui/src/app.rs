@@ -11,6 +11,8 @@ use crate::files::{FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingF
 use crate::platform::Platform;
 
 use crate::attention_panel::{AttentionPanel, AttentionRequest, HeadIndex};
+use crate::compute_choice::{ComputeOffer, Verdict};
+use crate::compute_trial::{Arena, Outcome, Trial};
 use crate::costs_panel::CostsPanel;
 use crate::files_panel::{FilesPanel, FilesRequest};
 use crate::lessons::LESSONS;
@@ -100,6 +102,12 @@ pub struct Playground {
     view: SessionView,
     computes: Vec<Compute>,
     compute: usize,
+    /// Why `compute` trains: the remembered or new verdict of a trial, or the user's pick.
+    verdict: Option<Verdict>,
+    /// The shell was told which compute to use: nothing is timed.
+    pinned: bool,
+    /// The timing of every compute under way (from the first Train without a verdict).
+    trial: Option<Trial>,
     /// When the session's news is drawn.
     news: NewsPacing,
     tab: Tab,
@@ -136,18 +144,24 @@ fn start_session(platform: &dyn Platform, news: &NewsPacing, compute: &Compute) 
 }
 
 impl Playground {
-    /// `platform` is the shell's (files, the session's task); `computes` lists the devices
-    /// offered, the preferred first. `saved` is the setup stored by a previous run of the app
-    /// (JSON); an unreadable one is replaced by the default.
-    pub fn new(ctx: &egui::Context, platform: Box<dyn Platform>, computes: Vec<Compute>, saved: Option<&str>) -> Self {
+    /// `platform` is the shell's (files, the session's task); `offer` lists the devices
+    /// offered, the preferred first, and what was chosen among them on an earlier visit. `saved`
+    /// is the setup stored by a previous run of the app (JSON); an unreadable one is replaced by
+    /// the default.
+    pub fn new(ctx: &egui::Context, platform: Box<dyn Platform>, offer: impl Into<ComputeOffer>, saved: Option<&str>) -> Self {
+        let ComputeOffer { computes, pinned, remembered } = offer.into();
         assert!(!computes.is_empty(), "the playground needs at least one device");
+        let labels: Vec<&str> = computes.iter().map(|c| c.label.as_str()).collect();
+        // A remembered verdict holds while the same computes are offered and none is pinned.
+        let verdict = remembered.as_deref().and_then(Verdict::parse).filter(|v| !pinned && v.holds_for(&labels));
+        let compute = verdict.as_ref().and_then(|v| labels.iter().position(|l| *l == v.chosen)).unwrap_or(0);
         let (setup, notice) = match saved.map(serde_json::from_str::<Setup>) {
             Some(Ok(setup)) => (setup, None),
             Some(Err(e)) => (Setup::default(), Some((format!("the saved setup could not be read ({e}); starting from the default"), true))),
             None => (Setup::default(), None),
         };
         let news = NewsPacing::new(ctx);
-        let session = start_session(platform.as_ref(), &news, &computes[0]);
+        let session = start_session(platform.as_ref(), &news, &computes[compute]);
         let folder = platform.default_folder();
         // A setup that is a lesson's (the default is the first) shows that lesson's text.
         let lesson = LESSONS.iter().position(|lesson| (lesson.plan)() == setup.plan);
@@ -157,7 +171,10 @@ impl Playground {
             session,
             view: SessionView::default(),
             computes,
-            compute: 0,
+            compute,
+            verdict,
+            pinned,
+            trial: None,
             news,
             tab: Tab::Playground,
             lesson,
@@ -184,7 +201,95 @@ impl Playground {
         // parameter and KV-cache bars, the untrained models' loss and attention maps. On a GPU this
         // also compiles the kernels the first step needs while the page draws.
         playground.apply_setup();
+        if let Some(verdict) = &playground.verdict {
+            let summary = verdict.summary();
+            playground.tell(summary, false);
+        }
         playground
+    }
+
+    /// The verdict to keep for the next visit (JSON), once there is one.
+    pub fn saved_compute_choice(&self) -> Option<String> {
+        self.verdict.as_ref().map(Verdict::to_json)
+    }
+
+    /// Why the playground trains on its compute, once timed or picked.
+    pub fn compute_choice(&self) -> Option<&Verdict> {
+        self.verdict.as_ref()
+    }
+
+    /// The compute being timed, while a trial is under way.
+    pub fn timing(&self) -> Option<&str> {
+        self.trial.as_ref().map(|t| self.computes[t.timing()].label.as_str())
+    }
+
+    /// Times every compute on the first Train, where there is a choice nobody has made.
+    fn wants_trial(&self) -> bool {
+        self.computes.len() > 1 && !self.pinned && self.verdict.is_none() && !self.view.finished
+    }
+
+    fn start_trial(&mut self) {
+        let others = (0..self.computes.len()).filter(|&i| i != self.compute).collect();
+        let plan = &self.setup.plan;
+        let runs = plan.runs.len();
+        let setup = format!("{runs} run{} of the {} model", if runs == 1 { "" } else { "s" }, plan.preset);
+        self.trial = Some(Trial::start(self.compute, others, setup, Instant::now()));
+        let first = self.computes[self.compute].label.clone();
+        self.tell(format!("Timing each compute on this setup, to train on the fastest: {first} first."), false);
+    }
+
+    /// Ends a trial under way without a verdict: the user took over (paused, stepped, changed the
+    /// setup or the compute). The contender's session ends with it.
+    fn cancel_trial(&mut self) {
+        if self.trial.take().is_some() {
+            self.pinned = true;
+        }
+    }
+
+    /// Looks at the trial under way; once every compute is timed, trains on the fastest and
+    /// says why.
+    fn advance_trial(&mut self) {
+        let Some(trial) = &mut self.trial else { return };
+        let (platform, news, computes) = (self.platform.as_ref(), &self.news, &self.computes);
+        let start = |compute: usize| start_session(platform, news, &computes[compute]);
+        let labels: Vec<String> = computes.iter().map(|c| c.label.clone()).collect();
+        let colours = self.setup.colours32();
+        let arena = Arena {
+            start: &start,
+            labels: &labels,
+            plan: &self.setup.plan,
+            attention_every: self.attention.refresh_every,
+            colours: &colours,
+        };
+        let previous = trial.timing();
+        match trial.advance(&self.session, &self.view, &arena, Instant::now()) {
+            Outcome::Running => {
+                let now = trial.timing();
+                if now != previous {
+                    self.tell(format!("Timing {} on the same setup…", self.computes[now].label), false);
+                }
+            }
+            Outcome::Done { verdict, winner } => {
+                self.trial = None;
+                if let Some(winner) = winner {
+                    let mut view = winner.view;
+                    // The attention panel redraws when the version changes.
+                    view.attention_version += self.view.attention_version + 1;
+                    view.exports.append(&mut self.view.exports);
+                    self.view = view;
+                    self.session = winner.session;
+                    self.compute = winner.compute;
+                }
+                match verdict {
+                    Some(verdict) => {
+                        self.tell(verdict.summary(), false);
+                        self.verdict = Some(verdict);
+                    }
+                    None => self.tell("No compute could be timed on this setup; training stays where it was.".into(), true),
+                }
+                self.send(Command::Play);
+            }
+        }
     }
 
     /// The setup to persist.
@@ -270,6 +375,7 @@ impl Playground {
 
     /// Loads the edited setup into the session (training starts from scratch).
     pub fn apply_setup(&mut self) {
+        self.cancel_trial();
         self.view = SessionView { exports: std::mem::take(&mut self.view.exports), ..SessionView::default() };
         self.autosaved_at = 0;
         self.send(Command::AttentionEvery(self.attention.refresh_every));
@@ -285,15 +391,22 @@ impl Playground {
     }
 
     pub fn train(&mut self) {
+        // Train while another compute is timed: the user wants this one now.
+        self.cancel_trial();
         self.ensure_loaded();
+        if self.wants_trial() {
+            self.start_trial();
+        }
         self.send(Command::Play);
     }
 
     pub fn pause(&mut self) {
+        self.cancel_trial();
         self.send(Command::Pause);
     }
 
     pub fn step(&mut self) {
+        self.cancel_trial();
         self.ensure_loaded();
         self.send(Command::Step);
     }
@@ -317,6 +430,7 @@ impl Playground {
         while let Some(message) = self.session.try_recv() {
             self.view.apply(message, &colours);
         }
+        self.advance_trial();
         self.save_exports();
         self.autosave();
     }
@@ -365,6 +479,7 @@ impl Playground {
     /// Continues saved runs from their checkpoint files' contents (a run trained on an upload
     /// finds its text in the setup's, when the names match).
     fn import(&mut self, files: Vec<CheckpointFile>) {
+        self.cancel_trial();
         self.view = SessionView::default();
         let upload = match &self.setup.plan.data {
             qkv_train::DataSource::Upload(upload) => Some(upload.clone()),
@@ -506,19 +621,27 @@ impl Playground {
             ui.selectable_value(&mut self.tab, Tab::AllVariants, "All variants");
             ui.separator();
             let mut compute = self.compute;
+            let mut time_again = false;
             egui::ComboBox::from_id_salt("compute")
                 .selected_text(format!("compute: {}", self.computes[compute].label))
                 .show_ui(ui, |ui| {
                     for (i, c) in self.computes.iter().enumerate() {
                         ui.selectable_value(&mut compute, i, &c.label);
                     }
+                    if self.computes.len() > 1 {
+                        time_again = ui.button("time each on the next Train").clicked();
+                    }
                 })
                 .response
                 .accessible_name("compute device");
+            if let Some(label) = self.timing() {
+                ui.label(RichText::new(format!("timing {label}…")).weak());
+            }
             if compute != self.compute {
-                self.compute = compute;
-                self.session = start_session(self.platform.as_ref(), &self.news, &self.computes[compute]);
-                self.apply_setup();
+                self.pick_compute(compute);
+            }
+            if time_again {
+                self.time_again();
             }
             if let Some(mean) = self.frames.mean() {
                 ui.label(RichText::new(format!("frame {:.1} ms ({:.0} fps)", mean * 1e3, 1.0 / mean)).weak());
@@ -567,6 +690,24 @@ impl Playground {
         }
     }
 
+    /// The user's pick from the compute list: training starts over there, and the pick is
+    /// remembered over any timing.
+    pub fn pick_compute(&mut self, compute: usize) {
+        self.cancel_trial();
+        self.compute = compute;
+        self.verdict = Some(Verdict::picked(self.computes[compute].label.clone(), self.verdict.as_ref()));
+        self.session = start_session(self.platform.as_ref(), &self.news, &self.computes[compute]);
+        self.apply_setup();
+    }
+
+    /// Forgets the verdict: the next Train times every compute again.
+    pub fn time_again(&mut self) {
+        self.cancel_trial();
+        self.verdict = None;
+        self.pinned = false;
+        self.tell("The next Train times each compute on the setup it trains.".into(), false);
+    }
+
     fn side_ui(&mut self, ui: &mut Ui) {
         if let Some(lesson) = self.lesson.map(|i| &LESSONS[i]) {
             ui.label(RichText::new(lesson.title).heading());
@@ -602,6 +743,9 @@ impl Playground {
             }
             if !self.view.backend.is_empty() {
                 ui.label(RichText::new(format!("trained on {}; data: {}", self.view.backend, self.view.data)).weak());
+            }
+            if let Some(verdict) = &self.verdict {
+                wrapped(ui, &verdict.summary());
             }
         });
         // The theory lesson opens its section once; after that the user decides.

@@ -4,6 +4,8 @@
 
 pub mod app;
 pub mod attention_panel;
+pub mod compute_choice;
+pub mod compute_trial;
 pub mod costs_panel;
 pub mod files;
 pub mod files_panel;
@@ -19,5 +21,6 @@ pub mod theory_panel;
 pub mod view;
 
 pub use app::{Compute, Drawn, Playground, Tab};
+pub use compute_choice::{ComputeOffer, Verdict};
 pub use params_panel::ParamsPanel;
 pub use platform::Platform;

@@ -71,6 +71,11 @@ impl SessionView {
         self.runs.iter().map(|r| r.steps.last().map_or(0, |s| s.step)).max().unwrap_or(0)
     }
 
+    /// The step every run has finished (runs in separate workers keep their own pace).
+    pub fn steps_done(&self) -> usize {
+        self.runs.iter().map(|r| r.steps.last().map_or(0, |s| s.step)).min().unwrap_or(0)
+    }
+
     /// `colours` gives each run's colour by index (the setup's choice).
     pub fn apply(&mut self, message: Message, colours: &[Color32]) {
         match message {

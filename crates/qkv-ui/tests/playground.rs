@@ -14,8 +14,9 @@ use egui_kittest::{Harness, SnapshotOptions};
 use qkv_model::ParamReport;
 use qkv_model::burn::tensor::Device;
 use qkv_train::session::SessionTask;
+use qkv_ui::compute_choice::ChosenBy;
 use qkv_ui::files::{FileError, FileKind, IncomingFile, KeptInbox, KeptRuns, PathChoice};
-use qkv_ui::{Compute, Platform, Playground};
+use qkv_ui::{Compute, ComputeOffer, Platform, Playground};
 
 type State = Option<Playground>;
 
@@ -94,11 +95,17 @@ fn harness_of_size(size: egui::Vec2) -> Harness<'static, State> {
 }
 
 fn harness_on(size: egui::Vec2, platform: impl Fn() -> Box<dyn Platform> + 'static) -> Harness<'static, State> {
+    harness_offering(size, platform, || vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }].into())
+}
+
+fn harness_offering(
+    size: egui::Vec2,
+    platform: impl Fn() -> Box<dyn Platform> + 'static,
+    offer: impl Fn() -> ComputeOffer + 'static,
+) -> Harness<'static, State> {
     Harness::builder().with_size(size).wgpu().build_ui_state(
         move |ui, state: &mut State| {
-            let playground = state.get_or_insert_with(|| {
-                Playground::new(ui.ctx(), platform(), vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }], None)
-            });
+            let playground = state.get_or_insert_with(|| Playground::new(ui.ctx(), platform(), offer(), None));
             playground.ui(ui);
         },
         None,
@@ -403,6 +410,68 @@ fn runs_kept_by_the_platform_are_offered_on_the_next_visit_and_continue() {
         assert!(run.steps.len() >= kept.step + 3, "{}: the curve did not continue ({} steps)", run.name(), run.steps.len());
         assert_eq!(run.steps[0].step, 1, "{}: the curve starts where the first visit's did", run.name());
     }
+    harness.get_by_label("Pause").click();
+    harness.run_steps(3);
+}
+
+/// Two computes (two names for the CPU here, so that the test runs anywhere): the first Train
+/// times both, trains on the faster and says so; the curve goes on without a gap wherever the
+/// winner was; the next visit starts on the remembered choice and times nothing; a compute the
+/// user names is never timed over.
+#[test]
+fn the_first_train_times_each_compute_and_the_faster_trains_on_and_is_remembered() {
+    let two = |remembered: Option<String>, pinned: bool| {
+        let computes = ["flex A (CPU)", "flex B (CPU)"].map(|label| Compute { label: label.into(), device: Device::flex() }).to_vec();
+        move || ComputeOffer { computes: computes.clone(), pinned, remembered: remembered.clone() }
+    };
+    let mut harness = harness_offering(vec2(1500.0, 920.0), || Box::new(TestPlatform::default()), two(None, false));
+    run_until(&mut harness, "the setup loaded", |p| p.view().is_loaded());
+    harness.get_by_label("Train").click();
+    run_until(&mut harness, "the trial started", |p| p.timing().is_some());
+    assert_eq!(playground(&harness).timing(), Some("flex A (CPU)"), "the compute the playground is on is timed first");
+    run_until(&mut harness, "both computes timed", |p| p.timing().is_none());
+    let app = playground(&harness);
+    let verdict = app.compute_choice().expect("a verdict").clone();
+    assert_eq!(verdict.by, ChosenBy::Timing);
+    let secs: Vec<f64> = verdict.timed.iter().map(|t| t.secs_per_step.expect("both could be timed")).collect();
+    assert_eq!(verdict.timed.len(), 2);
+    let fastest = if secs[0] <= secs[1] { "flex A (CPU)" } else { "flex B (CPU)" };
+    assert_eq!(verdict.chosen, fastest, "{verdict:?}");
+    assert_eq!(app.compute_label(), fastest);
+    let (notice, is_problem) = app.notice().unwrap();
+    assert!(!is_problem && notice.starts_with(&format!("Training on {fastest}, the fastest here")), "{notice}");
+    // In the notice, and under Throughput where it stays.
+    assert_eq!(harness.query_all_by_label_contains("the fastest here").count(), 2);
+    // Training goes on where the trial left it, one unbroken curve per run.
+    let at = playground(&harness).view().steps_done();
+    run_until(&mut harness, "training on after the trial", |p| p.view().steps_done() >= at + 3 && p.view().playing);
+    for run in &playground(&harness).view().runs {
+        let steps: Vec<usize> = run.steps.iter().map(|s| s.step).collect();
+        assert!(steps.iter().copied().eq(1..=steps.len()), "{}: the curve has a gap or a repeat: {steps:?}", run.name());
+    }
+    harness.get_by_label("Pause").click();
+    harness.run_steps(3);
+    let saved = playground(&harness).saved_compute_choice();
+    drop(harness);
+
+    // The next visit starts on the choice and times nothing.
+    let mut harness = harness_offering(vec2(1500.0, 920.0), || Box::new(TestPlatform::default()), two(saved.clone(), false));
+    run_until(&mut harness, "the setup loaded", |p| p.view().is_loaded());
+    assert_eq!(playground(&harness).compute_label(), fastest);
+    harness.get_by_label("Train").click();
+    run_until(&mut harness, "a step", |p| p.view().step() >= 1);
+    assert!(playground(&harness).timing().is_none(), "a remembered choice is not timed again");
+    harness.get_by_label("Pause").click();
+    harness.run_steps(3);
+    drop(harness);
+
+    // A named compute is used as named, over a remembered choice, and nothing is timed.
+    let mut harness = harness_offering(vec2(1500.0, 920.0), || Box::new(TestPlatform::default()), two(saved, true));
+    run_until(&mut harness, "the setup loaded", |p| p.view().is_loaded());
+    assert_eq!(playground(&harness).compute_label(), "flex A (CPU)");
+    harness.get_by_label("Train").click();
+    run_until(&mut harness, "a step", |p| p.view().step() >= 1);
+    assert!(playground(&harness).timing().is_none() && playground(&harness).compute_choice().is_none());
     harness.get_by_label("Pause").click();
     harness.run_steps(3);
 }
