@@ -24,10 +24,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
-/// Training steps the page must complete before it reports: on the CPU fallback (about 0.3 s a
-/// step here), and on SwiftShader's WebGPU (13–19 s a step), where a few show the loss falling
-/// (the seed is fixed: it falls every time) and each step more costs CI a quarter of a minute.
-/// A page asks for its count with `?e2e_steps=N`.
+/// Training steps the page must complete before it reports: on the CPU fallback (0.1–0.3 s a
+/// step here), and on the page with WebGPU, which first times SwiftShader's WebGPU (about 11 s a
+/// step) and the CPU, then trains on the faster: a few steps show the loss falling (the seed is
+/// fixed: it falls every time). A page asks for its count with `?e2e_steps=N`.
 const STEPS: usize = 50;
 const WEBGPU_STEPS: usize = 5;
 
