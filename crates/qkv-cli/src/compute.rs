@@ -126,9 +126,10 @@ impl Backend {
     pub fn devices(self, count: usize) -> Result<Vec<Device>, Failure> {
         let devices = match self {
             Backend::Flex if count > 1 => {
-                return Err("--devices is for GPU backends: flex is one device, and a run on it already splits every batch \
-                            over the CPU's cores"
-                    .into());
+                return Err(crate::usage(
+                    "--devices is for GPU backends: flex is one device, and a run on it already splits every batch \
+                     over the CPU's cores",
+                ));
             }
             Backend::Flex => vec![Device::flex()],
             Backend::Wgpu => {
@@ -162,7 +163,7 @@ impl Backend {
 /// that machine; the run's home sends the model and the rows there and gets the gradients back.
 fn remote_devices(url: &str) -> Result<Vec<Device>, Failure> {
     if !url.starts_with("ws://") {
-        return Err(format!("--remote {url}: expected the WebSocket address `qkv serve` prints, such as ws://gpu-box:3000").into());
+        return Err(crate::usage(format!("--remote {url}: expected the WebSocket address `qkv serve` prints, such as ws://gpu-box:3000")));
     }
     #[cfg(feature = "remote")]
     {

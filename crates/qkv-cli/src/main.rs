@@ -5,6 +5,7 @@ mod compute;
 mod experiment;
 mod export;
 mod import;
+mod interrupt;
 mod params;
 mod reparam;
 mod report;
@@ -19,6 +20,36 @@ use clap::{Parser, Subcommand};
 /// Why a command failed: a library's typed error or a sentence of the CLI's own. The CLI is the
 /// edge where errors become the one line the user reads, so it keeps them whole until then.
 pub type Failure = Box<dyn std::error::Error + Send + Sync>;
+
+/// A command line that asks for something that cannot be (exit code 2, as for clap's own usage
+/// errors), as opposed to a run that failed (1): a script can tell a typo from a failed run.
+#[derive(Debug)]
+pub struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// A usage error with its sentence.
+pub fn usage(message: impl Into<String>) -> Failure {
+    Box::new(Usage(message.into()))
+}
+
+/// The exit code of a failure: 2 for a command line or a setting that cannot be (the CLI's own
+/// checks, a model or recipe that fails validation), 1 for a run that failed.
+fn exit_code(failure: &Failure) -> u8 {
+    use qkv_train::plan::{PlanError, StartError};
+    let usage = failure.is::<Usage>()
+        || failure.is::<qkv_model::ConfigError>()
+        || failure.is::<qkv_train::TrainingConfigError>()
+        || failure.is::<PlanError>()
+        || matches!(failure.downcast_ref::<StartError>(), Some(StartError::Plan(_)));
+    if usage { 2 } else { 1 }
+}
 
 /// Training allocates and frees the same large tensors every step; see `qkv_allocator`.
 #[global_allocator]
@@ -73,9 +104,14 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::from(2)
+        // Stopped by a signal: not an error, and the run so far is kept.
+        Err(failure) if failure.is::<interrupt::Interrupted>() => {
+            eprintln!("qkv: {failure}");
+            ExitCode::from(failure.downcast_ref::<interrupt::Interrupted>().map_or(1, |i| i.signal.exit_code()))
+        }
+        Err(failure) => {
+            eprintln!("error: {failure}");
+            ExitCode::from(exit_code(&failure))
         }
     }
 }

@@ -90,7 +90,7 @@ pub fn run(args: &ParamsArgs) -> Result<(), Failure> {
     }
     let context = args.context.unwrap_or(base.block_size);
     if context == 0 {
-        return Err("--context 0: give the number of tokens the KV cache holds (at least 1)".into());
+        return Err(crate::usage("--context 0: give the number of tokens the KV cache holds (at least 1)"));
     }
 
     let all = args.variant.as_deref().is_some_and(|v| v.eq_ignore_ascii_case("all"));
@@ -105,7 +105,7 @@ pub fn run(args: &ParamsArgs) -> Result<(), Failure> {
             }
         }
         if rows.is_empty() {
-            return Err("no variant accepts these settings".into());
+            return Err(crate::usage("no variant accepts these settings"));
         }
         if args.json {
             println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -114,7 +114,7 @@ pub fn run(args: &ParamsArgs) -> Result<(), Failure> {
         }
     } else {
         let config = match &args.variant {
-            Some(name) => base.with_variant(name.parse().map_err(|e| format!("--variant: {e}"))?),
+            Some(name) => base.with_variant(name.parse().map_err(|e| crate::usage(format!("--variant: {e}")))?),
             None => base,
         };
         config.validate()?;

@@ -59,7 +59,7 @@ fn step_with_progress(session: &mut Session, label: &str, offset: usize, steps: 
 
 pub fn run(args: &ReparamArgs) -> Result<(), Failure> {
     if args.steps == 0 {
-        return Err("--steps must be at least 1: the conversion needs a trained model".into());
+        return Err(crate::usage("--steps must be at least 1: the conversion needs a trained model"));
     }
     let mut training = TrainingConfig::for_preset(args.preset);
     training.steps = args.steps + args.finetune;

@@ -37,7 +37,7 @@ pub struct SampleArgs {
 
 pub fn run(args: &SampleArgs) -> Result<(), Failure> {
     if !(args.temperature.is_finite() && args.temperature >= 0.0) {
-        return Err(format!("--temperature {} must be ≥ 0", args.temperature).into());
+        return Err(crate::usage(format!("--temperature {} must be ≥ 0", args.temperature)));
     }
     let checkpoint = Checkpoint::read(&args.checkpoint)?;
     let tokenizer = checkpoint.header.tokenizer.clone();

@@ -2,7 +2,7 @@
 //! write metrics, summaries, checkpoints, and for a comparison a report with a loss plot.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -17,6 +17,7 @@ use qkv_train::{Batch, DataSource, Experiment, Run, RunStatus, TokenizerKind};
 
 use crate::Failure;
 use crate::compute::{Backend, Compute, SpreadArgs};
+use crate::interrupt::{Caught, Interrupted, Interrupts, Signal};
 use crate::report;
 
 /// Settings shared by `train` and `compare`.
@@ -157,13 +158,42 @@ fn progress_style() -> ProgressStyle {
 }
 
 /// Trains `variants` side by side; returns the finished experiment and the wall time.
-pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant]) -> Result<(Experiment, f64), Failure> {
-    train_plan(&args.plan(variants), &Compute::new(args.backend, &args.spread)?)
+/// What a `train` or `compare` trained: the experiment, in how many seconds, and the signal that
+/// stopped it early, if one did.
+pub struct Trained {
+    pub experiment: Experiment,
+    pub wall: f64,
+    pub stopped_by: Option<Signal>,
+}
+
+impl Trained {
+    /// Ok once written, where training ran to its end; else the interruption, saying where the
+    /// run so far was written (`wrote`).
+    fn outcome(&self, wrote: String) -> Result<(), Failure> {
+        match self.stopped_by {
+            None => Ok(()),
+            Some(signal) => Err(Box::new(Interrupted { signal, step: self.experiment.step, wrote })),
+        }
+    }
+}
+
+/// Trains the variants, writing the runs so far at every evaluation (a run killed outright loses
+/// at most the steps since) and stopping early, after the step in flight, on Ctrl-C or SIGTERM.
+pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant], single: bool) -> Result<Trained, Failure> {
+    let interrupts = Interrupts::catch()?;
+    let save = |experiment: &Experiment| write_runs(args, experiment, single);
+    train_plan(&args.plan(variants), &Compute::new(args.backend, &args.spread)?, &interrupts, save)
 }
 
 /// Trains every run of `plan` on identical batches with progress bars (plain lines in logs), each
-/// run at `compute`'s home with its batches split across the replicas too.
-pub fn train_plan(plan: &ExperimentPlan, compute: &Compute) -> Result<(Experiment, f64), Failure> {
+/// run at `compute`'s home with its batches split across the replicas too; `save` after every
+/// evaluation, and a stop after the step in flight once `interrupts` caught a signal.
+pub fn train_plan(
+    plan: &ExperimentPlan,
+    compute: &Compute,
+    interrupts: &Interrupts,
+    save: impl Fn(&Experiment) -> Result<(), Failure>,
+) -> Result<Trained, Failure> {
     let device = &compute.home;
     let started = std::time::Instant::now();
     if let TokenizerKind::Bpe { .. } = plan.tokenizer {
@@ -190,7 +220,13 @@ pub fn train_plan(plan: &ExperimentPlan, compute: &Compute) -> Result<(Experimen
             bar
         })
         .collect();
-    session.play_to_end(|experiment, messages| {
+    let played = session.play_to_end(|experiment, messages| {
+        if messages.iter().any(|m| matches!(m, Message::Stepped { eval: Some(_), .. } | Message::Evaluated { .. })) {
+            save(experiment)?;
+        }
+        if let Some(signal) = interrupts.caught() {
+            return Err(Box::new(Caught(signal)) as Failure);
+        }
         for message in messages {
             match message {
                 Message::Stepped { run, record, eval } => {
@@ -222,12 +258,16 @@ pub fn train_plan(plan: &ExperimentPlan, compute: &Compute) -> Result<(Experimen
             }
         }
         Ok::<(), Failure>(())
-    })?;
+    });
+    let stopped_by = match played {
+        Ok(()) => None,
+        Err(failure) => Some(failure.downcast::<Caught>()?.0),
+    };
     for bar in &runs {
-        bar.finish();
+        if stopped_by.is_some() { bar.abandon() } else { bar.finish() }
     }
     let experiment = session.into_experiment().expect("trained");
-    Ok((experiment, started.elapsed().as_secs_f64()))
+    Ok(Trained { experiment, wall: started.elapsed().as_secs_f64(), stopped_by })
 }
 
 /// A session for a driver without a screen: no attention maps.
@@ -245,20 +285,26 @@ pub fn started_or_failed(messages: Vec<Message>) -> Result<(), Failure> {
     }
 }
 
-/// metrics.csv, summary.json and one checkpoint per run; returns the summaries.
-pub fn write_outputs(args: &TrainArgs, experiment: &Experiment, single: bool) -> Result<Vec<RunSummary>, Failure> {
+/// metrics.csv and one checkpoint per run, each written whole or not at all: what training writes
+/// at every evaluation.
+fn write_runs(args: &TrainArgs, experiment: &Experiment, single: bool) -> Result<(), Failure> {
     let out = &args.out;
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let write = |path: &Path, text: &str| std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()));
-    write(&out.join("metrics.csv"), &qkv_train::csv::metrics_csv(&experiment.runs))?;
-    let summaries: Vec<RunSummary> = experiment.runs.iter().map(|run| RunSummary::of(run, experiment.val_batches())).collect();
-    let summary_json = if single { serde_json::to_string_pretty(&summaries[0]) } else { serde_json::to_string_pretty(&summaries) }?;
-    write(&out.join("summary.json"), &summary_json)?;
+    write_atomically(&out.join("metrics.csv"), qkv_train::csv::metrics_csv(&experiment.runs).as_bytes())?;
     for run in &experiment.runs {
         let bytes = to_bytes(run, experiment.dataset(), &args.data.to_string())?;
         let path = if single { out.join("checkpoint.qkv") } else { out.join(format!("{}.qkv", run.spec.name)) };
         write_atomically(&path, &bytes)?;
     }
+    Ok(())
+}
+
+/// metrics.csv, summary.json and one checkpoint per run; returns the summaries.
+pub fn write_outputs(args: &TrainArgs, experiment: &Experiment, single: bool) -> Result<Vec<RunSummary>, Failure> {
+    write_runs(args, experiment, single)?;
+    let summaries: Vec<RunSummary> = experiment.runs.iter().map(|run| RunSummary::of(run, experiment.val_batches())).collect();
+    let summary_json = if single { serde_json::to_string_pretty(&summaries[0]) } else { serde_json::to_string_pretty(&summaries) }?;
+    write_atomically(&args.out.join("summary.json"), summary_json.as_bytes())?;
     Ok(summaries)
 }
 
@@ -273,8 +319,9 @@ pub struct TrainCommand {
 }
 
 pub fn run_train(command: &TrainCommand) -> Result<(), Failure> {
-    let (experiment, wall) = train_variants(&command.args, &[command.variant])?;
-    let summaries = write_outputs(&command.args, &experiment, true)?;
+    let trained = train_variants(&command.args, &[command.variant], true)?;
+    let (experiment, wall) = (&trained.experiment, trained.wall);
+    let summaries = write_outputs(&command.args, experiment, true)?;
     let s = &summaries[0];
     println!(
         "{}: {} steps, {} tokens in {wall:.1} s ({:.0} tokens/s); final train loss {}, final val loss {}, best val loss {}{}",
@@ -287,8 +334,9 @@ pub fn run_train(command: &TrainCommand) -> Result<(), Failure> {
         report::fmt_loss(s.best_val_loss),
         s.accuracy.map(|a| format!(", accuracy {:.2}%", 100.0 * a)).unwrap_or_default()
     );
-    println!("wrote {}/{{metrics.csv, summary.json, checkpoint.qkv}}", command.args.out.display());
-    Ok(())
+    let wrote = format!("{}/{{metrics.csv, summary.json, checkpoint.qkv}}", command.args.out.display());
+    println!("wrote {wrote}");
+    trained.outcome(wrote)
 }
 
 /// `qkv compare`.
@@ -302,8 +350,9 @@ pub struct CompareCommand {
 }
 
 pub fn run_compare(command: &CompareCommand, invocation: &str) -> Result<(), Failure> {
-    let (experiment, wall) = train_variants(&command.args, &command.variants)?;
-    let summaries = write_outputs(&command.args, &experiment, false)?;
+    let trained = train_variants(&command.args, &command.variants, false)?;
+    let (experiment, wall) = (&trained.experiment, trained.wall);
+    let summaries = write_outputs(&command.args, experiment, false)?;
     let out = &command.args.out;
     let context = report::ReportContext {
         command: invocation.to_string(),
@@ -315,6 +364,7 @@ pub fn run_compare(command: &CompareCommand, invocation: &str) -> Result<(), Fai
     std::fs::write(out.join("report.md"), &markdown).map_err(|e| format!("cannot write report.md: {e}"))?;
     report::loss_svg(&experiment.runs.iter().map(report::LossCurve::of).collect::<Vec<_>>(), &out.join("loss.svg"))?;
     print!("{}", report::summary_table(&summaries));
-    println!("wrote {}/{{report.md, metrics.csv, summary.json, loss.svg, *.qkv}}", out.display());
-    Ok(())
+    let wrote = format!("{}/{{report.md, metrics.csv, summary.json, loss.svg, *.qkv}}", out.display());
+    println!("wrote {wrote}");
+    trained.outcome(wrote)
 }

@@ -163,7 +163,7 @@ fn train_args(args: &BenchArgs) -> TrainArgs {
 
 pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     if args.steps == 0 || args.rounds == 0 || args.read_back_every == 0 {
-        return Err("--steps, --rounds and --read-back-every must be at least 1".into());
+        return Err(crate::usage("--steps, --rounds and --read-back-every must be at least 1"));
     }
     if args.kernels {
         return kernels::run(args);

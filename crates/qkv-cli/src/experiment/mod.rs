@@ -280,7 +280,9 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
             for &task in args.tasks.as_ref().unwrap_or(&defaults.tasks) {
                 for &length in args.lengths.as_ref().unwrap_or(&defaults.lengths) {
                     if length < 2 {
-                        return Err(format!("--lengths: lists of {length} cannot be reversed or swapped: use lengths of 2 or more").into());
+                        return Err(crate::usage(format!(
+                            "--lengths: lists of {length} cannot be reversed or swapped: use lengths of 2 or more"
+                        )));
                     }
                     // The context holds exactly the list and its answer.
                     let model = ModelOverrides { block_size: Some(2 * length), ..Default::default() };
@@ -498,13 +500,15 @@ impl Settings {
     fn of(args: &ExperimentArgs) -> Result<Self, Failure> {
         let seeds = args.seeds.unwrap_or(if args.scale == Scale::Gpu { 1 } else { 3 });
         if seeds == 0 {
-            return Err("--seeds must be at least 1".into());
+            return Err(crate::usage("--seeds must be at least 1"));
         }
         if args.jobs == 0 {
-            return Err("--jobs must be at least 1".into());
+            return Err(crate::usage("--jobs must be at least 1"));
         }
         if args.paper != ExperimentKind::Paper2Synthetic && (args.lengths.is_some() || args.tasks.is_some()) {
-            return Err("--lengths and --tasks choose what paper2-synthetic sweeps: use them with `qkv experiment paper2-synthetic`".into());
+            return Err(crate::usage(
+                "--lengths and --tasks choose what paper2-synthetic sweeps: use them with `qkv experiment paper2-synthetic`",
+            ));
         }
         let backend = args.backend.unwrap_or(if args.scale == Scale::Gpu { Backend::Wgpu } else { Backend::Flex });
         let compute = Compute::new(backend, &args.spread)?;

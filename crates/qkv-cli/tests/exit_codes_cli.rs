@@ -1,0 +1,35 @@
+//! What `qkv`'s exit code says, so that a script can tell a typo from a failed run: 0 done, 2 a
+//! command line or setting that cannot be (clap's own usage errors, the CLI's checks, a model
+//! that fails validation), 1 a run that failed.
+
+use std::process::{Command, Output};
+
+fn qkv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_qkv")).args(args).output().expect("qkv runs")
+}
+
+#[test]
+fn usage_errors_exit_2_and_failed_runs_exit_1() {
+    let out = std::env::temp_dir().join(format!("qkv-exit-codes-{}", std::process::id()));
+    let out = out.to_str().unwrap();
+    let missing = std::env::temp_dir().join("qkv-exit-codes-no-such-file.txt");
+    let missing = missing.to_str().unwrap();
+    let cases: [(&[&str], i32, &str); 6] = [
+        // clap's: an unknown flag, an unknown preset.
+        (&["train", "--preset", "classroom", "--frobnicate"], 2, "--frobnicate"),
+        (&["train", "--preset", "gpt5"], 2, "unknown preset"),
+        // The CLI's own checks, and a model that fails validation.
+        (&["params", "--preset", "classroom", "--context", "0"], 2, "--context 0"),
+        (&["train", "--preset", "classroom", "--kv-heads", "3", "--steps", "1", "--out", out], 2, "divisor"),
+        // Runs that fail: data that is not there, a checkpoint that is not one.
+        (&["train", "--preset", "classroom", "--data", missing, "--steps", "1", "--out", out], 1, "qkv-exit-codes-no-such-file"),
+        (&["sample", "--checkpoint", missing], 1, "qkv-exit-codes-no-such-file"),
+    ];
+    for (args, code, expected) in cases {
+        let output = qkv(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    std::fs::remove_dir_all(out).ok();
+}
