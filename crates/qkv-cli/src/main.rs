@@ -70,6 +70,8 @@ enum Command {
     Train(train::TrainCommand),
     /// Train several variants on identical batches; writes report.md, loss.svg, metrics and checkpoints.
     Compare(train::CompareCommand),
+    /// Continue a stopped `train` or `compare` from its folder's checkpoints, to the same losses.
+    Resume(train::ResumeCommand),
     /// Generate text from a checkpoint.
     Sample(sample::SampleArgs),
     /// Measure training and generation throughput per variant.
@@ -94,6 +96,7 @@ fn main() -> ExitCode {
         Command::Params(args) => params::run(args),
         Command::Train(command) => train::run_train(command),
         Command::Compare(command) => train::run_compare(command, &invocation),
+        Command::Resume(command) => train::run_resume(command, &invocation),
         Command::Sample(args) => sample::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Reparam(args) => reparam::run(args),

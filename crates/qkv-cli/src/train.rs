@@ -2,7 +2,7 @@
 //! write metrics, summaries, checkpoints, and for a comparison a report with a loss plot.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, ModelDiagnostics, ParamReport, Preset};
+use qkv_train::checkpoint::Checkpoint;
 use qkv_train::checkpoint::{to_bytes, write_atomically};
-use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
-use qkv_train::session::{Command, Message, Session};
+use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
+use qkv_train::session::{CheckpointFile, Command, Message, Session};
 use qkv_train::{Batch, DataSource, Experiment, Run, RunStatus, TokenizerKind};
 
 use crate::Failure;
@@ -52,6 +53,9 @@ pub struct TrainArgs {
     /// Seed for initialisation and batches.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Dropout rate in [0, 1) [default: the preset's].
+    #[arg(long)]
+    pub dropout: Option<f64>,
     /// Compute backend: flex (CPU) or wgpu (GPU; lavapipe on a machine without one); cuda, rocm, metal and vulkan when
     /// qkv was built with that feature.
     #[arg(long, default_value = "flex")]
@@ -72,7 +76,7 @@ impl TrainArgs {
             preset: self.preset,
             data: self.data.clone(),
             tokenizer: self.tokenizer.clone(),
-            model: Default::default(),
+            model: ModelOverrides { dropout: self.dropout, ..Default::default() },
             training: TrainingOverrides { steps: self.steps, batch_size: self.batch, lr: self.lr, weight_decay: self.wd, seed: self.seed },
             runs,
         }
@@ -179,9 +183,9 @@ impl Trained {
 
 /// Trains the variants, writing the runs so far at every evaluation (a run killed outright loses
 /// at most the steps since) and stopping early, after the step in flight, on Ctrl-C or SIGTERM.
-pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant], single: bool) -> Result<Trained, Failure> {
+pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant], to: &Outputs) -> Result<Trained, Failure> {
     let interrupts = Interrupts::catch()?;
-    let save = |experiment: &Experiment| write_runs(args, experiment, single);
+    let save = |experiment: &Experiment| write_runs(to, experiment);
     train_plan(&args.plan(variants), &Compute::new(args.backend, &args.spread)?, &interrupts, save)
 }
 
@@ -206,7 +210,17 @@ pub fn train_plan(
     }
     experiment.spread_over(&compute.replicas);
     started_or_failed(session.run_start(experiment, plan.data.to_string()))?;
+    play(session, started, interrupts, save)
+}
 
+/// Trains the session's experiment to its end, or until `interrupts` caught a signal, with
+/// progress bars; `save` after every evaluation.
+fn play(
+    mut session: Session,
+    started: std::time::Instant,
+    interrupts: &Interrupts,
+    save: impl Fn(&Experiment) -> Result<(), Failure>,
+) -> Result<Trained, Failure> {
     let plain_log = !std::io::stderr().is_terminal();
     let bars = MultiProgress::new();
     let experiment = session.experiment().expect("just started");
@@ -215,6 +229,8 @@ pub fn train_plan(
         .iter()
         .map(|run| {
             let bar = bars.add(ProgressBar::new(run.spec.training.steps as u64));
+            // A resumed run starts where it stood.
+            bar.set_position(run.step as u64);
             bar.set_style(progress_style());
             bar.set_prefix(run.spec.name.clone());
             bar
@@ -285,26 +301,41 @@ pub fn started_or_failed(messages: Vec<Message>) -> Result<(), Failure> {
     }
 }
 
+/// Where a `train` (one run, `checkpoint.qkv`) or `compare` (a checkpoint per run, by name)
+/// writes, and the data source its checkpoints name.
+pub struct Outputs {
+    pub out: PathBuf,
+    pub data: String,
+    pub single: bool,
+}
+
+impl Outputs {
+    fn checkpoint(&self, run: &Run) -> PathBuf {
+        if self.single { self.out.join(SINGLE_CHECKPOINT) } else { self.out.join(format!("{}.qkv", run.spec.name)) }
+    }
+}
+
+/// The checkpoint of a `train` folder.
+const SINGLE_CHECKPOINT: &str = "checkpoint.qkv";
+
 /// metrics.csv and one checkpoint per run, each written whole or not at all: what training writes
 /// at every evaluation.
-fn write_runs(args: &TrainArgs, experiment: &Experiment, single: bool) -> Result<(), Failure> {
-    let out = &args.out;
+fn write_runs(to: &Outputs, experiment: &Experiment) -> Result<(), Failure> {
+    let out = &to.out;
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     write_atomically(&out.join("metrics.csv"), qkv_train::csv::metrics_csv(&experiment.runs).as_bytes())?;
     for run in &experiment.runs {
-        let bytes = to_bytes(run, experiment.dataset(), &args.data.to_string())?;
-        let path = if single { out.join("checkpoint.qkv") } else { out.join(format!("{}.qkv", run.spec.name)) };
-        write_atomically(&path, &bytes)?;
+        write_atomically(&to.checkpoint(run), &to_bytes(run, experiment.dataset(), &to.data)?)?;
     }
     Ok(())
 }
 
 /// metrics.csv, summary.json and one checkpoint per run; returns the summaries.
-pub fn write_outputs(args: &TrainArgs, experiment: &Experiment, single: bool) -> Result<Vec<RunSummary>, Failure> {
-    write_runs(args, experiment, single)?;
+pub fn write_outputs(to: &Outputs, experiment: &Experiment) -> Result<Vec<RunSummary>, Failure> {
+    write_runs(to, experiment)?;
     let summaries: Vec<RunSummary> = experiment.runs.iter().map(|run| RunSummary::of(run, experiment.val_batches())).collect();
-    let summary_json = if single { serde_json::to_string_pretty(&summaries[0]) } else { serde_json::to_string_pretty(&summaries) }?;
-    write_atomically(&args.out.join("summary.json"), summary_json.as_bytes())?;
+    let summary_json = if to.single { serde_json::to_string_pretty(&summaries[0]) } else { serde_json::to_string_pretty(&summaries) }?;
+    write_atomically(&to.out.join("summary.json"), summary_json.as_bytes())?;
     Ok(summaries)
 }
 
@@ -319,9 +350,15 @@ pub struct TrainCommand {
 }
 
 pub fn run_train(command: &TrainCommand) -> Result<(), Failure> {
-    let trained = train_variants(&command.args, &[command.variant], true)?;
+    let to = Outputs { out: command.args.out.clone(), data: command.args.data.to_string(), single: true };
+    let trained = train_variants(&command.args, &[command.variant], &to)?;
+    finish_train(&trained, &to)
+}
+
+/// Writes a `train` run's outputs and says what it trained.
+fn finish_train(trained: &Trained, to: &Outputs) -> Result<(), Failure> {
     let (experiment, wall) = (&trained.experiment, trained.wall);
-    let summaries = write_outputs(&command.args, experiment, true)?;
+    let summaries = write_outputs(to, experiment)?;
     let s = &summaries[0];
     println!(
         "{}: {} steps, {} tokens in {wall:.1} s ({:.0} tokens/s); final train loss {}, final val loss {}, best val loss {}{}",
@@ -334,7 +371,7 @@ pub fn run_train(command: &TrainCommand) -> Result<(), Failure> {
         report::fmt_loss(s.best_val_loss),
         s.accuracy.map(|a| format!(", accuracy {:.2}%", 100.0 * a)).unwrap_or_default()
     );
-    let wrote = format!("{}/{{metrics.csv, summary.json, checkpoint.qkv}}", command.args.out.display());
+    let wrote = format!("{}/{{metrics.csv, summary.json, checkpoint.qkv}}", to.out.display());
     println!("wrote {wrote}");
     trained.outcome(wrote)
 }
@@ -350,16 +387,18 @@ pub struct CompareCommand {
 }
 
 pub fn run_compare(command: &CompareCommand, invocation: &str) -> Result<(), Failure> {
-    let trained = train_variants(&command.args, &command.variants, false)?;
+    let to = Outputs { out: command.args.out.clone(), data: command.args.data.to_string(), single: false };
+    let trained = train_variants(&command.args, &command.variants, &to)?;
+    finish_compare(&trained, &to, invocation, command.args.backend)
+}
+
+/// Writes a `compare`'s outputs and report, and prints its table.
+fn finish_compare(trained: &Trained, to: &Outputs, invocation: &str, backend: Backend) -> Result<(), Failure> {
     let (experiment, wall) = (&trained.experiment, trained.wall);
-    let summaries = write_outputs(&command.args, experiment, false)?;
-    let out = &command.args.out;
-    let context = report::ReportContext {
-        command: invocation.to_string(),
-        backend: command.args.backend.name(),
-        data: command.args.data.to_string(),
-        wall_secs: wall,
-    };
+    let summaries = write_outputs(to, experiment)?;
+    let out = &to.out;
+    let context =
+        report::ReportContext { command: invocation.to_string(), backend: backend.name(), data: to.data.clone(), wall_secs: wall };
     let markdown = report::report_markdown(&summaries, &context);
     std::fs::write(out.join("report.md"), &markdown).map_err(|e| format!("cannot write report.md: {e}"))?;
     report::loss_svg(&experiment.runs.iter().map(report::LossCurve::of).collect::<Vec<_>>(), &out.join("loss.svg"))?;
@@ -367,4 +406,74 @@ pub fn run_compare(command: &CompareCommand, invocation: &str) -> Result<(), Fai
     let wrote = format!("{}/{{report.md, metrics.csv, summary.json, loss.svg, *.qkv}}", out.display());
     println!("wrote {wrote}");
     trained.outcome(wrote)
+}
+
+/// `qkv resume`.
+#[derive(Args, Debug)]
+pub struct ResumeCommand {
+    /// The folder of a `qkv train` or `qkv compare` that was stopped (or killed: it goes on from
+    /// the last evaluation).
+    pub folder: PathBuf,
+    /// Compute backend to go on with.
+    #[arg(long, default_value = "flex")]
+    pub backend: Backend,
+    #[command(flatten)]
+    pub spread: SpreadArgs,
+}
+
+/// Continues a stopped `train` or `compare` from its checkpoints to the end of its recipe, with
+/// the batches and dropout masks an uninterrupted run would have had, into the same folder.
+pub fn run_resume(command: &ResumeCommand, invocation: &str) -> Result<(), Failure> {
+    let folder = &command.folder;
+    let (files, single) = checkpoints_in(folder)?;
+    let data = Checkpoint::from_bytes(&files[0].name, &files[0].bytes)?.header.data;
+    let to = Outputs { out: folder.clone(), data, single };
+    let compute = Compute::new(command.backend, &command.spread)?;
+    let interrupts = Interrupts::catch()?;
+    let started = std::time::Instant::now();
+    let mut session = headless_session(&compute.home);
+    let answers = session.run(Command::Import { files, upload: None });
+    if let Some(failed) = answers.iter().find_map(|m| if let Message::Failed(why) = m { Some(why.clone()) } else { None }) {
+        return Err(format!("cannot resume {}: {failed}", folder.display()).into());
+    }
+    started_or_failed(answers)?;
+    let step = session.experiment().map_or(0, |e| e.step);
+    eprintln!("resuming {} at step {step}", folder.display());
+    let trained = play(session, started, &interrupts, |experiment: &Experiment| write_runs(&to, experiment))?;
+    if single { finish_train(&trained, &to) } else { finish_compare(&trained, &to, invocation, command.backend) }
+}
+
+/// The checkpoints of a `train` folder (its one) or a `compare` folder (one per run, in the
+/// runs' order as its summary lists them), and whether it is a `train` folder.
+fn checkpoints_in(folder: &Path) -> Result<(Vec<CheckpointFile>, bool), Failure> {
+    let read = |path: PathBuf| -> Result<CheckpointFile, Failure> {
+        let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Ok(CheckpointFile { name: path.display().to_string(), bytes })
+    };
+    let single = folder.join(SINGLE_CHECKPOINT);
+    if single.exists() {
+        return Ok((vec![read(single)?], true));
+    }
+    let names: Vec<String> = std::fs::read_to_string(folder.join("summary.json"))
+        .ok()
+        .and_then(|json| serde_json::from_str::<Vec<RunSummary>>(&json).ok())
+        .map(|summaries| summaries.into_iter().map(|s| s.name).collect())
+        .unwrap_or_default();
+    let mut paths: Vec<PathBuf> = match std::fs::read_dir(folder) {
+        Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "qkv")).collect(),
+        Err(e) => return Err(crate::usage(format!("cannot read the folder {}: {e}", folder.display()))),
+    };
+    // The summary's order where it has the run, else by name.
+    let rank = |path: &PathBuf| {
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        (names.iter().position(|n| *n == stem).unwrap_or(usize::MAX), stem)
+    };
+    paths.sort_by_key(rank);
+    if paths.is_empty() {
+        return Err(crate::usage(format!(
+            "{} holds no checkpoint to resume: give the --out folder of a `qkv train` or `qkv compare`",
+            folder.display()
+        )));
+    }
+    Ok((paths.into_iter().map(read).collect::<Result<_, _>>()?, false))
 }

@@ -1,22 +1,26 @@
 //! `qkv train` stopped by Ctrl-C or SIGTERM keeps what it trained: the step in flight finishes,
 //! the checkpoint, metrics and summary are written, and the exit code says which signal (130,
-//! 143), as a shell reports a process the signal ended.
+//! 143), as a shell reports a process the signal ended. `qkv resume` then trains on to the very
+//! losses of a run that was never stopped, dropout included.
 #![cfg(unix)]
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn train_until_signalled(signal: &str, out: &Path) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_qkv"))
-        .args(["train", "--preset", "classroom", "--steps", "100000", "--out", out.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("qkv starts");
+fn qkv(args: &[&str], out: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_qkv"));
+    command.args(args).args(["--out", out.to_str().unwrap()]);
+    command
+}
+
+/// Runs `args` into `out` and sends `signal` once the first evaluation wrote the run so far
+/// (`first_file`); the exit code and what it said.
+fn until_signalled(args: &[&str], first_file: &str, signal: &str, out: &Path) -> (Option<i32>, String) {
+    let mut child = qkv(args, out).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("qkv starts");
     // The first evaluation (step 50) writes the run so far; signal once it has.
     let deadline = Instant::now() + Duration::from_secs(300);
-    while !out.join("checkpoint.qkv").exists() {
+    while !out.join(first_file).exists() {
         assert!(Instant::now() < deadline, "no checkpoint within 300 s");
         assert!(child.try_wait().unwrap().is_none(), "qkv ended before the signal");
         std::thread::sleep(Duration::from_millis(50));
@@ -32,7 +36,8 @@ fn a_signal_keeps_the_run_so_far_and_exits_130_or_143() {
     for (signal, code, name) in [("-INT", 130, "Ctrl-C"), ("-TERM", 143, "SIGTERM")] {
         let out = std::env::temp_dir().join(format!("qkv-interrupt-{}-{}", std::process::id(), &signal[1..]));
         std::fs::remove_dir_all(&out).ok();
-        let (status, stderr) = train_until_signalled(signal, &out);
+        let train = ["train", "--preset", "classroom", "--steps", "100000"];
+        let (status, stderr) = until_signalled(&train, "checkpoint.qkv", signal, &out);
         assert_eq!(status, Some(code), "{signal}: {stderr}");
         let said = stderr.lines().find(|l| l.starts_with("qkv: stopped by")).unwrap_or_else(|| panic!("{signal}: {stderr}"));
         assert!(said.contains(name) && said.contains(&out.display().to_string()), "{said}");
@@ -50,4 +55,42 @@ fn a_signal_keeps_the_run_so_far_and_exits_130_or_143() {
         assert!(sampled.status.success(), "{}", String::from_utf8_lossy(&sampled.stderr));
         std::fs::remove_dir_all(&out).ok();
     }
+}
+
+/// (run, step) → training loss, from a folder's metrics.csv.
+fn losses(out: &Path) -> Vec<(String, String, String)> {
+    let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
+    metrics.lines().skip(1).map(|l| l.split(',').collect::<Vec<_>>()).map(|f| (f[0].into(), f[2].into(), f[5].into())).collect()
+}
+
+#[test]
+fn a_stopped_run_resumes_to_the_losses_of_one_never_stopped() {
+    let train = ["train", "--preset", "classroom", "--steps", "300", "--dropout", "0.2"];
+    let compare = ["compare", "--preset", "classroom", "--steps", "300", "--dropout", "0.2", "--variants", "standard,wq-identity"];
+    for (args, first_file) in [(&train[..], "checkpoint.qkv"), (&compare[..], "wq-identity.qkv")] {
+        let dir = |what: &str| std::env::temp_dir().join(format!("qkv-resume-{}-{}-{what}", std::process::id(), args[0]));
+        let (whole, stopped) = (dir("whole"), dir("stopped"));
+        let done = qkv(args, &whole).output().unwrap();
+        assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+        let (status, stderr) = until_signalled(args, first_file, "-INT", &stopped);
+        assert_eq!(status, Some(130), "{stderr}");
+        let stopped_at = losses(&stopped).len();
+        let resumed = Command::new(env!("CARGO_BIN_EXE_qkv")).args(["resume", stopped.to_str().unwrap()]).output().unwrap();
+        let said = String::from_utf8_lossy(&resumed.stderr);
+        assert!(resumed.status.success(), "{said}");
+        assert!(said.contains("resuming"), "{said}");
+        let (expected, got) = (losses(&whole), losses(&stopped));
+        assert!(stopped_at < expected.len(), "{}: the run was not stopped early ({stopped_at} rows)", args[0]);
+        assert_eq!(got, expected, "{}: the resumed run's losses differ from the run never stopped", args[0]);
+        for folder in [whole, stopped] {
+            std::fs::remove_dir_all(folder).ok();
+        }
+    }
+    // A folder with nothing to resume says so, as a usage error.
+    let empty = std::env::temp_dir().join(format!("qkv-resume-{}-empty", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_qkv")).args(["resume", empty.to_str().unwrap()]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("holds no checkpoint to resume"));
+    std::fs::remove_dir_all(empty).ok();
 }

@@ -38,6 +38,16 @@ impl SeedStream {
         self.drawn.fetch_max(shard.drawn.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
+    /// How many masks the stream has drawn: with the seed, where its masks go on.
+    pub fn drawn(&self) -> u64 {
+        self.drawn.load(Ordering::Relaxed)
+    }
+
+    /// Goes on from `drawn` masks (a run restored from its checkpoint), as if it had drawn them.
+    pub fn restore(&self, drawn: u64) {
+        self.drawn.store(drawn, Ordering::Relaxed);
+    }
+
     fn next(&self) -> u64 {
         splitmix64(self.base ^ splitmix64(self.drawn.fetch_add(1, Ordering::Relaxed)))
     }

@@ -49,6 +49,10 @@ pub struct CheckpointHeader {
     pub tokens: usize,
     pub wall_secs: f64,
     pub metrics: Metrics,
+    /// Dropout masks the model had drawn, so that a resumed run draws the masks an
+    /// uninterrupted one would (0 in checkpoints written before it was kept).
+    #[serde(default)]
+    pub dropout_draws: u64,
 }
 
 /// FNV-1a, 64 bit: enough to tell a damaged file from an intact one.
@@ -78,6 +82,7 @@ pub async fn to_bytes_async(run: &Run, dataset: &Dataset, data: &str) -> Result<
         tokens: run.tokens(),
         wall_secs: run.wall_secs(),
         metrics: run.metrics.clone(),
+        dropout_draws: run.model().seeds().drawn(),
     };
     let header = serde_json::to_vec(&header).map_err(|e| failed(e.to_string()))?;
     let mut store = BurnpackStore::from_bytes(None);
@@ -195,6 +200,7 @@ impl Checkpoint {
             .map_err(|e| self.mismatch(e.to_string()))?;
         optimiser.check_fits(model).map_err(|e| self.mismatch(e.to_string()))?;
         run.restore(header.step, header.tokens, header.wall_secs, header.metrics);
+        run.model().seeds().restore(header.dropout_draws);
         Ok(run)
     }
 

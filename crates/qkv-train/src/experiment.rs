@@ -78,7 +78,7 @@ impl Experiment {
 
     /// An experiment of existing runs (e.g. loaded from checkpoints). The batch stream goes on
     /// where the runs left it: a resumed experiment sees the batches an uninterrupted one would
-    /// have seen. (Dropout masks start afresh: a checkpoint does not hold the model's seed stream.)
+    /// have seen (and the runs' dropout masks go on where their checkpoints left them).
     pub fn from_runs(dataset: Dataset, runs: Vec<Run>) -> Result<Self, RunError> {
         let specs: Vec<RunSpec> = runs.iter().map(|r| r.spec.clone()).collect();
         check_shared_batches(&specs)?;

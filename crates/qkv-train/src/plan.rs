@@ -28,6 +28,9 @@ pub struct ModelOverrides {
     pub mlp_skip: Option<bool>,
     /// One block's weights reused by every layer.
     pub shared_layers: Option<bool>,
+    /// The dropout rate (left out of saved setups that keep the preset's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropout: Option<f64>,
 }
 
 /// Changes to the preset's recipe, shared by every run.
@@ -177,6 +180,7 @@ impl ExperimentPlan {
         model.block_size = o.block_size.unwrap_or(model.block_size);
         model.mlp_skip = o.mlp_skip.unwrap_or(model.mlp_skip);
         model.shared_layers = o.shared_layers.unwrap_or(model.shared_layers);
+        model.dropout = o.dropout.unwrap_or(model.dropout);
         if let Some(n_embd) = o.n_embd {
             // The MLP keeps the preset's width ratio unless the run sets its own.
             model.mlp_hidden = preset.mlp_hidden * n_embd / preset.n_embd.max(1);

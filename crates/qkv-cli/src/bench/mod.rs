@@ -155,6 +155,7 @@ fn train_args(args: &BenchArgs) -> TrainArgs {
         wd: None,
         kv_heads: None,
         seed: None,
+        dropout: None,
         backend: args.backend,
         spread: args.spread.clone(),
         out: Default::default(),
