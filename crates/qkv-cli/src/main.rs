@@ -4,6 +4,7 @@ mod bench;
 mod compute;
 mod experiment;
 mod export;
+mod folder_lock;
 mod import;
 mod interrupt;
 mod params;

@@ -18,6 +18,7 @@ use qkv_train::{Batch, DataSource, Experiment, Run, RunStatus, TokenizerKind};
 
 use crate::Failure;
 use crate::compute::{Backend, Compute, SpreadArgs};
+use crate::folder_lock::FolderLock;
 use crate::interrupt::{Caught, Interrupted, Interrupts, Signal};
 use crate::report;
 
@@ -351,6 +352,7 @@ pub struct TrainCommand {
 
 pub fn run_train(command: &TrainCommand) -> Result<(), Failure> {
     let to = Outputs { out: command.args.out.clone(), data: command.args.data.to_string(), single: true };
+    let _lock = FolderLock::take(&to.out)?;
     let trained = train_variants(&command.args, &[command.variant], &to)?;
     finish_train(&trained, &to)
 }
@@ -388,6 +390,7 @@ pub struct CompareCommand {
 
 pub fn run_compare(command: &CompareCommand, invocation: &str) -> Result<(), Failure> {
     let to = Outputs { out: command.args.out.clone(), data: command.args.data.to_string(), single: false };
+    let _lock = FolderLock::take(&to.out)?;
     let trained = train_variants(&command.args, &command.variants, &to)?;
     finish_compare(&trained, &to, invocation, command.args.backend)
 }
@@ -426,6 +429,7 @@ pub struct ResumeCommand {
 pub fn run_resume(command: &ResumeCommand, invocation: &str) -> Result<(), Failure> {
     let folder = &command.folder;
     let (files, single) = checkpoints_in(folder)?;
+    let _lock = FolderLock::take(folder)?;
     let data = Checkpoint::from_bytes(&files[0].name, &files[0].bytes)?.header.data;
     let to = Outputs { out: folder.clone(), data, single };
     let compute = Compute::new(command.backend, &command.spread)?;

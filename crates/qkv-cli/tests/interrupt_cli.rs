@@ -94,3 +94,25 @@ fn a_stopped_run_resumes_to_the_losses_of_one_never_stopped() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("holds no checkpoint to resume"));
     std::fs::remove_dir_all(empty).ok();
 }
+
+/// One writer per folder: a second `qkv train` into a folder a first one is writing refuses,
+/// naming it; the first releases the folder when it ends, even on Ctrl-C.
+#[test]
+fn a_folder_in_use_is_refused_to_a_second_writer() {
+    let out = std::env::temp_dir().join(format!("qkv-lock-{}", std::process::id()));
+    std::fs::remove_dir_all(&out).ok();
+    let mut first = qkv(&["train", "--preset", "classroom", "--steps", "100000"], &out).stderr(Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !out.join("checkpoint.qkv").exists() {
+        assert!(Instant::now() < deadline && first.try_wait().unwrap().is_none(), "the first run did not get going");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second = qkv(&["train", "--preset", "classroom", "--steps", "1"], &out).output().unwrap();
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{said}");
+    assert!(said.contains(&format!("in use by another qkv (process {})", first.id())), "{said}");
+    assert!(Command::new("kill").args(["-INT", &first.id().to_string()]).status().unwrap().success());
+    assert_eq!(first.wait().unwrap().code(), Some(130));
+    assert!(!out.join(".qkv-lock").exists(), "the lock outlived its run");
+    std::fs::remove_dir_all(&out).ok();
+}
