@@ -6,6 +6,9 @@
 //! the CPU time of a small model's step, measured in docs/performance.md). Kept, the pages are
 //! reused, and the resident memory stays at the step's peak.
 
+// Every unsafe block says why it is sound (`// SAFETY:`), and clippy checks that it does.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use libmimalloc_sys::{mi_option_get, mi_option_set, mi_option_t};
 
 /// For `#[global_allocator]` in a binary.

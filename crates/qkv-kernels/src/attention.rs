@@ -200,11 +200,13 @@ fn forward(
                         } else {
                             scratch.as_mut_ptr()
                         };
-                        // SAFETY (all products): every operand lies in its tensor as its strides
-                        // say; P of head (b, h) and its output rows belong to this task.
+                        // SAFETY: every operand lies in its tensor as its strides say; P of head
+                        // (b, h) belongs to this task.
                         unsafe { head_scores(s, p, (&q, b, h), (&k, g), s.scale) };
                         // SAFETY: every value of P was just written (computed or zeroed).
                         softmax_causal(unsafe { std::slice::from_raw_parts_mut(p, s.t_q * s.t_k) }, bias, s);
+                        // SAFETY: P and V lie in their buffers as given; the output rows of head
+                        // (b, h) belong to this task.
                         unsafe { head_rows_from_keys(s, out, (b, h), p, (v.matrix(b, g), v.row_stride(), v.col_stride()), 1.0) };
                     }
                 });
@@ -231,6 +233,8 @@ fn forward(
 unsafe fn head_scores(s: &Shapes, dst: *mut f32, (x, b, h): (&View4, usize, usize), (m, g): (&View4, usize), scale: f32) {
     for rows in s.query_blocks() {
         let keys = s.keys_seen(&rows);
+        // SAFETY: the block's rows of the scores lie in the caller's [t_q, t_k] at `dst`; X and M
+        // lie in their views; the zeroed tail of each row is within it (keys ≤ t_k).
         unsafe {
             let dst_rows = dst.add(rows.start * s.t_k);
             matmul(
@@ -263,6 +267,8 @@ unsafe fn head_rows_from_keys(
     scale: f32,
 ) {
     for rows in s.query_blocks() {
+        // SAFETY: A and M lie in their buffers as the caller promises; the block's rows of head
+        // (b, h) in `out` are the caller's.
         unsafe {
             matmul(
                 [rows.len(), s.d, s.keys_seen(&rows)],
@@ -293,6 +299,8 @@ unsafe fn group_keys_from_rows(
     scale: f32,
 ) {
     for (block, rows) in s.query_blocks().rev().enumerate() {
+        // SAFETY: A lies in its buffer as the caller promises, X in its view; the keys seen lie
+        // in the caller's group at `dst`.
         unsafe {
             matmul(
                 [s.keys_seen(&rows), s.d, rows.len()],
@@ -349,18 +357,22 @@ fn backward(saved: &Saved, grad: &FlexTensor) -> (FlexTensor, FlexTensor, FlexTe
                         let ds = d_scores_buffer.as_mut_ptr();
                         let mut d_bias = saved.has_bias.then(|| vec![0f32; s.t_q * s.t_k]);
                         let kv_rows = (s.kv_heads * s.d) as isize;
+                        // SAFETY: the group's first key row lies in the [batch, t_k, kv_heads, d]
+                        // gradients, whose capacity the buffers were made with.
                         let dk_at = unsafe { dk.at((b * s.t_k * s.kv_heads + g) * s.d) };
+                        // SAFETY: as for dK.
                         let dv_at = unsafe { dv.at((b * s.t_k * s.kv_heads + g) * s.d) };
                         for (index, h) in (g * group..(g + 1) * group).enumerate() {
                             let p = &probabilities[(b * s.heads + h) * s.t_q * s.t_k..][..s.t_q * s.t_k];
                             // dK and dV sum over the group's heads: the first head writes them.
                             let first = index == 0;
-                            // SAFETY (all products): operands lie in their buffers as their
-                            // strides say; dQ rows of head (b, h) and dK, dV of (b, g) belong
-                            // to this task.
+                            // The products: operands lie in their buffers as their strides say; dQ
+                            // rows of head (b, h) and dK, dV of (b, g) belong to this task.
                             // dP = dO Vᵀ
+                            // SAFETY: dP, the scratch at `ds`, is this task's.
                             unsafe { head_scores(s, ds, (&d_out, b, h), (&v, g), 1.0) };
                             // dV += Pᵀ dO
+                            // SAFETY: dV of (b, g) is this task's; P lies in `probabilities`.
                             unsafe { group_keys_from_rows(s, (dv_at, kv_rows), first, p.as_ptr(), (&d_out, b, h), 1.0) };
                             // SAFETY: every value of dP was just written (computed or zeroed).
                             let d_scores = unsafe { std::slice::from_raw_parts_mut(ds, s.t_q * s.t_k) };
@@ -381,8 +393,10 @@ fn backward(saved: &Saved, grad: &FlexTensor) -> (FlexTensor, FlexTensor, FlexTe
                                 }
                             }
                             // dQ = scale · dS K
+                            // SAFETY: dQ rows of head (b, h) are this task's; dS is its scratch.
                             unsafe { head_rows_from_keys(s, dq, (b, h), ds, (k.matrix(b, g), k.row_stride(), k.col_stride()), s.scale) };
                             // dK += scale · dSᵀ Q
+                            // SAFETY: dK of (b, g) is this task's; dS is its scratch.
                             unsafe { group_keys_from_rows(s, (dk_at, kv_rows), first, ds, (&q, b, h), s.scale) };
                         }
                         d_bias

@@ -20,6 +20,9 @@
 //! through `Tensor::try_into_primitive`); see `docs/performance.md` for what is worth sending
 //! upstream.
 
+// Every unsafe block says why it is sound (`// SAFETY:`), and clippy checks that it does.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 mod adamw;
 mod attention;
 mod cross_entropy;

@@ -18,6 +18,7 @@ pub(crate) unsafe fn matmul(
     rhs: (*const f32, isize, isize),
     scale: f32,
 ) {
+    // SAFETY: the caller's promise is matmul_on's.
     unsafe { matmul_on(gemm::Parallelism::None, shape, dst, accumulate, lhs, rhs, scale) }
 }
 
@@ -38,6 +39,7 @@ pub(crate) unsafe fn matmul_parallel(
         1 => gemm::Parallelism::None,
         threads => gemm::Parallelism::Rayon(threads),
     };
+    // SAFETY: the caller's promise is matmul_on's.
     unsafe { matmul_on(parallelism, shape, dst, accumulate, lhs, rhs, scale) }
 }
 
@@ -55,6 +57,8 @@ unsafe fn matmul_on(
     let (lhs, lhs_rs, lhs_cs) = lhs;
     let (rhs, rhs_rs, rhs_cs) = rhs;
     // gemm computes dst = alpha·dst + beta·lhs·rhs, reading dst only when asked to.
+    // SAFETY: the operands lie in their buffers as their strides say and dst overlaps none of
+    // them (the caller's promise), which is what gemm asks.
     unsafe {
         gemm::gemm(
             m,

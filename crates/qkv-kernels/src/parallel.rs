@@ -44,6 +44,7 @@ pub(crate) struct SharedMut(*mut f32);
 // SAFETY: tasks using a `SharedMut` write disjoint regions (each kernel says which), and the
 // buffer outlives the parallel section.
 unsafe impl Send for SharedMut {}
+// SAFETY: as for Send: no two tasks touch the same element.
 unsafe impl Sync for SharedMut {}
 
 impl SharedMut {
@@ -62,6 +63,7 @@ impl SharedMut {
     /// # Safety
     /// `offset` must lie in the buffer.
     pub(crate) unsafe fn at(self, offset: usize) -> *mut f32 {
+        // SAFETY: `offset` lies in the buffer (the caller's promise).
         unsafe { self.0.add(offset) }
     }
 
@@ -70,6 +72,8 @@ impl SharedMut {
     /// # Safety
     /// No other live slice may overlap the region, and it must lie in the buffer.
     pub(crate) unsafe fn slice<'a>(self, start: usize, len: usize) -> &'a mut [f32] {
+        // SAFETY: the region lies in the buffer and no other live slice overlaps it (the
+        // caller's promise).
         unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
     }
 }

@@ -2,6 +2,9 @@
 //! per call (blocking natively, awaiting in the browser), experiments on identical batches,
 //! generation with a KV cache, and checkpoints.
 
+// Every unsafe block says why it is sound (`// SAFETY:`), and clippy checks that it does.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod checkpoint;
 pub mod corpus;
 pub mod cpu_copy;
