@@ -108,14 +108,16 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        // Stopped by a signal: not an error, and the run so far is kept.
-        Err(failure) if failure.is::<interrupt::Interrupted>() => {
-            eprintln!("qkv: {failure}");
-            ExitCode::from(failure.downcast_ref::<interrupt::Interrupted>().map_or(1, |i| i.signal.exit_code()))
-        }
-        Err(failure) => {
-            eprintln!("error: {failure}");
-            ExitCode::from(exit_code(&failure))
-        }
+        Err(failure) => match failure.downcast_ref::<interrupt::Interrupted>() {
+            // Stopped by a signal: not an error, and the run so far is kept.
+            Some(stopped) => {
+                eprintln!("qkv: {stopped}");
+                ExitCode::from(stopped.signal.exit_code())
+            }
+            None => {
+                eprintln!("error: {failure}");
+                ExitCode::from(exit_code(&failure))
+            }
+        },
     }
 }

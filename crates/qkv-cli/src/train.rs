@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 
 use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, ModelDiagnostics, ParamReport, Preset};
-use qkv_train::checkpoint::Checkpoint;
 use qkv_train::checkpoint::{to_bytes, write_atomically};
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
 use qkv_train::session::{CheckpointFile, Command, Message, Session};
@@ -238,7 +237,9 @@ fn play(
         })
         .collect();
     let played = session.play_to_end(|experiment, messages| {
-        if messages.iter().any(|m| matches!(m, Message::Stepped { eval: Some(_), .. } | Message::Evaluated { .. })) {
+        // Once every run is done the caller writes every output anyway.
+        let evaluated = messages.iter().any(|m| matches!(m, Message::Stepped { eval: Some(_), .. } | Message::Evaluated { .. }));
+        if evaluated && !experiment.is_done() {
             save(experiment)?;
         }
         if let Some(signal) = interrupts.caught() {
@@ -430,8 +431,6 @@ pub fn run_resume(command: &ResumeCommand, invocation: &str) -> Result<(), Failu
     let folder = &command.folder;
     let (files, single) = checkpoints_in(folder)?;
     let _lock = FolderLock::take(folder)?;
-    let data = Checkpoint::from_bytes(&files[0].name, &files[0].bytes)?.header.data;
-    let to = Outputs { out: folder.clone(), data, single };
     let compute = Compute::new(command.backend, &command.spread)?;
     let interrupts = Interrupts::catch()?;
     let started = std::time::Instant::now();
@@ -440,6 +439,9 @@ pub fn run_resume(command: &ResumeCommand, invocation: &str) -> Result<(), Failu
     if let Some(failed) = answers.iter().find_map(|m| if let Message::Failed(why) = m { Some(why.clone()) } else { None }) {
         return Err(format!("cannot resume {}: {failed}", folder.display()).into());
     }
+    // The data source as the checkpoints name it, which the ones written from here name too.
+    let data = answers.iter().find_map(|m| if let Message::Loaded { data, .. } = m { Some(data.clone()) } else { None });
+    let to = Outputs { out: folder.clone(), data: data.unwrap_or_default(), single };
     started_or_failed(answers)?;
     let step = session.experiment().map_or(0, |e| e.step);
     eprintln!("resuming {} at step {step}", folder.display());

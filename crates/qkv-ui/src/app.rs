@@ -1,7 +1,6 @@
 //! The playground: the panels around one training session. It sends the session commands and
 //! draws its messages; it never computes anything itself.
 
-use burn::tensor::Device;
 use egui::{RichText, Ui};
 use web_time::Instant;
 
@@ -11,7 +10,7 @@ use crate::files::{FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingF
 use crate::platform::Platform;
 
 use crate::attention_panel::{AttentionPanel, AttentionRequest, HeadIndex};
-use crate::compute_choice::{ComputeOffer, Verdict};
+use crate::compute_choice::{Compute, ComputeOffer, Verdict};
 use crate::compute_trial::{Arena, Outcome, Trial};
 use crate::costs_panel::CostsPanel;
 use crate::files_panel::{FilesPanel, FilesRequest};
@@ -27,13 +26,6 @@ use crate::view::SessionView;
 /// Steps between two autosaves of every run, where the platform keeps runs (the browser): a
 /// checkpoint of the classroom demo's two runs is about 2.6 MB, written in the background.
 const AUTOSAVE_EVERY: usize = 50;
-
-/// A device training can run on, named for people.
-#[derive(Clone)]
-pub struct Compute {
-    pub label: String,
-    pub device: Device,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tab {

@@ -20,7 +20,7 @@ pub mod setup_panel;
 pub mod theory_panel;
 pub mod view;
 
-pub use app::{Compute, Drawn, Playground, Tab};
-pub use compute_choice::{ComputeOffer, Verdict};
+pub use app::{Drawn, Playground, Tab};
+pub use compute_choice::{Compute, ComputeOffer, Verdict};
 pub use params_panel::ParamsPanel;
 pub use platform::Platform;
