@@ -9,10 +9,17 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// `qkv bench --kernels --json` on the classroom model on wgpu, its first row.
+/// `qkv bench --kernels --json` on the classroom model on wgpu, its first row, with Burn's matrix
+/// product (set, so that the count does not depend on which product lavapipe times faster).
 fn count(variant: &str, read_back_every: &str) -> Value {
+    count_with("burn", variant, read_back_every)
+}
+
+/// [`count`] with the matrix product `product` (`QKV_PRODUCT`: burn or blocked).
+fn count_with(product: &str, variant: &str, read_back_every: &str) -> Value {
     let args = ["bench", "--kernels", "--json", "--preset", "classroom", "--backend", "wgpu", "--steps", "2", "--warmup", "1"];
     let output = Command::new(env!("CARGO_BIN_EXE_qkv"))
+        .env("QKV_PRODUCT", product)
         .args(args)
         .args(["--variants", variant, "--read-back-every", read_back_every])
         .output()
@@ -44,6 +51,20 @@ fn a_classroom_step_on_wgpu_costs_its_recorded_launches_and_one_wait() {
     let paired = count("standard", "2");
     assert_eq!(paired["host_waits_per_step"].as_f64(), Some(0.5));
     assert_eq!(paired["launches_per_step"], row["launches_per_step"]);
+}
+
+/// Our blocked product (the one GPUs emulated on the CPU are given) takes the place of Burn's, one
+/// launch for one: the classroom model has no biases to fold into it.
+#[test]
+fn the_blocked_product_replaces_burns_launch_for_launch() {
+    let burn = count("standard", "1");
+    let blocked = count_with("blocked", "standard", "1");
+    assert_eq!(blocked["launches_per_step"], burn["launches_per_step"], "{blocked:#}");
+    let launches_of = |row: &Value, kernel: &str| {
+        row["step_by_kernel"].as_array().unwrap().iter().find(|k| k[0] == kernel).map_or(0.0, |k| k[1].as_f64().unwrap())
+    };
+    assert_eq!(launches_of(&burn, "MatmulEntry"), 39.0, "{burn:#}");
+    assert_eq!((launches_of(&blocked, "ProductKernel"), launches_of(&blocked, "MatmulEntry")), (39.0, 0.0), "{blocked:#}");
 }
 
 /// A figure recorded as a GPU's must come from a GPU: `--require-gpu` refuses a software adapter

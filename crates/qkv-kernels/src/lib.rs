@@ -39,6 +39,7 @@ mod parallel;
 pub use adamw::{AdamWStep, SumOfSquares, adamw_update};
 pub use attention::{causal_attention, repeat_kv_heads};
 pub use cross_entropy::cross_entropy;
+pub use cube::product_choice::{Product, ProductChoice, choose_product, use_product};
 pub use dropout::dropout;
 pub use flex::{fused_kernels_enabled, is_flex};
 pub use gelu::gelu;

@@ -20,23 +20,41 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::Tensor;
+use burn_cubecl::CubeBackend as Cube;
 
-use crate::flex::{AutodiffTensor, Route, backward_step, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values};
+use crate::cube::product_choice::Product;
+use crate::cube::{self, CubeAutodiffTensor, from_cube, from_cube_autodiff, to_cube, to_cube_autodiff};
+use crate::flex::{
+    AutodiffTensor, Route, backward_step, backward_step_on, from_autodiff, from_flex, route, tensor, to_autodiff, to_flex, values,
+};
 use crate::math::matmul_parallel;
 
 /// `x W + b` over the last dimension of `x`: [..., in] · [in, out] → [..., out].
 pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> Tensor<D> {
+    let product = cube::product_choice::product_for(&x.device());
+    linear_with(x, weight, bias, product)
+}
+
+/// [`linear`] with `product` on a cubecl device.
+fn linear_with<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Tensor<1>>, product: Product) -> Tensor<D> {
     match route(&x.device(), x.dtype()) {
         Route::Composed => burn::tensor::module::linear(x, weight, bias),
         // Burn's linear multiplies a [batch, time, in] input batch row by batch row, so the
         // weight's gradient is a [batch, in, out] product summed over the batch (a reduce launch
         // per layer, and that much memory); over the rows flattened it is one product.
-        Route::Cube | Route::CubeAutodiff => {
+        // Over the rows flattened, with our product where it was timed faster (`cube::product_choice`).
+        r @ (Route::Cube | Route::CubeAutodiff) => {
             let mut shape = x.dims();
             let d_in = shape[D - 1];
             let rows = shape[..D - 1].iter().product::<usize>();
             shape[D - 1] = weight.dims()[1];
-            burn::tensor::module::linear(x.reshape([rows, d_in]), weight, bias).reshape(shape)
+            let x = x.reshape([rows, d_in]);
+            let y = match (product, r) {
+                (Product::Burn, _) => burn::tensor::module::linear(x, weight, bias),
+                (Product::Blocked, Route::Cube) => from_cube(cube::linear::forward(to_cube(x), to_cube(weight), bias.map(to_cube)).0),
+                (Product::Blocked, _) => from_cube_autodiff(cube_forward_recorded(x, weight, bias)),
+            };
+            y.reshape(shape)
         }
         Route::Flex => {
             let bias = bias.map(to_flex);
@@ -209,6 +227,34 @@ fn forward_recorded<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Optio
     }
 }
 
+#[derive(Debug)]
+struct CubeLinearBackward;
+
+/// N is 2 (x, W) or 3 (and b).
+impl<const N: usize> Backward<Cube, N> for CubeLinearBackward {
+    type State = cube::linear::Saved;
+
+    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+        backward_step_on::<Cube, _, N, _>(ops, grads, |saved, grad| {
+            let (dx, dw, db) = cube::linear::backward(saved, grad, N == 3);
+            [Some(dx), Some(dw), db]
+        });
+    }
+}
+
+fn cube_forward_recorded(x: Tensor<2>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> CubeAutodiffTensor {
+    let (x, x_node) = to_cube_autodiff(x).into_parts();
+    let (weight, weight_node) = to_cube_autodiff(weight).into_parts();
+    let run = |bias| cube::linear::forward(x, weight, bias);
+    match bias {
+        None => cube::record(CubeLinearBackward, [x_node, weight_node], || run(None)),
+        Some(bias) => {
+            let (bias, bias_node) = to_cube_autodiff(bias).into_parts();
+            cube::record(CubeLinearBackward, [x_node, weight_node, bias_node], || run(Some(bias)))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,9 +263,12 @@ mod tests {
 
     #[test]
     fn fused_linear_matches_burns_forward_and_backward() {
-        // Bias or not, and a transposed weight (the tied LM head); on flex and on wgpu (lavapipe).
-        let devices = [Device::flex().autodiff(), crate::tests::wgpu().autodiff()];
-        for (device, (with_bias, transposed)) in devices.iter().flat_map(|d| [(false, false), (true, false), (false, true)].map(|c| (d, c)))
+        // Bias or not, and a transposed weight (the tied LM head); on flex, and on wgpu (lavapipe)
+        // with either product.
+        let wgpu = crate::tests::wgpu().autodiff();
+        let devices = [(Device::flex().autodiff(), Product::Burn), (wgpu.clone(), Product::Burn), (wgpu, Product::Blocked)];
+        for ((device, product), (with_bias, transposed)) in
+            devices.iter().flat_map(|d| [(false, false), (true, false), (false, true)].map(|c| (d, c)))
         {
             let run = |fused: bool| {
                 let x = input([3, 70, 9], 1, device);
@@ -227,13 +276,17 @@ mod tests {
                 let b = input([5], 3, device);
                 let weight = if transposed { w.clone().transpose() } else { w.clone() };
                 let bias = with_bias.then(|| b.clone());
-                let y = if fused { linear(x.clone(), weight, bias) } else { burn::tensor::module::linear(x.clone(), weight, bias) };
+                let y = if fused {
+                    linear_with(x.clone(), weight, bias, *product)
+                } else {
+                    burn::tensor::module::linear(x.clone(), weight, bias)
+                };
                 let grads = (y.clone() * input([3, 70, 5], 4, device)).sum().backward();
                 (values(y), [x.grad(&grads).map(values), w.grad(&grads).map(values), b.grad(&grads).map(values)])
             };
             let (fused, fused_grads) = run(true);
             let (composed, composed_grads) = run(false);
-            let case = format!("{device:?}: bias {with_bias}, transposed {transposed}");
+            let case = format!("{device:?}, {product}: bias {with_bias}, transposed {transposed}");
             assert_close(&fused, &composed, 1e-5, &case);
             for (name, (a, b)) in ["x", "weight", "bias"].iter().zip(fused_grads.into_iter().zip(composed_grads)) {
                 match (a, b) {

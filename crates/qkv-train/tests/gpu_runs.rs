@@ -5,6 +5,7 @@
 
 use burn::module::Module;
 use burn::tensor::{Device, DeviceKind};
+use qkv_kernels::Product;
 use qkv_model::{AttentionVariant, Gpt, Preset};
 use qkv_train::checkpoint::{self, Checkpoint};
 use qkv_train::cpu_copy::model_on_cpu;
@@ -133,7 +134,8 @@ fn a_run_spread_over_two_devices_trains_as_on_one() {
 /// The CubeCL kernels (attention, layer norm, GELU, cross-entropy, AdamW) train as flex's fused
 /// kernels do, which match Burn's composed ops to float precision (qkv-kernels' tests): 20 steps
 /// of the same runs on wgpu and on the CPU, for the standard model, one whose heads share keys
-/// and values (GQA) and one with the learned attention bias (Burn's composed attention on wgpu).
+/// and values (GQA) and one with the learned attention bias (Burn's composed attention on wgpu),
+/// with Burn's matrix product and with ours.
 #[test]
 fn runs_on_wgpu_train_as_on_the_cpu() {
     let losses = |device: &Device, variant: AttentionVariant, kv_heads: Option<usize>| {
@@ -143,13 +145,19 @@ fn runs_on_wgpu_train_as_on_the_cpu() {
         (0..20).for_each(|_| drop(experiment.step()));
         experiment.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>()
     };
-    for (variant, kv_heads) in
-        [(AttentionVariant::Standard, None), (AttentionVariant::Standard, Some(2)), (AttentionVariant::SharedQueryKeyAsym, None)]
-    {
+    // With either matrix product (which one wgpu gets is timed; here each is set in turn).
+    let cases = [
+        (AttentionVariant::Standard, None, Product::Burn),
+        (AttentionVariant::Standard, Some(2), Product::Burn),
+        (AttentionVariant::SharedQueryKeyAsym, None, Product::Burn),
+        (AttentionVariant::Standard, None, Product::Blocked),
+    ];
+    for (variant, kv_heads, product) in cases {
+        qkv_kernels::use_product(&wgpu_device(), product);
         let (gpu, cpu) = (losses(&wgpu_device(), variant, kv_heads), losses(&Device::flex(), variant, kv_heads));
         assert_eq!((gpu.len(), cpu.len()), (20, 20));
         for (a, b) in gpu.iter().zip(&cpu) {
-            assert!((a - b).abs() < 1e-4 * b.abs(), "{variant:?}, kv heads {kv_heads:?}: wgpu {gpu:?}, cpu {cpu:?}");
+            assert!((a - b).abs() < 1e-4 * b.abs(), "{variant:?}, kv heads {kv_heads:?}, {product}: wgpu {gpu:?}, cpu {cpu:?}");
         }
         assert!(gpu[19] < gpu[0] - 0.2, "the run learns: {gpu:?}");
     }

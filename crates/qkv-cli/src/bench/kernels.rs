@@ -45,6 +45,7 @@ struct KernelReport {
     steps_counted: usize,
     read_back_every: usize,
     adapter: Option<Adapter>,
+    product: Option<super::ProductReport>,
     rows: Vec<KernelRow>,
 }
 
@@ -62,6 +63,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let plan = super::train_args(args).plan(&args.variants);
     let compute = Compute::new(args.backend, &args.spread)?;
     let adapter = super::adapter(&compute, args)?;
+    let product = super::choose_product(&compute);
     let mut experiment = plan.experiment(&compute.home)?;
     experiment.spread_over(&compute.replicas);
     let batch_size = experiment.runs[0].spec.training.batch_size;
@@ -125,6 +127,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         steps_counted: args.steps,
         read_back_every: args.read_back_every,
         adapter,
+        product,
         rows,
     };
     if args.json {

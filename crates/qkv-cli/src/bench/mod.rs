@@ -90,6 +90,7 @@ struct BenchReport {
     read_back_every: usize,
     /// The GPU adapter measured; none on flex.
     adapter: Option<Adapter>,
+    product: Option<ProductReport>,
     rows: Vec<BenchRow>,
     memory: Option<Memory>,
 }
@@ -126,6 +127,30 @@ fn adapter(compute: &Compute, args: &BenchArgs) -> Result<Option<Adapter>, Failu
         adapter.check(args.allow_software)?;
     }
     Ok(Some(adapter))
+}
+
+/// Which matrix product the linear layers take on a GPU, and the probe's times behind the choice.
+#[derive(Debug, Serialize)]
+struct ProductReport {
+    product: String,
+    burn_ms: Option<f64>,
+    ours_ms: Option<f64>,
+}
+
+/// Chooses the matrix product on `compute`'s GPUs as a session does before its first step (timed,
+/// unless `QKV_PRODUCT` sets it), and says which on stderr; `None` on flex.
+fn choose_product(compute: &Compute) -> Option<ProductReport> {
+    compute.adapter()?;
+    let choice = pollster::block_on(qkv_kernels::choose_product(&compute.home));
+    for replica in &compute.replicas {
+        pollster::block_on(qkv_kernels::choose_product(replica));
+    }
+    let timed = choice
+        .timed_ms
+        .map_or("set by QKV_PRODUCT".to_string(), |(burn, ours)| format!("a probe took {burn:.2} ms with Burn's, {ours:.2} ms with ours"));
+    eprintln!("products: {} ({timed})", choice.product);
+    let (burn_ms, ours_ms) = choice.timed_ms.unzip();
+    Some(ProductReport { product: choice.product.to_string(), burn_ms, ours_ms })
 }
 
 /// `steps` training steps of `run` on `batch`, launched in groups of `read_back_every` that are
@@ -172,6 +197,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let plan = train_args(args).plan(&args.variants);
     let compute = Compute::new(args.backend, &args.spread)?;
     let adapter = adapter(&compute, args)?;
+    let product = choose_product(&compute);
     // The runs are stepped one at a time, each on the same batch, not through the experiment.
     let mut experiment = plan.experiment(&compute.home)?;
     experiment.spread_over(&compute.replicas);
@@ -239,6 +265,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             block: block_size,
             read_back_every: args.read_back_every,
             adapter,
+            product,
             rows,
             memory,
         };

@@ -10,6 +10,9 @@ pub(crate) mod cross_entropy;
 pub(crate) mod dropout;
 pub(crate) mod gelu;
 pub(crate) mod layer_norm;
+pub(crate) mod linear;
+pub(crate) mod product;
+pub(crate) mod product_choice;
 
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::ops::{Backward, NodeGuard, OpsKind};

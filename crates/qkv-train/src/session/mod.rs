@@ -162,6 +162,11 @@ impl Session {
     /// trained on `data` (the data source as text, for its checkpoints), replacing the current
     /// one. Runs that have not trained yet are evaluated: the step-0 point of their curves.
     pub async fn start(&mut self, experiment: Experiment, data: String) -> Vec<Message> {
+        // Which matrix product the linear layers take on a GPU is timed on it, once, before its
+        // first step (at once on any other device).
+        for run in &experiment.runs {
+            qkv_kernels::choose_product(run.device()).await;
+        }
         let runs = experiment.runs.iter().map(RunInfo::of).collect();
         self.experiment = Some(experiment);
         self.data = data.clone();

@@ -1,0 +1,174 @@
+//! Which matrix product the linear layers take on a cubecl device: Burn's (cubek's, built for
+//! GPUs) or ours (`super::product`, built for GPUs emulated on the CPU). Decided by timing both on
+//! the device, once, not by the adapter's name: on SwiftShader ours was 7–10× faster, on lavapipe
+//! (also a CPU) Burn's was as fast or faster, and on a real GPU Burn's is what its authors tuned.
+//!
+//! The timing is asynchronous (in the browser nothing may block on the device), so it is made
+//! where the engine can wait: [`choose_product`], before a session's first step. Until then, and
+//! on a device never timed, the layers take Burn's.
+
+use std::fmt;
+use std::sync::{Mutex, OnceLock};
+
+use burn::backend::DispatchDevice;
+use burn::tensor::{Device, Tensor};
+use burn_cubecl::CubeDevice;
+use web_time::Instant;
+
+use super::{from_cube, product::product, to_cube};
+use crate::flex::{Route, route};
+use crate::launches::read_back;
+
+/// A matrix product for the linear layers on a cubecl device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Product {
+    /// Burn's (cubek's), the strategy Burn picks for the device.
+    Burn,
+    /// Ours: a unit per 8×8 block of the output, in registers, no shared memory or barrier.
+    Blocked,
+}
+
+impl fmt::Display for Product {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Product::Burn => "Burn's matrix product",
+            Product::Blocked => "QKV Lab's blocked matrix product",
+        })
+    }
+}
+
+/// What [`choose_product`] decided, and on what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProductChoice {
+    pub product: Product,
+    /// Milliseconds a probe product took with Burn's and with ours; `None` when not timed (set
+    /// by `QKV_PRODUCT`, or not a cubecl device).
+    pub timed_ms: Option<(f64, f64)>,
+}
+
+/// Ours must be this many times faster to be chosen: Burn's is tuned for the GPUs it knows, and
+/// a probe of one size is not every size the model multiplies.
+const MARGIN: f64 = 2.0;
+
+/// The probe: a product the size of a small model's projection over a batch.
+const PROBE: [usize; 3] = [1024, 128, 256];
+
+/// The devices timed so far and what each was given.
+fn chosen() -> &'static Mutex<Vec<(CubeDevice, ProductChoice)>> {
+    static CHOSEN: OnceLock<Mutex<Vec<(CubeDevice, ProductChoice)>>> = OnceLock::new();
+    CHOSEN.get_or_init(Default::default)
+}
+
+/// `QKV_PRODUCT=burn` or `blocked` in the environment sets the product without timing (read once).
+fn pinned() -> Option<Product> {
+    static PINNED: OnceLock<Option<Product>> = OnceLock::new();
+    *PINNED.get_or_init(|| match std::env::var("QKV_PRODUCT").ok()?.as_str() {
+        "burn" => Some(Product::Burn),
+        "blocked" => Some(Product::Blocked),
+        _ => None,
+    })
+}
+
+/// The cubecl device behind `device`, if it is one.
+fn cube_device(device: &Device) -> Option<CubeDevice> {
+    match device.clone().without_autodiff().as_dispatch() {
+        DispatchDevice::Cube(device) => Some(device.clone()),
+        _ => None,
+    }
+}
+
+/// The product the linear layers take on `device`.
+pub(crate) fn product_for(device: &Device) -> Product {
+    if let Some(product) = pinned() {
+        return product;
+    }
+    let Some(device) = cube_device(device) else { return Product::Burn };
+    let chosen = chosen().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    chosen.iter().find(|(d, _)| *d == device).map_or(Product::Burn, |(_, c)| c.product)
+}
+
+/// Times Burn's product and ours on `device`, once per device, and gives the linear layers the
+/// faster (ours only by [`MARGIN`]); later calls answer what the first decided. On a device
+/// without the CubeCL kernels (flex, or with them turned off) there is nothing to choose.
+pub async fn choose_product(device: &Device) -> ProductChoice {
+    let untimed = |product| ProductChoice { product, timed_ms: None };
+    let plain = device.clone().without_autodiff();
+    if !matches!(route(&plain, burn::tensor::DType::F32), Route::Cube) {
+        return untimed(Product::Burn);
+    }
+    if let Some(product) = pinned() {
+        return untimed(product);
+    }
+    let Some(cube_device) = cube_device(&plain) else { return untimed(Product::Burn) };
+    if let Some((_, choice)) = chosen().lock().unwrap_or_else(|poisoned| poisoned.into_inner()).iter().find(|(d, _)| *d == cube_device) {
+        return choice.clone();
+    }
+    let probe_a: Tensor<2> = probe([PROBE[0], PROBE[1]], &plain);
+    let probe_b: Tensor<2> = probe([PROBE[1], PROBE[2]], &plain);
+    let burn = time(|| probe_a.clone().matmul(probe_b.clone())).await;
+    let ours = time(|| from_cube(product(to_cube(probe_a.clone()), to_cube(probe_b.clone()), None))).await;
+    let product = if ours * MARGIN < burn { Product::Blocked } else { Product::Burn };
+    let choice = ProductChoice { product, timed_ms: Some((burn, ours)) };
+    chosen().lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((cube_device, choice.clone()));
+    choice
+}
+
+/// A probe operand of `shape` on `device`: values that vary, written from the host.
+fn probe(shape: [usize; 2], device: &Device) -> Tensor<2> {
+    let values = (0..shape[0] * shape[1]).map(|i| (i % 17) as f32 / 17.0 - 0.5).collect::<Vec<_>>();
+    Tensor::from_data(burn::tensor::TensorData::new(values, shape), device)
+}
+
+/// Gives the linear layers on `device` `product` without timing (comparisons, tests), replacing
+/// what was chosen before; nothing on a device that is not a cubecl one.
+pub fn use_product(device: &Device, product: Product) {
+    let Some(device) = cube_device(device) else { return };
+    let mut chosen = chosen().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    chosen.retain(|(d, _)| *d != device);
+    chosen.push((device, ProductChoice { product, timed_ms: None }));
+}
+
+/// Milliseconds one `multiply` takes, after a first one (its kernel compiled): the mean of three,
+/// waited for together.
+async fn time(multiply: impl Fn() -> Tensor<2>) -> f64 {
+    const ROUNDS: usize = 3;
+    wait_for(multiply()).await;
+    let start = Instant::now();
+    let mut last = multiply();
+    for _ in 1..ROUNDS {
+        last = multiply();
+    }
+    wait_for(last).await;
+    start.elapsed().as_secs_f64() * 1e3 / ROUNDS as f64
+}
+
+/// Waits until `tensor` is computed. Its values are taken out of the data read back: the data
+/// can come back before the device has written them, and only reading them waits.
+async fn wait_for(tensor: Tensor<2>) {
+    if let Ok(data) = read_back(tensor).await {
+        let _ = data.try_to_vec::<f32>();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::Device;
+
+    use super::{ProductChoice, choose_product, product_for};
+    use crate::tests::wgpu;
+
+    #[test]
+    fn a_cubecl_device_is_timed_once_and_keeps_its_product() {
+        let device = wgpu().autodiff();
+        let first = pollster::block_on(choose_product(&device));
+        if super::pinned().is_none() {
+            let (burn, ours) = first.timed_ms.expect("timed");
+            assert!(burn > 0.0 && ours > 0.0, "{first:?}");
+        }
+        assert_eq!(pollster::block_on(choose_product(&device)), first, "the first choice stays");
+        assert_eq!(product_for(&device), first.product);
+        // Flex multiplies with its own kernels: nothing to choose.
+        let flex = pollster::block_on(choose_product(&Device::flex()));
+        assert_eq!(flex, ProductChoice { product: super::Product::Burn, timed_ms: None });
+    }
+}
