@@ -4,7 +4,7 @@ mod bench;
 mod compute;
 mod experiment;
 mod export;
-mod folder_lock;
+mod failure;
 mod import;
 mod interrupt;
 mod params;
@@ -18,39 +18,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Why a command failed: a library's typed error or a sentence of the CLI's own. The CLI is the
-/// edge where errors become the one line the user reads, so it keeps them whole until then.
-pub type Failure = Box<dyn std::error::Error + Send + Sync>;
-
-/// A command line that asks for something that cannot be (exit code 2, as for clap's own usage
-/// errors), as opposed to a run that failed (1): a script can tell a typo from a failed run.
-#[derive(Debug)]
-pub struct Usage(String);
-
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Usage {}
-
-/// A usage error with its sentence.
-pub fn usage(message: impl Into<String>) -> Failure {
-    Box::new(Usage(message.into()))
-}
-
-/// The exit code of a failure: 2 for a command line or a setting that cannot be (the CLI's own
-/// checks, a model or recipe that fails validation), 1 for a run that failed.
-fn exit_code(failure: &Failure) -> u8 {
-    use qkv_train::plan::{PlanError, StartError};
-    let usage = failure.is::<Usage>()
-        || failure.is::<qkv_model::ConfigError>()
-        || failure.is::<qkv_train::TrainingConfigError>()
-        || failure.is::<PlanError>()
-        || matches!(failure.downcast_ref::<StartError>(), Some(StartError::Plan(_)));
-    if usage { 2 } else { 1 }
-}
+pub use failure::{Failure, Usage, usage};
 
 /// Training allocates and frees the same large tensors every step; see `qkv_allocator`.
 #[global_allocator]
@@ -115,8 +83,8 @@ fn main() -> ExitCode {
                 ExitCode::from(stopped.signal.exit_code())
             }
             None => {
-                eprintln!("error: {failure}");
-                ExitCode::from(exit_code(&failure))
+                eprintln!("{}", failure::report(failure.as_ref()));
+                ExitCode::from(failure::exit_code(&failure))
             }
         },
     }

@@ -14,7 +14,8 @@ fn usage_errors_exit_2_and_failed_runs_exit_1() {
     let out = out.to_str().unwrap();
     let missing = std::env::temp_dir().join("qkv-exit-codes-no-such-file.txt");
     let missing = missing.to_str().unwrap();
-    let cases: [(&[&str], i32, &str); 6] = [
+    let unwritable = "/proc/qkv-exit-codes/runs";
+    let cases: [(&[&str], i32, &str); 7] = [
         // clap's: an unknown flag, an unknown preset.
         (&["train", "--preset", "classroom", "--frobnicate"], 2, "--frobnicate"),
         (&["train", "--preset", "gpt5"], 2, "unknown preset"),
@@ -24,12 +25,19 @@ fn usage_errors_exit_2_and_failed_runs_exit_1() {
         // Runs that fail: data that is not there, a checkpoint that is not one.
         (&["train", "--preset", "classroom", "--data", missing, "--steps", "1", "--out", out], 1, "qkv-exit-codes-no-such-file"),
         (&["sample", "--checkpoint", missing], 1, "qkv-exit-codes-no-such-file"),
+        // An error and its cause, each said once.
+        (
+            &["train", "--preset", "classroom", "--steps", "1", "--out", unwritable],
+            1,
+            "cannot create /proc/qkv-exit-codes/runs\n  caused by: ",
+        ),
     ];
     for (args, code, expected) in cases {
         let output = qkv(args);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(code), "{args:?}: {stderr}");
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert_eq!(stderr.matches("error: ").count(), 1, "{args:?}: said once: {stderr}");
     }
     std::fs::remove_dir_all(out).ok();
 }
