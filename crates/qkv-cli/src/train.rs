@@ -17,9 +17,9 @@ use qkv_train::{Batch, DataSource, Experiment, Run, RunStatus, TokenizerKind};
 
 use crate::Failure;
 use crate::compute::{Backend, Compute, SpreadArgs};
-use crate::folder_lock::FolderLock;
 use crate::interrupt::{Caught, Interrupted, Interrupts, Signal};
 use crate::report;
+use qkv_train::folder_lock::FolderLock;
 
 /// Settings shared by `train` and `compare`.
 #[derive(Args, Debug, Clone)]

@@ -110,7 +110,7 @@ fn a_folder_in_use_is_refused_to_a_second_writer() {
     let second = qkv(&["train", "--preset", "classroom", "--steps", "1"], &out).output().unwrap();
     let said = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(1), "{said}");
-    assert!(said.contains(&format!("in use by another qkv (process {})", first.id())), "{said}");
+    assert!(said.contains(&format!("in use by another QKV Lab program (process {})", first.id())), "{said}");
     assert!(Command::new("kill").args(["-INT", &first.id().to_string()]).status().unwrap().success());
     assert_eq!(first.wait().unwrap().code(), Some(130));
     assert!(!out.join(".qkv-lock").exists(), "the lock outlived its run");

@@ -12,6 +12,7 @@ pub mod csv;
 pub mod dataset;
 pub mod experiment;
 pub mod fanout;
+pub mod folder_lock;
 pub mod generate;
 pub mod loss;
 pub mod optimiser;

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
 
+use qkv_train::folder_lock::FolderLockError;
 use qkv_train::session::CheckpointFile;
 
 /// Why a file did not arrive, or could not be handed over.
@@ -15,6 +16,9 @@ pub enum FileError {
     Read { name: String, reason: String },
     #[error("could not save in {folder}: {reason}; choose another folder")]
     Save { folder: String, reason: String },
+    /// Another program writes runs into the folder.
+    #[error("{0}")]
+    InUse(String),
     #[error("could not download {name}: {reason}")]
     Download { name: String, reason: String },
     #[error("cannot open a file dialog: {0}")]
@@ -55,10 +59,14 @@ pub struct OutgoingFile {
 
 impl OutgoingFile {
     /// Writes `files` into `folder` (created if missing); a checkpoint is written whole or not
-    /// at all. Says what was saved where.
+    /// at all, and not into a folder another QKV Lab program is writing (`qkv train --out`, a
+    /// second window): the folder is locked meanwhile. Says what was saved where.
     pub fn write_into(folder: &Path, files: &[OutgoingFile]) -> Result<String, FileError> {
         let fail = |e: &dyn std::fmt::Display| FileError::Save { folder: folder.display().to_string(), reason: e.to_string() };
-        std::fs::create_dir_all(folder).map_err(|e| fail(&e))?;
+        let _lock = qkv_train::folder_lock::FolderLock::take(folder).map_err(|e| match e {
+            FolderLockError::InUse { .. } => FileError::InUse(e.to_string()),
+            other => fail(&other),
+        })?;
         for file in files {
             qkv_train::checkpoint::write_atomically(&folder.join(&file.name), &file.bytes).map_err(|e| fail(&e))?;
         }
@@ -146,5 +154,27 @@ impl KeptInbox {
 
     pub fn take(&self) -> Option<KeptRuns> {
         self.arrived.borrow_mut().take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qkv_train::folder_lock::FolderLock;
+
+    #[test]
+    fn the_app_does_not_save_into_a_folder_another_program_is_writing() {
+        let folder = std::env::temp_dir().join(format!("qkv-ui-save-test-{}", std::process::id()));
+        let file = OutgoingFile { name: "run.qkv".to_string(), bytes: b"kept".to_vec(), mime: "application/octet-stream" };
+        // As `qkv train --out` holds it while it trains.
+        let held = FolderLock::take(&folder).unwrap();
+        let refused = OutgoingFile::write_into(&folder, std::slice::from_ref(&file)).unwrap_err();
+        assert!(matches!(&refused, FileError::InUse(m) if m.contains(&format!("process {}", std::process::id()))), "{refused}");
+        assert!(!folder.join("run.qkv").exists(), "nothing written");
+        drop(held);
+        let saved = OutgoingFile::write_into(&folder, &[file]).unwrap();
+        assert!(saved.contains("run.qkv") && folder.join("run.qkv").exists(), "{saved}");
+        assert!(!folder.join(".qkv-lock").exists(), "the app's own lock is released");
+        std::fs::remove_dir_all(&folder).ok();
     }
 }

@@ -1,51 +1,68 @@
-//! One writer per output folder: `train`, `compare` and `resume` hold `.qkv-lock` (their process
-//! id) in the folder they write, and a second command on that folder refuses, naming the first,
-//! instead of the two overwriting each other's checkpoints. A lock left by a process that is gone
-//! (a `kill -9`, a second Ctrl-C) is taken over.
+//! One writer per output folder: whatever writes runs into a folder (`qkv train`, `compare` and
+//! `resume`; the desktop app's exports) holds `.qkv-lock` there, holding its process id, and a
+//! second writer refuses, naming the first, instead of the two overwriting each other's
+//! checkpoints. A lock left by a process that is gone (a `kill -9`, a second Ctrl-C) is taken over.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::Failure;
-
 /// The lock file's name in a folder.
 const LOCK: &str = ".qkv-lock";
 
-/// Held while a command writes its folder; released when dropped.
+/// Why a folder could not be locked.
+#[derive(Debug, thiserror::Error)]
+pub enum FolderLockError {
+    #[error(
+        "{folder} is in use by another QKV Lab program (process {pid}) writing its runs there: wait for it, stop it, or \
+         write somewhere else (`--out` on the command line, the folder field in the app)"
+    )]
+    InUse { folder: String, pid: u32 },
+    #[error("cannot {action} {path}")]
+    Io {
+        action: &'static str,
+        path: String,
+        #[source]
+        cause: std::io::Error,
+    },
+    #[error("cannot lock {0}: another program took it at the same moment")]
+    Raced(String),
+}
+
+/// Held while its holder writes the folder; released when dropped.
 pub struct FolderLock {
     path: PathBuf,
 }
 
 impl FolderLock {
-    pub fn take(folder: &Path) -> Result<Self, Failure> {
-        std::fs::create_dir_all(folder).map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
+    /// Locks `folder`, creating it if it is missing.
+    pub fn take(folder: &Path) -> Result<Self, FolderLockError> {
+        fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> FolderLockError {
+            let path = path.display().to_string();
+            move |cause| FolderLockError::Io { action, path, cause }
+        }
+        std::fs::create_dir_all(folder).map_err(io("create", folder))?;
         let path = folder.join(LOCK);
         // Twice at most: once more after clearing a lock whose process is gone.
         for _ in 0..2 {
             match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(mut file) => {
-                    write!(file, "{}", std::process::id()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                    write!(file, "{}", std::process::id()).map_err(io("write", &path))?;
                     return Ok(Self { path });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let holder = std::fs::read_to_string(&path).ok().and_then(|text| text.trim().parse::<u32>().ok());
                     match holder {
                         Some(pid) if is_running(pid) => {
-                            return Err(format!(
-                                "{} is in use by another qkv (process {pid}) writing its runs there: wait for it, stop it, or \
-                                 pass another --out",
-                                folder.display()
-                            )
-                            .into());
+                            return Err(FolderLockError::InUse { folder: folder.display().to_string(), pid });
                         }
                         // Gone, or a file that is no lock of ours: clear it and try again.
-                        _ => std::fs::remove_file(&path).map_err(|e| format!("cannot clear the stale {}: {e}", path.display()))?,
+                        _ => std::fs::remove_file(&path).map_err(io("clear the stale lock", &path))?,
                     }
                 }
-                Err(e) => return Err(format!("cannot lock {}: {e}", folder.display()).into()),
+                Err(e) => return Err(io("lock", folder)(e)),
             }
         }
-        Err(format!("cannot lock {}: another qkv took it at the same moment", folder.display()).into())
+        Err(FolderLockError::Raced(folder.display().to_string()))
     }
 }
 
