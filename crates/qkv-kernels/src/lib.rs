@@ -7,7 +7,8 @@
 //! and one backward, spread over the cores, with gemm (the library flex itself multiplies with)
 //! for the products. On Burn's cubecl GPUs (wgpu, WebGPU, CUDA, ...) they are CubeCL kernels
 //! (`cube`), one to three launches where Burn's composed ops take a dozen or more; linear layers
-//! there are Burn's product over the rows flattened. Everywhere else, and for other float types,
+//! there are a product over the rows flattened: Burn's, or on a GPU emulated on the CPU our own,
+//! whichever timed faster on the device ([`choose_product`]). Everywhere else, and for other float types,
 //! the same function composes Burn's ops exactly as the model did before, so every backend
 //! computes the same thing. `QKV_FUSED=0` in the
 //! environment turns the kernels off (for comparisons and for telling a kernel bug from a model
@@ -61,7 +62,14 @@ pub(crate) mod tests {
 
     /// wgpu's device: Mesa's lavapipe on a machine without a GPU (`apt-get install
     /// mesa-vulkan-drivers`). wgpu registers a device once per process; the tests share it.
+    ///
+    /// `QKV_TEST_CPU_ONLY=1` gives flex instead, for the sanitiser runs (scripts/sanitize.sh):
+    /// they check our CPU code, cannot see into a GPU, and Mesa's JIT only adds noise; the
+    /// tests of `cube` are skipped there.
     pub(crate) fn wgpu() -> Device {
+        if std::env::var_os("QKV_TEST_CPU_ONLY").is_some() {
+            return Device::flex();
+        }
         static GPU: std::sync::OnceLock<Device> = std::sync::OnceLock::new();
         GPU.get_or_init(|| Device::wgpu_options().init().unwrap_or_else(|err| panic!("no wgpu adapter ({err}): install Mesa's lavapipe")))
             .clone()

@@ -39,7 +39,12 @@ pub(crate) fn for_spans(values: &mut [f32], min_chunk: usize, flops_per_value: u
 
 /// A raw pointer that tasks may share: each task writes a region no other task touches.
 #[derive(Clone, Copy)]
-pub(crate) struct SharedMut(*mut f32);
+pub(crate) struct SharedMut {
+    start: *mut f32,
+    /// Elements the buffer holds (or may hold, for its capacity): debug builds check every
+    /// access against it.
+    len: usize,
+}
 
 // SAFETY: tasks using a `SharedMut` write disjoint regions (each kernel says which), and the
 // buffer outlives the parallel section.
@@ -49,13 +54,13 @@ unsafe impl Sync for SharedMut {}
 
 impl SharedMut {
     pub(crate) fn new(buffer: &mut [f32]) -> Self {
-        Self(buffer.as_mut_ptr())
+        Self { start: buffer.as_mut_ptr(), len: buffer.len() }
     }
 
     /// The spare capacity of `buffer`, for tasks that write all of it before anything reads
     /// it; the caller then sets the buffer's length.
     pub(crate) fn of_capacity(buffer: &mut Vec<f32>) -> Self {
-        Self(buffer.as_mut_ptr())
+        Self { start: buffer.as_mut_ptr(), len: buffer.capacity() }
     }
 
     /// Pointer to element `offset`.
@@ -63,8 +68,9 @@ impl SharedMut {
     /// # Safety
     /// `offset` must lie in the buffer.
     pub(crate) unsafe fn at(self, offset: usize) -> *mut f32 {
+        debug_assert!(offset < self.len, "element {offset} of a buffer of {}", self.len);
         // SAFETY: `offset` lies in the buffer (the caller's promise).
-        unsafe { self.0.add(offset) }
+        unsafe { self.start.add(offset) }
     }
 
     /// The region [start, start + len) as a slice.
@@ -72,8 +78,9 @@ impl SharedMut {
     /// # Safety
     /// No other live slice may overlap the region, and it must lie in the buffer.
     pub(crate) unsafe fn slice<'a>(self, start: usize, len: usize) -> &'a mut [f32] {
+        debug_assert!(start.checked_add(len).is_some_and(|end| end <= self.len), "[{start}, +{len}) of a buffer of {}", self.len);
         // SAFETY: the region lies in the buffer and no other live slice overlaps it (the
         // caller's promise).
-        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
+        unsafe { std::slice::from_raw_parts_mut(self.start.add(start), len) }
     }
 }

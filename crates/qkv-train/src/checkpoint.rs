@@ -93,8 +93,9 @@ pub async fn to_bytes_async(run: &Run, dataset: &Dataset, data: &str) -> Result<
     Ok(assemble(&header, &weights, &optimiser))
 }
 
-/// The file around its three sections: magic, version, the sections, the checksum.
-fn assemble(header: &[u8], weights: &[u8], optimiser: &[u8]) -> Vec<u8> {
+/// The file around its three sections: magic, version, the sections, the checksum (also how
+/// tests and the fuzz targets build files that pass the checksum).
+pub fn assemble(header: &[u8], weights: &[u8], optimiser: &[u8]) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
     out.extend(VERSION.to_le_bytes());
     push_section(&mut out, header);
@@ -158,6 +159,15 @@ impl Checkpoint {
         let header: CheckpointHeader =
             serde_json::from_slice(header).map_err(|e| CheckpointError::Header { name: name.to_string(), message: e.to_string() })?;
         header.spec.model.validate().map_err(|e| CheckpointError::Header { name: name.to_string(), message: e.to_string() })?;
+        // Checked before a model of the header's size is allocated: a damaged or forged header
+        // could otherwise ask for more memory than the machine has.
+        let params = qkv_model::accounting::ParamReport::new(&header.spec.model).total_params;
+        if weights.len() / 4 < params {
+            return Err(CheckpointError::Mismatch {
+                name: name.to_string(),
+                message: format!("the header describes {params} parameters, but the file holds {} bytes of weights", weights.len()),
+            });
+        }
         Ok(Self { header, weights: weights.to_vec(), optimiser: optimiser.to_vec(), name: name.to_string() })
     }
 
@@ -288,8 +298,16 @@ mod tests {
         header.spec.model.mlp_hidden *= 2;
         let header = serde_json::to_vec(&header).unwrap();
         let forged = assemble(&header, &checkpoint.weights, &checkpoint.optimiser);
-        let err = Checkpoint::from_bytes("forged.qkv", &forged).unwrap().into_run(&dataset, &Device::flex()).err().unwrap();
+        let err = Checkpoint::from_bytes("forged.qkv", &forged).and_then(|c| c.into_run(&dataset, &Device::flex())).err().unwrap();
         assert!(matches!(err, CheckpointError::Mismatch { .. }), "{err}");
+
+        // A header describing a model far larger than the file is refused before any of it is
+        // allocated.
+        let mut header = checkpoint.header.clone();
+        header.spec.model.n_layer = 1000;
+        let forged = assemble(&serde_json::to_vec(&header).unwrap(), &checkpoint.weights, &checkpoint.optimiser);
+        let err = Checkpoint::from_bytes("huge.qkv", &forged).err().unwrap();
+        assert!(matches!(err, CheckpointError::Mismatch { .. }) && err.to_string().contains("parameters"), "{err}");
     }
 
     #[test]

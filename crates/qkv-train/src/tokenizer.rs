@@ -93,7 +93,12 @@ impl Tokenizer {
     /// A Hugging Face `tokenizer.json`.
     pub fn load(path: &str) -> Result<Self, DataError> {
         let bytes = std::fs::read(path).map_err(|e| DataError::Io { name: path.to_string(), message: e.to_string() })?;
-        let tokenizer = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
+        Self::from_json(path, &bytes)
+    }
+
+    /// A Hugging Face `tokenizer.json`'s bytes, read from `path`.
+    pub fn from_json(path: &str, bytes: &[u8]) -> Result<Self, DataError> {
+        let tokenizer = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| {
             DataError::Tokenizer(format!("{path} is not a Hugging Face tokenizer file ({e}): give the tokenizer.json saved with the model"))
         })?;
         Ok(Tokenizer::Loaded { path: path.to_string(), tokenizer: Box::new(tokenizer) })

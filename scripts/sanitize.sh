@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The CPU kernels' unsafe code under two checkers (not part of the tests or CI):
+#  1. AddressSanitizer: qkv-kernels' tests built with -Zsanitizer=address (the stable toolchain
+#     told to accept nightly flags, RUSTC_BOOTSTRAP=1), in a target folder of their own: reads or
+#     writes outside a buffer, use after free.
+#  2. valgrind's memcheck on the ordinary debug build of the same tests: reads of memory never
+#     written (the kernels write outputs into uninitialised buffers, which must be written whole).
+# Debug builds also assert every raw-pointer write's bounds (`parallel::SharedMut`).
+# QKV_TEST_CPU_ONLY=1 runs the GPU comparisons on flex and the GPU kernels' tests are skipped:
+# the checkers cannot see into a GPU. Miri cannot run the gemm crate's CPU detection.
+#   bash scripts/sanitize.sh [asan|valgrind]...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+checks=("$@")
+[ ${#checks[@]} -gt 0 ] || checks=(asan valgrind)
+export QKV_TEST_CPU_ONLY=1 RUST_BACKTRACE=1
+host=$(rustc -vV | sed -n 's/^host: //p')
+skip=(--skip cube::)
+
+for check in "${checks[@]}"; do
+  case "$check" in
+    asan)
+      echo "== AddressSanitizer: qkv-kernels' tests"
+      # --target keeps the flag off build scripts and proc macros, which run on the host.
+      RUSTC_BOOTSTRAP=1 RUSTFLAGS="-Zsanitizer=address" ASAN_OPTIONS="detect_leaks=0" \
+        CARGO_TARGET_DIR="${QKV_ASAN_TARGET_DIR:-$HOME/.cache/qkv-lab/asan-target}" \
+        cargo test --workspace --locked -p qkv-kernels --lib --target "$host" -- "${skip[@]}" 2>&1 | grep -E '^(test result|ERROR|SUMMARY|==[0-9]+==)|panicked|FAILED'
+      ;;
+    valgrind)
+      command -v valgrind > /dev/null || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind > /dev/null; }
+      export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/qkv-lab/target}"
+      echo "== valgrind memcheck: qkv-kernels' tests (debug build)"
+      binary=$(cargo test --workspace --locked -p qkv-kernels --lib --no-run --message-format=json 2> /dev/null |
+        python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "qkv_kernels" and m.get("executable"):
+        print(m["executable"])')
+      # One thread: memcheck serialises threads anyway, and its reports stay readable.
+      valgrind --error-exitcode=99 --errors-for-leak-kinds=none --track-origins=yes -q \
+        "$binary" --test-threads=1 "${skip[@]}" 2>&1 | grep -E '^(test result|==[0-9]+==)|panicked|FAILED'
+      ;;
+    *) echo "unknown check $check: asan or valgrind" >&2; exit 2 ;;
+  esac
+done
