@@ -8,9 +8,10 @@
 //! Run 1 has WebGPU (`--enable-unsafe-webgpu`, SwiftShader without a GPU): the page must time a
 //! few steps on WebGPU and on the CPU, train on the faster and say so; run 2 has none and must
 //! train on the CPU fallback, in a Web Worker. Both then export the first run and must download its
-//! checkpoint and metrics. Run 2 then reloads once its runs are kept in the browser's storage: the
+//! checkpoint and metrics. Run 2 then reloads once its runs are kept in the browser's storage, in
+//! the middle of the next save (its checkpoints written, not the index that names them): the
 //! service worker must serve the app from its cache (the server sees no request for the wasm or its
-//! glue), and the page must offer the kept runs and continue their curves. Both print their
+//! glue), and the page must offer the last complete save and continue its curves. Both print their
 //! start-up stages and the page's training speed (`web/bench.sh` collects them with the wasm size).
 //!
 //! Needs trunk, wasm-bindgen-cli, the wasm32 target and chromium (`tests/run-all.sh` installs
@@ -59,6 +60,19 @@ const REPORTER: &str = r#"<script>
     }
     return click.call(this);
   };
+  // The page killed mid-save: once armed, the next save of the kept runs writes its checkpoints
+  // and then waits forever to write the index that names them, and the page is reloaded right
+  // there; the reload must offer the last complete save, not the half-written one.
+  var stallIndex = false, stalledStep = null, savingStep = null;
+  var put = Cache.prototype.put;
+  Cache.prototype.put = function (request) {
+    var url = typeof request === "string" ? request : request.url;
+    var step = /\/kept-runs\/step-(\d+)\//.exec(url);
+    if (step) savingStep = Number(step[1]);
+    if (stallIndex && /\/kept-runs\/index\.json$/.test(url)) { stalledStep = savingStep; return new Promise(function () {}); }
+    return put.apply(this, arguments);
+  };
+  var stall = JSON.parse(sessionStorage.getItem("qkv-e2e-stall") || "null");
   var appMs = null, evaluatedMs = null, firstStepMs = null, trainedMs = null, trainedNotice = null, sent = {}, ticks = 0, adapter = null;
   // `?e2e_reload`: once trained, reload the page (when the service worker is ready); the reloaded
   // page reports after a few steps, without exporting.
@@ -105,7 +119,7 @@ const REPORTER: &str = r#"<script>
       workerStartedMs: window.qkvWorkerStartedMs || null, workerReadyMs: window.qkvWorkerReadyMs || null, evaluatedMs: evaluatedMs,
       firstStepMs: firstStepMs, trainedMs: trainedMs, trainedNotice: trainedNotice, elapsedMs: performance.now(),
       reloaded: reloaded, serviceWorker: controlled, pageFrames: pageFrames(), continuedFrom: continuedFrom,
-      reloadWait: reloadWait }) });
+      reloadWait: reloadWait, stall: stall }) });
     if (reason === "trained" && reloadCheck && !reloaded) {
       // Reload once the service worker is ready and the runs are kept at the target step.
       reloadWait = waitingForWorker;
@@ -117,7 +131,17 @@ const REPORTER: &str = r#"<script>
           }, 100);
         });
       }).then(function () {
+        // Kept at step __STEPS__ or later: the next save is stalled before its index, and the
+        // page reloaded in the middle of it.
+        var kept = window.qkvLab.keptStep;
+        stallIndex = true;
+        reloadWait = "a save after step " + kept + " to reach its index";
+        return new Promise(function (resolve) {
+          var stalled = setInterval(function () { if (stalledStep !== null) { clearInterval(stalled); resolve(kept); } }, 50);
+        });
+      }).then(function (kept) {
         reloadWait = "the reload";
+        sessionStorage.setItem("qkv-e2e-stall", JSON.stringify({ kept: kept, stalled: stalledStep }));
         sessionStorage.setItem("qkv-e2e-reloaded", "1");
         location.reload();
       });
@@ -580,6 +604,11 @@ fn assert_served_from_cache(report: &Report) {
     // The runs kept at step 50 or so came back and trained on: their curves keep the first load's steps.
     let from = json["continuedFrom"].as_u64().unwrap_or(0);
     assert!(from >= STEPS as u64, "the reloaded page did not offer the runs kept at step {STEPS}: {raw}");
+    // The first load was closed in the middle of a later save (its checkpoints written, not yet
+    // its index): the reload offers the last complete save, and loses only the steps since.
+    let (kept, stalled) = (json["stall"]["kept"].as_u64(), json["stall"]["stalled"].as_u64());
+    assert!(kept.zip(stalled).is_some_and(|(k, s)| s > k), "the page was not closed in the middle of a later save: {raw}");
+    assert_eq!(Some(from), kept, "the reload did not offer the last complete save: {raw}");
     let runs = json["state"]["runs"].as_array().map(Vec::as_slice).unwrap_or_default();
     assert!(runs.first().is_some_and(|run| run["name"] == "from-the-link"), "the link's runs did not come back: {raw}");
     assert!(runs.iter().all(|run| run["steps"].as_u64().unwrap_or(0) >= from + 3), "the curves did not continue: {raw}");
@@ -589,8 +618,9 @@ fn assert_served_from_cache(report: &Report) {
         requests[since..].iter().filter(|r| r.ends_with(".wasm") || (r.ends_with(".js") && !r.ends_with("/sw.js"))).collect();
     assert!(fetched.is_empty(), "the reloaded page fetched the app again: {fetched:?} (all requests since: {:?})", &requests[since..]);
     eprintln!(
-        "web e2e reload: continued the runs kept at step {from} to step {} with the app from the service worker's cache; \
-         the server saw only {:?}",
+        "web e2e reload: closed while saving step {}, continued the runs kept at step {from} to step {} with the app from \
+         the service worker's cache; the server saw only {:?}",
+        stalled.unwrap_or_default(),
         json["state"]["step"],
         requests[since + 1..].iter().filter(|r| !r.starts_with("POST")).collect::<Vec<_>>()
     );
