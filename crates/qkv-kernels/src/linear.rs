@@ -41,8 +41,8 @@ fn linear_with<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Ten
         Route::Composed => burn::tensor::module::linear(x, weight, bias),
         // Burn's linear multiplies a [batch, time, in] input batch row by batch row, so the
         // weight's gradient is a [batch, in, out] product summed over the batch (a reduce launch
-        // per layer, and that much memory); over the rows flattened it is one product.
-        // Over the rows flattened, with our product where it was timed faster (`cube::product_choice`).
+        // per layer, and that much memory); over the rows flattened it is one product: Burn's,
+        // or ours where it was timed faster on the device (`cube::product_choice`).
         r @ (Route::Cube | Route::CubeAutodiff) => {
             let mut shape = x.dims();
             let d_in = shape[D - 1];
