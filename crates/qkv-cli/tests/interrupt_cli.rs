@@ -116,3 +116,31 @@ fn a_folder_in_use_is_refused_to_a_second_writer() {
     assert!(!out.join(".qkv-lock").exists(), "the lock outlived its run");
     std::fs::remove_dir_all(&out).ok();
 }
+
+/// `qkv experiment` keeps its seeds' checkpoints at every evaluation and on a signal, and the
+/// same command run again resumes them from the step they were stopped at.
+#[test]
+fn an_experiment_stopped_by_a_signal_resumes_from_its_checkpoints() {
+    use std::io::{BufRead, BufReader};
+    let out = std::env::temp_dir().join(format!("qkv-interrupt-experiment-{}", std::process::id()));
+    std::fs::remove_dir_all(&out).ok();
+    let experiment = ["experiment", "paper1", "--scale", "tiny", "--seeds", "1", "--steps", "100000"];
+    let seed_dir = "checkpoints/text/seed-1337";
+    let (status, stderr) = until_signalled(&experiment, &format!("{seed_dir}/standard.qkv"), "-INT", &out);
+    assert_eq!(status, Some(130), "{stderr}");
+    let said = stderr.lines().find(|l| l.starts_with("qkv: stopped by Ctrl-C")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(said.contains(seed_dir) && said.contains("run the same command again"), "{said}");
+    let step: usize = said.split("after step ").nth(1).and_then(|s| s.split(';').next()).and_then(|s| s.parse().ok()).unwrap();
+
+    // The same command again: it resumes the seed where the signal stopped it.
+    let mut again = qkv(&experiment, &out).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().expect("qkv starts");
+    let resumed = BufReader::new(again.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.contains("resuming at step"))
+        .expect("the second run resumes");
+    again.kill().ok();
+    again.wait().ok();
+    assert!(resumed.ends_with(&format!("resuming at step {step} from {}", out.join(seed_dir).display())), "{resumed} (stopped at {step})");
+    std::fs::remove_dir_all(&out).ok();
+}

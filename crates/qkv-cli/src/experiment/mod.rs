@@ -21,6 +21,7 @@ use qkv_train::{DataSource, Experiment, Run, SyntheticTask, TokenizerKind, Train
 
 use crate::Failure;
 use crate::compute::{Backend, Compute, SpreadArgs};
+use crate::interrupt::{Interrupted, Interrupts};
 use crate::report::LossCurve;
 use crate::train::{headless_session, started_or_failed};
 use findings::{diagnostics_section, paper1_report, paper2_against_paper, paper2_report};
@@ -308,7 +309,9 @@ fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
 
 /// Trains one seed of a study, resuming from the checkpoints in `dir` when all of them are
 /// there, and checkpointing at every evaluation; every batch is split across `compute`'s devices.
-fn train_seed(plan: &ExperimentPlan, compute: &Compute, dir: &Path, label: &str) -> Result<Experiment, Failure> {
+/// Ctrl-C or SIGTERM ends the seed after the step in flight, its checkpoints written, with
+/// [`Interrupted`]: the same command run again resumes from them.
+fn train_seed(plan: &ExperimentPlan, compute: &Compute, dir: &Path, label: &str, interrupts: &Interrupts) -> Result<Experiment, Failure> {
     let device = &compute.home;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let dataset = plan.dataset()?;
@@ -338,6 +341,7 @@ fn train_seed(plan: &ExperimentPlan, compute: &Compute, dir: &Path, label: &str)
                 _ => {}
             }
         }
+        let caught = interrupts.caught();
         if evaluated || experiment.is_done() {
             let losses: Vec<String> = experiment
                 .runs
@@ -345,10 +349,16 @@ fn train_seed(plan: &ExperimentPlan, compute: &Compute, dir: &Path, label: &str)
                 .map(|r| format!("{} {}", r.spec.name, r.metrics.evals.last().map_or("-".into(), |e| format!("{:.4}", e.val_loss))))
                 .collect();
             eprintln!("{label} step {}: val {}", experiment.step, losses.join(", "));
+        }
+        if evaluated || experiment.is_done() || caught.is_some() {
             for run in &experiment.runs {
                 let bytes = to_bytes(run, experiment.dataset(), &data)?;
                 write_atomically(&path(&run.spec.name), &bytes)?;
             }
+        }
+        if let Some(signal) = caught {
+            let wrote = format!("{} (run the same command again to resume)", dir.display());
+            return Err(Box::new(Interrupted { signal, step: experiment.step, wrote }) as Failure);
         }
         Ok::<(), Failure>(())
     })?;
@@ -375,6 +385,7 @@ struct Trainer<'a> {
     settings: &'a Settings,
     invocation: &'a str,
     jobs: usize,
+    interrupts: &'a Interrupts,
 }
 
 impl Trainer<'_> {
@@ -400,7 +411,7 @@ impl Trainer<'_> {
                 .num_threads(threads_per_job)
                 .build()
                 .map_err(|e| format!("cannot start {threads_per_job} compute threads: {e}"))?;
-            let experiment = pool.install(|| train_seed(&plan, &self.settings.compute, &dir, &label))?;
+            let experiment = pool.install(|| train_seed(&plan, &self.settings.compute, &dir, &label, self.interrupts))?;
             let outcomes: Vec<Outcome> =
                 experiment.runs.iter().map(|r| Outcome::of(&study.name, seed, r, experiment.val_batches())).collect();
             let result = SeedResult {
@@ -561,7 +572,8 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
     let settings = Settings::of(args)?;
     let studies = studies(args)?;
     let out = &settings.out;
-    let trainer = Trainer { settings: &settings, invocation, jobs: args.jobs };
+    let interrupts = Interrupts::catch()?;
+    let trainer = Trainer { settings: &settings, invocation, jobs: args.jobs, interrupts: &interrupts };
     let mut outcomes = Vec::new();
     let mut provenance = String::new();
     for study in &studies {
