@@ -98,9 +98,14 @@ impl Tokenizer {
 
     /// A Hugging Face `tokenizer.json`'s bytes, read from `path`.
     pub fn from_json(path: &str, bytes: &[u8]) -> Result<Self, DataError> {
-        let tokenizer = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| {
+        let not_one = |e: &dyn std::fmt::Display| {
             DataError::Tokenizer(format!("{path} is not a Hugging Face tokenizer file ({e}): give the tokenizer.json saved with the model"))
-        })?;
+        };
+        // JSON first: tokenizers 0.22 panics on some malformed files (a broken "decoder" value
+        // reaches an `expect` in its decoder's deserializer; found by fuzz/tokenizer_json)
+        // instead of saying so. Once the text is JSON, that path cannot fail.
+        serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(|e| not_one(&e))?;
+        let tokenizer = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| not_one(&e))?;
         Ok(Tokenizer::Loaded { path: path.to_string(), tokenizer: Box::new(tokenizer) })
     }
 
@@ -248,5 +253,13 @@ mod tests {
         for bad in ["bpe", "bpe:x", "bpe:10", "word"] {
             assert!(bad.parse::<TokenizerKind>().unwrap_err().to_string().contains("bpe:N"), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_malformed_tokenizer_json_is_refused_not_a_panic() {
+        // fuzz/tokenizer_json's first crash: a "decoder" value that is not JSON.
+        let crash = b"{\"decoder\"\n:\x00\x02\x00\x00\xfa?\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xe8\x00\xfa\x00\x00\x00\x00\x10";
+        let err = Tokenizer::from_json("crash/tokenizer.json", crash).err().expect("refused");
+        assert!(err.to_string().contains("crash/tokenizer.json is not a Hugging Face tokenizer file"), "{err}");
     }
 }
