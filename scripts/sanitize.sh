@@ -17,25 +17,33 @@ export QKV_TEST_CPU_ONLY=1 RUST_BACKTRACE=1
 host=$(rustc -vV | sed -n 's/^host: //p')
 skip=(--skip cube::)
 
+# The path of qkv-kernels' test binary, built (with the workspace's features, as every entry
+# point resolves them) by `cargo test … --no-run`.
+kernel_tests() {
+  cargo test --workspace --locked --lib --no-run --message-format=json "$@" 2> /dev/null |
+    python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "qkv_kernels" and m.get("executable"):
+        print(m["executable"])'
+}
+
 for check in "${checks[@]}"; do
   case "$check" in
     asan)
       echo "== AddressSanitizer: qkv-kernels' tests"
       # --target keeps the flag off build scripts and proc macros, which run on the host.
-      RUSTC_BOOTSTRAP=1 RUSTFLAGS="-Zsanitizer=address" ASAN_OPTIONS="detect_leaks=0" \
-        CARGO_TARGET_DIR="${QKV_ASAN_TARGET_DIR:-$HOME/.cache/qkv-lab/asan-target}" \
-        cargo test --workspace --locked -p qkv-kernels --lib --target "$host" -- "${skip[@]}" 2>&1 | grep -E '^(test result|ERROR|SUMMARY|==[0-9]+==)|panicked|FAILED'
+      binary=$(RUSTC_BOOTSTRAP=1 RUSTFLAGS="-Zsanitizer=address" \
+        CARGO_TARGET_DIR="${QKV_ASAN_TARGET_DIR:-$HOME/.cache/qkv-lab/asan-target}" kernel_tests --target "$host")
+      [ -n "$binary" ] || { echo "the AddressSanitizer build failed" >&2; exit 1; }
+      ASAN_OPTIONS="detect_leaks=0" "$binary" "${skip[@]}" 2>&1 | grep -E '^(test result|ERROR|SUMMARY|==[0-9]+==)|panicked|FAILED'
       ;;
     valgrind)
       command -v valgrind > /dev/null || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind > /dev/null; }
       export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/qkv-lab/target}"
       echo "== valgrind memcheck: qkv-kernels' tests (debug build)"
-      binary=$(cargo test --workspace --locked -p qkv-kernels --lib --no-run --message-format=json 2> /dev/null |
-        python3 -c 'import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "qkv_kernels" and m.get("executable"):
-        print(m["executable"])')
+      binary=$(kernel_tests)
+      [ -n "$binary" ] || { echo "the build failed" >&2; exit 1; }
       # One thread: memcheck serialises threads anyway, and its reports stay readable.
       valgrind --error-exitcode=99 --errors-for-leak-kinds=none --track-origins=yes -q \
         "$binary" --test-threads=1 "${skip[@]}" 2>&1 | grep -E '^(test result|==[0-9]+==)|panicked|FAILED'
