@@ -259,7 +259,7 @@ mod tests {
     fn a_malformed_tokenizer_json_is_refused_not_a_panic() {
         // fuzz/tokenizer_json's first crash: a "decoder" value that is not JSON.
         let crash = b"{\"decoder\"\n:\x00\x02\x00\x00\xfa?\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xe8\x00\xfa\x00\x00\x00\x00\x10";
-        let err = Tokenizer::from_json("crash/tokenizer.json", crash).err().expect("refused");
+        let err = Tokenizer::from_json("crash/tokenizer.json", crash).expect_err("refused");
         assert!(err.to_string().contains("crash/tokenizer.json is not a Hugging Face tokenizer file"), "{err}");
     }
 }
