@@ -70,7 +70,7 @@ if ! "$qkv" bench --preset classroom --backend wgpu --variants standard --kernel
   grep -v XDG_RUNTIME "$work/gpu-adapter.err" | tail -3 >&2
   exit 1
 fi
-grep '^adapter:' "$work/gpu-adapter.err"
+grep -E '^(adapter|products):' "$work/gpu-adapter.err"
 
 torch_device=cpu
 python3 -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null && torch_device=cuda
