@@ -31,12 +31,12 @@ use crate::math::matmul_parallel;
 
 /// `x W + b` over the last dimension of `x`: [..., in] · [in, out] → [..., out].
 pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> Tensor<D> {
-    let product = cube::product_choice::product_for(&x.device());
-    linear_with(x, weight, bias, product)
+    linear_with(x, weight, bias, None)
 }
 
-/// [`linear`] with `product` on a cubecl device.
-fn linear_with<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Tensor<1>>, product: Product) -> Tensor<D> {
+/// [`linear`] with `product` on a cubecl device (`None`: the one chosen for the device, looked up
+/// only on that route, so that flex's layers pay nothing for it).
+fn linear_with<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Tensor<1>>, product: Option<Product>) -> Tensor<D> {
     match route(&x.device(), x.dtype()) {
         Route::Composed => burn::tensor::module::linear(x, weight, bias),
         // Burn's linear multiplies a [batch, time, in] input batch row by batch row, so the
@@ -49,6 +49,7 @@ fn linear_with<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Ten
             let rows = shape[..D - 1].iter().product::<usize>();
             shape[D - 1] = weight.dims()[1];
             let x = x.reshape([rows, d_in]);
+            let product = product.unwrap_or_else(|| cube::product_choice::product_for(&x.device()));
             let y = match (product, r) {
                 (Product::Burn, _) => burn::tensor::module::linear(x, weight, bias),
                 (Product::Blocked, Route::Cube) => from_cube(cube::linear::forward(to_cube(x), to_cube(weight), bias.map(to_cube)).0),
@@ -277,7 +278,7 @@ mod tests {
                 let weight = if transposed { w.clone().transpose() } else { w.clone() };
                 let bias = with_bias.then(|| b.clone());
                 let y = if fused {
-                    linear_with(x.clone(), weight, bias, *product)
+                    linear_with(x.clone(), weight, bias, Some(*product))
                 } else {
                     burn::tensor::module::linear(x.clone(), weight, bias)
                 };

@@ -82,9 +82,13 @@ pub(crate) fn product_for(device: &Device) -> Product {
     if let Some(product) = pinned() {
         return product;
     }
-    let Some(device) = cube_device(device) else { return Product::Burn };
+    cube_device(device).and_then(|device| recorded(&device)).map_or(Product::Burn, |choice| choice.product)
+}
+
+/// What `device` was given, if it was timed or set.
+fn recorded(device: &CubeDevice) -> Option<ProductChoice> {
     let chosen = chosen().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    chosen.iter().find(|(d, _)| *d == device).map_or(Product::Burn, |(_, c)| c.product)
+    chosen.iter().find(|(d, _)| d == device).map(|(_, choice)| choice.clone())
 }
 
 /// Times Burn's product and ours on `device`, once per device, and gives the linear layers the
@@ -100,8 +104,8 @@ pub async fn choose_product(device: &Device) -> ProductChoice {
         return untimed(product);
     }
     let Some(cube_device) = cube_device(&plain) else { return untimed(Product::Burn) };
-    if let Some((_, choice)) = chosen().lock().unwrap_or_else(|poisoned| poisoned.into_inner()).iter().find(|(d, _)| *d == cube_device) {
-        return choice.clone();
+    if let Some(choice) = recorded(&cube_device) {
+        return choice;
     }
     let probe_a: Tensor<2> = probe([PROBE[0], PROBE[1]], &plain);
     let probe_b: Tensor<2> = probe([PROBE[1], PROBE[2]], &plain);
