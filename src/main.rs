@@ -1,14 +1,15 @@
 //! QKV Lab's shells around the `qkv-ui` playground: a desktop window (`cargo run --release`)
 //! and a browser page (`trunk serve`). Both share eframe's wgpu device with Burn.
 
+// What the browser cannot do (clippy.toml's `disallowed-methods`) is an error in its build.
+#![cfg_attr(target_arch = "wasm32", warn(clippy::disallowed_methods))]
+
 mod shell;
 
 #[cfg(not(target_family = "wasm"))]
 mod native;
 #[cfg(target_family = "wasm")]
 mod web;
-#[cfg(target_family = "wasm")]
-mod worker;
 
 /// Training allocates and frees the same large tensors every step; see `qkv_allocator`.
 #[cfg(not(target_family = "wasm"))]
@@ -24,8 +25,8 @@ fn main() -> eframe::Result {
 /// The page starts the app; a worker that the page started for training runs its session.
 #[cfg(target_family = "wasm")]
 fn main() {
-    match worker::worker_scope() {
-        Some(scope) => worker::run_session(scope),
+    match web::worker::worker_scope() {
+        Some(scope) => web::worker::run_session(scope),
         None => web::start(),
     }
 }

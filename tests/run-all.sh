@@ -52,8 +52,8 @@ fi
 # (trunk cannot download one offline, and a different version cannot read the build's output).
 # The test builds the page as the README's `trunk serve` does; the deployed build's wasm-opt is
 # installed by web/bench.sh, which measures that build.
+rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
 if [ -z "${QKV_SKIP_WEB:-}" ]; then
-  rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
   # The two tools are compiled for this run, not for speed: unoptimised and without trunk's fat
   # LTO, trunk compiles in 2 min instead of 7 and wasm-bindgen-cli in 1 instead of 2.3, and
   # cost the page build 15 s (docs/performance.md, "CI time"). trunk without its default
@@ -87,6 +87,11 @@ done
 stage "cargo fmt --check"
 cargo fmt --all --check
 
+# The browser's build, linted with clippy.toml's rules for it (no threads, no std clock): a check
+# of the page's crates for wasm32, 1 min 47 s cold and seconds warm, so `--fast` runs it too.
+stage "cargo clippy --target wasm32-unknown-unknown -p qkv-lab"
+cargo clippy --quiet --target wasm32-unknown-unknown -p qkv-lab --locked -- -D warnings
+
 # Clippy lints inside the test build, with the same lints and `-D warnings` as `cargo clippy
 # --workspace --all-targets -- -D warnings`: clippy-driver, cargo's wrapper for the workspace's
 # own crates (what `cargo clippy` sets up for `cargo check`), lints each of them and compiles it,
@@ -95,7 +100,20 @@ cargo fmt --all --check
 # but benches and examples, which this project has none of; a lint fails the build before any
 # test runs. The browser test's `trunk serve` inherits the wrapper, so the page's wasm build is
 # linted too.
+# The lints and their levels are Cargo.toml's `[workspace.lints]`; `-D warnings` reaches
+# clippy-driver in CLIPPY_ARGS, in the encoding `cargo clippy` itself uses. That encoding is
+# clippy's own, not a promise: the canary below fails this script if a clippy update stops
+# reading it, rather than letting the lints pass silently.
+driver=$(rustup which clippy-driver)
+clippy_args="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+canary=$(mktemp -d)
+# needless_return warns by default: with -D warnings it must fail.
+echo 'fn f() -> i32 { return 1; } fn main() { f(); }' > "$canary/canary.rs"
+if CLIPPY_ARGS=$clippy_args "$driver" "$(rustup which rustc)" --edition 2024 --out-dir "$canary" "$canary/canary.rs" > /dev/null 2>&1; then
+  echo "error: clippy-driver no longer reads -D warnings from CLIPPY_ARGS; update tests/run-all.sh" >&2
+  exit 1
+fi
+rm -rf "$canary"
 stage "cargo test --workspace, linted by clippy -D warnings"
-RUSTC_WORKSPACE_WRAPPER=$(rustup which clippy-driver) CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" \
-  cargo test --workspace --locked
+RUSTC_WORKSPACE_WRAPPER=$driver CLIPPY_ARGS=$clippy_args cargo test --workspace --locked
 echo "== all tests passed in $(( $(date +%s) - start )) s"

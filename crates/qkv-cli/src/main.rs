@@ -12,6 +12,7 @@ mod reparam;
 mod report;
 mod sample;
 mod serve;
+mod summary;
 mod train;
 
 use std::process::ExitCode;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use qkv_train::{Metrics, Run};
 
 use crate::Failure;
-use crate::train::RunSummary;
+use crate::summary::RunSummary;
 
 pub fn fmt_loss(loss: Option<f64>) -> String {
     loss.map_or("-".into(), |l| format!("{l:.4}"))

@@ -1,6 +1,9 @@
 //! QKV Lab's model: a GPT whose attention can drop or share W_Q, W_K, W_V (the variants are
 //! described in the README's table), and exact parameter, KV-cache and FLOP accounting for it.
 
+// What the browser cannot do (clippy.toml's `disallowed-methods`) is an error in its build.
+#![cfg_attr(target_arch = "wasm32", warn(clippy::disallowed_methods))]
+
 pub mod accounting;
 pub mod attention;
 pub mod config;

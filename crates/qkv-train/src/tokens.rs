@@ -30,7 +30,8 @@ impl Tokens {
         if file.metadata().map_err(io)?.len() == 0 {
             return Err(DataError::Empty { name });
         }
-        // Safety: the map is read-only and lives as long as these tokens. Like nanoGPT's
+        #[allow(unsafe_code)] // the one unsafe call outside the kernel and allocator crates
+        // SAFETY: the map is read-only and lives as long as these tokens. Like nanoGPT's
         // np.memmap it assumes no other program rewrites the file while training reads it; one
         // that does changes the ids read, never memory safety of anything but those reads.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;

@@ -2,6 +2,9 @@
 //! what the model and training crates compute and hold no training logic. [`Playground`] puts
 //! them around one training session.
 
+// What the browser cannot do (clippy.toml's `disallowed-methods`) is an error in its build.
+#![cfg_attr(target_arch = "wasm32", warn(clippy::disallowed_methods))]
+
 pub mod app;
 pub mod attention_panel;
 pub mod compute_choice;
@@ -9,6 +12,7 @@ pub mod compute_trial;
 pub mod costs_panel;
 pub mod files;
 pub mod files_panel;
+pub mod frame_timer;
 pub mod lessons;
 pub mod loss_panel;
 pub mod news;
@@ -19,6 +23,7 @@ pub mod samples_panel;
 pub mod setup_panel;
 pub mod theory_panel;
 pub mod view;
+mod widgets;
 
 pub use app::{Drawn, Playground, Tab};
 pub use compute_choice::{Compute, ComputeOffer, Verdict};

@@ -1,5 +1,5 @@
 //! What the playground needs from the machine it runs on, as one trait. The shells implement it:
-//! the desktop in `src/native.rs`, the browser in `src/web.rs`. The panels and the playground hold
+//! the desktop in `src/native.rs`, the browser in `src/web/`. The panels and the playground hold
 //! no platform code of their own. The file methods' defaults are those of a machine with a file
 //! system (the desktop, the tests); the browser overrides them.
 

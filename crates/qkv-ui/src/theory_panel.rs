@@ -12,7 +12,7 @@ pub struct TheoryPanel;
 impl TheoryPanel {
     /// Returns the run whose W_Q the user asked to eliminate.
     pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Option<usize> {
-        crate::app::wrapped(
+        crate::widgets::wrapped(
             ui,
             "Any invertible matrix T can be folded into the layer's input: X becomes XT and each of W_Q, W_K, W_V \
              becomes T^-1 W. With T = W_Q the query weight becomes I. Exact without LayerNorm, for one layer, \

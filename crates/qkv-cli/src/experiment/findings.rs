@@ -334,7 +334,7 @@ pub(super) mod tests {
 
     use super::*;
     use crate::report::LossCurve;
-    use crate::train::RunSummary;
+    use crate::summary::RunSummary;
 
     /// A finished run of paper 1's study with the given best validation loss.
     pub(in crate::experiment) fn finished(name: &str, seed: u64, loss: f64) -> Outcome {

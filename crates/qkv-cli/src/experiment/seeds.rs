@@ -11,7 +11,7 @@ use qkv_train::{Batch, Run};
 
 use crate::Failure;
 use crate::report::LossCurve;
-use crate::train::RunSummary;
+use crate::summary::RunSummary;
 
 /// A run's outcome in one seed: what `qkv train` summarises, where it stood, and its curve.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

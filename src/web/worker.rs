@@ -21,7 +21,8 @@ use wasm_bindgen::closure::Closure;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 
-use crate::web::{run_in_page, sleep};
+use super::capabilities::training_workers;
+use super::turns::{run_in_page, sleep};
 
 /// How the worker's session names its device (the app shows "trained on …").
 const WORKER_BACKEND: &str = "flex (CPU, in a Web Worker)";
@@ -200,7 +201,7 @@ fn start_workers(count: usize) -> Vec<TrainingWorker> {
 /// load while eframe sets up the page and its GPU, instead of after (on the 2-core reference
 /// machine a worker starts 1.3 s sooner so, and the first step comes about 0.5 s sooner).
 pub fn start_early() {
-    let workers = start_workers(crate::web::training_workers());
+    let workers = start_workers(training_workers());
     STARTED_EARLY.with(|early| *early.borrow_mut() = workers);
 }
 
@@ -210,7 +211,7 @@ pub fn relay(task: SessionTask) {
     let (session, relay) = task.into_relay();
     let mut workers = STARTED_EARLY.with(|early| std::mem::take(&mut *early.borrow_mut()));
     if workers.is_empty() {
-        workers = start_workers(crate::web::training_workers());
+        workers = start_workers(training_workers());
     }
     if workers.is_empty() {
         web_sys::console::warn_1(&"QKV Lab trains in the page: no Web Worker started".into());

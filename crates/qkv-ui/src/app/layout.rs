@@ -1,0 +1,279 @@
+//! What the playground draws: the top bar (lessons, Train/Pause/Step/Reset, tabs, compute), the
+//! side panel (lesson text, setup, throughput, theory, files) and the playground tab (loss, costs,
+//! attention maps). Each panel returns what the user asked for; this turns it into the
+//! playground's intents.
+
+use egui::{RichText, Ui};
+use web_time::Instant;
+
+use qkv_train::session::Command;
+
+use super::{Playground, Tab};
+use crate::attention_panel::AttentionRequest;
+use crate::files::{FileKind, PathChoice};
+use crate::files_panel::FilesRequest;
+use crate::lessons::LESSONS;
+use crate::setup_panel::SetupAction;
+use crate::widgets::wrapped;
+
+impl Playground {
+    /// The whole app, inside whatever container the shell gives it.
+    pub fn ui(&mut self, ui: &mut Ui) {
+        let started = Instant::now();
+        self.news.drawing_now();
+        self.frames.tick();
+        self.panels(ui);
+        self.frames.record_ui_work(started.elapsed().as_secs_f64());
+    }
+
+    fn panels(&mut self, ui: &mut Ui) {
+        self.apply_messages();
+        if let Some(kept) = self.kept.take().filter(|kept| kept.step > 0 && !kept.files.is_empty()) {
+            self.offer = Some(kept);
+        }
+        self.receive_files(ui.ctx());
+        egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
+        egui::Panel::left("setup_side").resizable(true).default_size(430.0).show(ui, |ui| {
+            egui::ScrollArea::both().id_salt("setup_scroll").show(ui, |ui| self.side_ui(ui));
+        });
+        egui::CentralPanel::default().show(ui, |ui| match self.tab {
+            Tab::Playground => self.playground_ui(ui),
+            Tab::Samples => {
+                for run in self.samples.ui(ui, &self.view) {
+                    let options = qkv_train::generate::SampleOptions { seed: run as u64 + 1, ..self.samples.options.clone() };
+                    self.send(Command::Sample { run, prompt: self.samples.prompt.clone(), options });
+                }
+            }
+            Tab::AllVariants => self.variants.ui(ui),
+        });
+    }
+
+    fn top_bar(&mut self, ui: &mut Ui) {
+        ui.horizontal_wrapped(|ui| {
+            ui.heading("QKV Lab");
+            ui.separator();
+            ui.menu_button("Classroom", |ui| {
+                for (i, lesson) in LESSONS.iter().enumerate() {
+                    if ui.button(lesson.title).clicked() {
+                        self.load_lesson(i);
+                        ui.close();
+                    }
+                }
+            });
+            ui.separator();
+            let playing = self.view.playing;
+            if ui.add_enabled(!playing, egui::Button::new("Train")).clicked() {
+                self.train();
+            }
+            if ui.add_enabled(playing, egui::Button::new("Pause")).clicked() {
+                self.pause();
+            }
+            if ui.add_enabled(!playing, egui::Button::new("Step")).clicked() {
+                self.step();
+            }
+            if ui.button("Reset").clicked() {
+                self.apply_setup();
+            }
+            ui.separator();
+            let total = self.view.runs.iter().map(|r| r.info.spec.training.steps).max().unwrap_or(0);
+            ui.label(format!("step {} / {total}", self.view.step()));
+            if total > 0 {
+                ui.add(egui::ProgressBar::new(self.view.step() as f32 / total as f32).desired_width(120.0));
+            }
+            ui.separator();
+            ui.selectable_value(&mut self.tab, Tab::Playground, "Playground");
+            ui.selectable_value(&mut self.tab, Tab::Samples, "Samples");
+            ui.selectable_value(&mut self.tab, Tab::AllVariants, "All variants");
+            ui.separator();
+            let mut compute = self.compute;
+            let mut time_again = false;
+            egui::ComboBox::from_id_salt("compute")
+                .selected_text(format!("compute: {}", self.computes[compute].label))
+                .show_ui(ui, |ui| {
+                    for (i, c) in self.computes.iter().enumerate() {
+                        ui.selectable_value(&mut compute, i, &c.label);
+                    }
+                    if self.computes.len() > 1 {
+                        time_again = ui.button("time each on the next Train").clicked();
+                    }
+                })
+                .response
+                .accessible_name("compute device");
+            if let Some(label) = self.timing() {
+                ui.label(RichText::new(format!("timing {label}…")).weak());
+            }
+            if compute != self.compute {
+                self.pick_compute(compute);
+            }
+            if time_again {
+                self.time_again();
+            }
+            if let Some(mean) = self.frames.mean() {
+                ui.label(RichText::new(format!("frame {:.1} ms ({:.0} fps)", mean * 1e3, 1.0 / mean)).weak());
+            }
+        });
+        for run in &self.view.runs {
+            if let Some(error) = &run.error {
+                ui.colored_label(ui.visuals().error_fg_color, format!("{}: {error}", run.name()));
+            }
+        }
+        let mut dismiss = false;
+        if let Some(error) = &self.view.error {
+            ui.horizontal(|ui| {
+                ui.colored_label(ui.visuals().error_fg_color, error);
+                dismiss = ui.small_button("dismiss").clicked();
+            });
+        }
+        if dismiss {
+            self.view.error = None;
+        }
+        let mut answer = None;
+        if let Some(kept) = &self.offer {
+            ui.horizontal(|ui| {
+                ui.label(format!("{} runs from your last visit are kept at step {}.", kept.files.len(), kept.step));
+                if ui.button("Continue them").clicked() {
+                    answer = Some(true);
+                }
+                if ui.small_button("dismiss").clicked() {
+                    answer = Some(false);
+                }
+            });
+        }
+        match answer {
+            Some(true) => self.continue_kept(),
+            Some(false) => self.offer = None,
+            None => {}
+        }
+        if let Some((notice, is_error)) = self.notice.clone() {
+            ui.horizontal(|ui| {
+                let colour = if is_error { ui.visuals().error_fg_color } else { ui.visuals().weak_text_color() };
+                ui.colored_label(colour, notice);
+                if ui.small_button("dismiss").clicked() {
+                    self.notice = None;
+                }
+            });
+        }
+    }
+
+    fn side_ui(&mut self, ui: &mut Ui) {
+        if let Some(lesson) = self.lesson.map(|i| &LESSONS[i]) {
+            ui.label(RichText::new(lesson.title).heading());
+            wrapped(ui, lesson.explanation);
+            ui.separator();
+        }
+        egui::CollapsingHeader::new("Experiment setup").default_open(true).show(ui, |ui| {
+            let changed = self.applied.as_ref().is_some_and(|a| a != &self.setup);
+            match self.setup_panel.ui(ui, &mut self.setup, changed) {
+                SetupAction::None => {}
+                SetupAction::Apply => {
+                    self.lesson = None;
+                    self.apply_setup();
+                }
+                SetupAction::UploadText => self.pick_file(FileKind::Text),
+                SetupAction::BrowseText => {
+                    if let Some(path) = self.choose_path(PathChoice::File(FileKind::Text)) {
+                        self.setup.plan.data = qkv_train::DataSource::File(path);
+                        self.lesson = None;
+                    }
+                }
+            }
+        });
+        egui::CollapsingHeader::new("Throughput").default_open(true).show(ui, |ui| {
+            if self.view.runs.is_empty() {
+                ui.label("no runs yet");
+            }
+            for run in &self.view.runs {
+                let rate = run.recent_tokens_per_sec().map_or("–".into(), |r| format!("{r:.0} tokens/s"));
+                let val = run.evals.last().map_or("–".into(), |e| format!("{:.4}", e.val_loss));
+                let accuracy = run.evals.last().and_then(|e| e.accuracy).map(|a| format!(", accuracy {:.1}%", 100.0 * a));
+                ui.colored_label(run.colour, format!("{}: {rate}, val loss {val}{}", run.name(), accuracy.unwrap_or_default()));
+            }
+            if !self.view.backend.is_empty() {
+                ui.label(RichText::new(format!("trained on {}; data: {}", self.view.backend, self.view.data)).weak());
+            }
+            if let Some(verdict) = &self.verdict {
+                wrapped(ui, &verdict.summary());
+            }
+        });
+        // The theory lesson opens its section once; after that the user decides.
+        let open = std::mem::take(&mut self.open_theory).then_some(true);
+        let convert = egui::CollapsingHeader::new("Theory: eliminate W_Q").open(open).show(ui, |ui| self.theory.ui(ui, &self.view));
+        if let Some(run) = convert.body_returned.flatten() {
+            self.send(Command::EliminateQuery { run });
+        }
+        let files = egui::CollapsingHeader::new("Export and import")
+            .show(ui, |ui| self.files.ui(ui, &self.view, self.share_link.as_deref()))
+            .body_returned
+            .unwrap_or(FilesRequest::None);
+        match files {
+            FilesRequest::None => {}
+            FilesRequest::Export(run) => self.export(run),
+            FilesRequest::ImportPath => self.import_path(),
+            FilesRequest::BrowseCheckpoint => {
+                if let Some(path) = self.choose_path(PathChoice::File(FileKind::Checkpoint)) {
+                    self.files.import_path = path;
+                    self.import_path();
+                }
+            }
+            FilesRequest::ChooseFolder => {
+                if let Some(path) = self.choose_path(PathChoice::Folder) {
+                    self.files.folder = path;
+                }
+            }
+            FilesRequest::PickCheckpoint => self.pick_file(FileKind::Checkpoint),
+            FilesRequest::CopyLink(link) => {
+                ui.ctx().copy_text(link);
+                self.tell("copied a link that opens this setup".into(), false);
+            }
+        }
+    }
+
+    fn playground_ui(&mut self, ui: &mut Ui) {
+        if !self.view.is_loaded() {
+            ui.vertical_centered(|ui| {
+                ui.add_space(40.0);
+                ui.heading("Does a transformer need all three of W_Q, W_K and W_V?");
+                ui.label("Preparing the runs of the setup on the left… (or pick a lesson under Classroom)");
+            });
+            return;
+        }
+        if self.view.step() == 0 && !self.view.playing {
+            ui.label(
+                RichText::new("Untrained models: press Train to train every run on the same batches, or Step for one step at a time.")
+                    .weak(),
+            );
+        }
+        // Loss and costs side by side on top, the attention maps across the full width below:
+        // fixed proportions, so that a projector shows all three at once.
+        let width = ui.available_width();
+        let top_height = (ui.available_height() * 0.48).max(220.0);
+        ui.allocate_ui(egui::vec2(width, top_height), |ui| {
+            ui.horizontal_top(|ui| {
+                ui.allocate_ui(egui::vec2(width * 0.46, top_height), |ui| {
+                    ui.set_min_size(egui::vec2(width * 0.46, top_height));
+                    ui.vertical(|ui| {
+                        ui.label(RichText::new("Loss").strong());
+                        self.loss.ui(ui, &self.view);
+                    });
+                });
+                ui.add_space(12.0);
+                ui.allocate_ui(egui::vec2(ui.available_width(), top_height), |ui| {
+                    ui.vertical(|ui| {
+                        ui.label(RichText::new("Parameters and KV cache").strong());
+                        egui::ScrollArea::both()
+                            .id_salt("costs_scroll")
+                            .max_height(top_height - 24.0)
+                            .show(ui, |ui| self.costs.ui(ui, &self.view));
+                    });
+                });
+            });
+        });
+        ui.separator();
+        ui.label(RichText::new("Attention maps").strong());
+        match self.attention.ui(ui, &self.view) {
+            AttentionRequest::None => {}
+            AttentionRequest::Prompt(prompt) => self.send(Command::AttentionPrompt(prompt)),
+            AttentionRequest::RefreshEvery(n) => self.send(Command::AttentionEvery(n)),
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! The playground: the panels around one training session. It sends the session commands and
+//! draws its messages; it never computes anything itself.
+
+mod layout;
+mod trial;
+
+use qkv_train::session::{self, CheckpointFile, Command, Session, SessionHandle};
+
+use crate::files::{FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile, PathChoice};
+use crate::platform::Platform;
+
+use crate::attention_panel::{AttentionPanel, HeadIndex};
+use crate::compute_choice::{Compute, ComputeOffer, Verdict};
+use crate::compute_trial::Trial;
+use crate::costs_panel::CostsPanel;
+use crate::files_panel::FilesPanel;
+use crate::frame_timer::FrameTimer;
+use crate::lessons::LESSONS;
+use crate::loss_panel::LossPanel;
+use crate::news::NewsPacing;
+use crate::params_panel::ParamsPanel;
+use crate::samples_panel::SamplesPanel;
+use crate::setup_panel::{Setup, SetupPanel};
+use crate::theory_panel::TheoryPanel;
+use crate::view::SessionView;
+
+/// Steps between two autosaves of every run, where the platform keeps runs (the browser): a
+/// checkpoint of the classroom demo's two runs is about 2.6 MB, written in the background.
+const AUTOSAVE_EVERY: usize = 50;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    Playground,
+    Samples,
+    AllVariants,
+}
+
+/// What the last frame drew (what the UI tests look at).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drawn {
+    pub attention_maps: usize,
+    pub loss_points: usize,
+}
+
+/// The app: the setup, the session training it, and the panels that show it. Shells and tests
+/// reach it through methods, as a user would through the panels.
+pub struct Playground {
+    setup: Setup,
+    /// The setup the session was last loaded with.
+    applied: Option<Setup>,
+    session: SessionHandle,
+    view: SessionView,
+    computes: Vec<Compute>,
+    compute: usize,
+    /// Why `compute` trains: the remembered or new verdict of a trial, or the user's pick.
+    verdict: Option<Verdict>,
+    /// The shell was told which compute to use: nothing is timed.
+    pinned: bool,
+    /// The timing of every compute under way (from the first Train without a verdict).
+    trial: Option<Trial>,
+    /// When the session's news is drawn.
+    news: NewsPacing,
+    tab: Tab,
+    lesson: Option<usize>,
+    setup_panel: SetupPanel,
+    loss: LossPanel,
+    costs: CostsPanel,
+    attention: AttentionPanel,
+    samples: SamplesPanel,
+    variants: ParamsPanel,
+    /// Export and import (the export folder and the checkpoint path on the desktop).
+    files: FilesPanel,
+    theory: TheoryPanel,
+    /// The latest note for the user (saved files, errors of the shell's own work).
+    notice: Option<(String, bool)>,
+    frames: FrameTimer,
+    open_theory: bool,
+    /// A link that opens this setup, where the shell has one (the browser's address).
+    share_link: Option<String>,
+    inbox: Inbox,
+    /// Runs the platform kept from an earlier start, offered until continued or dismissed.
+    kept: KeptInbox,
+    offer: Option<KeptRuns>,
+    /// The experiment step of the last snapshot asked for (autosave).
+    autosaved_at: usize,
+    platform: Box<dyn Platform>,
+}
+
+/// A new session on `compute`, its task handed to the platform to run.
+fn start_session(platform: &dyn Platform, news: &NewsPacing, compute: &Compute) -> SessionHandle {
+    let (handle, task) = session::channel(Session::new(compute.device.clone(), compute.label.clone()), news.waker());
+    platform.spawn_session(task);
+    handle
+}
+
+impl Playground {
+    /// `platform` is the shell's (files, the session's task); `offer` lists the devices
+    /// offered, the preferred first, and what was chosen among them on an earlier visit. `saved`
+    /// is the setup stored by a previous run of the app (JSON); an unreadable one is replaced by
+    /// the default.
+    pub fn new(ctx: &egui::Context, platform: Box<dyn Platform>, offer: impl Into<ComputeOffer>, saved: Option<&str>) -> Self {
+        let ComputeOffer { computes, pinned, remembered } = offer.into();
+        assert!(!computes.is_empty(), "the playground needs at least one device");
+        let labels: Vec<&str> = computes.iter().map(|c| c.label.as_str()).collect();
+        // A remembered verdict holds while the same computes are offered and none is pinned.
+        let verdict = remembered.as_deref().and_then(Verdict::parse).filter(|v| !pinned && v.holds_for(&labels));
+        let compute = verdict.as_ref().and_then(|v| labels.iter().position(|l| *l == v.chosen)).unwrap_or(0);
+        let (setup, notice) = match saved.map(serde_json::from_str::<Setup>) {
+            Some(Ok(setup)) => (setup, None),
+            Some(Err(e)) => (Setup::default(), Some((format!("the saved setup could not be read ({e}); starting from the default"), true))),
+            None => (Setup::default(), None),
+        };
+        let news = NewsPacing::new(ctx);
+        let session = start_session(platform.as_ref(), &news, &computes[compute]);
+        let folder = platform.default_folder();
+        // A setup that is a lesson's (the default is the first) shows that lesson's text.
+        let lesson = LESSONS.iter().position(|lesson| (lesson.plan)() == setup.plan);
+        let mut playground = Self {
+            setup,
+            applied: None,
+            session,
+            view: SessionView::default(),
+            computes,
+            compute,
+            verdict,
+            pinned,
+            trial: None,
+            news,
+            tab: Tab::Playground,
+            lesson,
+            setup_panel: SetupPanel { paths: folder.is_some() },
+            loss: LossPanel::default(),
+            costs: CostsPanel::default(),
+            attention: AttentionPanel::default(),
+            samples: SamplesPanel::default(),
+            variants: ParamsPanel::default(),
+            files: FilesPanel { paths: folder.is_some(), folder: folder.unwrap_or_default(), import_path: String::new() },
+            theory: TheoryPanel,
+            notice,
+            frames: FrameTimer::default(),
+            open_theory: false,
+            share_link: None,
+            inbox: Inbox::default(),
+            kept: KeptInbox::default(),
+            offer: None,
+            autosaved_at: 0,
+            platform,
+        };
+        playground.platform.kept_runs(&playground.kept);
+        // The first screen shows what the setup is about before anyone presses Train: its
+        // parameter and KV-cache bars, the untrained models' loss and attention maps. On a GPU this
+        // also compiles the kernels the first step needs while the page draws.
+        playground.apply_setup();
+        if let Some(verdict) = &playground.verdict {
+            let summary = verdict.summary();
+            playground.tell(summary, false);
+        }
+        playground
+    }
+
+    /// The setup to persist.
+    pub fn saved_setup(&self) -> String {
+        serde_json::to_string(&self.setup).unwrap_or_default()
+    }
+
+    /// The shell's measure of the last repaint's cost on the UI thread, which paces how often
+    /// training news is drawn.
+    pub fn record_repaint(&mut self, secs: f64) {
+        self.news.record_repaint(secs);
+    }
+
+    pub fn compute_label(&self) -> &str {
+        &self.computes[self.compute].label
+    }
+
+    /// What the session has reported: the runs, their curves, the attention maps.
+    pub fn view(&self) -> &SessionView {
+        &self.view
+    }
+
+    /// The setup being edited.
+    pub fn setup(&self) -> &Setup {
+        &self.setup
+    }
+
+    /// The setup being edited, for a shell or a test that edits it as the setup panel would.
+    pub fn setup_mut(&mut self) -> &mut Setup {
+        &mut self.setup
+    }
+
+    /// The latest note for the user, and whether it reports a problem.
+    pub fn notice(&self) -> Option<(&str, bool)> {
+        self.notice.as_ref().map(|(text, is_problem)| (text.as_str(), *is_problem))
+    }
+
+    /// Shows `text` in the top bar (a problem in the error colour).
+    pub fn tell(&mut self, text: String, is_problem: bool) {
+        self.notice = Some((text, is_problem));
+    }
+
+    /// The frame times measured so far.
+    pub fn frames(&self) -> &FrameTimer {
+        &self.frames
+    }
+
+    /// A link that opens the applied setup, where the shell has one (the browser's address).
+    pub fn set_share_link(&mut self, link: String) {
+        self.share_link = Some(link);
+    }
+
+    pub fn share_link(&self) -> Option<&str> {
+        self.share_link.as_deref()
+    }
+
+    /// Where exports are written (desktop).
+    pub fn export_folder(&self) -> &str {
+        &self.files.folder
+    }
+
+    pub fn set_export_folder(&mut self, folder: String) {
+        self.files.folder = folder;
+    }
+
+    /// Enlarges one head's map, as clicking it does.
+    pub fn select_head(&mut self, head: HeadIndex) {
+        self.attention.selected = Some(head);
+    }
+
+    /// What the last frame drew: attention maps, and points of the loss plot.
+    pub fn drawn(&self) -> Drawn {
+        Drawn { attention_maps: self.attention.maps_drawn, loss_points: self.loss.points_drawn }
+    }
+
+    fn send(&mut self, command: Command) {
+        if !self.session.send(command) {
+            self.tell("the training session stopped unexpectedly; restarting it".into(), true);
+            self.session = start_session(self.platform.as_ref(), &self.news, &self.computes[self.compute]);
+            self.applied = None;
+        }
+    }
+
+    /// Loads the edited setup into the session (training starts from scratch).
+    pub fn apply_setup(&mut self) {
+        self.cancel_trial();
+        self.view = SessionView { exports: std::mem::take(&mut self.view.exports), ..SessionView::default() };
+        self.autosaved_at = 0;
+        self.send(Command::AttentionEvery(self.attention.refresh_every));
+        self.send(Command::Load(self.setup.plan.clone()));
+        self.applied = Some(self.setup.clone());
+    }
+
+    fn ensure_loaded(&mut self) {
+        // A setup already sent is not sent again: its Load may still be on its way.
+        if self.applied.as_ref() != Some(&self.setup) {
+            self.apply_setup();
+        }
+    }
+
+    pub fn train(&mut self) {
+        // Train while another compute is timed: the user wants this one now.
+        self.cancel_trial();
+        self.ensure_loaded();
+        if self.wants_trial() {
+            self.start_trial();
+        }
+        self.send(Command::Play);
+    }
+
+    pub fn pause(&mut self) {
+        self.cancel_trial();
+        self.send(Command::Pause);
+    }
+
+    pub fn step(&mut self) {
+        self.cancel_trial();
+        self.ensure_loaded();
+        self.send(Command::Step);
+    }
+
+    /// Saves run `run`'s checkpoint and metrics (into the export folder; the browser downloads).
+    pub fn export(&mut self, run: usize) {
+        self.send(Command::Export { run });
+    }
+
+    pub fn load_lesson(&mut self, index: usize) {
+        self.lesson = Some(index);
+        let plan = (LESSONS[index].plan)();
+        self.open_theory = plan.preset == qkv_model::Preset::Theory;
+        self.setup = Setup::from_plan(plan);
+        self.apply_setup();
+    }
+
+    /// Applies every message the session has sent since the last frame.
+    fn apply_messages(&mut self) {
+        let colours = self.setup.colours32();
+        while let Some(message) = self.session.try_recv() {
+            self.view.apply(message, &colours);
+        }
+        self.advance_trial();
+        self.save_exports();
+        self.autosave();
+    }
+
+    /// Where the platform keeps runs: asks for every run's checkpoint each [`AUTOSAVE_EVERY`]
+    /// steps and when training ends, and hands what comes back to the platform.
+    fn autosave(&mut self) {
+        if let Some(snapshot) = self.view.snapshot.take() {
+            self.platform.keep_runs(snapshot);
+        }
+        let step = self.view.step();
+        if self.platform.keeps_runs() && (step >= self.autosaved_at + AUTOSAVE_EVERY || (self.view.finished && step > self.autosaved_at)) {
+            self.autosaved_at = step;
+            self.send(Command::Snapshot);
+        }
+    }
+
+    /// The experiment step of the runs kept from an earlier start, while they are offered.
+    pub fn kept_offer(&self) -> Option<usize> {
+        self.offer.as_ref().map(|kept| kept.step)
+    }
+
+    /// Continues the runs kept from an earlier start where they stood, and trains on.
+    pub fn continue_kept(&mut self) {
+        let Some(kept) = self.offer.take() else { return };
+        self.import(kept.files);
+        self.autosaved_at = kept.step;
+        self.send(Command::Play);
+    }
+
+    /// Hands every exported run to the user (a folder on the desktop, downloads in the browser).
+    fn save_exports(&mut self) {
+        for export in std::mem::take(&mut self.view.exports) {
+            let name = &export.name;
+            let files = [
+                OutgoingFile { name: format!("{name}.qkv"), bytes: export.checkpoint, mime: "application/octet-stream" },
+                OutgoingFile { name: format!("{name}-metrics.csv"), bytes: export.metrics_csv.into_bytes(), mime: "text/csv" },
+            ];
+            match self.platform.save(&self.files.folder, &files) {
+                Ok(done) => self.tell(done, false),
+                Err(e) => self.tell(e.to_string(), true),
+            }
+        }
+    }
+
+    /// Continues saved runs from their checkpoint files' contents (a run trained on an upload
+    /// finds its text in the setup's, when the names match).
+    fn import(&mut self, files: Vec<CheckpointFile>) {
+        self.cancel_trial();
+        self.view = SessionView::default();
+        let upload = match &self.setup.plan.data {
+            qkv_train::DataSource::Upload(upload) => Some(upload.clone()),
+            _ => None,
+        };
+        self.send(Command::Import { files, upload });
+        // The last autosave was of the runs this import replaces.
+        self.autosaved_at = 0;
+        self.applied = Some(self.setup.clone());
+        self.lesson = None;
+    }
+
+    fn import_path(&mut self) {
+        match IncomingFile::read(std::path::Path::new(self.files.import_path.trim())) {
+            Ok(file) => self.import(vec![CheckpointFile { name: file.name, bytes: file.bytes }]),
+            Err(e) => self.tell(e.to_string(), true),
+        }
+    }
+
+    /// A file the user gave the app: a checkpoint continues its run; anything else becomes the
+    /// text the setup trains on.
+    pub fn receive(&mut self, file: IncomingFile) {
+        if file.is_checkpoint() {
+            self.import(vec![CheckpointFile { name: file.name, bytes: file.bytes }]);
+            return;
+        }
+        match qkv_train::Upload::new(&file.name, &file.bytes) {
+            Ok(upload) => {
+                self.setup.plan.data = qkv_train::DataSource::Upload(upload);
+                self.lesson = None;
+                self.tell(format!("{} is the data now: press Train (or Apply setup) to train on it", file.name), false);
+            }
+            Err(e) => self.tell(e.to_string(), true),
+        }
+    }
+
+    fn receive_files(&mut self, ctx: &egui::Context) {
+        for file in ctx.input(|i| i.raw.dropped_files.clone()) {
+            self.platform.read_dropped(file, &self.inbox);
+        }
+        for file in self.inbox.take() {
+            match file {
+                Ok(file) => self.receive(file),
+                Err(e) => self.tell(e.to_string(), true),
+            }
+        }
+    }
+
+    /// Opens the platform's file dialog, where it has one.
+    fn pick_file(&mut self, kind: FileKind) {
+        if !self.platform.pick(kind, &self.inbox) {
+            self.tell("type the file's path instead: this app has no file dialog here".into(), true);
+        }
+    }
+
+    /// Opens the platform's dialog for a path; the path chosen, if any (a failed dialog says
+    /// why in the notice).
+    fn choose_path(&mut self, choice: PathChoice) -> Option<String> {
+        match self.platform.choose_path(choice) {
+            Ok(path) => path.map(|p| p.display().to_string()),
+            Err(e) => {
+                self.tell(e.to_string(), true);
+                None
+            }
+        }
+    }
+
+    /// The setup the session was last loaded with (what a shared link should open).
+    pub fn applied_setup(&self) -> Option<&Setup> {
+        self.applied.as_ref()
+    }
+}
