@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use eframe::egui;
+use qkv_compute::{Backend, Compute};
 use qkv_train::session::SessionTask;
 use qkv_ui::files::{FileError, PathChoice};
-use qkv_ui::{Compute, ComputeOffer, Platform, Playground};
+use qkv_ui::{ComputeOffer, Platform, Playground};
 
 use crate::shell::{self, COMPUTE_KEY, SETUP_KEY};
 
@@ -27,51 +28,10 @@ struct ShellArgs {
     /// Train on this compute (else the app times each on the first Train and remembers the
     /// fastest).
     #[arg(long, value_enum)]
-    compute: Option<ComputeChoice>,
+    compute: Option<Backend>,
     /// The window's size in points.
     #[arg(long, value_name = "WIDTHxHEIGHT", value_parser = window_size)]
     size: Option<[f32; 2]>,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ComputeChoice {
-    /// The GPU, through wgpu.
-    Wgpu,
-    /// The CPU, through burn's flex.
-    Flex,
-    /// NVIDIA's GPU through Burn's CUDA backend (a build with `--features cuda`).
-    Cuda,
-    /// AMD's GPU through Burn's ROCm backend (`--features rocm`).
-    Rocm,
-    /// Apple's GPU through Burn's Metal backend (`--features metal`).
-    Metal,
-    /// The GPU through Burn's Vulkan backend (`--features vulkan`).
-    Vulkan,
-}
-
-impl ComputeChoice {
-    /// The start of the label the shell gives this compute, which is also the cargo feature of
-    /// the native backends.
-    fn label_prefix(self) -> &'static str {
-        match self {
-            ComputeChoice::Wgpu => "wgpu",
-            ComputeChoice::Flex => "flex",
-            ComputeChoice::Cuda => "cuda",
-            ComputeChoice::Rocm => "rocm",
-            ComputeChoice::Metal => "metal",
-            ComputeChoice::Vulkan => "vulkan",
-        }
-    }
-}
-
-/// Burn's native GPU backends this build has (cargo features `cuda`, `rocm`, `metal`,
-/// `vulkan`): offered first, since a build with one is made for that GPU (the window keeps
-/// drawing with wgpu).
-fn native_gpus() -> Vec<Compute> {
-    qkv_model::NATIVE_GPUS
-        .iter()
-        .filter_map(|name| qkv_model::native_gpu(name).map(|device| Compute { label: format!("{name}: first GPU"), device }))
-        .collect()
 }
 
 fn seconds(text: &str) -> Result<f64, String> {
@@ -227,11 +187,13 @@ pub fn run() -> eframe::Result {
             if let Some(why) = no_gpu {
                 eprintln!("qkv-lab: {why}; training on the CPU");
             }
-            computes.splice(0..0, native_gpus());
-            if let Some(wanted) = args.compute.map(ComputeChoice::label_prefix) {
-                match computes.iter().position(|c| c.label.starts_with(wanted)) {
+            // A build with a native GPU backend is made for that GPU: offered first (the window
+            // keeps drawing with wgpu).
+            computes.splice(0..0, pollster::block_on(Compute::native_gpus()));
+            if let Some(wanted) = args.compute {
+                match computes.iter().position(|c| c.backend == wanted) {
                     Some(i) => computes.swap(0, i),
-                    None if !matches!(wanted, "wgpu" | "flex") => eprintln!(
+                    None if !wanted.is_built() => eprintln!(
                         "qkv-lab: this build has no {wanted} backend (build it with `cargo run --release --features {wanted}`); \
                          using {}",
                         computes[0].label
@@ -263,7 +225,7 @@ mod tests {
         let args = parse(&["--train-for", "8", "--lesson", "3", "--compute", "flex", "--size", "1280x720"]).unwrap();
         assert_eq!(args.train_for, Some(8.0));
         assert_eq!(args.lesson, Some(2), "lessons are counted from 1 on the command line");
-        assert_eq!(args.compute.map(ComputeChoice::label_prefix), Some("flex"));
+        assert_eq!(args.compute, Some(Backend::Flex));
         assert_eq!(args.size, Some([1280.0, 720.0]));
         let none = parse(&[]).unwrap();
         assert!(none.train_for.is_none() && none.lesson.is_none() && none.compute.is_none() && none.size.is_none());

@@ -1,16 +1,14 @@
 //! What the desktop and the browser shells share: the device eframe draws with, and the devices
 //! training is offered.
 
+use qkv_compute::{Backend, Compute, FLEX_LABEL};
 use qkv_model::burn::tensor::Device;
 use qkv_model::burn::tensor::wgpu::WgpuSetup;
-use qkv_ui::Compute;
 
 /// Where the setup is persisted between visits.
 pub const SETUP_KEY: &str = "setup";
 /// Where the compute chosen by timing (or by the user) is persisted between visits.
 pub const COMPUTE_KEY: &str = "compute-choice";
-/// The CPU's compute, as offered.
-pub const FLEX_LABEL: &str = "flex (CPU)";
 
 /// eframe creates the window's device; Burn trains on the same one, so it must carry what Burn's
 /// kernels need (64-bit integers, subgroups, the adapter's full limits), as Burn's own device
@@ -44,7 +42,7 @@ pub enum SoftwareGpu {
 
 /// The devices to offer, preferred first, and why the GPU is missing when it is.
 pub fn computes(cc: &eframe::CreationContext<'_>, software: SoftwareGpu) -> (Vec<Compute>, Option<String>) {
-    let flex = Compute { label: FLEX_LABEL.into(), device: Device::flex() };
+    let flex = Compute::on(Backend::Flex, Device::flex(), FLEX_LABEL);
     let Some(render) = &cc.wgpu_render_state else {
         return (vec![flex], Some("no GPU renderer started".into()));
     };
@@ -62,7 +60,7 @@ pub fn computes(cc: &eframe::CreationContext<'_>, software: SoftwareGpu) -> (Vec
     };
     match Device::wgpu_options().setup(setup).init() {
         Ok(device) => {
-            let gpu = Compute { label: format!("wgpu: {} ({})", info.name, info.backend), device };
+            let gpu = Compute::on(Backend::Wgpu, device, format!("wgpu: {} ({})", info.name, info.backend));
             let demote = software == SoftwareGpu::Demote && info.device_type == eframe::wgpu::DeviceType::Cpu;
             (if demote { vec![flex, gpu] } else { vec![gpu, flex] }, None)
         }

@@ -1,6 +1,8 @@
 //! The page's address: the query's options (`?compute=`, `?worker=0`, `?autotrain`, …) and the
 //! setup a link carries (`#setup=`).
 
+use qkv_compute::Backend;
+
 /// The address part that carries the setup: `#setup=<URI-encoded JSON>`.
 pub(super) const HASH_PREFIX: &str = "#setup=";
 
@@ -22,12 +24,11 @@ pub(super) fn trains_in_worker() -> bool {
     query_value("worker").as_deref() != Some("0")
 }
 
-/// The compute the address asks for (`?compute=flex`, `?compute=webgpu`), as the start of its
-/// label.
-pub(super) fn compute_asked_for() -> Option<&'static str> {
+/// The backend the address asks for: `?compute=flex` (the CPU) or `?compute=webgpu`.
+pub(super) fn compute_asked_for() -> Option<Backend> {
     match query_value("compute").as_deref() {
-        Some("flex") => Some("flex"),
-        Some("webgpu") => Some("wgpu"),
+        Some("flex") => Some(Backend::Flex),
+        Some("webgpu") => Some(Backend::Wgpu),
         _ => None,
     }
 }

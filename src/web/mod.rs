@@ -27,6 +27,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use eframe::egui;
+use qkv_compute::Backend;
 use qkv_model::burn::tensor::Device;
 use qkv_ui::setup_panel::Setup;
 use qkv_ui::{Compute, ComputeOffer, Playground, Verdict};
@@ -105,9 +106,9 @@ impl WebShell {
         }
         let asked = compute_asked_for();
         if let Some(asked) = asked {
-            computes.sort_by_key(|c| !c.label.starts_with(asked));
+            computes.sort_by_key(|c| c.backend != asked);
         }
-        let forced_cpu = asked == Some("flex");
+        let forced_cpu = asked == Some(Backend::Flex);
         let from_address = setup_in_address();
         let saved = match &from_address {
             Some(Ok(json)) => Some(json.clone()),
@@ -273,7 +274,7 @@ pub fn start() {
                 create.instance_descriptor.backends = eframe::wgpu::Backends::GL;
             }
             own_gpu = match Device::wgpu_options().init_async().await {
-                Ok(device) => Some(Compute { label: "wgpu: WebGPU (own device; the page draws with WebGL)".into(), device }),
+                Ok(device) => Some(Compute::on(Backend::Wgpu, device, "wgpu: WebGPU (own device; the page draws with WebGL)")),
                 Err(e) => {
                     web_sys::console::warn_1(&format!("QKV Lab: no WebGPU device to train on ({e}); training on the CPU").into());
                     None

@@ -34,7 +34,8 @@ pub fn exit_code(failure: &Failure) -> u8 {
         || failure.is::<qkv_model::ConfigError>()
         || failure.is::<qkv_train::TrainingConfigError>()
         || failure.is::<PlanError>()
-        || matches!(failure.downcast_ref::<StartError>(), Some(StartError::Plan(_)));
+        || matches!(failure.downcast_ref::<StartError>(), Some(StartError::Plan(_)))
+        || failure.downcast_ref::<qkv_compute::ComputeError>().is_some_and(qkv_compute::ComputeError::is_usage);
     if usage { 2 } else { 1 }
 }
 

@@ -41,7 +41,7 @@ pub fn run(args: &SampleArgs) -> Result<(), Failure> {
     }
     let checkpoint = Checkpoint::read(&args.checkpoint)?;
     let tokenizer = checkpoint.header.tokenizer.clone();
-    let device = args.backend.device()?;
+    let device = pollster::block_on(args.backend.device())?;
     let model = checkpoint.into_model(&device)?;
     let options = SampleOptions {
         max_new_tokens: args.tokens,

@@ -24,7 +24,7 @@ pub struct ServeArgs {
 #[cfg(feature = "remote")]
 pub fn run(args: &ServeArgs) -> Result<(), Failure> {
     use qkv_model::burn::tensor::server::{RemoteServer, WebSocketTransport};
-    let (devices, port) = (args.backend.devices(args.devices)?, args.port);
+    let (devices, port) = (pollster::block_on(args.backend.devices(args.devices))?, args.port);
     // The listener is bound before the banner, so "listening" is true when it is printed and a
     // port in use is an error here rather than in the server's log.
     let listener = std::net::TcpListener::bind(("0.0.0.0", port))
@@ -41,5 +41,5 @@ pub fn run(args: &ServeArgs) -> Result<(), Failure> {
 
 #[cfg(not(feature = "remote"))]
 pub fn run(_args: &ServeArgs) -> Result<(), Failure> {
-    Err(crate::compute::without_remote().into())
+    Err(Box::new(qkv_compute::ComputeError::NoRemote))
 }

@@ -112,7 +112,7 @@ impl Trained {
 pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant], to: &Outputs) -> Result<Trained, Failure> {
     let interrupts = Interrupts::catch()?;
     let save = |experiment: &Experiment| write_runs(to, experiment);
-    train_plan(&args.plan(variants), &Compute::new(args.backend, &args.spread)?, &interrupts, save)
+    train_plan(&args.plan(variants), &args.spread.compute(args.backend)?, &interrupts, save)
 }
 
 /// Trains every run of `plan` on identical batches with progress bars (plain lines in logs), each
@@ -327,8 +327,12 @@ fn finish_compare(trained: &Trained, to: &Outputs, invocation: &str, backend: Ba
     let (experiment, wall) = (&trained.experiment, trained.wall);
     let summaries = write_outputs(to, experiment)?;
     let out = &to.out;
-    let context =
-        report::ReportContext { command: invocation.to_string(), backend: backend.name(), data: to.data.clone(), wall_secs: wall };
+    let context = report::ReportContext {
+        command: invocation.to_string(),
+        backend: backend.name().to_string(),
+        data: to.data.clone(),
+        wall_secs: wall,
+    };
     let markdown = report::report_markdown(&summaries, &context);
     std::fs::write(out.join("report.md"), &markdown).map_err(|e| format!("cannot write report.md: {e}"))?;
     report::loss_svg(&experiment.runs.iter().map(report::LossCurve::of).collect::<Vec<_>>(), &out.join("loss.svg"))?;
@@ -357,7 +361,7 @@ pub fn run_resume(command: &ResumeCommand, invocation: &str) -> Result<(), Failu
     let folder = &command.folder;
     let (files, single) = checkpoints_in(folder)?;
     let _lock = FolderLock::take(folder)?;
-    let compute = Compute::new(command.backend, &command.spread)?;
+    let compute = command.spread.compute(command.backend)?;
     let interrupts = Interrupts::catch()?;
     let started = std::time::Instant::now();
     let mut session = headless_session(&compute.home);

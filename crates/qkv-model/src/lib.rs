@@ -10,7 +10,6 @@ pub mod config;
 pub mod diagnostics;
 pub mod dropout;
 pub mod gpt;
-pub mod native_gpus;
 pub mod presets;
 pub mod random;
 pub mod reparam;
@@ -21,7 +20,6 @@ pub use attention::CausalSelfAttention;
 pub use config::{AttentionConfig, ConfigError, GptConfig, Norm};
 pub use diagnostics::{LayerDiagnostics, ModelDiagnostics};
 pub use gpt::{Gpt, GptOutput, KvCache};
-pub use native_gpus::{NATIVE_GPUS, adapters, native_gpu, native_gpus};
 pub use presets::Preset;
 pub use variant::{AttentionVariant, UnknownVariant};
 

@@ -5,15 +5,9 @@
 //! host waits, so a laptop GPU may well be slower than the CPU for the classroom model and faster
 //! for a larger one, and a software GPU (SwiftShader, lavapipe) is slower than either.
 
-use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
-/// A device training can run on, named for people.
-#[derive(Clone)]
-pub struct Compute {
-    pub label: String,
-    pub device: Device,
-}
+pub use qkv_compute::Compute;
 
 /// The devices a shell offers the playground.
 pub struct ComputeOffer {

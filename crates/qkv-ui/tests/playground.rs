@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use egui::vec2;
 use egui_kittest::kittest::Queryable;
 use egui_kittest::{Harness, SnapshotOptions};
+use qkv_compute::{Backend, FLEX_LABEL};
 use qkv_model::ParamReport;
 use qkv_model::burn::tensor::Device;
 use qkv_train::session::SessionTask;
@@ -95,7 +96,7 @@ fn harness_of_size(size: egui::Vec2) -> Harness<'static, State> {
 }
 
 fn harness_on(size: egui::Vec2, platform: impl Fn() -> Box<dyn Platform> + 'static) -> Harness<'static, State> {
-    harness_offering(size, platform, || vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }].into())
+    harness_offering(size, platform, || vec![Compute::on(Backend::Flex, Device::flex(), FLEX_LABEL)].into())
 }
 
 fn harness_offering(
@@ -367,7 +368,7 @@ fn lesson_screenshots() {
 #[test]
 fn the_setup_survives_a_restart_and_a_damaged_one_is_replaced() {
     let ctx = egui::Context::default();
-    let flex = || vec![Compute { label: "flex (CPU)".into(), device: Device::flex() }];
+    let flex = || vec![Compute::on(Backend::Flex, Device::flex(), FLEX_LABEL)];
     let mut first = Playground::new(&ctx, Box::new(TestPlatform::default()), flex(), None);
     first.load_lesson(2);
     first.setup_mut().plan.training.steps = Some(123);
@@ -421,7 +422,7 @@ fn runs_kept_by_the_platform_are_offered_on_the_next_visit_and_continue() {
 #[test]
 fn the_first_train_times_each_compute_and_the_faster_trains_on_and_is_remembered() {
     let two = |remembered: Option<String>, pinned: bool| {
-        let computes = ["flex A (CPU)", "flex B (CPU)"].map(|label| Compute { label: label.into(), device: Device::flex() }).to_vec();
+        let computes = ["flex A (CPU)", "flex B (CPU)"].map(|label| Compute::on(Backend::Flex, Device::flex(), label)).to_vec();
         move || ComputeOffer { computes: computes.clone(), pinned, remembered: remembered.clone() }
     };
     let mut harness = harness_offering(vec2(1500.0, 920.0), || Box::new(TestPlatform::default()), two(None, false));

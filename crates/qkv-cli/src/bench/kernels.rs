@@ -61,7 +61,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     // Started before anything touches a device, so that every kernel the process compiles is seen.
     let counter = LaunchCounter::start();
     let plan = super::train_args(args).plan(&args.variants);
-    let compute = Compute::new(args.backend, &args.spread)?;
+    let compute = args.spread.compute(args.backend)?;
     let adapter = super::adapter(&compute, args)?;
     let product = super::choose_product(&compute);
     let mut experiment = plan.experiment(&compute.home)?;

@@ -124,7 +124,7 @@ fn adapter(compute: &Compute, args: &BenchArgs) -> Result<Option<Adapter>, Failu
     let what = if adapter.software { ": software, wgpu on the CPU, not a GPU" } else { "" };
     eprintln!("adapter: {}{what}", adapter.name);
     if args.require_gpu {
-        adapter.check(args.allow_software)?;
+        crate::compute::refuse_software(&adapter, args.allow_software)?;
     }
     Ok(Some(adapter))
 }
@@ -195,7 +195,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         return kernels::run(args);
     }
     let plan = train_args(args).plan(&args.variants);
-    let compute = Compute::new(args.backend, &args.spread)?;
+    let compute = args.spread.compute(args.backend)?;
     let adapter = adapter(&compute, args)?;
     let product = choose_product(&compute);
     // The runs are stepped one at a time, each on the same batch, not through the experiment.

@@ -522,7 +522,7 @@ impl Settings {
             ));
         }
         let backend = args.backend.unwrap_or(if args.scale == Scale::Gpu { Backend::Wgpu } else { Backend::Flex });
-        let compute = Compute::new(backend, &args.spread)?;
+        let compute = args.spread.compute(backend)?;
         let scale = format!("{:?}", args.scale).to_lowercase();
         let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("runs/{}-{scale}", args.paper.name())));
         Ok(Self { seeds, compute, scale, out })

@@ -88,7 +88,7 @@ pub struct Playground {
 
 /// A new session on `compute`, its task handed to the platform to run.
 fn start_session(platform: &dyn Platform, news: &NewsPacing, compute: &Compute) -> SessionHandle {
-    let (handle, task) = session::channel(Session::new(compute.device.clone(), compute.label.clone()), news.waker());
+    let (handle, task) = session::channel(Session::new(compute.home.clone(), compute.label.clone()), news.waker());
     platform.spawn_session(task);
     handle
 }
