@@ -54,7 +54,10 @@ impl Platform for Browser {
         wasm_bindgen_futures::spawn_local(async move {
             let name = file.path().display().to_string();
             let read = file.bytes_async().await;
-            inbox.deliver(read.map(|bytes| IncomingFile { name: name.clone(), bytes }).map_err(|reason| FileError::Read { name, reason }));
+            inbox.deliver(
+                read.map(|bytes| IncomingFile { name: name.clone(), bytes })
+                    .map_err(|reason| FileError::Read { name, source: FileError::browser(reason) }),
+            );
             ctx.request_repaint();
         });
     }
@@ -116,7 +119,7 @@ fn pick(kind: FileKind, inbox: &Inbox, ctx: &egui::Context) {
         let read = wasm_bindgen_futures::JsFuture::from(file.array_buffer()).await;
         inbox.deliver(
             read.map(|buffer| IncomingFile { name: name.clone(), bytes: js_sys::Uint8Array::new(&buffer).to_vec() })
-                .map_err(|e| FileError::Read { name, reason: format!("{e:?}") }),
+                .map_err(|e| FileError::Read { name, source: FileError::browser(format!("{e:?}")) }),
         );
         ctx.request_repaint();
     });
@@ -125,7 +128,7 @@ fn pick(kind: FileKind, inbox: &Inbox, ctx: &egui::Context) {
 /// Hands a file to the browser as a download.
 fn download(file: &OutgoingFile) -> Result<(), FileError> {
     let name = &file.name;
-    let fail = |e: JsValue| FileError::Download { name: name.clone(), reason: format!("{e:?}") };
+    let fail = |e: JsValue| FileError::Download { name: name.clone(), source: FileError::browser(format!("{e:?}")) };
     let document = web_sys::window().and_then(|w| w.document()).ok_or_else(|| fail("the page has no document".into()))?;
     let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(file.bytes.as_slice()));
     let options = web_sys::BlobPropertyBag::new();

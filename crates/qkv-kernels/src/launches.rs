@@ -26,9 +26,24 @@ static READ_BACKS: AtomicUsize = AtomicUsize::new(0);
 
 /// Reads `tensor` back to the host, waiting for the device to finish what it depends on: the one
 /// way the engine does so, so that [`LaunchCounter`] can count the waits.
-pub fn read_back<const D: usize, K: Basic>(tensor: Tensor<D, K>) -> impl Future<Output = Result<TensorData, impl Debug>> + Send {
+pub fn read_back<const D: usize, K: Basic>(tensor: Tensor<D, K>) -> impl Future<Output = Result<TensorData, ReadBackError>> + Send {
     READ_BACKS.fetch_add(1, Ordering::Relaxed);
-    tensor.into_data_async()
+    let data = tensor.into_data_async();
+    async { Ok(data.await?) }
+}
+
+/// [`read_back`] of a float tensor, as `f32` values.
+pub async fn read_floats<const D: usize>(tensor: Tensor<D>) -> Result<Vec<f32>, ReadBackError> {
+    Ok(read_back(tensor).await?.try_into_vec_as::<f32>()?)
+}
+
+/// Why values could not be read back from a device.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadBackError {
+    #[error("reading results from the device failed: {0}")]
+    Device(#[from] burn::tensor::ExecutionError),
+    #[error("the values read back are not numbers of the expected type: {0}")]
+    Values(#[from] burn::tensor::DataError),
 }
 
 /// The launches of each kernel, by name.

@@ -47,7 +47,7 @@ pub use cube::product_choice::{Product, ProductChoice, choose_product, use_produ
 pub use dropout::dropout;
 pub use flex::{fused_kernels_enabled, is_flex};
 pub use gelu::gelu;
-pub use launches::{LaunchCounter, Tally, read_back};
+pub use launches::{LaunchCounter, ReadBackError, Tally, read_back, read_floats};
 pub use layer_norm::layer_norm;
 pub use linear::linear;
 

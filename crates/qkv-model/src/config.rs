@@ -106,7 +106,26 @@ pub enum ConfigError {
     #[error("attention.scale ({0}) must be a positive finite number, or left out for the variant's default")]
     Scale(f64),
     #[error("the configuration is not valid JSON for a GptConfig: {0}")]
-    Json(String),
+    Json(#[source] JsonError),
+}
+
+/// serde_json's error, shared (so that [`ConfigError`] stays cloneable) and compared by what
+/// it says.
+#[derive(Debug, Clone)]
+pub struct JsonError(std::sync::Arc<serde_json::Error>);
+
+impl std::fmt::Display for JsonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for JsonError {}
+
+impl PartialEq for JsonError {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
 }
 
 impl GptConfig {
@@ -157,7 +176,7 @@ impl GptConfig {
 
     /// Parses and validates a JSON configuration.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let config: GptConfig = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
+        let config: GptConfig = serde_json::from_str(text).map_err(|e| ConfigError::Json(JsonError(std::sync::Arc::new(e))))?;
         config.validate()?;
         Ok(config)
     }

@@ -13,7 +13,7 @@
 
 use burn::module::Param;
 use burn::nn::Linear;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::attention::CausalSelfAttention;
@@ -59,17 +59,16 @@ impl ModelDiagnostics {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum DiagnosticsError {
-    #[error("reading the model's weights or logits from the device failed: {0}")]
-    Read(String),
+    #[error("reading the model's weights or logits: {0}")]
+    Read(#[from] qkv_kernels::ReadBackError),
     #[error("diagnostics need at least one input token")]
     NoTokens,
 }
 
 async fn read<const D: usize>(tensor: Tensor<D>) -> Result<Vec<f32>, DiagnosticsError> {
-    let data: TensorData = qkv_kernels::read_back(tensor).await.map_err(|e| DiagnosticsError::Read(format!("{e:?}")))?;
-    data.try_into_vec_as::<f32>().map_err(|e| DiagnosticsError::Read(format!("{e:?}")))
+    Ok(qkv_kernels::read_floats(tensor).await?)
 }
 
 /// A weight matrix read from the device: its values (row-major) and its dimensions.
@@ -345,7 +344,7 @@ mod tests {
     use burn::tensor::Device;
 
     fn tokens(device: &Device) -> Tensor<2, Int> {
-        Tensor::from_data(TensorData::new((0..16).map(|i| (i * 5 % 13) as i64).collect::<Vec<_>>(), [2, 8]), device)
+        Tensor::from_data(burn::tensor::TensorData::new((0..16).map(|i| (i * 5 % 13) as i64).collect::<Vec<_>>(), [2, 8]), device)
     }
 
     fn diagnose_config(variant: AttentionVariant, edit: impl FnOnce(&mut Gpt)) -> ModelDiagnostics {

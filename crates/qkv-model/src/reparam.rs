@@ -71,9 +71,7 @@ impl ReparamCase {
     /// The case a configuration falls under, or why none does.
     pub fn of(config: &GptConfig) -> Result<Self, ReparamError> {
         if config.norm != Norm::None {
-            return Err(ReparamError::Precondition(
-                "the model has LayerNorm, and LN(XΘ) ≠ LN(X)Θ: no exact conversion exists; use the approximate mode".into(),
-            ));
+            return Err(ReparamError::HasLayerNorm);
         }
         if config.shared_layers {
             Ok(ReparamCase::Shared)
@@ -82,20 +80,38 @@ impl ReparamCase {
         } else if !config.mlp_skip {
             Ok(ReparamCase::NoMlpSkip)
         } else {
-            Err(ReparamError::Precondition(format!(
-                "{} layers with skips around both attention and MLP keep the residual stream in one basis, so one Θ \
-                 would have to serve every layer: exact only when the layers share weights (shared_layers), or \
-                 without the MLP skip (mlp_skip false); otherwise use the approximate mode",
-                config.n_layer
-            )))
+            Err(ReparamError::OneBasisForAllLayers { n_layer: config.n_layer })
         }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ReparamError {
-    #[error("cannot convert: {0}")]
-    Precondition(String),
+    #[error("cannot convert: the model has LayerNorm, and LN(XΘ) ≠ LN(X)Θ: no exact conversion exists; use the approximate mode")]
+    HasLayerNorm,
+    #[error("cannot convert: the model has no LayerNorm: use the exact conversion")]
+    NoLayerNorm,
+    #[error(
+        "cannot convert: {n_layer} layers with skips around both attention and MLP keep the residual stream in one basis, \
+         so one Θ would have to serve every layer: exact only when the layers share weights (shared_layers), or without \
+         the MLP skip (mlp_skip false); otherwise use the approximate mode"
+    )]
+    OneBasisForAllLayers { n_layer: usize },
+    #[error("cannot convert: {projection} is {rows}×{cols}, not square: with shared key/value heads only W_Q can be eliminated")]
+    NotSquare { projection: &'static str, rows: usize, cols: usize },
+    #[error("cannot convert: the model is {variant}, not standard: only a model with its own W_Q, W_K and W_V has one to eliminate")]
+    NotStandard { variant: AttentionVariant },
+    #[error("cannot convert: the model has biases, and {projection}'s bias cannot follow into an identity projection: train with bias off")]
+    HasBias { projection: &'static str },
+    #[error("cannot convert: the embeddings are tied to the LM head, which must absorb Θ⁻¹ while the embedding absorbs Θ: untie them")]
+    TiedEmbeddings,
+    #[error("cannot convert: layer {layer} does not exist: the model has layers 0 to {last}")]
+    NoSuchLayer { layer: usize, last: usize },
+    #[error(
+        "cannot convert: W_Q of layer {layer} is (nearly) zero on its diagonal at channel {channel}: the LayerNorm gain \
+         cannot carry it"
+    )]
+    ZeroOnDiagonal { layer: usize, channel: usize },
     #[error("{projection} of layer {layer} is singular: no Θ⁻¹ exists, so this model has no equivalent without it")]
     Singular { projection: &'static str, layer: usize },
     #[error(
@@ -237,10 +253,7 @@ fn transform_bias(linear: &mut Linear, m: &Matrix, device: &Device) {
 fn theta(linear: &Linear, projection: &'static str, layer: usize) -> Result<(Matrix, Matrix, f64), ReparamError> {
     let t = linear_weight(linear);
     if t.rows != t.cols {
-        return Err(ReparamError::Precondition(format!(
-            "{projection} is {}×{}, not square: with shared key/value heads only W_Q can be eliminated",
-            t.rows, t.cols
-        )));
+        return Err(ReparamError::NotSquare { projection, rows: t.rows, cols: t.cols });
     }
     let inverse = t.inverse().ok_or(ReparamError::Singular { projection, layer })?;
     let condition = t.norm1() * inverse.norm1();
@@ -255,21 +268,13 @@ fn theta(linear: &Linear, projection: &'static str, layer: usize) -> Result<(Mat
 /// approximate one keeps the basis and drops W_Q's bias with the rest of the query's error.
 fn check_standard(config: &GptConfig, role: Eliminated, exact: bool) -> Result<(), ReparamError> {
     if config.attention.variant != AttentionVariant::Standard {
-        return Err(ReparamError::Precondition(format!(
-            "the model is {}, not standard: only a model with its own W_Q, W_K and W_V has one to eliminate",
-            config.attention.variant
-        )));
+        return Err(ReparamError::NotStandard { variant: config.attention.variant });
     }
     if exact && config.bias {
-        return Err(ReparamError::Precondition(format!(
-            "the model has biases, and {}'s bias cannot follow into an identity projection: train with bias off",
-            role.name()
-        )));
+        return Err(ReparamError::HasBias { projection: role.name() });
     }
     if exact && config.tie_embeddings {
-        return Err(ReparamError::Precondition(
-            "the embeddings are tied to the LM head, which must absorb Θ⁻¹ while the embedding absorbs Θ: untie them".into(),
-        ));
+        return Err(ReparamError::TiedEmbeddings);
     }
     Ok(())
 }
@@ -338,12 +343,10 @@ pub fn eliminate(model: &Gpt, config: &GptConfig, role: Eliminated) -> Result<Co
 pub fn eliminate_in_layer(model: &Gpt, config: &GptConfig, role: Eliminated, layer: usize) -> Result<Conversion, ReparamError> {
     check_standard(config, role, true)?;
     if config.norm != Norm::None {
-        return Err(ReparamError::Precondition(
-            "the model has LayerNorm, and LN(XΘ) ≠ LN(X)Θ: no exact conversion exists; use the approximate mode".into(),
-        ));
+        return Err(ReparamError::HasLayerNorm);
     }
     if layer >= config.n_layer {
-        return Err(ReparamError::Precondition(format!("layer {layer} does not exist: the model has layers 0 to {}", config.n_layer - 1)));
+        return Err(ReparamError::NoSuchLayer { layer, last: config.n_layer - 1 });
     }
     let block = model.layers().nth(layer).expect("the layer exists");
     let (t, t_inv, condition) = theta(projection(&block.attn, role), role.name(), layer)?;
@@ -415,7 +418,7 @@ pub fn eliminate_query(model: &Gpt, config: &GptConfig) -> Result<Conversion, Re
 pub fn eliminate_query_approx(model: &Gpt, config: &GptConfig) -> Result<Conversion, ReparamError> {
     check_standard(config, Eliminated::Query, false)?;
     if config.norm != Norm::LayerNorm {
-        return Err(ReparamError::Precondition("the model has no LayerNorm: use the exact conversion".into()));
+        return Err(ReparamError::NoLayerNorm);
     }
     let device = model.wte.weight.device();
     let mut converted = model.clone();
@@ -427,9 +430,7 @@ pub fn eliminate_query_approx(model: &Gpt, config: &GptConfig) -> Result<Convers
         let d: Vec<f64> = (0..t.rows).map(|i| t.data[i * t.cols + i]).collect();
         let largest = d.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         if let Some(channel) = d.iter().position(|v| v.abs() <= largest / MAX_CONDITION) {
-            return Err(ReparamError::Precondition(format!(
-                "W_Q of layer {layer} is (nearly) zero on its diagonal at channel {channel}: the LayerNorm gain cannot carry it"
-            )));
+            return Err(ReparamError::ZeroOnDiagonal { layer, channel });
         }
         let inverse: Vec<f64> = d.iter().map(|v| 1.0 / v).collect();
         for projection in [Eliminated::Key, Eliminated::Value] {

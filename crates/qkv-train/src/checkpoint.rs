@@ -15,6 +15,7 @@ use crate::dataset::Dataset;
 use crate::optimiser::Optimiser;
 use crate::run::{Metrics, Run, RunSpec};
 use crate::tokenizer::Tokenizer;
+use crate::{Cause, cause};
 
 const MAGIC: &[u8] = b"QKV-LAB CHECKPOINT\n";
 const VERSION: u32 = 1;
@@ -29,12 +30,41 @@ pub enum CheckpointError {
     Truncated(String),
     #[error("{0} is corrupt: its checksum does not match its contents")]
     Corrupt(String),
-    #[error("{name} has an unreadable header: {message}")]
-    Header { name: String, message: String },
-    #[error("{name}: the weights do not fit the model its header describes: {message}")]
-    Mismatch { name: String, message: String },
-    #[error("cannot {action} {name}: {message}")]
-    Io { action: &'static str, name: String, message: String },
+    #[error("{name} has an unreadable header: {source}")]
+    Header {
+        name: String,
+        #[source]
+        source: Cause,
+    },
+    #[error("{name}: the weights do not fit the model its header describes: {source}")]
+    Mismatch {
+        name: String,
+        #[source]
+        source: Cause,
+    },
+    #[error(
+        "{name}: the weights do not fit the model its header describes: the header describes {params} parameters, but \
+         the file holds {bytes} bytes of weights"
+    )]
+    TooFewWeights { name: String, params: usize, bytes: usize },
+    #[error(
+        "{name}: the weights do not fit the model its header describes: {errors} errors, missing {missing:?}, unexpected \
+         {unexpected:?}"
+    )]
+    WeightsDiffer { name: String, errors: usize, missing: Vec<String>, unexpected: Vec<String> },
+    #[error("cannot {action} {name}: {source}")]
+    Io {
+        action: &'static str,
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot save {name}: {source}")]
+    Save {
+        name: String,
+        #[source]
+        source: Cause,
+    },
 }
 
 /// Everything about a run except its tensors.
@@ -73,7 +103,7 @@ pub fn to_bytes(run: &Run, dataset: &Dataset, data: &str) -> Result<Vec<u8>, Che
 /// Serialises a run, awaiting every read of its weights and optimiser state (the browser cannot
 /// block on its GPU).
 pub async fn to_bytes_async(run: &Run, dataset: &Dataset, data: &str) -> Result<Vec<u8>, CheckpointError> {
-    let failed = |message: String| CheckpointError::Io { action: "save", name: run.spec.name.clone(), message };
+    let failed = |source: Cause| CheckpointError::Save { name: run.spec.name.clone(), source };
     let header = CheckpointHeader {
         spec: run.spec.clone(),
         tokenizer: dataset.tokenizer().cloned(),
@@ -84,11 +114,11 @@ pub async fn to_bytes_async(run: &Run, dataset: &Dataset, data: &str) -> Result<
         metrics: run.metrics.clone(),
         dropout_draws: run.model().seeds().drawn(),
     };
-    let header = serde_json::to_vec(&header).map_err(|e| failed(e.to_string()))?;
+    let header = serde_json::to_vec(&header).map_err(|e| failed(cause(e)))?;
     let mut store = BurnpackStore::from_bytes(None);
-    model_on_cpu(run.model()).await.map_err(|e| failed(e.to_string()))?.save_into(&mut store).map_err(|e| failed(format!("{e:?}")))?;
-    let weights = store.get_bytes().map_err(|e| failed(format!("{e:?}")))?;
-    let optimiser = run.optimiser().to_bytes_async().await.map_err(|e| failed(e.to_string()))?;
+    model_on_cpu(run.model()).await.map_err(|e| failed(cause(e)))?.save_into(&mut store).map_err(|e| failed(cause(e)))?;
+    let weights = store.get_bytes().map_err(|e| failed(cause(e)))?;
+    let optimiser = run.optimiser().to_bytes_async().await.map_err(|e| failed(cause(e)))?;
 
     Ok(assemble(&header, &weights, &optimiser))
 }
@@ -157,42 +187,39 @@ impl Checkpoint {
             return Err(CheckpointError::Corrupt(name.to_string()));
         }
         let header: CheckpointHeader =
-            serde_json::from_slice(header).map_err(|e| CheckpointError::Header { name: name.to_string(), message: e.to_string() })?;
-        header.spec.model.validate().map_err(|e| CheckpointError::Header { name: name.to_string(), message: e.to_string() })?;
+            serde_json::from_slice(header).map_err(|e| CheckpointError::Header { name: name.to_string(), source: cause(e) })?;
+        header.spec.model.validate().map_err(|e| CheckpointError::Header { name: name.to_string(), source: cause(e) })?;
         // Checked before a model of the header's size is allocated: a damaged or forged header
         // could otherwise ask for more memory than the machine has.
         let params = qkv_model::accounting::ParamReport::new(&header.spec.model).total_params;
         if weights.len() / 4 < params {
-            return Err(CheckpointError::Mismatch {
-                name: name.to_string(),
-                message: format!("the header describes {params} parameters, but the file holds {} bytes of weights", weights.len()),
-            });
+            return Err(CheckpointError::TooFewWeights { name: name.to_string(), params, bytes: weights.len() });
         }
         Ok(Self { header, weights: weights.to_vec(), optimiser: optimiser.to_vec(), name: name.to_string() })
     }
 
     pub fn read(path: &std::path::Path) -> Result<Self, CheckpointError> {
         let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| CheckpointError::Io { action: "read", name: name.clone(), message: e.to_string() })?;
+        let bytes = std::fs::read(path).map_err(|source| CheckpointError::Io { action: "read", name: name.clone(), source })?;
         Self::from_bytes(&name, &bytes)
     }
 
-    fn mismatch(&self, message: String) -> CheckpointError {
-        CheckpointError::Mismatch { name: self.name.clone(), message }
+    fn mismatch(&self, source: impl std::error::Error + Send + Sync + 'static) -> CheckpointError {
+        CheckpointError::Mismatch { name: self.name.clone(), source: cause(source) }
     }
 
     /// Puts the saved weights (and their parameter ids) into `model`, which must have every
     /// tensor the file has and no other.
     fn load_weights(&self, model: &mut qkv_model::Gpt) -> Result<(), CheckpointError> {
         let mut store = BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(self.weights.clone())));
-        let applied = model.load_from(&mut store).map_err(|e| self.mismatch(format!("{e:?}")))?;
+        let applied = model.load_from(&mut store).map_err(|e| self.mismatch(e))?;
         if !applied.is_success() || !applied.missing.is_empty() || !applied.unused.is_empty() {
-            return Err(self.mismatch(format!(
-                "{} errors, missing {:?}, unexpected {:?}",
-                applied.errors.len(),
-                applied.missing.iter().map(|m| &m.0).collect::<Vec<_>>(),
-                applied.unused
-            )));
+            return Err(CheckpointError::WeightsDiffer {
+                name: self.name.clone(),
+                errors: applied.errors.len(),
+                missing: applied.missing.iter().map(|m| m.0.clone()).collect(),
+                unexpected: applied.unused.clone(),
+            });
         }
         Ok(())
     }
@@ -200,15 +227,15 @@ impl Checkpoint {
     /// The run as it was saved, ready to take its next step on `device`.
     pub fn into_run(self, dataset: &Dataset, device: &Device) -> Result<Run, CheckpointError> {
         let header = self.header.clone();
-        let mut run = Run::new(header.spec.clone(), dataset, device).map_err(|e| self.mismatch(e.to_string()))?;
+        let mut run = Run::new(header.spec.clone(), dataset, device).map_err(|e| self.mismatch(e))?;
         let (model_slot, optimiser) = run.parts_mut();
         let model = model_slot.as_mut().expect("a new run has its model");
         self.load_weights(model)?;
         // The loaded parameters carry their saved ids, which the optimiser state is keyed by.
         *optimiser = Optimiser::new(&header.spec.training)
             .load_bytes(self.optimiser.clone(), &device.clone().without_autodiff())
-            .map_err(|e| self.mismatch(e.to_string()))?;
-        optimiser.check_fits(model).map_err(|e| self.mismatch(e.to_string()))?;
+            .map_err(|e| self.mismatch(e))?;
+        optimiser.check_fits(model).map_err(|e| self.mismatch(e))?;
         run.restore(header.step, header.tokens, header.wall_secs, header.metrics);
         run.model().seeds().restore(header.dropout_draws);
         Ok(run)
@@ -216,7 +243,7 @@ impl Checkpoint {
 
     /// Only the model, for sampling and export (no optimiser, no dataset needed).
     pub fn into_model(self, device: &Device) -> Result<qkv_model::Gpt, CheckpointError> {
-        let mut model = qkv_model::Gpt::new(&self.header.spec.model, device).map_err(|e| self.mismatch(e.to_string()))?;
+        let mut model = qkv_model::Gpt::new(&self.header.spec.model, device).map_err(|e| self.mismatch(e))?;
         self.load_weights(&mut model)?;
         Ok(model.valid())
     }
@@ -225,7 +252,7 @@ impl Checkpoint {
 /// Writes `bytes` next to `path` first and renames, so an interrupted save never leaves a
 /// half-written checkpoint under the real name.
 pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), CheckpointError> {
-    let io = |e: std::io::Error| CheckpointError::Io { action: "write", name: path.display().to_string(), message: e.to_string() };
+    let io = |source: std::io::Error| CheckpointError::Io { action: "write", name: path.display().to_string(), source };
     let tmp = path.with_extension("partial");
     std::fs::write(&tmp, bytes).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
@@ -299,7 +326,10 @@ mod tests {
         let header = serde_json::to_vec(&header).unwrap();
         let forged = assemble(&header, &checkpoint.weights, &checkpoint.optimiser);
         let err = Checkpoint::from_bytes("forged.qkv", &forged).and_then(|c| c.into_run(&dataset, &Device::flex())).err().unwrap();
-        assert!(matches!(err, CheckpointError::Mismatch { .. }), "{err}");
+        let misfit =
+            matches!(err, CheckpointError::Mismatch { .. } | CheckpointError::WeightsDiffer { .. } | CheckpointError::TooFewWeights { .. });
+        assert!(misfit, "{err}");
+        assert!(err.to_string().contains("the weights do not fit the model its header describes"), "{err}");
 
         // A header describing a model far larger than the file is refused before any of it is
         // allocated.
@@ -307,7 +337,7 @@ mod tests {
         header.spec.model.n_layer = 1000;
         let forged = assemble(&serde_json::to_vec(&header).unwrap(), &checkpoint.weights, &checkpoint.optimiser);
         let err = Checkpoint::from_bytes("huge.qkv", &forged).err().unwrap();
-        assert!(matches!(err, CheckpointError::Mismatch { .. }) && err.to_string().contains("parameters"), "{err}");
+        assert!(matches!(err, CheckpointError::TooFewWeights { .. }) && err.to_string().contains("parameters"), "{err}");
     }
 
     #[test]

@@ -4,8 +4,12 @@
 /// (`scripts/build_corpus.py`).
 pub const SHAKESPEARE: &str = include_str!("../../../assets/shakespeare.txt");
 
-/// Why a text cannot be used.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+use std::sync::Arc;
+
+use crate::Cause;
+
+/// Why a text, a token file or a tokenizer cannot be used.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum DataError {
     #[error("{name} is empty: give a text file with some content to train on")]
     Empty { name: String },
@@ -16,10 +20,64 @@ pub enum DataError {
          (context + 1); use a longer text or a smaller context (block_size)"
     )]
     TooShort { name: String, split: &'static str, tokens: usize, needed: usize },
-    #[error("cannot read {name}: {message}")]
-    Io { name: String, message: String },
-    #[error("{0}")]
-    Tokenizer(String),
+    #[error("cannot read {name}: {source}")]
+    Io {
+        name: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("cannot read {name}: there are no files to read here: drop the file on the page or pick it under 'my own text file'")]
+    NoFiles { name: String },
+    #[error(
+        "cannot read {name}: its text was not kept with the setup: drop the file on the window again (in the browser: \
+         pick it under 'my own text file')"
+    )]
+    NotKept { name: String },
+    #[error("cannot read {name}: {source}; a token file's validation split is the val.bin beside it, as nanoGPT writes them")]
+    NoValidationSplit {
+        name: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("{name} is not a token file: it has {bytes} bytes, an odd number, but nanoGPT's token files hold two bytes (uint16) per token")]
+    OddTokenFile { name: String, bytes: usize },
+    #[error("{name} is the validation split: name the training file (train.bin), nanoGPT's val.bin beside it is read too")]
+    ValidationSplitNamed { name: String },
+    #[error("{name} holds token ids already: leave the tokenizer out, or give the tokenizer.json that made them")]
+    IdsAlready { name: String },
+    #[error("{name} holds token id {id} but the tokenizer knows {known} tokens: give the tokenizer.json that made these files")]
+    IdBeyondTokenizer { name: String, id: usize, known: usize },
+    #[error("{path} is not a Hugging Face tokenizer file ({source}): give the tokenizer.json saved with the model")]
+    NotATokenizer {
+        path: String,
+        #[source]
+        source: Cause,
+    },
+    #[error("BPE training failed: {source}")]
+    BpeTraining {
+        #[source]
+        source: Cause,
+    },
+    #[error(
+        "the character {character:?} is not in this character-level vocabulary (it never occurs in the training text): \
+         remove it, or use a BPE tokenizer"
+    )]
+    UnknownCharacter { character: char },
+    #[error("encoding failed: {source}")]
+    Encoding {
+        #[source]
+        source: Cause,
+    },
+    #[error(
+        "'{word}' is not a token id below {vocab_size}: this data came without a tokenizer, so prompts are token ids \
+         (e.g. '1 2 3'); train with --tokenizer path/to/tokenizer.json to write text"
+    )]
+    NotATokenId { word: String, vocab_size: usize },
+    #[error(
+        "synthetic lists of length {length} need a context of {needed} tokens but the model's block_size is \
+         {block_size}: raise block_size or shorten the lists"
+    )]
+    ListsTooLong { length: usize, needed: usize, block_size: usize },
 }
 
 /// A named text.
@@ -47,14 +105,9 @@ impl TextCorpus {
     /// hand the text over instead.
     pub fn from_path(path: &std::path::Path) -> Result<Self, DataError> {
         let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| {
-            let message = match e.kind() {
-                std::io::ErrorKind::Unsupported => {
-                    "there are no files to read here: drop the file on the page or pick it under 'my own text file'".to_string()
-                }
-                _ => e.to_string(),
-            };
-            DataError::Io { name: name.clone(), message }
+        let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::Unsupported => DataError::NoFiles { name: name.clone() },
+            _ => DataError::Io { name: name.clone(), source: Arc::new(e) },
         })?;
         Self::from_bytes(&name, &bytes)
     }
@@ -86,9 +139,9 @@ mod tests {
 
     #[test]
     fn empty_and_non_utf8_texts_are_refused() {
-        assert_eq!(TextCorpus::from_bytes("a.txt", b"  \n"), Err(DataError::Empty { name: "a.txt".into() }));
+        assert!(matches!(TextCorpus::from_bytes("a.txt", b"  \n"), Err(DataError::Empty { name }) if name == "a.txt"));
         let err = TextCorpus::from_bytes("b.bin", &[b'h', b'i', 0xff, 0xfe]).unwrap_err();
-        assert_eq!(err, DataError::NotUtf8 { name: "b.bin".into(), offset: 2 });
+        assert!(matches!(&err, DataError::NotUtf8 { name, offset: 2 } if name == "b.bin"), "{err}");
         assert!(err.to_string().contains("UTF-8"));
     }
 

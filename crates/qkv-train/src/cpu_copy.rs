@@ -12,9 +12,9 @@ use burn::tensor::{Device, Tensor, TensorData};
 use qkv_model::Gpt;
 
 /// A read of the weights back from their device that failed (e.g. a lost GPU).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("reading the model's weights from the device failed: {0}")]
-pub struct WeightsReadError(pub String);
+#[derive(Debug, thiserror::Error)]
+#[error("reading the model's weights: {0}")]
+pub struct WeightsReadError(#[from] pub qkv_kernels::ReadBackError);
 
 /// Every weight of `model`, in the order the module visits them, flattened and awaited from its
 /// device.
@@ -31,7 +31,7 @@ pub async fn read_weights(model: &Gpt) -> Result<Vec<(ParamId, TensorData)>, Wei
     model.visit(&mut flattened);
     let mut read = Vec::with_capacity(flattened.0.len());
     for (id, tensor) in flattened.0 {
-        read.push((id, qkv_kernels::read_back(tensor).await.map_err(|e| WeightsReadError(format!("{e:?}")))?));
+        read.push((id, qkv_kernels::read_back(tensor).await?));
     }
     Ok(read)
 }

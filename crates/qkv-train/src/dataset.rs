@@ -45,12 +45,7 @@ impl Upload {
 
     /// The text, unless only the name was restored.
     pub fn corpus(&self) -> Result<&TextCorpus, DataError> {
-        self.text.as_deref().ok_or_else(|| DataError::Io {
-            name: self.name.clone(),
-            message:
-                "its text was not kept with the setup: drop the file on the window again (in the browser: pick it under 'my own text file')"
-                    .into(),
-        })
+        self.text.as_deref().ok_or_else(|| DataError::NotKept { name: self.name.clone() })
     }
 }
 
@@ -167,16 +162,11 @@ impl Dataset {
         let val = train.with_file_name("val.bin");
         let name = train.display().to_string();
         if val == train {
-            return Err(DataError::Tokenizer(format!(
-                "{name} is the validation split: name the training file (train.bin), nanoGPT's val.bin beside it is read too"
-            )));
+            return Err(DataError::ValidationSplitNamed { name });
         }
         let train = Tokens::map_file(train)?;
         let val = Tokens::map_file(&val).map_err(|error| match error {
-            DataError::Io { name, message } => DataError::Io {
-                message: format!("{message}; a token file's validation split is the val.bin beside it, as nanoGPT writes them"),
-                name,
-            },
+            DataError::Io { name, source } => DataError::NoValidationSplit { name, source },
             other => other,
         })?;
         let ids = train.max_id().max(val.max_id()).map_or(0, |id| id as usize + 1);
@@ -184,17 +174,11 @@ impl Dataset {
             TokenizerKind::Char => Tokenizer::Ids { vocab_size: ids },
             TokenizerKind::File(path) => Tokenizer::load(path)?,
             TokenizerKind::Bpe { .. } => {
-                return Err(DataError::Tokenizer(format!(
-                    "{name} holds token ids already: leave the tokenizer out, or give the tokenizer.json that made them"
-                )));
+                return Err(DataError::IdsAlready { name });
             }
         };
         if tokenizer.vocab_size() < ids {
-            return Err(DataError::Tokenizer(format!(
-                "{name} holds token id {} but the tokenizer knows {} tokens: give the tokenizer.json that made these files",
-                ids - 1,
-                tokenizer.vocab_size()
-            )));
+            return Err(DataError::IdBeyondTokenizer { name, id: ids - 1, known: tokenizer.vocab_size() });
         }
         Ok(Dataset::Text(TextData { name, tokenizer, train, val }))
     }
@@ -243,13 +227,9 @@ impl Dataset {
                 }
                 Ok(())
             }
-            Dataset::Synthetic(data) if data.time() > block_size => Err(DataError::Tokenizer(format!(
-                "synthetic lists of length {} need a context of {} tokens but the model's block_size is {}: \
-                 raise block_size or shorten the lists",
-                data.length,
-                data.time(),
-                block_size
-            ))),
+            Dataset::Synthetic(data) if data.time() > block_size => {
+                Err(DataError::ListsTooLong { length: data.length, needed: data.time(), block_size })
+            }
             Dataset::Synthetic(_) => Ok(()),
         }
     }

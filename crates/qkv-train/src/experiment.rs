@@ -44,14 +44,10 @@ pub enum RunEvent {
 }
 
 fn check_shared_batches(specs: &[RunSpec]) -> Result<(), RunError> {
-    let first = specs.first().ok_or_else(|| RunError::Training("an experiment needs at least one run".into()))?;
+    let first = specs.first().ok_or(RunError::NoRuns)?;
     let shape = |s: &RunSpec| (s.model.block_size, s.training.batch_size, s.training.grad_accum, s.training.seed);
     match specs.iter().find(|s| shape(s) != shape(first)) {
-        Some(spec) => Err(RunError::Training(format!(
-            "run {} differs from run {} in block_size, batch_size, grad_accum or seed: runs of one \
-             experiment share these so that they train on identical batches",
-            spec.name, first.name
-        ))),
+        Some(spec) => Err(RunError::BatchesDiffer { run: spec.name.clone(), first: first.name.clone() }),
         None => Ok(()),
     }
 }

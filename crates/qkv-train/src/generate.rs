@@ -40,11 +40,7 @@ fn row_tensor(tokens: &[u32], device: &burn::tensor::Device) -> Tensor<2, Int> {
 
 async fn last_logits(logits: Tensor<3>) -> Result<Vec<f32>, RunError> {
     let [_, time, vocab] = logits.dims();
-    qkv_kernels::read_back(logits.slice([0..1, time - 1..time, 0..vocab]))
-        .await
-        .map_err(|e| RunError::Device(format!("{e:?}")))?
-        .try_into_vec_as::<f32>()
-        .map_err(|e| RunError::Device(format!("{e:?}")))
+    Ok(qkv_kernels::read_floats(logits.slice([0..1, time - 1..time, 0..vocab])).await?)
 }
 
 /// [`generate_async`], blocking on it (not in the browser, which cannot wait on its GPU).
@@ -69,7 +65,7 @@ pub async fn generate_async(model: &Gpt, prompt: &[u32], options: &SampleOptions
 /// [`generate_async`] on the calling thread.
 async fn generate_here(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<Generation, RunError> {
     if prompt.is_empty() {
-        return Err(RunError::Training("the prompt is empty: give at least one token to continue".into()));
+        return Err(RunError::EmptyPrompt);
     }
     let device = model.wte.weight.device();
     let block_size = model.block_size;

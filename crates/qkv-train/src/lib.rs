@@ -5,6 +5,7 @@
 // What the browser cannot do (clippy.toml's `disallowed-methods`) is an error in its build.
 #![cfg_attr(target_arch = "wasm32", warn(clippy::disallowed_methods))]
 
+mod cause;
 pub mod checkpoint;
 pub mod corpus;
 pub mod cpu_copy;
@@ -30,6 +31,7 @@ pub mod tokenizer;
 pub mod tokens;
 pub mod wire;
 
+pub use cause::{Cause, cause};
 pub use corpus::{DataError, TextCorpus};
 pub use dataset::{Batch, DataSource, Dataset, Upload};
 pub use experiment::{Experiment, RunEvent};

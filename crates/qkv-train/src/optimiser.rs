@@ -54,13 +54,13 @@ pub struct Optimiser {
 
 // Burn's record names: `{id}.momentum.moment_1`, `{id}.momentum.time`, `{id}.__rank`.
 /// Why an optimiser state cannot be saved or restored.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum OptimiserStateError {
-    /// Burn's record format refused the bytes (its errors carry no more than their text).
+    /// Burn's record format refused the bytes.
     #[error("the optimiser state is not a readable record: {0}")]
-    Format(String),
-    #[error("reading the optimiser state from the device failed: {0}")]
-    Device(String),
+    Format(#[from] burn_pack::Error),
+    #[error("reading the optimiser state: {0}")]
+    Device(#[from] qkv_kernels::ReadBackError),
     #[error("the optimiser state of parameter {id} has no {what}")]
     Missing { id: u64, what: &'static str },
     #[error("the optimiser state has parameter {0}, which the model does not")]
@@ -106,7 +106,7 @@ impl Optimiser {
         let mut scalars = Vec::new();
         for (&id, moments) in &self.moments {
             for (leaf, tensor) in [(MOMENT_1, &moments.moment_1), (MOMENT_2, &moments.moment_2)] {
-                let data = qkv_kernels::read_back(tensor.clone()).await.map_err(|e| OptimiserStateError::Device(format!("{e:?}")))?;
+                let data = qkv_kernels::read_back(tensor.clone()).await?;
                 let (bytes, shape, dtype) = data.into_parts();
                 tensors.push(burn_pack::Tensor::new(format!("{id}.{leaf}"), dtype, shape, Some(id), bytes));
             }
@@ -114,7 +114,7 @@ impl Optimiser {
             scalars.push((format!("{id}.{RANK}"), Scalar::from(moments.rank)));
         }
         let writer = scalars.iter().fold(burn_pack::Writer::new(tensors), |w, (key, value)| w.with_scalar(key, *value));
-        writer.into_bytes().map(|b| b.to_vec()).map_err(|e| OptimiserStateError::Format(format!("{e:?}")))
+        Ok(writer.into_bytes()?.to_vec())
     }
 
     /// [`Optimiser::to_bytes_async`], blocking on the reads (not in the browser, which cannot block).
@@ -125,8 +125,7 @@ impl Optimiser {
     /// Restores the state saved by [`Optimiser::to_bytes`] (or by Burn's AdamW) into an
     /// optimiser for the same model, on `device`.
     pub fn load_bytes(mut self, bytes: Vec<u8>, device: &Device) -> Result<Self, OptimiserStateError> {
-        let format = |e: burn_pack::Error| OptimiserStateError::Format(format!("{e:?}"));
-        let reader = burn_pack::Reader::from_bytes(Bytes::from_bytes_vec(bytes)).map_err(format)?;
+        let reader = burn_pack::Reader::from_bytes(Bytes::from_bytes_vec(bytes))?;
         let scalar = |key: String| reader.scalars().get(&key).and_then(|s| usize::try_from(*s).ok());
         let mut times = BTreeMap::new();
         for name in reader.tensor_names() {
@@ -137,8 +136,8 @@ impl Optimiser {
             }
         }
         let mut data: BTreeMap<String, TensorData> = BTreeMap::new();
-        for tensor in reader.into_tensors().map_err(format)? {
-            let (name, dtype, shape, _, bytes) = tensor.into_parts().map_err(format)?;
+        for tensor in reader.into_tensors()? {
+            let (name, dtype, shape, _, bytes) = tensor.into_parts()?;
             let n = shape.iter().product::<usize>();
             data.insert(name, TensorData::from_bytes(bytes, [n], dtype));
         }

@@ -33,6 +33,8 @@ use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
 use qkv_model::{AttentionConfig, AttentionVariant, ConfigError, Gpt, GptConfig, Norm};
 
+use crate::{Cause, cause};
+
 /// Burn's names to nanoGPT's, for an export.
 const TO_NANOGPT_NAMES: [(&str, &str); 5] = [
     (r"^wte\.", "transformer.wte."),
@@ -89,14 +91,26 @@ impl fmt::Display for Layout {
 /// Why weights could not go out or come in; each names the file and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum PyTorchError {
-    #[error("{name} is not a safetensors file ({reason}): give a .safetensors file")]
-    NotSafetensors { name: String, reason: String },
+    #[error("{name} is not a safetensors file ({source}): give a .safetensors file")]
+    NotSafetensors {
+        name: String,
+        #[source]
+        source: safetensors::SafeTensorError,
+    },
     #[error("{name}: {tensor} holds {dtype} values; QKV Lab reads F32, F16 and BF16 weights")]
     DType { name: String, tensor: String, dtype: String },
     #[error("{name} has no {tensor}: only GPT-2's layout (Hugging Face's gpt2, a nanoGPT export) or a QKV Lab export imports")]
     Missing { name: String, tensor: String },
-    #[error("{name}: {message}")]
-    Shape { name: String, message: String },
+    #[error("{name}: layer {layer}'s c_attn.{leaf} has {rows} rows, not three equal parts (Q, K, V)")]
+    FusedRows { name: String, layer: usize, leaf: &'static str, rows: usize },
+    #[error("{name}: its config does not read: {source}")]
+    ConfigUnreadable {
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{name}: its layout '{layout}' is neither nanogpt nor huggingface")]
+    UnknownLayout { name: String, layout: String },
     #[error(
         "{name} does not say how many attention heads its model has: put the model's config.json (with n_head) beside it, \
          or name it with --config"
@@ -104,10 +118,24 @@ pub enum PyTorchError {
     NoHeadCount { name: String },
     #[error("{name}: the model it describes cannot be built: {error}")]
     Config { name: String, error: ConfigError },
-    #[error("{name}: the weights do not fit the model: {message}")]
-    Mismatch { name: String, message: String },
+    #[error("{name}: the weights do not fit the model: {source}")]
+    Mismatch {
+        name: String,
+        #[source]
+        source: Cause,
+    },
+    #[error(
+        "{name}: the weights do not fit the model: {errors} errors {first_error}, missing {missing:?}, not in the model {unexpected:?}"
+    )]
+    WeightsDiffer { name: String, errors: usize, first_error: String, missing: Vec<String>, unexpected: Vec<String> },
     #[error("cannot write the weights as safetensors: {0}")]
-    Write(String),
+    Write(#[source] Cause),
+    #[error("cannot write the weights as safetensors: {tensor}: {source}")]
+    WriteTensor {
+        tensor: String,
+        #[source]
+        source: Cause,
+    },
 }
 
 /// One tensor on the host, row-major.
@@ -129,7 +157,7 @@ impl HostTensor {
 type Tensors = BTreeMap<String, HostTensor>;
 
 fn read(bytes: &[u8], name: &str) -> Result<(Tensors, HashMap<String, String>), PyTorchError> {
-    let not_safetensors = |e: safetensors::SafeTensorError| PyTorchError::NotSafetensors { name: name.to_string(), reason: e.to_string() };
+    let not_safetensors = |source| PyTorchError::NotSafetensors { name: name.to_string(), source };
     let (_, header) = SafeTensors::read_metadata(bytes).map_err(not_safetensors)?;
     let metadata = header.metadata().clone().unwrap_or_default();
     let file = SafeTensors::deserialize(bytes).map_err(not_safetensors)?;
@@ -156,8 +184,8 @@ fn write(tensors: &Tensors, metadata: HashMap<String, String>) -> Result<Vec<u8>
         .iter()
         .map(|(name, data)| Ok((name.as_str(), TensorView::new(Dtype::F32, tensors[*name].shape.clone(), data)?)))
         .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()
-        .map_err(|e| PyTorchError::Write(e.to_string()))?;
-    safetensors::serialize(views, Some(metadata)).map_err(|e| PyTorchError::Write(e.to_string()))
+        .map_err(|e| PyTorchError::Write(cause(e)))?;
+    safetensors::serialize(views, Some(metadata)).map_err(|e| PyTorchError::Write(cause(e)))
 }
 
 /// The projections that Hugging Face stores as `Conv1D`: every matrix of attention and the MLP.
@@ -212,10 +240,7 @@ fn split_qkv(tensors: &mut Tensors, name: &str) -> Result<(), PyTorchError> {
         for leaf in ["weight", "bias"] {
             let Some(fused) = tensors.remove(&format!("transformer.h.{layer}.attn.c_attn.{leaf}")) else { continue };
             if fused.shape[0] % 3 != 0 {
-                return Err(PyTorchError::Shape {
-                    name: name.to_string(),
-                    message: format!("layer {layer}'s c_attn.{leaf} has {} rows, not three equal parts (Q, K, V)", fused.shape[0]),
-                });
+                return Err(PyTorchError::FusedRows { name: name.to_string(), layer, leaf, rows: fused.shape[0] });
             }
             let mut shape = fused.shape.clone();
             shape[0] /= 3;
@@ -232,7 +257,6 @@ fn split_qkv(tensors: &mut Tensors, name: &str) -> Result<(), PyTorchError> {
 /// The model's weights as a safetensors file in `layout`, its config in the metadata (`config`,
 /// as QKV Lab writes it; [`gpt2_config_json`] gives Hugging Face's `config.json`).
 pub fn to_safetensors(model: &Gpt, config: &GptConfig, layout: Layout) -> Result<Vec<u8>, PyTorchError> {
-    let failed = |e: String| PyTorchError::Write(e);
     // The model's tensors as PyTorch names and lays them out (what a `SafetensorsStore` with
     // this adapter and remapper would write), taken straight to the host: they are fused and
     // transposed below before the one file is written.
@@ -241,9 +265,10 @@ pub fn to_safetensors(model: &Gpt, config: &GptConfig, layout: Layout) -> Result
     let mut tensors = Tensors::new();
     for tensor in collected {
         let name = tensor.name.clone();
-        let data = burn::store::bridge::into_data(tensor).map_err(|e| failed(format!("{name}: {e:?}")))?;
+        let failed = |source: Cause| PyTorchError::WriteTensor { tensor: name.clone(), source };
+        let data = burn::store::bridge::into_data(tensor).map_err(|e| failed(cause(e)))?;
         let shape = data.shape().to_vec();
-        let values = data.try_into_vec::<f32>().map_err(|e| failed(format!("{name}: {e:?}")))?;
+        let values = data.try_into_vec::<f32>().map_err(|e| failed(cause(e)))?;
         tensors.insert(name, HostTensor { shape, values });
     }
     if has_gpt2_attention(config) {
@@ -252,7 +277,7 @@ pub fn to_safetensors(model: &Gpt, config: &GptConfig, layout: Layout) -> Result
     if layout == Layout::HuggingFace {
         switch_layout(&mut tensors);
     }
-    let config_json = serde_json::to_string(config).map_err(|e| failed(e.to_string()))?;
+    let config_json = serde_json::to_string(config).map_err(|e| PyTorchError::Write(cause(e)))?;
     // "format: pt" is what Hugging Face's loaders look for in a PyTorch model's file.
     let metadata = HashMap::from([
         ("format".to_string(), "pt".to_string()),
@@ -349,16 +374,16 @@ pub fn from_safetensors(bytes: &[u8], name: &str, gpt2_config: Option<&str>, dev
         })
         .collect();
     let mut config = match metadata.get("config") {
-        Some(json) => serde_json::from_str::<GptConfig>(json)
-            .map_err(|e| PyTorchError::Shape { name: name.to_string(), message: format!("its config does not read: {e}") })?,
+        Some(json) => {
+            serde_json::from_str::<GptConfig>(json).map_err(|source| PyTorchError::ConfigUnreadable { name: name.to_string(), source })?
+        }
         None => infer_config(&tensors, gpt2_config, name)?,
     };
     config.validate().map_err(|error| PyTorchError::Config { name: name.to_string(), error })?;
     let layout = match metadata.get("layout") {
-        Some(layout) => Layout::named(layout).ok_or_else(|| PyTorchError::Shape {
-            name: name.to_string(),
-            message: format!("its layout '{layout}' is neither nanogpt nor huggingface"),
-        })?,
+        Some(layout) => {
+            Layout::named(layout).ok_or_else(|| PyTorchError::UnknownLayout { name: name.to_string(), layout: layout.clone() })?
+        }
         None => detect_layout(&tensors, config.n_embd),
     };
     if layout == Layout::HuggingFace {
@@ -373,19 +398,18 @@ pub fn from_safetensors(bytes: &[u8], name: &str, gpt2_config: Option<&str>, dev
         config.tie_embeddings = !tensors.contains_key("lm_head.weight");
     }
 
-    let mismatch = |message: String| PyTorchError::Mismatch { name: name.to_string(), message };
     let bytes = write(&tensors, HashMap::new())?;
     let mut store = SafetensorsStore::from_bytes(Some(bytes)).with_from_adapter(PyTorchToBurnAdapter).remap(remapper(&TO_BURN_NAMES));
     let mut model = Gpt::new(&config, device).map_err(|error| PyTorchError::Config { name: name.to_string(), error })?;
-    let applied = model.load_from(&mut store).map_err(|e| mismatch(format!("{e:?}")))?;
+    let applied = model.load_from(&mut store).map_err(|e| PyTorchError::Mismatch { name: name.to_string(), source: cause(e) })?;
     if !applied.is_success() || !applied.missing.is_empty() || !applied.unused.is_empty() {
-        return Err(mismatch(format!(
-            "{} errors {:?}, missing {:?}, not in the model {:?}",
-            applied.errors.len(),
-            applied.errors.first(),
-            applied.missing.iter().map(|m| &m.0).collect::<Vec<_>>(),
-            applied.unused
-        )));
+        return Err(PyTorchError::WeightsDiffer {
+            name: name.to_string(),
+            errors: applied.errors.len(),
+            first_error: format!("{:?}", applied.errors.first()),
+            missing: applied.missing.iter().map(|m| m.0.clone()).collect(),
+            unexpected: applied.unused.clone(),
+        });
     }
     Ok((config, model))
 }

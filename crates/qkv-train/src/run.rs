@@ -116,8 +116,21 @@ impl std::str::FromStr for RunStatus {
 pub enum RunError {
     #[error("model configuration: {0}")]
     Config(#[from] ConfigError),
-    #[error("training configuration: {0}")]
-    Training(String),
+    #[error("training configuration: the model's vocab_size {model} is smaller than the data's vocabulary {data}")]
+    VocabTooSmall { model: usize, data: usize },
+    #[error(
+        "training configuration: run {run} differs from run {first} in block_size, batch_size, grad_accum or seed: runs \
+         of one experiment share these so that they train on identical batches"
+    )]
+    BatchesDiffer { run: String, first: String },
+    #[error("training configuration: an experiment needs at least one run")]
+    NoRuns,
+    #[error("training configuration: a step needs at least one batch")]
+    NoBatch,
+    #[error("training configuration: a group of steps needs at least one step")]
+    NoSteps,
+    #[error("training configuration: the prompt is empty: give at least one token to continue")]
+    EmptyPrompt,
     #[error("training configuration: {0}")]
     TrainingConfig(#[from] TrainingConfigError),
     #[error(transparent)]
@@ -126,8 +139,8 @@ pub enum RunError {
     Diverged { step: usize, loss: f64 },
     #[error("the run already finished its {0} steps")]
     Finished(usize),
-    #[error("reading results from the device failed: {0}")]
-    Device(String),
+    #[error(transparent)]
+    ReadBack(#[from] qkv_kernels::ReadBackError),
 }
 
 pub struct Run {
@@ -183,7 +196,8 @@ fn evaluate_batches(model: &Gpt, batches: &[Batch], device: &Device) -> Vec<(Ten
 }
 
 fn read_values(data: TensorData) -> Result<Vec<f64>, RunError> {
-    data.try_into_vec_as::<f32>().map(|v| v.into_iter().map(f64::from).collect()).map_err(|e| RunError::Device(format!("{e:?}")))
+    let values = data.try_into_vec_as::<f32>().map_err(qkv_kernels::ReadBackError::from)?;
+    Ok(values.into_iter().map(f64::from).collect())
 }
 
 impl Run {
@@ -203,11 +217,7 @@ impl Run {
         spec.training.validate()?;
         spec.model.validate()?;
         if spec.model.vocab_size < dataset.vocab_size() {
-            return Err(RunError::Training(format!(
-                "the model's vocab_size {} is smaller than the data's vocabulary {}",
-                spec.model.vocab_size,
-                dataset.vocab_size()
-            )));
+            return Err(RunError::VocabTooSmall { model: spec.model.vocab_size, data: dataset.vocab_size() });
         }
         dataset.check_fits(spec.model.block_size)?;
         let device = device.clone().autodiff();
@@ -299,7 +309,7 @@ impl Run {
         let lr = self.spec.training.lr_at(self.step + ahead);
         let (model, grad_norm) = self.optimiser.step(model, accumulator.grads(), lr);
         self.model = Some(model);
-        let loss = loss_sum.ok_or_else(|| RunError::Training("a step needs at least one batch".into()))?;
+        let loss = loss_sum.ok_or(RunError::NoBatch)?;
         Ok(PendingStep { values: Tensor::cat(vec![loss, grad_norm], 0), lr, tokens })
     }
 
@@ -415,10 +425,10 @@ impl Run {
         }
         let count = steps.len().min(self.spec.training.steps.saturating_sub(self.step));
         if count == 0 {
-            return vec![Err(RunError::Training("a group of steps needs at least one step".into()))];
+            return vec![Err(RunError::NoSteps)];
         }
         if steps[..count].iter().any(|batches| batches.is_empty()) {
-            return vec![Err(RunError::Training("a step needs at least one batch".into()))];
+            return vec![Err(RunError::NoBatch)];
         }
         let started = Instant::now();
         let mut pending = Vec::with_capacity(count);
@@ -429,7 +439,7 @@ impl Run {
             }
         }
         let together = Tensor::cat(pending.iter().map(|p| p.values.clone()).collect(), 0);
-        let read = async { read_values(qkv_kernels::read_back(together).await.map_err(|e| RunError::Device(format!("{e:?}")))?) };
+        let read = async { read_values(qkv_kernels::read_back(together).await?) };
         let values = match read.await {
             Ok(values) => values,
             Err(error) => return vec![Err(error)],
@@ -495,7 +505,7 @@ impl Run {
     /// Loss (and accuracy, for synthetic tasks) on the validation batches, without dropout.
     pub async fn evaluate_async(&mut self, val: &[Batch]) -> Result<EvalRecord, RunError> {
         let pending = self.launch_eval(val);
-        let data = qkv_kernels::read_back(pending.values.clone()).await.map_err(|e| RunError::Device(format!("{e:?}")))?;
+        let data = qkv_kernels::read_back(pending.values.clone()).await?;
         let values = read_values(data)?;
         Ok(self.finish_eval(pending, &values))
     }

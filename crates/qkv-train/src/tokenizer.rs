@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
@@ -11,6 +12,7 @@ use tokenizers::normalizers::NormalizerWrapper;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{DecoderWrapper, PostProcessorWrapper, PreTokenizerWrapper, TokenizerBuilder};
 
+use crate::Cause;
 use crate::corpus::DataError;
 
 /// Which tokenizer to use: `char` or `bpe:N` (N = vocabulary size), trained on the text; or the
@@ -92,20 +94,18 @@ impl Tokenizer {
 
     /// A Hugging Face `tokenizer.json`.
     pub fn load(path: &str) -> Result<Self, DataError> {
-        let bytes = std::fs::read(path).map_err(|e| DataError::Io { name: path.to_string(), message: e.to_string() })?;
+        let bytes = std::fs::read(path).map_err(|e| DataError::Io { name: path.to_string(), source: Arc::new(e) })?;
         Self::from_json(path, &bytes)
     }
 
     /// A Hugging Face `tokenizer.json`'s bytes, read from `path`.
     pub fn from_json(path: &str, bytes: &[u8]) -> Result<Self, DataError> {
-        let not_one = |e: &dyn std::fmt::Display| {
-            DataError::Tokenizer(format!("{path} is not a Hugging Face tokenizer file ({e}): give the tokenizer.json saved with the model"))
-        };
+        let not_one = |source: Cause| DataError::NotATokenizer { path: path.to_string(), source };
         // JSON first: tokenizers 0.22 panics on some malformed files (a broken "decoder" value
         // reaches an `expect` in its decoder's deserializer; found by fuzz/tokenizer_json)
         // instead of saying so. Once the text is JSON, that path cannot fail.
-        serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(|e| not_one(&e))?;
-        let tokenizer = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| not_one(&e))?;
+        serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(|e| not_one(Arc::new(e)))?;
+        let tokenizer = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| not_one(Cause::from(e)))?;
         Ok(Tokenizer::Loaded { path: path.to_string(), tokenizer: Box::new(tokenizer) })
     }
 
@@ -130,29 +130,21 @@ impl Tokenizer {
         match self {
             Tokenizer::Char { chars } => text
                 .chars()
-                .map(|c| {
-                    chars.binary_search(&c).map(|i| i as u32).map_err(|_| {
-                        DataError::Tokenizer(format!(
-                            "the character {c:?} is not in this character-level vocabulary (it never \
-                             occurs in the training text): remove it, or use a BPE tokenizer"
-                        ))
-                    })
-                })
+                .map(|c| chars.binary_search(&c).map(|i| i as u32).map_err(|_| DataError::UnknownCharacter { character: c }))
                 .collect(),
             Tokenizer::Bpe { tokenizer } | Tokenizer::Loaded { tokenizer, .. } => tokenizer
                 .encode(text, false)
                 .map(|encoding| encoding.get_ids().to_vec())
-                .map_err(|e| DataError::Tokenizer(format!("encoding failed: {e}"))),
-            Tokenizer::Ids { vocab_size } => {
-                text.split_whitespace()
-                    .map(|word| {
-                        word.parse::<u32>().ok().filter(|&id| (id as usize) < *vocab_size).ok_or_else(|| DataError::Tokenizer(format!(
-                    "'{word}' is not a token id below {vocab_size}: this data came without a tokenizer, so prompts are token ids \
-                     (e.g. '1 2 3'); train with --tokenizer path/to/tokenizer.json to write text"
-                )))
-                    })
-                    .collect()
-            }
+                .map_err(|e| DataError::Encoding { source: Cause::from(e) }),
+            Tokenizer::Ids { vocab_size } => text
+                .split_whitespace()
+                .map(|word| {
+                    word.parse::<u32>()
+                        .ok()
+                        .filter(|&id| (id as usize) < *vocab_size)
+                        .ok_or_else(|| DataError::NotATokenId { word: word.to_string(), vocab_size: *vocab_size })
+                })
+                .collect(),
         }
     }
 
@@ -185,7 +177,7 @@ impl Tokenizer {
 }
 
 fn train_bpe(vocab_size: usize, text: &str) -> Result<Tokenizer, DataError> {
-    let failed = |e: Box<dyn std::error::Error + Send + Sync>| DataError::Tokenizer(format!("BPE training failed: {e}"));
+    let failed = |e: Box<dyn std::error::Error + Send + Sync>| DataError::BpeTraining { source: Cause::from(e) };
     // No prefix space, so that decoding gives back exactly the text that was encoded.
     let byte_level = ByteLevel::new(false, true, true);
     let mut trainer = BpeTrainerBuilder::new()

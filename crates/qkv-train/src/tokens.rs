@@ -25,7 +25,7 @@ impl Tokens {
     /// Maps a token file: non-empty, an even number of bytes.
     pub fn map_file(path: &Path) -> Result<Self, DataError> {
         let name = path.display().to_string();
-        let io = |e: std::io::Error| DataError::Io { name: name.clone(), message: e.to_string() };
+        let io = |e: std::io::Error| DataError::Io { name: name.clone(), source: Arc::new(e) };
         let file = std::fs::File::open(path).map_err(io)?;
         if file.metadata().map_err(io)?.len() == 0 {
             return Err(DataError::Empty { name });
@@ -36,10 +36,7 @@ impl Tokens {
         // that does changes the ids read, never memory safety of anything but those reads.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
         match map.len() {
-            bytes if bytes % 2 == 1 => Err(DataError::Tokenizer(format!(
-                "{name} is not a token file: it has {bytes} bytes, an odd number, but nanoGPT's token files hold two \
-                 bytes (uint16) per token"
-            ))),
+            bytes if bytes % 2 == 1 => Err(DataError::OddTokenFile { name, bytes }),
             _ => Ok(Tokens::Mapped(Arc::new(map))),
         }
     }

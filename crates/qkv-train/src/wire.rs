@@ -9,13 +9,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataset::{DataSource, Upload};
 use crate::session::{Command, Message};
+use crate::{Cause, cause};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
-    #[error("cannot put the {what} into bytes: {reason}")]
-    Encode { what: &'static str, reason: String },
-    #[error("the {what} arrived garbled ({reason})")]
-    Decode { what: &'static str, reason: String },
+    #[error("cannot put the {what} into bytes: {source}")]
+    Encode {
+        what: &'static str,
+        #[source]
+        source: rmp_serde::encode::Error,
+    },
+    #[error("the {what} arrived garbled ({source})")]
+    Decode {
+        what: &'static str,
+        #[source]
+        source: Cause,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -40,25 +49,24 @@ fn upload_of(command: &mut Command) -> Option<&mut Upload> {
 /// Takes the command, which may carry checkpoints of megabytes, rather than copying it.
 pub fn encode_command(mut command: Command) -> Result<Vec<u8>, WireError> {
     let upload_text = upload_of(&mut command).and_then(|upload| upload.corpus().ok()).map(|corpus| corpus.text.clone());
-    rmp_serde::to_vec_named(&CommandOnWire { command, upload_text })
-        .map_err(|e| WireError::Encode { what: "command", reason: e.to_string() })
+    rmp_serde::to_vec_named(&CommandOnWire { command, upload_text }).map_err(|source| WireError::Encode { what: "command", source })
 }
 
 pub fn decode_command(bytes: &[u8]) -> Result<Command, WireError> {
-    let garbled = |reason: String| WireError::Decode { what: "command", reason };
-    let CommandOnWire { mut command, upload_text } = rmp_serde::from_slice(bytes).map_err(|e| garbled(e.to_string()))?;
+    let garbled = |source: Cause| WireError::Decode { what: "command", source };
+    let CommandOnWire { mut command, upload_text } = rmp_serde::from_slice(bytes).map_err(|e| garbled(cause(e)))?;
     if let (Some(upload), Some(text)) = (upload_of(&mut command), upload_text) {
-        *upload = Upload::new(&upload.name, text.as_bytes()).map_err(|e| garbled(e.to_string()))?;
+        *upload = Upload::new(&upload.name, text.as_bytes()).map_err(|e| garbled(cause(e)))?;
     }
     Ok(command)
 }
 
 pub fn encode_messages(messages: &[Message]) -> Result<Vec<u8>, WireError> {
-    rmp_serde::to_vec_named(messages).map_err(|e| WireError::Encode { what: "messages", reason: e.to_string() })
+    rmp_serde::to_vec_named(messages).map_err(|source| WireError::Encode { what: "messages", source })
 }
 
 pub fn decode_messages(bytes: &[u8]) -> Result<Vec<Message>, WireError> {
-    rmp_serde::from_slice(bytes).map_err(|e| WireError::Decode { what: "messages", reason: e.to_string() })
+    rmp_serde::from_slice(bytes).map_err(|e| WireError::Decode { what: "messages", source: cause(e) })
 }
 
 #[cfg(test)]

@@ -8,21 +8,42 @@ use std::rc::Rc;
 
 use qkv_train::folder_lock::FolderLockError;
 use qkv_train::session::CheckpointFile;
+use qkv_train::{Cause, cause};
 
-/// Why a file did not arrive, or could not be handed over.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a file did not arrive, or could not be handed over. The browser's causes are what its
+/// JavaScript said ([`FileError::browser`]), the only form it gives them in.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum FileError {
-    #[error("cannot read {name}: {reason}")]
-    Read { name: String, reason: String },
-    #[error("could not save in {folder}: {reason}; choose another folder")]
-    Save { folder: String, reason: String },
+    #[error("cannot read {name}: {source}")]
+    Read {
+        name: String,
+        #[source]
+        source: Cause,
+    },
+    #[error("could not save in {folder}: {source}; choose another folder")]
+    Save {
+        folder: String,
+        #[source]
+        source: Cause,
+    },
     /// Another program writes runs into the folder.
     #[error("{0}")]
-    InUse(String),
-    #[error("could not download {name}: {reason}")]
-    Download { name: String, reason: String },
-    #[error("cannot open a file dialog: {0}")]
-    Dialog(String),
+    InUse(#[source] Cause),
+    #[error("could not download {name}: {source}")]
+    Download {
+        name: String,
+        #[source]
+        source: Cause,
+    },
+    #[error("cannot open a file dialog: this app has no file dialog here; type the path instead")]
+    NoDialog,
+}
+
+impl FileError {
+    /// A cause the browser gave as text (a JavaScript exception, a read that failed).
+    pub fn browser(said: impl Into<String>) -> Cause {
+        Cause::from(Box::<dyn std::error::Error + Send + Sync>::from(said.into()))
+    }
 }
 
 /// A file the user gave the app, read into memory.
@@ -43,7 +64,7 @@ impl IncomingFile {
         let name = path.display().to_string();
         match std::fs::read(path) {
             Ok(bytes) => Ok(Self { name, bytes }),
-            Err(e) => Err(FileError::Read { name, reason: e.to_string() }),
+            Err(e) => Err(FileError::Read { name, source: cause(e) }),
         }
     }
 }
@@ -62,13 +83,13 @@ impl OutgoingFile {
     /// at all, and not into a folder another QKV Lab program is writing (`qkv train --out`, a
     /// second window): the folder is locked meanwhile. Says what was saved where.
     pub fn write_into(folder: &Path, files: &[OutgoingFile]) -> Result<String, FileError> {
-        let fail = |e: &dyn std::fmt::Display| FileError::Save { folder: folder.display().to_string(), reason: e.to_string() };
+        let fail = |source: Cause| FileError::Save { folder: folder.display().to_string(), source };
         let _lock = qkv_train::folder_lock::FolderLock::take(folder).map_err(|e| match e {
-            FolderLockError::InUse { .. } => FileError::InUse(e.to_string()),
-            other => fail(&other),
+            FolderLockError::InUse { .. } => FileError::InUse(cause(e)),
+            other => fail(cause(other)),
         })?;
         for file in files {
-            qkv_train::checkpoint::write_atomically(&folder.join(&file.name), &file.bytes).map_err(|e| fail(&e))?;
+            qkv_train::checkpoint::write_atomically(&folder.join(&file.name), &file.bytes).map_err(|e| fail(cause(e)))?;
         }
         Ok(format!("saved {} in {}", names(files), folder.display()))
     }
@@ -169,7 +190,10 @@ mod tests {
         // As `qkv train --out` holds it while it trains.
         let held = FolderLock::take(&folder).unwrap();
         let refused = OutgoingFile::write_into(&folder, std::slice::from_ref(&file)).unwrap_err();
-        assert!(matches!(&refused, FileError::InUse(m) if m.contains(&format!("process {}", std::process::id()))), "{refused}");
+        assert!(
+            matches!(&refused, FileError::InUse(_)) && refused.to_string().contains(&format!("process {}", std::process::id())),
+            "{refused}"
+        );
         assert!(!folder.join("run.qkv").exists(), "nothing written");
         drop(held);
         let saved = OutgoingFile::write_into(&folder, &[file]).unwrap();

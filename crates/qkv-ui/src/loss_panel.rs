@@ -2,7 +2,8 @@
 //! synthetic tasks.
 
 use egui::{ComboBox, Slider, Ui};
-use egui_plot::{Legend, Line, LineStyle, Plot, PlotPoints};
+use egui_plot::{Legend, Line, LineStyle, Plot, PlotPoint, PlotPoints};
+use qkv_train::StepRecord;
 
 use crate::view::SessionView;
 
@@ -30,33 +31,82 @@ pub struct LossPanel {
     pub x_axis: XAxis,
     /// Points drawn in the last frame (per curve, summed), for tests and the status line.
     pub points_drawn: usize,
+    /// Each run's smoothed training curve as last drawn, extended frame by frame.
+    train_curves: Vec<TrainCurve>,
 }
 
 impl Default for LossPanel {
     fn default() -> Self {
-        Self { log_y: false, smoothing: 0.6, x_axis: XAxis::Steps, points_drawn: 0 }
+        Self { log_y: false, smoothing: 0.6, x_axis: XAxis::Steps, points_drawn: 0, train_curves: Vec::new() }
     }
 }
 
 /// Exponential moving average, debiased like TensorBoard's so the curve starts at the data.
+#[derive(Debug, Clone, Copy)]
+struct Ema {
+    weight: f64,
+    average: f64,
+    norm: f64,
+}
+
+impl Ema {
+    fn new(weight: f64) -> Self {
+        Self { weight, average: 0.0, norm: 0.0 }
+    }
+
+    /// The smoothed value once `value` is in.
+    fn push(&mut self, value: f64) -> f64 {
+        self.average = self.weight * self.average + (1.0 - self.weight) * value;
+        self.norm = self.weight * self.norm + (1.0 - self.weight);
+        self.average / self.norm
+    }
+}
+
+/// `values` smoothed with weight `weight` on the past.
 pub fn smooth(values: &[f64], weight: f64) -> Vec<f64> {
-    let mut average = 0.0;
-    let mut norm = 0.0;
-    values
-        .iter()
-        .map(|&v| {
-            average = weight * average + (1.0 - weight) * v;
-            norm = weight * norm + (1.0 - weight);
-            average / norm
-        })
-        .collect()
+    let mut ema = Ema::new(weight);
+    values.iter().map(|&v| ema.push(v)).collect()
+}
+
+/// What a drawn training curve depends on besides its steps: when any of it changes, the curve
+/// is drawn afresh.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct CurveKey {
+    smoothing: f64,
+    x_axis: XAxis,
+    log_y: bool,
+    /// The run's first step (its number and loss): another run in the same place starts over.
+    first: Option<(usize, u64)>,
+}
+
+/// A run's smoothed training curve as plotted. Each frame adds the steps that arrived since the
+/// last one; the history is smoothed once, not every frame (a long run has tens of thousands of
+/// steps and the chart redraws at the display's rate while training).
+struct TrainCurve {
+    key: CurveKey,
+    ema: Ema,
+    points: Vec<PlotPoint>,
+}
+
+impl TrainCurve {
+    fn new(key: CurveKey) -> Self {
+        Self { key, ema: Ema::new(key.smoothing), points: Vec::new() }
+    }
+
+    /// The curve of `steps` under `key`, `point` placing a step and its smoothed loss.
+    fn update(&mut self, steps: &[StepRecord], key: CurveKey, point: impl Fn(&StepRecord, f64) -> PlotPoint) -> &[PlotPoint] {
+        if key != self.key || steps.len() < self.points.len() {
+            *self = Self::new(key);
+        }
+        for step in &steps[self.points.len()..] {
+            let smoothed = self.ema.push(step.train_loss);
+            self.points.push(point(step, smoothed));
+        }
+        &self.points
+    }
 }
 
 impl LossPanel {
-    fn y(&self, loss: f64) -> f64 {
-        if self.log_y { loss.max(1e-9).log10() } else { loss }
-    }
-
     pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) {
         ui.horizontal_wrapped(|ui| {
             ui.checkbox(&mut self.log_y, "log y");
@@ -76,7 +126,20 @@ impl LossPanel {
             XAxis::Seconds => secs,
         };
         let log_y = self.log_y;
+        let y = move |loss: f64| if log_y { loss.max(1e-9).log10() } else { loss };
         let mut points = 0;
+        let (smoothing, curves) = (self.smoothing, &mut self.train_curves);
+        curves.resize_with(view.runs.len(), || TrainCurve::new(CurveKey { smoothing, x_axis, log_y, first: None }));
+        let train_curves: Vec<&[PlotPoint]> = view
+            .runs
+            .iter()
+            .zip(curves.iter_mut())
+            .map(|(run, curve)| {
+                let first = run.steps.first().map(|s| (s.step, s.train_loss.to_bits()));
+                let key = CurveKey { smoothing, x_axis, log_y, first };
+                curve.update(&run.steps, key, |s, loss| PlotPoint::new(x_of(s.step, s.tokens, s.wall_secs), y(loss)))
+            })
+            .collect();
         Plot::new("loss_plot")
             .legend(Legend::default())
             .height(height.max(120.0))
@@ -84,16 +147,12 @@ impl LossPanel {
             .y_axis_label(if log_y { "loss (log10)" } else { "loss" })
             .y_axis_formatter(move |mark, _| if log_y { format!("{:.2}", 10f64.powf(mark.value)) } else { format!("{:.2}", mark.value) })
             .show(ui, |plot| {
-                for run in &view.runs {
-                    let train: Vec<f64> = run.steps.iter().map(|s| s.train_loss).collect();
-                    let smoothed = smooth(&train, self.smoothing);
-                    let train_points: Vec<[f64; 2]> =
-                        run.steps.iter().zip(smoothed).map(|(s, loss)| [x_of(s.step, s.tokens, s.wall_secs), self.y(loss)]).collect();
+                for (run, train_points) in view.runs.iter().zip(train_curves) {
                     let val_points: Vec<[f64; 2]> =
-                        run.evals.iter().map(|e| [x_of(e.step, e.tokens, e.wall_secs), self.y(e.val_loss)]).collect();
+                        run.evals.iter().map(|e| [x_of(e.step, e.tokens, e.wall_secs), y(e.val_loss)]).collect();
                     points += train_points.len() + val_points.len();
                     plot.line(
-                        Line::new(format!("{} train", run.name()), PlotPoints::from(train_points))
+                        Line::new(format!("{} train", run.name()), PlotPoints::Borrowed(train_points))
                             .color(run.colour.gamma_multiply(0.6))
                             .width(1.5),
                     );
@@ -128,7 +187,7 @@ impl LossPanel {
 
 #[cfg(test)]
 mod tests {
-    use super::smooth;
+    use super::*;
 
     #[test]
     fn smoothing_starts_at_the_data_and_follows_a_constant() {
@@ -137,5 +196,38 @@ mod tests {
         assert_eq!(s[0], 2.0);
         assert!((s[1] - 2.0 / 3.0).abs() < 1e-12);
         assert_eq!(smooth(&[1.0, 3.0], 0.0), vec![1.0, 3.0]);
+    }
+
+    fn steps(losses: &[f64]) -> Vec<StepRecord> {
+        losses
+            .iter()
+            .enumerate()
+            .map(|(i, &train_loss)| StepRecord {
+                step: i + 1,
+                train_loss,
+                lr: 1e-3,
+                grad_norm: 1.0,
+                tokens: 64 * (i + 1),
+                tokens_per_sec: 64.0,
+                wall_secs: i as f64,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_curve_grows_by_the_new_steps_and_matches_smoothing_it_whole() {
+        let losses = [4.0, 3.5, 3.9, 3.1, 2.8, 3.0, 2.5];
+        let key = CurveKey { smoothing: 0.6, x_axis: XAxis::Steps, log_y: false, first: Some((1, 4.0f64.to_bits())) };
+        let point = |s: &StepRecord, loss: f64| PlotPoint::new(s.step as f64, loss);
+        let mut curve = TrainCurve::new(key);
+        let all = steps(&losses);
+        curve.update(&all[..3], key, point);
+        let drawn: Vec<f64> = curve.update(&all, key, point).iter().map(|p| p.y).collect();
+        assert_eq!(drawn, smooth(&losses, 0.6), "extended frame by frame, as smoothed in one go");
+        // Another smoothing, or a run that starts over, draws afresh.
+        let other = CurveKey { smoothing: 0.0, ..key };
+        assert_eq!(curve.update(&all, other, point).iter().map(|p| p.y).collect::<Vec<_>>(), losses);
+        let restarted = steps(&[5.0, 4.0]);
+        assert_eq!(curve.update(&restarted, other, point).len(), 2);
     }
 }

@@ -51,6 +51,6 @@ pub trait Platform {
     /// Opens the platform's dialog for a path (the desktop's, where files are named by path);
     /// `Ok(None)`: the user closed it without choosing.
     fn choose_path(&self, _choice: PathChoice) -> Result<Option<PathBuf>, FileError> {
-        Err(FileError::Dialog("this app has no file dialog here; type the path instead".into()))
+        Err(FileError::NoDialog)
     }
 }

@@ -334,18 +334,14 @@ impl Session {
             let layers = model.forward_with_attention(input).attention;
             let n_layer = layers.len();
             let n_head = layers.first().map_or(0, |l| l.dims()[1]);
-            let values = qkv_kernels::read_back(Tensor::cat(layers.into_iter().map(|l| l.reshape([-1])).collect(), 0))
-                .await
-                .map_err(|e| SessionError::ReadBack(format!("{e:?}")))?
-                .try_into_vec_as::<f32>()
-                .map_err(|e| SessionError::ReadBack(format!("{e:?}")))?;
+            let values = qkv_kernels::read_floats(Tensor::cat(layers.into_iter().map(|l| l.reshape([-1])).collect(), 0)).await?;
             let per_map = time * time;
             let maps =
                 (0..n_layer).map(|l| (0..n_head).map(|h| values[(l * n_head + h) * per_map..][..per_map].to_vec()).collect()).collect();
             runs.push(maps);
             let ranks = if run.spec.model.n_embd <= LIVE_RANKS_MAX_WIDTH { Ranks::Computed } else { Ranks::Skipped };
             let input = Tensor::<2, Int>::from_data(TensorData::new(ids.clone(), [1, time]), &device);
-            diagnostics.push(diagnose_with(&model, input, ranks).await.map_err(|e| SessionError::ReadBack(e.to_string()))?);
+            diagnostics.push(diagnose_with(&model, input, ranks).await?);
         }
         Ok(AttentionMaps { step: experiment.step, tokens: labels, runs, diagnostics })
     }
@@ -462,7 +458,9 @@ pub enum SessionError {
     #[error("the attention prompt is empty: type a few words")]
     EmptyPrompt,
     #[error("reading attention maps: {0}")]
-    ReadBack(String),
+    ReadBack(#[from] qkv_kernels::ReadBackError),
+    #[error("attention diagnostics: {0}")]
+    Diagnostics(#[from] qkv_model::diagnostics::DiagnosticsError),
     #[error(transparent)]
     Start(#[from] StartError),
     #[error(transparent)]
