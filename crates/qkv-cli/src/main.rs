@@ -8,6 +8,7 @@ mod failure;
 mod import;
 mod interrupt;
 mod params;
+mod play;
 mod reparam;
 mod report;
 mod sample;

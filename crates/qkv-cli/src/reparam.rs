@@ -5,6 +5,7 @@ use clap::Args;
 
 use crate::Failure;
 use crate::train::{headless_session, started_or_failed};
+use pollster::FutureExt as _;
 use qkv_model::Preset;
 use qkv_model::burn::module::Module;
 use qkv_model::burn::tensor::Device;
@@ -40,7 +41,7 @@ pub struct ReparamArgs {
 /// `steps` steps of the session's run, reporting progress (counted from `offset`) every 50.
 fn step_with_progress(session: &mut Session, label: &str, offset: usize, steps: usize) -> Result<(), Failure> {
     for _ in 0..steps {
-        let messages = session.run(Command::Step);
+        let messages = session.handle(Command::Step).block_on();
         for message in &messages {
             match message {
                 Message::Stepped { record, .. } => {
@@ -75,18 +76,20 @@ pub fn run(args: &ReparamArgs) -> Result<(), Failure> {
     let spec = RunSpec { name: "standard".into(), model, training };
     let device = Device::flex();
     let mut session = headless_session(&device);
-    started_or_failed(session.run_start(Experiment::new(dataset.clone(), vec![spec], &device)?, DataSource::Shakespeare.to_string()))?;
+    started_or_failed(
+        session.start(Experiment::new(dataset.clone(), vec![spec], &device)?, DataSource::Shakespeare.to_string()).block_on(),
+    )?;
     step_with_progress(&mut session, "train", 0, args.steps)?;
     let experiment = session.experiment().expect("trained");
     let trained = &experiment.runs[0];
     let (conversion, mut report) = convert_and_measure(args.case, trained, trained.model().valid(), experiment.val_batches())?;
     if !args.case.is_exact() && args.finetune > 0 {
         let converted = continue_converted(trained, conversion, "converted", &dataset)?;
-        started_or_failed(session.run_start(Experiment::from_runs(dataset, vec![converted])?, DataSource::Shakespeare.to_string()))?;
+        started_or_failed(session.start(Experiment::from_runs(dataset, vec![converted])?, DataSource::Shakespeare.to_string()).block_on())?;
         step_with_progress(&mut session, "fine-tune", args.steps, args.finetune)?;
         let mut finetune = session.into_experiment().expect("fine-tuned");
         let val = finetune.val_batches().to_vec();
-        let eval = finetune.runs[0].evaluate(&val)?;
+        let eval = finetune.runs[0].evaluate(&val).block_on()?;
         report.finetune_steps = Some(args.finetune);
         report.val_loss_after_finetune = Some(eval.val_loss);
     }

@@ -10,6 +10,7 @@ use qkv_train::synthetic::SEP;
 
 use crate::Failure;
 use crate::compute::Backend;
+use pollster::FutureExt as _;
 
 #[derive(Args, Debug)]
 pub struct SampleArgs {
@@ -54,7 +55,7 @@ pub fn run(args: &SampleArgs) -> Result<(), Failure> {
         Some(tokenizer) => {
             let prompt = args.prompt.clone().unwrap_or_else(|| tokenizer.default_prompt().into());
             let ids = tokenizer.encode(&prompt)?;
-            let generation = generate(&model, &ids, &options)?;
+            let generation = generate(&model, &ids, &options).block_on()?;
             println!("{}", tokenizer.continued(&prompt, &generation.tokens));
         }
         None => {
@@ -66,7 +67,7 @@ pub fn run(args: &SampleArgs) -> Result<(), Failure> {
                 .collect::<Result<_, _>>()?;
             ids.push(SEP);
             let options = SampleOptions { max_new_tokens: prompt.chars().count(), ..options };
-            let generation = generate(&model, &ids, &options)?;
+            let generation = generate(&model, &ids, &options).block_on()?;
             let answer: String = generation.tokens.iter().map(|&t| if t == SEP { '|' } else { char::from(b'0' + t as u8) }).collect();
             println!("{prompt} → {answer}");
         }

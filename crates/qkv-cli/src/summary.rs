@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use pollster::FutureExt as _;
 use qkv_model::{AttentionVariant, ModelDiagnostics, ParamReport};
 use qkv_train::{Batch, Run, RunStatus};
 
@@ -41,7 +42,7 @@ impl RunSummary {
         let last_eval = run.metrics.evals.last();
         let diagnostics = match run.status {
             RunStatus::Diverged { .. } => None,
-            RunStatus::Training | RunStatus::Finished => run.diagnose(val).ok(),
+            RunStatus::Training | RunStatus::Finished => run.diagnose(val).block_on().ok(),
         };
         Self {
             variant: run.spec.model.attention.variant,

@@ -19,6 +19,7 @@ use crate::compute::{Backend, Compute, SpreadArgs};
 use crate::interrupt::{Caught, Interrupted, Interrupts, Signal};
 use crate::report;
 use crate::summary::RunSummary;
+use pollster::FutureExt as _;
 use qkv_train::folder_lock::FolderLock;
 
 /// Settings shared by `train` and `compare`.
@@ -135,7 +136,7 @@ pub fn train_plan(
         eprintln!("{line}");
     }
     experiment.spread_over(&compute.replicas);
-    started_or_failed(session.run_start(experiment, plan.data.to_string()))?;
+    started_or_failed(session.start(experiment, plan.data.to_string()).block_on())?;
     play(session, started, interrupts, save)
 }
 
@@ -162,7 +163,7 @@ fn play(
             bar
         })
         .collect();
-    let played = session.play_to_end(|experiment, messages| {
+    let played = crate::play::play_to_end(&mut session, |experiment, messages| {
         // Once every run is done the caller writes every output anyway.
         let evaluated = messages.iter().any(|m| matches!(m, Message::Stepped { eval: Some(_), .. } | Message::Evaluated { .. }));
         if evaluated && !experiment.is_done() {
@@ -217,7 +218,7 @@ fn play(
 /// A session for a driver without a screen: no attention maps.
 pub fn headless_session(device: &Device) -> Session {
     let mut session = Session::new(device.clone(), format!("{device:?}"));
-    session.run(Command::AttentionEvery(0));
+    session.handle(Command::AttentionEvery(0)).block_on();
     session
 }
 
@@ -253,7 +254,7 @@ fn write_runs(to: &Outputs, experiment: &Experiment) -> Result<(), Failure> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     write_atomically(&out.join("metrics.csv"), qkv_train::csv::metrics_csv(&experiment.runs).as_bytes())?;
     for run in &experiment.runs {
-        write_atomically(&to.checkpoint(run), &to_bytes(run, experiment.dataset(), &to.data)?)?;
+        write_atomically(&to.checkpoint(run), &to_bytes(run, experiment.dataset(), &to.data).block_on()?)?;
     }
     Ok(())
 }
@@ -365,7 +366,7 @@ pub fn run_resume(command: &ResumeCommand, invocation: &str) -> Result<(), Failu
     let interrupts = Interrupts::catch()?;
     let started = std::time::Instant::now();
     let mut session = headless_session(&compute.home);
-    let answers = session.run(Command::Import { files, upload: None });
+    let answers = session.handle(Command::Import { files, upload: None }).block_on();
     if let Some(failed) = answers.iter().find_map(|m| if let Message::Failed(why) = m { Some(why.clone()) } else { None }) {
         return Err(format!("cannot resume {}: {failed}", folder.display()).into());
     }

@@ -95,14 +95,9 @@ fn push_section(out: &mut Vec<u8>, section: &[u8]) {
     out.extend(section);
 }
 
-/// [`to_bytes_async`], blocking on the reads (not in the browser, which cannot block).
-pub fn to_bytes(run: &Run, dataset: &Dataset, data: &str) -> Result<Vec<u8>, CheckpointError> {
-    pollster::block_on(to_bytes_async(run, dataset, data))
-}
-
 /// Serialises a run, awaiting every read of its weights and optimiser state (the browser cannot
 /// block on its GPU).
-pub async fn to_bytes_async(run: &Run, dataset: &Dataset, data: &str) -> Result<Vec<u8>, CheckpointError> {
+pub async fn to_bytes(run: &Run, dataset: &Dataset, data: &str) -> Result<Vec<u8>, CheckpointError> {
     let failed = |source: Cause| CheckpointError::Save { name: run.spec.name.clone(), source };
     let header = CheckpointHeader {
         spec: run.spec.clone(),
@@ -118,7 +113,7 @@ pub async fn to_bytes_async(run: &Run, dataset: &Dataset, data: &str) -> Result<
     let mut store = BurnpackStore::from_bytes(None);
     model_on_cpu(run.model()).await.map_err(|e| failed(cause(e)))?.save_into(&mut store).map_err(|e| failed(cause(e)))?;
     let weights = store.get_bytes().map_err(|e| failed(cause(e)))?;
-    let optimiser = run.optimiser().to_bytes_async().await.map_err(|e| failed(cause(e)))?;
+    let optimiser = run.optimiser().to_bytes().await.map_err(|e| failed(cause(e)))?;
 
     Ok(assemble(&header, &weights, &optimiser))
 }
@@ -263,13 +258,14 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
     use crate::run::tests::{tiny_spec, tiny_text};
+    use pollster::FutureExt as _;
     use qkv_model::AttentionVariant;
 
     fn trained_run(dataset: &Dataset) -> Run {
         let mut run = Run::new(tiny_spec(AttentionVariant::SharedKeyValue, dataset), dataset, &Device::flex()).unwrap();
         let mut rng = Rng::new(3);
         for _ in 0..3 {
-            run.train_step(&[dataset.train_batch(&mut rng, 8, 16)]).unwrap();
+            run.train_step(&[dataset.train_batch(&mut rng, 8, 16)]).block_on().unwrap();
         }
         run
     }
@@ -278,7 +274,7 @@ mod tests {
     fn a_round_trip_gives_the_identical_next_step_loss() {
         let dataset = tiny_text();
         let mut original = trained_run(&dataset);
-        let bytes = to_bytes(&original, &dataset, "tiny").unwrap();
+        let bytes = to_bytes(&original, &dataset, "tiny").block_on().unwrap();
         let checkpoint = Checkpoint::from_bytes("run.qkv", &bytes).unwrap();
         assert_eq!(checkpoint.header.step, 3);
         assert_eq!(checkpoint.header.data, "tiny");
@@ -286,20 +282,20 @@ mod tests {
         assert_eq!(restored.step, 3);
         assert_eq!(restored.metrics, original.metrics);
         let batch = dataset.train_batch(&mut Rng::new(99), 8, 16);
-        let a = original.train_step(std::slice::from_ref(&batch)).unwrap();
-        let b = restored.train_step(std::slice::from_ref(&batch)).unwrap();
+        let a = original.train_step(std::slice::from_ref(&batch)).block_on().unwrap();
+        let b = restored.train_step(std::slice::from_ref(&batch)).block_on().unwrap();
         assert_eq!(a.train_loss, b.train_loss);
         // A second step shows that the optimiser state came back too, not only the weights.
         let batch = dataset.train_batch(&mut Rng::new(100), 8, 16);
-        let a = original.train_step(std::slice::from_ref(&batch)).unwrap();
-        let b = restored.train_step(std::slice::from_ref(&batch)).unwrap();
+        let a = original.train_step(std::slice::from_ref(&batch)).block_on().unwrap();
+        let b = restored.train_step(std::slice::from_ref(&batch)).block_on().unwrap();
         assert_eq!(a.train_loss, b.train_loss);
     }
 
     #[test]
     fn damaged_files_get_clear_errors() {
         let dataset = tiny_text();
-        let bytes = to_bytes(&trained_run(&dataset), &dataset, "tiny").unwrap();
+        let bytes = to_bytes(&trained_run(&dataset), &dataset, "tiny").block_on().unwrap();
 
         let err = Checkpoint::from_bytes("notes.txt", b"hello").err().unwrap();
         assert!(matches!(err, CheckpointError::NotACheckpoint(_)), "{err}");
@@ -317,7 +313,7 @@ mod tests {
     fn weights_that_do_not_fit_the_header_are_refused() {
         let dataset = tiny_text();
         let run = trained_run(&dataset);
-        let bytes = to_bytes(&run, &dataset, "tiny").unwrap();
+        let bytes = to_bytes(&run, &dataset, "tiny").block_on().unwrap();
         // Rewrite the header to describe a wider model, with a valid checksum: only the weights
         // can tell that they belong to another model.
         let checkpoint = Checkpoint::from_bytes("x", &bytes).unwrap();
@@ -343,8 +339,8 @@ mod tests {
     #[test]
     fn an_optimiser_state_of_another_model_is_refused() {
         let dataset = tiny_text();
-        let this = Checkpoint::from_bytes("this", &to_bytes(&trained_run(&dataset), &dataset, "tiny").unwrap()).unwrap();
-        let other = Checkpoint::from_bytes("other", &to_bytes(&trained_run(&dataset), &dataset, "tiny").unwrap()).unwrap();
+        let this = Checkpoint::from_bytes("this", &to_bytes(&trained_run(&dataset), &dataset, "tiny").block_on().unwrap()).unwrap();
+        let other = Checkpoint::from_bytes("other", &to_bytes(&trained_run(&dataset), &dataset, "tiny").block_on().unwrap()).unwrap();
         let forged = assemble(&serde_json::to_vec(&this.header).unwrap(), &this.weights, &other.optimiser);
         let err = Checkpoint::from_bytes("mixed.qkv", &forged).unwrap().into_run(&dataset, &Device::flex()).err().unwrap();
         assert!(matches!(err, CheckpointError::Mismatch { .. }), "{err}");

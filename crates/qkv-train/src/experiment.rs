@@ -11,7 +11,7 @@ use crate::run::{EvalRecord, Run, RunError, RunSpec, StepRecord};
 /// the last if one is due (a group never runs past a due evaluation).
 async fn steps_of_one(index: usize, run: &mut Run, steps: &[&[Batch]], val_batches: &[Batch]) -> Vec<RunEvent> {
     let mut events = Vec::with_capacity(steps.len());
-    for outcome in run.train_steps_async(steps).await {
+    for outcome in run.train_steps(steps).await {
         events.push(match outcome {
             Ok(record) => RunEvent::Stepped { run: index, record, eval: None },
             Err(error) => RunEvent::Stopped { run: index, error },
@@ -20,7 +20,7 @@ async fn steps_of_one(index: usize, run: &mut Run, steps: &[&[Batch]], val_batch
     if let Some(RunEvent::Stepped { eval, .. }) = events.last_mut()
         && run.eval_due()
     {
-        match run.evaluate_async(val_batches).await {
+        match run.evaluate(val_batches).await {
             Ok(record) => *eval = Some(record),
             Err(error) => events.push(RunEvent::Stopped { run: index, error }),
         }
@@ -129,21 +129,16 @@ impl Experiment {
         (0..self.grad_accum).map(|_| self.dataset.train_batch(&mut self.rng, self.batch_size, self.block_size)).collect()
     }
 
-    /// [`Experiment::step_async`], blocking on every read-back (not in the browser, which cannot block).
-    pub fn step(&mut self) -> Vec<RunEvent> {
-        pollster::block_on(self.step_async())
-    }
-
     /// One step of every active run on the same batches, with an evaluation where one is due;
     /// every read-back is awaited (the browser cannot block on its GPU).
-    pub async fn step_async(&mut self) -> Vec<RunEvent> {
-        self.steps_async(1).await
+    pub async fn step(&mut self) -> Vec<RunEvent> {
+        self.steps(1).await
     }
 
     /// Up to `max_steps` steps of every active run, each run's read back once at the end
-    /// ([`Run::train_steps_async`]), and fewer where an evaluation falls due sooner; the events
+    /// ([`Run::train_steps`]), and fewer where an evaluation falls due sooner; the events
     /// are each run's steps in order. Every run sees the batches it would see step by step.
-    pub async fn steps_async(&mut self, max_steps: usize) -> Vec<RunEvent> {
+    pub async fn steps(&mut self, max_steps: usize) -> Vec<RunEvent> {
         let active = self.runs.iter().filter(|run| run.is_active());
         let count = active.map(Run::steps_to_next_eval).min().unwrap_or(1).min(max_steps).max(1);
         let step_batches: Vec<Vec<Batch>> = (0..count).map(|_| self.next_batches()).collect();
@@ -164,8 +159,9 @@ impl Experiment {
     /// does not depend on it (its dropout masks come from its own seeds), beyond the order in
     /// which a thread count adds partial sums.
     fn step_concurrently(&mut self, steps: &[&[Batch]]) -> Option<Vec<RunEvent>> {
-        let events = self
-            .on_runs_together(Run::is_active, |index, run, val_batches| pollster::block_on(steps_of_one(index, run, steps, val_batches)))?;
+        let events = self.on_runs_together(Run::is_active, |index, run, val_batches| {
+            crate::threads::wait(steps_of_one(index, run, steps, val_batches))
+        })?;
         Some(events.into_iter().flatten().collect())
     }
 
@@ -190,16 +186,15 @@ impl Experiment {
 
     /// Evaluates the runs that have not trained yet (the step-0 point of their curves), by index;
     /// at the same time where that helps, as their steps are.
-    pub async fn evaluate_untrained_async(&mut self) -> Vec<(usize, Result<EvalRecord, RunError>)> {
+    pub async fn evaluate_untrained(&mut self) -> Vec<(usize, Result<EvalRecord, RunError>)> {
         let untrained = |run: &Run| run.step == 0;
-        let together =
-            self.on_runs_together(untrained, |index, run, val_batches| (index, pollster::block_on(run.evaluate_async(val_batches))));
+        let together = self.on_runs_together(untrained, |index, run, val_batches| (index, crate::threads::wait(run.evaluate(val_batches))));
         if let Some(records) = together {
             return records;
         }
         let mut records = Vec::new();
         for (index, run) in self.runs.iter_mut().enumerate().filter(|(_, run)| untrained(run)) {
-            records.push((index, run.evaluate_async(&self.val_batches).await));
+            records.push((index, run.evaluate(&self.val_batches).await));
         }
         records
     }
@@ -210,6 +205,7 @@ mod tests {
     use super::*;
     use crate::checkpoint::{Checkpoint, to_bytes};
     use crate::run::tests::{tiny_spec, tiny_text};
+    use pollster::FutureExt as _;
     use qkv_model::AttentionVariant;
 
     #[test]
@@ -220,7 +216,7 @@ mod tests {
         let device = Device::flex();
         let losses = |experiment: &mut Experiment, steps: usize| -> Vec<f64> {
             (0..steps)
-                .flat_map(|_| experiment.step())
+                .flat_map(|_| experiment.step().block_on())
                 .map(|event| match event {
                     RunEvent::Stepped { record, .. } => record.train_loss,
                     RunEvent::Stopped { error, .. } => panic!("{error}"),
@@ -232,7 +228,7 @@ mod tests {
 
         let mut first = Experiment::new(dataset.clone(), vec![spec], &device).unwrap();
         losses(&mut first, 3);
-        let bytes = to_bytes(&first.runs[0], first.dataset(), "tiny").unwrap();
+        let bytes = to_bytes(&first.runs[0], first.dataset(), "tiny").block_on().unwrap();
         let run = Checkpoint::from_bytes("tiny.qkv", &bytes).unwrap().into_run(&dataset, &device).unwrap();
         let mut resumed = Experiment::from_runs(dataset, vec![run]).unwrap();
         let after_resume = losses(&mut resumed, 3);
@@ -249,11 +245,11 @@ mod tests {
         let val_loss = |result: &Result<EvalRecord, RunError>| result.as_ref().unwrap().val_loss;
         let mut both = Experiment::new(dataset.clone(), specs.to_vec(), &device).unwrap();
         let together: Vec<(usize, f64)> =
-            pollster::block_on(both.evaluate_untrained_async()).iter().map(|(run, result)| (*run, val_loss(result))).collect();
+            pollster::block_on(both.evaluate_untrained()).iter().map(|(run, result)| (*run, val_loss(result))).collect();
         assert_eq!(together.iter().map(|(run, _)| *run).collect::<Vec<_>>(), [0, 1], "by run, in order");
         for (run, spec) in specs.into_iter().enumerate() {
             let mut alone = Experiment::new(dataset.clone(), vec![spec], &device).unwrap();
-            let records = pollster::block_on(alone.evaluate_untrained_async());
+            let records = pollster::block_on(alone.evaluate_untrained());
             assert!((val_loss(&records[0].1) - together[run].1).abs() < 1e-6, "run {run}");
         }
     }

@@ -352,6 +352,7 @@ impl Fanout {
 #[cfg(test)]
 mod tests {
     use burn::tensor::Device;
+    use pollster::FutureExt as _;
     use qkv_model::AttentionVariant;
 
     use super::*;
@@ -371,7 +372,7 @@ mod tests {
         };
         let mut heard = Vec::new();
         for (index, command) in routed {
-            let answer = sessions[index].run(command);
+            let answer = sessions[index].handle(command).block_on();
             heard.extend(fanout.merge(index, answer));
         }
         heard
@@ -517,7 +518,8 @@ mod tests {
         assert!(matches!(&first[..], [Message::Attention(maps)] if maps.runs.len() == 2 && maps.tokens.len() == 16), "{first:?}");
         let prompt = Command::AttentionPrompt("To be".into());
         let routed = fanout.route(prompt).unwrap();
-        let heard: Vec<Vec<Message>> = routed.into_iter().map(|(index, command)| fanout.merge(index, two[index].run(command))).collect();
+        let heard: Vec<Vec<Message>> =
+            routed.into_iter().map(|(index, command)| fanout.merge(index, two[index].handle(command).block_on())).collect();
         assert!(heard[0].is_empty(), "session 1 has no maps of this prompt yet: {:?}", heard[0]);
         let [Message::Attention(maps)] = heard[1].as_slice() else { panic!("{:?}", heard[1]) };
         assert_eq!(maps.tokens.len(), 5);
@@ -540,7 +542,7 @@ mod tests {
         // A load that the lost session never answers fails instead of waiting for ever.
         for (index, command) in fanout.route(Command::Load(three_runs())).unwrap() {
             if index == 0 {
-                let answer = two[0].run(command);
+                let answer = two[0].handle(command).block_on();
                 assert!(fanout.merge(0, answer).is_empty(), "held until every session answers");
             }
         }

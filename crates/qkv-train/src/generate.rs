@@ -43,26 +43,21 @@ async fn last_logits(logits: Tensor<3>) -> Result<Vec<f32>, RunError> {
     Ok(qkv_kernels::read_floats(logits.slice([0..1, time - 1..time, 0..vocab])).await?)
 }
 
-/// [`generate_async`], blocking on it (not in the browser, which cannot wait on its GPU).
-pub fn generate(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<Generation, RunError> {
-    pollster::block_on(generate_async(model, prompt, options))
-}
-
 /// Continues `prompt` with `model` (use a validation model: `run.model().valid()`). Beyond the
 /// model's block_size the context slides; with the cache on, the cache is then rebuilt from the
 /// window so that cached and uncached generation pick the same tokens.
-pub async fn generate_async(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<Generation, RunError> {
+pub async fn generate(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<Generation, RunError> {
     // Natively on the CPU every read-back is ready at once, so the whole generation can block on
     // a worker of the caller's cores, where its many short ops run far faster (`on_a_worker`).
     // The browser has one thread and no pools.
     if !cfg!(target_family = "wasm") && qkv_kernels::is_flex(&model.wte.weight.device()) {
         let threads = rayon::current_num_threads();
-        return crate::threads::on_a_worker(threads, || pollster::block_on(generate_here(model, prompt, options)));
+        return crate::threads::on_a_worker(threads, || crate::threads::wait(generate_here(model, prompt, options)));
     }
     generate_here(model, prompt, options).await
 }
 
-/// [`generate_async`] on the calling thread.
+/// [`generate`] on the calling thread.
 async fn generate_here(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> Result<Generation, RunError> {
     if prompt.is_empty() {
         return Err(RunError::EmptyPrompt);
@@ -116,6 +111,7 @@ mod tests {
     use super::*;
     use burn::module::Module;
     use burn::tensor::Device;
+    use pollster::FutureExt as _;
     use qkv_model::accounting::kv_cache_bytes_per_token;
     use qkv_model::{AttentionVariant, CacheDType, Preset};
 
@@ -141,8 +137,8 @@ mod tests {
                 config.block_size = 12;
                 let model = Gpt::new_seeded(&config, &device, 9).unwrap().valid();
                 let options = SampleOptions { max_new_tokens: 20, temperature: 1.0, top_k: Some(10), seed: 5, use_cache: true };
-                let cached = generate(&model, &[1, 2, 3], &options).unwrap();
-                let plain = generate(&model, &[1, 2, 3], &SampleOptions { use_cache: false, ..options }).unwrap();
+                let cached = generate(&model, &[1, 2, 3], &options).block_on().unwrap();
+                let plain = generate(&model, &[1, 2, 3], &SampleOptions { use_cache: false, ..options }).block_on().unwrap();
                 assert_eq!(cached.tokens, plain.tokens, "{variant} kv_heads {kv_heads}");
                 let per_token = kv_cache_bytes_per_token(&config, CacheDType::F32);
                 assert_eq!(cached.peak_cache_bytes, per_token * config.block_size, "{variant}");
@@ -153,6 +149,6 @@ mod tests {
     #[test]
     fn an_empty_prompt_is_refused() {
         let model = Gpt::new(&Preset::Classroom.config(), &Device::flex()).unwrap();
-        assert!(generate(&model, &[], &SampleOptions::default()).unwrap_err().to_string().contains("prompt is empty"));
+        assert!(generate(&model, &[], &SampleOptions::default()).block_on().unwrap_err().to_string().contains("prompt is empty"));
     }
 }

@@ -1,5 +1,5 @@
 //! QKV Lab's training engine: data and tokenizers, AdamW recipes, runs that advance one step
-//! per call (blocking natively, awaiting in the browser), experiments on identical batches,
+//! per call (async: the browser awaits them, a command line waits on them), experiments on identical batches,
 //! generation with a KV cache, and checkpoints.
 
 // What the browser cannot do (clippy.toml's `disallowed-methods`) is an error in its build.

@@ -101,7 +101,7 @@ impl Optimiser {
     }
 
     /// The state in Burn's optimiser-record layout, every tensor awaited rather than blocked on.
-    pub async fn to_bytes_async(&self) -> Result<Vec<u8>, OptimiserStateError> {
+    pub async fn to_bytes(&self) -> Result<Vec<u8>, OptimiserStateError> {
         let mut tensors = Vec::new();
         let mut scalars = Vec::new();
         for (&id, moments) in &self.moments {
@@ -115,11 +115,6 @@ impl Optimiser {
         }
         let writer = scalars.iter().fold(burn_pack::Writer::new(tensors), |w, (key, value)| w.with_scalar(key, *value));
         Ok(writer.into_bytes()?.to_vec())
-    }
-
-    /// [`Optimiser::to_bytes_async`], blocking on the reads (not in the browser, which cannot block).
-    pub fn to_bytes(&self) -> Result<Vec<u8>, OptimiserStateError> {
-        pollster::block_on(self.to_bytes_async())
     }
 
     /// Restores the state saved by [`Optimiser::to_bytes`] (or by Burn's AdamW) into an

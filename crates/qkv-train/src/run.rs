@@ -1,7 +1,7 @@
 //! One training run: a model, its optimiser and its metrics, advanced one optimiser step per
-//! call, or several launched back to back and read back once ([`Run::train_steps_async`]).
-//! Native callers may block ([`Run::train_step`]); the browser awaits the read-back
-//! ([`Run::train_step_async`]) so that the UI thread never waits on the GPU.
+//! call, or several launched back to back and read back once ([`Run::train_steps`]).
+//! Both are async: the browser awaits the read-back so that the UI thread never waits on the
+//! GPU; a command line or a test waits on the future itself.
 
 use burn::module::Module;
 use burn::optim::GradientsAccumulator;
@@ -395,20 +395,10 @@ impl Run {
         Ok(record)
     }
 
-    /// [`Run::train_step_async`], blocking on the loss (not in the browser, which cannot block).
-    pub fn train_step(&mut self, batches: &[Batch]) -> Result<StepRecord, RunError> {
-        pollster::block_on(self.train_step_async(batches))
-    }
-
-    /// [`Run::train_steps_async`], blocking on the read-back (not in the browser).
-    pub fn train_steps(&mut self, steps: &[&[Batch]]) -> Vec<Result<StepRecord, RunError>> {
-        pollster::block_on(self.train_steps_async(steps))
-    }
-
     /// One optimiser step over `batches` (its `grad_accum` micro-batches); the loss read-back is
     /// awaited, never blocked on.
-    pub async fn train_step_async(&mut self, batches: &[Batch]) -> Result<StepRecord, RunError> {
-        let mut outcomes = self.train_steps_async(&[batches]).await;
+    pub async fn train_step(&mut self, batches: &[Batch]) -> Result<StepRecord, RunError> {
+        let mut outcomes = self.train_steps(&[batches]).await;
         outcomes.pop().expect("a step yields a record or an error")
     }
 
@@ -419,7 +409,7 @@ impl Run {
     /// The outcomes are in step order, and an error ends them. A step whose loss is not finite
     /// stops the run there (steps launched after it have run too, but their records are
     /// dropped); the time of the group is shared equally among its steps.
-    pub async fn train_steps_async(&mut self, steps: &[&[Batch]]) -> Vec<Result<StepRecord, RunError>> {
+    pub async fn train_steps(&mut self, steps: &[&[Batch]]) -> Vec<Result<StepRecord, RunError>> {
         if let Err(error) = self.check_active() {
             return vec![Err(error)];
         }
@@ -497,13 +487,8 @@ impl Run {
         record
     }
 
-    /// [`Run::evaluate_async`], blocking on the losses (not in the browser, which cannot block).
-    pub fn evaluate(&mut self, val: &[Batch]) -> Result<EvalRecord, RunError> {
-        pollster::block_on(self.evaluate_async(val))
-    }
-
     /// Loss (and accuracy, for synthetic tasks) on the validation batches, without dropout.
-    pub async fn evaluate_async(&mut self, val: &[Batch]) -> Result<EvalRecord, RunError> {
+    pub async fn evaluate(&mut self, val: &[Batch]) -> Result<EvalRecord, RunError> {
         let pending = self.launch_eval(val);
         let data = qkv_kernels::read_back(pending.values.clone()).await?;
         let values = read_values(data)?;
@@ -512,7 +497,7 @@ impl Run {
 
     /// The model's attention diagnostics ([`qkv_model::diagnostics`]), the logit figures
     /// measured on the first rows of the first validation batch.
-    pub async fn diagnose_async(&self, val: &[Batch]) -> Result<ModelDiagnostics, DiagnosticsError> {
+    pub async fn diagnose(&self, val: &[Batch]) -> Result<ModelDiagnostics, DiagnosticsError> {
         /// Rows of the batch the logit figures average over: enough text, little time.
         const ROWS: usize = 4;
         let batch = val.first().ok_or(DiagnosticsError::NoTokens)?;
@@ -521,11 +506,6 @@ impl Run {
         let device = self.device.clone().without_autodiff();
         let tokens = Tensor::<2, Int>::from_data(TensorData::new(inputs, [rows, batch.time]), &device);
         diagnose(&self.model().valid(), tokens).await
-    }
-
-    /// [`Run::diagnose_async`], blocking (not in the browser).
-    pub fn diagnose(&self, val: &[Batch]) -> Result<ModelDiagnostics, DiagnosticsError> {
-        pollster::block_on(self.diagnose_async(val))
     }
 
     /// Whether an evaluation is due after the step just taken.
@@ -564,6 +544,7 @@ pub(crate) mod tests {
     use crate::corpus::TextCorpus;
     use crate::experiment::{Experiment, RunEvent};
     use crate::tokenizer::TokenizerKind;
+    use pollster::FutureExt as _;
     use qkv_model::{AttentionVariant, Preset};
 
     pub(crate) fn tiny_text() -> Dataset {
@@ -594,10 +575,9 @@ pub(crate) mod tests {
         let dataset = tiny_text();
         let specs: Vec<RunSpec> = AttentionVariant::ALL.into_iter().map(|v| tiny_spec(v, &dataset)).collect();
         let mut experiment = Experiment::new(dataset, specs, &Device::flex()).unwrap();
-        let before: Vec<f64> =
-            pollster::block_on(experiment.evaluate_untrained_async()).into_iter().map(|(_, e)| e.unwrap().val_loss).collect();
+        let before: Vec<f64> = pollster::block_on(experiment.evaluate_untrained()).into_iter().map(|(_, e)| e.unwrap().val_loss).collect();
         while !experiment.is_done() {
-            for event in experiment.step() {
+            for event in experiment.step().block_on() {
                 assert!(matches!(event, RunEvent::Stepped { .. }), "{event:?}");
             }
         }
@@ -615,7 +595,7 @@ pub(crate) mod tests {
             let dataset = tiny_text();
             let spec = tiny_spec(AttentionVariant::SharedKeyValue, &dataset);
             let mut experiment = Experiment::new(dataset, vec![spec], &Device::flex()).unwrap();
-            (0..5).for_each(|_| drop(experiment.step()));
+            (0..5).for_each(|_| drop(experiment.step().block_on()));
             experiment.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>()
         };
         assert_eq!(losses(), losses());
@@ -628,7 +608,7 @@ pub(crate) mod tests {
         spec.model.dropout = 0.2;
         let losses = |specs: Vec<RunSpec>| {
             let mut experiment = Experiment::new(dataset.clone(), specs, &Device::flex()).unwrap();
-            (0..5).for_each(|_| drop(experiment.step()));
+            (0..5).for_each(|_| drop(experiment.step().block_on()));
             experiment.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>()
         };
         let alone = losses(vec![spec.clone()]);
@@ -668,7 +648,7 @@ pub(crate) mod tests {
             pool.install(|| {
                 let mut experiment = Experiment::new(dataset.clone(), vec![spec.clone()], &Device::flex()).unwrap();
                 assert_eq!(experiment.runs[0].shards_per_batch(), threads);
-                (0..4).for_each(|_| drop(experiment.step()));
+                (0..4).for_each(|_| drop(experiment.step().block_on()));
                 experiment.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>()
             })
         };
@@ -724,7 +704,7 @@ pub(crate) mod tests {
         let mut experiment = Experiment::new(dataset, vec![healthy, exploding], &Device::flex()).unwrap();
         let mut diverged = None;
         for _ in 0..10 {
-            for event in experiment.step() {
+            for event in experiment.step().block_on() {
                 if let RunEvent::Stopped { run: 1, error } = event {
                     diverged = Some(error.to_string());
                 }
@@ -745,13 +725,13 @@ pub(crate) mod tests {
         let mut rng = crate::rng::Rng::new(3);
         let steps: Vec<Vec<Batch>> = (0..spec.training.steps + 2).map(|_| vec![dataset.train_batch(&mut rng, 8, 16)]).collect();
         let mut one_by_one = Run::new(spec.clone(), &dataset, &Device::flex()).unwrap();
-        let singles: Vec<StepRecord> = steps[..spec.training.steps].iter().map(|b| one_by_one.train_step(b).unwrap()).collect();
+        let singles: Vec<StepRecord> = steps[..spec.training.steps].iter().map(|b| one_by_one.train_step(b).block_on().unwrap()).collect();
 
         let mut grouped = Run::new(spec.clone(), &dataset, &Device::flex()).unwrap();
         let mut records = Vec::new();
         for group in steps.chunks(7) {
             let group: Vec<&[Batch]> = group.iter().map(Vec::as_slice).collect();
-            for outcome in pollster::block_on(grouped.train_steps_async(&group)) {
+            for outcome in pollster::block_on(grouped.train_steps(&group)) {
                 match outcome {
                     Ok(record) => records.push(record),
                     Err(error) => assert!(matches!(error, RunError::Finished(30)), "{error}"),
@@ -777,7 +757,7 @@ pub(crate) mod tests {
         let mut ends = Vec::new();
         let mut stopped = None;
         while !grouped.is_done() {
-            for event in pollster::block_on(grouped.steps_async(4)) {
+            for event in pollster::block_on(grouped.steps(4)) {
                 match event {
                     RunEvent::Stepped { run: 0, record, eval } => {
                         if let Some(eval) = eval {
@@ -792,7 +772,7 @@ pub(crate) mod tests {
             }
         }
         while !stepped.is_done() {
-            drop(stepped.step());
+            drop(stepped.step().block_on());
         }
         assert_eq!(ends, [10, 20, 30]);
         assert!(stopped.is_some_and(|e| e.starts_with("diverged at step")), "the exploding run stops");
@@ -814,10 +794,10 @@ pub(crate) mod tests {
         let spec = tiny_spec(AttentionVariant::SharedQueryKey, &dataset);
         let val = dataset.val_batches(1, 8, 16);
         let run = Run::new(spec.clone(), &dataset, &Device::flex()).unwrap();
-        let diagnostics = run.diagnose(&val).unwrap();
+        let diagnostics = run.diagnose(&val).block_on().unwrap();
         assert_eq!(diagnostics.layers.len(), spec.model.n_layer);
         assert!(diagnostics.layers.iter().flat_map(|l| &l.symmetry).all(|s| (s - 1.0).abs() < 1e-6), "{diagnostics:?}");
-        assert!(matches!(run.diagnose(&[]), Err(DiagnosticsError::NoTokens)));
+        assert!(matches!(run.diagnose(&[]).block_on(), Err(DiagnosticsError::NoTokens)));
     }
 
     #[test]
@@ -840,7 +820,7 @@ pub(crate) mod tests {
         let mut run = Run::new(spec, &dataset, &Device::flex()).unwrap();
         let gain_before = run.model().blocks[0].ln_1.as_ref().unwrap().gamma.val().into_data();
         let batch = dataset.train_batch(&mut crate::rng::Rng::new(0), 4, 16);
-        run.train_step(&[batch]).unwrap();
+        run.train_step(&[batch]).block_on().unwrap();
         let gain_after = run.model().blocks[0].ln_1.as_ref().unwrap().gamma.val().into_data();
         // AdamW moves every parameter by ~lr·sign(grad); decay would add lr·wd·1 on top. The
         // update of a gain of 1 is then at most lr (plus rounding), never lr·(1 + wd).

@@ -207,6 +207,7 @@ mod tests {
     use crate::experiment::Experiment;
     use crate::recipe::TrainingConfig;
     use crate::run::tests::tiny_text;
+    use pollster::FutureExt as _;
 
     fn trained(case: TheoryCase, steps: usize) -> Experiment {
         let dataset = tiny_text();
@@ -216,7 +217,7 @@ mod tests {
             TrainingConfig { steps: 1000, batch_size: 8, warmup_steps: 5, eval_batches: 2, ..TrainingConfig::for_preset(Preset::Theory) };
         let spec = RunSpec { name: "standard".into(), model, training };
         let mut experiment = Experiment::new(dataset, vec![spec], &Device::flex()).unwrap();
-        (0..steps).for_each(|_| drop(experiment.step()));
+        (0..steps).for_each(|_| drop(experiment.step().block_on()));
         experiment
     }
 
@@ -259,12 +260,12 @@ mod tests {
         assert_eq!(run.step, 30);
         assert_eq!(run.metrics.steps.len(), 30, "the curve continues the original's");
         let mut rng = crate::rng::Rng::new(5);
-        let before = run.evaluate(experiment.val_batches()).unwrap().val_loss;
+        let before = run.evaluate(experiment.val_batches()).block_on().unwrap().val_loss;
         for _ in 0..40 {
             let batch = experiment.dataset().train_batch(&mut rng, 8, 16);
-            run.train_step(&[batch]).unwrap();
+            run.train_step(&[batch]).block_on().unwrap();
         }
-        let after = run.evaluate(experiment.val_batches()).unwrap().val_loss;
+        let after = run.evaluate(experiment.val_batches()).block_on().unwrap().val_loss;
         assert!(after < before, "fine-tuning recovers: {before} → {after}");
     }
 

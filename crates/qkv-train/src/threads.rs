@@ -5,6 +5,12 @@
 //! Why threads and not one rayon `par_iter`: every task runs a whole forward and backward pass
 //! whose kernels spread over the pool they are installed in. A task's pool must hold its share
 //! of the cores, not the whole machine, or the tasks' kernels would queue behind one another.
+//!
+//! The engine is async (a step, an evaluation, a generation, a checkpoint await their reads from
+//! the device, as the browser requires); the command line and the tests wait on it themselves.
+//! [`wait`] here is the one place the library itself blocks, for the work it sends to threads
+//! of its own, where waiting pays (docs/performance.md): on flex every read is ready at once, so
+//! a thread that waits loses nothing.
 
 use std::cell::RefCell;
 
@@ -103,6 +109,21 @@ fn hand_out<T: Send, R: Send>(pools: &[Option<&rayon::ThreadPool>], mut tasks: V
             hand_out(pools, tasks, work);
         }),
     }
+}
+
+/// Runs `future` to its end on the calling thread. Only for work this module sent to a thread
+/// of its own on the CPU, where it pays, measured on this project's 2-core reference machine
+/// (docs/performance.md):
+/// - the runs of an experiment step, each on a pool of its share of the cores
+///   (`Experiment::steps`): two variants for 200 steps took 12.27 s together against
+///   6.95 + 7.19 s one after the other ("Several runs at once");
+/// - generation on flex, blocking on a pool worker of the caller's cores (`generate`): on two
+///   threads, 256 tokens past the context went from 927–1,129 tokens/s to 2,106–3,012
+///   ("Generation on a pool's worker");
+/// - a session's task on the desktop's thread of its own (`SessionTask::run_blocking`): the
+///   window's thread never waits on it, and the task has nothing else to do.
+pub(crate) fn wait<F: std::future::Future>(future: F) -> F::Output {
+    pollster::block_on(future)
 }
 
 #[cfg(test)]

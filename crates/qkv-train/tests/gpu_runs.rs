@@ -5,6 +5,7 @@
 
 use burn::module::Module;
 use burn::tensor::{Device, DeviceKind};
+use pollster::FutureExt as _;
 use qkv_kernels::Product;
 use qkv_model::{AttentionVariant, Gpt, Preset};
 use qkv_train::checkpoint::{self, Checkpoint};
@@ -68,11 +69,11 @@ fn a_checkpoint_saved_on_wgpu_continues_on_the_cpu() {
     let mut rng = Rng::new(5);
     for _ in 0..2 {
         let batch = dataset.train_batch(&mut rng, 4, 16);
-        let a = on_gpu.train_step(std::slice::from_ref(&batch)).unwrap().train_loss;
-        let b = on_cpu.train_step(std::slice::from_ref(&batch)).unwrap().train_loss;
+        let a = on_gpu.train_step(std::slice::from_ref(&batch)).block_on().unwrap().train_loss;
+        let b = on_cpu.train_step(std::slice::from_ref(&batch)).block_on().unwrap().train_loss;
         assert!((a - b).abs() < 1e-3, "after loading, GPU loss {a} and CPU loss {b} differ");
     }
-    let again = checkpoint::to_bytes(&on_cpu, dataset, "again").unwrap();
+    let again = checkpoint::to_bytes(&on_cpu, dataset, "again").block_on().unwrap();
     assert_eq!(Checkpoint::from_bytes("again.qkv", &again).unwrap().header.step, 5);
 }
 
@@ -97,11 +98,11 @@ fn steps_read_back_in_groups_train_as_steps_read_one_by_one() {
     let (mut grouped, mut stepped) = (experiment(), experiment());
     let mut group_sizes = Vec::new();
     while !grouped.is_done() {
-        let events = pollster::block_on(grouped.steps_async(3));
+        let events = pollster::block_on(grouped.steps(3));
         assert!(events.iter().all(|e| matches!(e, RunEvent::Stepped { .. })), "{events:?}");
         group_sizes.push(events.len());
     }
-    (0..20).for_each(|_| drop(stepped.step()));
+    (0..20).for_each(|_| drop(stepped.step().block_on()));
     assert_eq!(group_sizes, [3, 3, 3, 3, 3, 3, 2], "groups of three, the last ending at the run's last step");
     let losses = |e: &qkv_train::Experiment| e.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>();
     let (a, b) = (losses(&grouped), losses(&stepped));
@@ -118,7 +119,7 @@ fn a_run_spread_over_two_devices_trains_as_on_one() {
     let losses = |others: &[Device]| {
         let mut experiment = plan(Preset::Classroom, AttentionVariant::Standard).experiment(&wgpu_device()).unwrap();
         experiment.spread_over(others);
-        (0..20).for_each(|_| drop(experiment.step()));
+        (0..20).for_each(|_| drop(experiment.step().block_on()));
         experiment.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>()
     };
     let second = Device::wgpu(DeviceKind::Cpu);
@@ -142,7 +143,7 @@ fn runs_on_wgpu_train_as_on_the_cpu() {
         let mut plan = plan(Preset::Classroom, variant);
         plan.runs[0].kv_heads = kv_heads;
         let mut experiment = plan.experiment(device).unwrap();
-        (0..20).for_each(|_| drop(experiment.step()));
+        (0..20).for_each(|_| drop(experiment.step().block_on()));
         experiment.runs[0].metrics.steps.iter().map(|s| s.train_loss).collect::<Vec<_>>()
     };
     // With either matrix product (which one wgpu gets is timed; here each is set in turn).

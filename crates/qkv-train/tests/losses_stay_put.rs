@@ -20,6 +20,8 @@
 
 use std::collections::BTreeMap;
 
+use pollster::FutureExt as _;
+
 use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, Preset};
 use qkv_train::{DataSource, Dataset, Experiment, RunEvent, RunSpec, TokenizerKind, TrainingConfig};
@@ -61,7 +63,7 @@ fn losses(case: &Case) -> Vec<f64> {
     let mut experiment = Experiment::new(dataset, vec![spec], &Device::flex()).unwrap();
     let mut losses = Vec::new();
     for _ in 0..STEPS {
-        for event in experiment.step() {
+        for event in experiment.step().block_on() {
             match event {
                 RunEvent::Stepped { record, .. } => losses.push(record.train_loss),
                 RunEvent::Stopped { error, .. } => panic!("{}: {error}", case.name),

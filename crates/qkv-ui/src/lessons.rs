@@ -102,6 +102,7 @@ pub const LESSONS: [Lesson; 5] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pollster::FutureExt as _;
     use qkv_model::burn::module::Module;
     use qkv_model::burn::tensor::Device;
     use qkv_train::theory::{TheoryCase, continue_converted, convert_and_measure};
@@ -132,7 +133,7 @@ mod tests {
         let mut experiment = Experiment::new(dataset, specs, &Device::flex()).unwrap();
         // "Train for a while": past the warm-up, as a class would before pressing the button.
         for _ in 0..100 {
-            experiment.step();
+            experiment.step().block_on();
         }
         let original = &experiment.runs[0];
         let (conversion, report) =
@@ -144,6 +145,7 @@ mod tests {
             .map(|_| {
                 let losses: Vec<f64> = experiment
                     .step()
+                    .block_on()
                     .into_iter()
                     .filter_map(|event| match event {
                         RunEvent::Stepped { record, .. } => Some(record.train_loss),

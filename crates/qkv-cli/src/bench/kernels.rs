@@ -14,6 +14,7 @@ use qkv_train::rng::Rng;
 use super::BenchArgs;
 use crate::Failure;
 use crate::compute::{Adapter, Backend, Compute};
+use pollster::FutureExt as _;
 
 /// One variant's counts.
 #[derive(Debug, Serialize)]
@@ -76,10 +77,10 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
 
     let mut rows = Vec::new();
     for (run, &variant) in experiment.runs.iter_mut().zip(&args.variants) {
-        run.train_step(std::slice::from_ref(&batch))?;
+        run.train_step(std::slice::from_ref(&batch)).block_on()?;
         let compiled_by_first_step = counter.distinct_kernels();
         for _ in 0..args.warmup {
-            run.train_step(std::slice::from_ref(&batch))?;
+            run.train_step(std::slice::from_ref(&batch)).block_on()?;
         }
 
         let before = counter.tally();
@@ -87,7 +88,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         let (launches_per_step, host_waits_per_step, step_by_kernel) = per(&counter.tally().since(&before), args.steps);
 
         let before = counter.tally();
-        run.evaluate(&val_batches)?;
+        run.evaluate(&val_batches).block_on()?;
         let evaluation = counter.tally().since(&before);
 
         // Generating n and 2n tokens: the difference is n tokens' steady cost, the prompt's and
@@ -95,10 +96,10 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         let model = run.model().valid();
         let options = |max_new_tokens| SampleOptions { max_new_tokens, ..Default::default() };
         let before = counter.tally();
-        generate(&model, &[0], &options(tokens))?;
+        generate(&model, &[0], &options(tokens)).block_on()?;
         let short = counter.tally().since(&before);
         let before = counter.tally();
-        generate(&model, &[0], &options(2 * tokens))?;
+        generate(&model, &[0], &options(2 * tokens)).block_on()?;
         let long = counter.tally().since(&before);
         // Two separate windows: their difference is taken in totals (with Burn's fusion a kernel
         // of the short run need not recur in the long one).

@@ -20,6 +20,7 @@ use qkv_train::{Batch, DataSource, Run, TokenizerKind};
 use crate::Failure;
 use crate::compute::{Adapter, Backend, Compute, SpreadArgs};
 use crate::train::TrainArgs;
+use pollster::FutureExt as _;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -159,7 +160,7 @@ fn train_steps(run: &mut Run, batch: &Batch, steps: usize, read_back_every: usiz
     let mut left = steps;
     while left > 0 {
         let group = vec![std::slice::from_ref(batch); left.min(read_back_every)];
-        for outcome in run.train_steps(&group) {
+        for outcome in run.train_steps(&group).block_on() {
             outcome?;
         }
         left -= group.len();
@@ -210,7 +211,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
 
     for run in runs.iter_mut() {
         for _ in 0..args.warmup {
-            run.train_step(std::slice::from_ref(&batch))?;
+            run.train_step(std::slice::from_ref(&batch)).block_on()?;
         }
     }
     let rss_after_warmup = proc_status_mib("VmRSS:");
@@ -226,9 +227,9 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
 
             let model = run.model().valid();
             let options = SampleOptions { max_new_tokens: args.gen_tokens, seed: round as u64, ..Default::default() };
-            generate(&model, &prompt, &SampleOptions { max_new_tokens: 4, ..options.clone() })?;
+            generate(&model, &prompt, &SampleOptions { max_new_tokens: 4, ..options.clone() }).block_on()?;
             let started = Instant::now();
-            generate(&model, &prompt, &options)?;
+            generate(&model, &prompt, &options).block_on()?;
             generate_rates[index].push(args.gen_tokens as f64 / started.elapsed().as_secs_f64());
         }
     }

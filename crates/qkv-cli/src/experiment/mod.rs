@@ -25,6 +25,7 @@ use crate::interrupt::{Interrupted, Interrupts};
 use crate::report::LossCurve;
 use crate::train::{headless_session, started_or_failed};
 use findings::{diagnostics_section, paper1_report, paper2_against_paper, paper2_report};
+use pollster::FutureExt as _;
 use seeds::{Outcome, SeedResult};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -331,8 +332,8 @@ fn train_seed(plan: &ExperimentPlan, compute: &Compute, dir: &Path, label: &str,
     experiment.spread_over(&compute.replicas);
     let data = plan.data.to_string();
     let mut session = headless_session(device);
-    started_or_failed(session.run_start(experiment, data.clone()))?;
-    session.play_to_end(|experiment, messages| {
+    started_or_failed(session.start(experiment, data.clone()).block_on())?;
+    crate::play::play_to_end(&mut session, |experiment, messages| {
         let mut evaluated = false;
         for message in messages {
             match message {
@@ -352,7 +353,7 @@ fn train_seed(plan: &ExperimentPlan, compute: &Compute, dir: &Path, label: &str,
         }
         if evaluated || experiment.is_done() || caught.is_some() {
             for run in &experiment.runs {
-                let bytes = to_bytes(run, experiment.dataset(), &data)?;
+                let bytes = to_bytes(run, experiment.dataset(), &data).block_on()?;
                 write_atomically(&path(&run.spec.name), &bytes)?;
             }
         }

@@ -214,7 +214,7 @@ impl SessionTask {
     /// it a thread of its own. Survives panics inside the engine ([`SessionTask::recover`]).
     pub fn run_blocking(mut self) {
         loop {
-            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pollster::block_on(self.turn(Duration::ZERO))));
+            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::threads::wait(self.turn(Duration::ZERO))));
             let next = turn.unwrap_or_else(|panic| self.recover(panic));
             match next {
                 Turn::Worked => {}

@@ -26,7 +26,7 @@ use crate::corpus::DataError;
 use crate::cpu_copy::{WeightsReadError, model_on_cpu};
 use crate::dataset::{DataSource, DataSourceError, Dataset, Upload};
 use crate::experiment::{Experiment, RunEvent};
-use crate::generate::{SampleOptions, generate_async};
+use crate::generate::{SampleOptions, generate};
 use crate::plan::{ExperimentPlan, StartError};
 use crate::run::{Run, RunError};
 use crate::synthetic::{SEP, Split};
@@ -174,7 +174,7 @@ impl Session {
         self.secs_per_step = None;
         let mut messages = vec![Message::Loaded { runs, data, backend: self.backend.clone() }, Message::Playing(false)];
         let experiment = self.experiment.as_mut().expect("just set");
-        for (run, result) in experiment.evaluate_untrained_async().await {
+        for (run, result) in experiment.evaluate_untrained().await {
             messages.push(match result {
                 Ok(record) => Message::Evaluated { run, record },
                 Err(error) => Message::Stopped { run, error: error.to_string() },
@@ -222,29 +222,6 @@ impl Session {
         Ok(self.start(experiment, plan.data.to_string()).await)
     }
 
-    /// [`Session::handle`] on the calling thread, blocking on every read-back: the command line's
-    /// executor (not the browser's, which cannot block).
-    pub fn run(&mut self, command: Command) -> Vec<Message> {
-        pollster::block_on(self.handle(command))
-    }
-
-    /// [`Session::start`] on the calling thread, blocking.
-    pub fn run_start(&mut self, experiment: Experiment, data: String) -> Vec<Message> {
-        pollster::block_on(self.start(experiment, data))
-    }
-
-    /// Plays every run to its end on the calling thread, blocking, and hands each step's
-    /// messages to `on_step` with the experiment as that step left it: the command line's
-    /// training loop. Stops early with `on_step`'s error.
-    pub fn play_to_end<E>(&mut self, mut on_step: impl FnMut(&Experiment, &[Message]) -> Result<(), E>) -> Result<(), E> {
-        self.playing = self.experiment.is_some();
-        while self.is_busy() {
-            let messages = pollster::block_on(self.advance());
-            on_step(self.experiment.as_ref().expect("a busy session has an experiment"), &messages)?;
-        }
-        Ok(())
-    }
-
     /// The experiment, taken out of the session (what a command line writes once training ends).
     pub fn into_experiment(self) -> Option<Experiment> {
         self.experiment
@@ -271,7 +248,7 @@ impl Session {
             return vec![Message::Finished];
         }
         let (first_step, started) = (experiment.step, Instant::now());
-        let mut messages: Vec<Message> = experiment.steps_async(max_steps).await.into_iter().map(event_message).collect();
+        let mut messages: Vec<Message> = experiment.steps(max_steps).await.into_iter().map(event_message).collect();
         let step = experiment.step;
         self.secs_per_step = Some(started.elapsed().as_secs_f64() / (step - first_step).max(1) as f64);
         if self.attention_every > 0 && (step % self.attention_every == 0 || experiment.is_done()) {
@@ -353,7 +330,7 @@ impl Session {
             Dataset::Text(data) => {
                 let prompt = if prompt.is_empty() { data.tokenizer.default_prompt() } else { prompt };
                 let ids = data.tokenizer.encode(prompt)?;
-                let generation = generate_async(&model, &ids, options).await?;
+                let generation = generate(&model, &ids, options).await?;
                 data.tokenizer.continued(prompt, &generation.tokens)
             }
             Dataset::Synthetic(data) => {
@@ -361,7 +338,7 @@ impl Session {
                 let example = data.example(Split::Val, options.seed as usize % Split::Val.examples());
                 let question = &example[..data.length + 1];
                 let options = SampleOptions { max_new_tokens: data.length, temperature: 0.0, ..options.clone() };
-                let answer = generate_async(&model, question, &options).await?.tokens;
+                let answer = generate(&model, question, &options).await?.tokens;
                 let digits = |t: &[u32]| t.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" ");
                 let expected = &example[data.length + 1..];
                 let right = answer.iter().zip(expected).filter(|(a, b)| a == b).count();
@@ -412,7 +389,7 @@ impl Session {
         let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
         let mut files = Vec::new();
         for run in &experiment.runs {
-            let bytes = checkpoint::to_bytes_async(run, experiment.dataset(), &self.data).await?;
+            let bytes = checkpoint::to_bytes(run, experiment.dataset(), &self.data).await?;
             files.push(CheckpointFile { name: format!("{}.qkv", run.spec.name), bytes });
         }
         Ok(vec![Message::Snapshot { step: experiment.step, files }])
@@ -423,7 +400,7 @@ impl Session {
         let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
         let r = experiment.runs.get(run).ok_or(SessionError::NoSuchRun(run))?;
         let metrics_csv = crate::csv::metrics_csv(std::slice::from_ref(r));
-        let checkpoint = checkpoint::to_bytes_async(r, experiment.dataset(), &self.data).await?;
+        let checkpoint = checkpoint::to_bytes(r, experiment.dataset(), &self.data).await?;
         Ok(vec![Message::Exported { run, name: r.spec.name.clone(), checkpoint, metrics_csv }])
     }
 }
@@ -482,6 +459,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
     use crate::run::RunSpec;
+    use pollster::FutureExt as _;
     use qkv_model::{AttentionVariant, Preset};
 
     pub(crate) fn tiny_plan() -> ExperimentPlan {
@@ -596,23 +574,23 @@ pub(crate) mod tests {
     #[test]
     fn export_then_import_continues_the_run() {
         let mut session = Session::new(Device::flex(), "flex");
-        session.run(Command::Load(tiny_plan()));
-        session.run(Command::Step);
-        let exported = session.run(Command::Export { run: 1 });
+        session.handle(Command::Load(tiny_plan())).block_on();
+        session.handle(Command::Step).block_on();
+        let exported = session.handle(Command::Export { run: 1 }).block_on();
         let Some(Message::Exported { checkpoint, metrics_csv, name, .. }) = exported.into_iter().next() else { panic!("no export") };
         assert_eq!(name, "shared-qk");
         assert_eq!(metrics_csv.lines().count(), 1 + 1 + 1, "header, step 0 and step 1");
         let file = |name: &str, bytes: Vec<u8>| CheckpointFile { name: name.into(), bytes };
-        let messages = session.run(Command::Import { files: vec![file(&name, checkpoint.clone())], upload: None });
+        let messages = session.handle(Command::Import { files: vec![file(&name, checkpoint.clone())], upload: None }).block_on();
         let Some(Message::Loaded { runs, .. }) = messages.first() else { panic!("{messages:?}") };
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].steps.len(), 1, "the imported run keeps its curve");
-        let next = session.run(Command::Step);
+        let next = session.handle(Command::Step).block_on();
         assert!(next.iter().any(|m| matches!(m, Message::Stepped { record, .. } if record.step == 2)), "{next:?}");
 
         let mut broken = checkpoint;
         broken.truncate(broken.len() / 2);
-        let messages = session.run(Command::Import { files: vec![file("half.qkv", broken)], upload: None });
+        let messages = session.handle(Command::Import { files: vec![file("half.qkv", broken)], upload: None }).block_on();
         assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("truncated")), "{messages:?}");
         // The session still holds the imported run.
         assert_eq!(session.experiment().unwrap().runs.len(), 1);
@@ -632,54 +610,55 @@ pub(crate) mod tests {
         let mut training = crate::TrainingConfig::for_preset(Preset::Classroom);
         training.batch_size = 4;
         let run = Run::starting_from(RunSpec { name: "gpt2".into(), model: config, training }, model, &dataset, &device).unwrap();
-        let checkpoint = crate::checkpoint::to_bytes(&run, &dataset, "synthetic:reverse:6").unwrap();
+        let checkpoint = crate::checkpoint::to_bytes(&run, &dataset, "synthetic:reverse:6").block_on().unwrap();
 
         let mut session = Session::new(Device::flex(), "flex");
-        let messages =
-            session.run(Command::Import { files: vec![CheckpointFile { name: "gpt2.qkv".into(), bytes: checkpoint }], upload: None });
+        let messages = session
+            .handle(Command::Import { files: vec![CheckpointFile { name: "gpt2.qkv".into(), bytes: checkpoint }], upload: None })
+            .block_on();
         assert!(matches!(messages.first(), Some(Message::Loaded { .. })), "{messages:?}");
-        let stepped = session.run(Command::Step);
+        let stepped = session.handle(Command::Step).block_on();
         assert!(stepped.iter().any(|m| matches!(m, Message::Stepped { record, .. } if record.step == 1)), "{stepped:?}");
-        let maps = session.run(Command::AttentionPrompt(String::new()));
+        let maps = session.handle(Command::AttentionPrompt(String::new())).block_on();
         assert!(matches!(maps.first(), Some(Message::Attention(maps)) if maps.runs.len() == 1), "{maps:?}");
-        let converted = session.run(Command::EliminateQuery { run: 0 });
+        let converted = session.handle(Command::EliminateQuery { run: 0 }).block_on();
         let Some(Message::Converted { report, .. }) = converted.first() else { panic!("{converted:?}") };
         assert_eq!(report.case, TheoryCase::LayerNorm, "the approximate conversion, then fine-tuning");
-        let next = session.run(Command::Step);
+        let next = session.handle(Command::Step).block_on();
         assert_eq!(next.iter().filter(|m| matches!(m, Message::Stepped { .. })).count(), 2, "{next:?}");
     }
 
     #[test]
     fn a_snapshot_continues_every_run_where_it_stood() {
         let mut session = Session::new(Device::flex(), "flex");
-        session.run(Command::Load(tiny_plan()));
-        session.run(Command::Step);
-        session.run(Command::Step);
-        let messages = session.run(Command::Snapshot);
+        session.handle(Command::Load(tiny_plan())).block_on();
+        session.handle(Command::Step).block_on();
+        session.handle(Command::Step).block_on();
+        let messages = session.handle(Command::Snapshot).block_on();
         let [Message::Snapshot { step: 2, files }] = messages.as_slice() else { panic!("{messages:?}") };
         let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["standard.qkv", "shared-qk.qkv"]);
-        let uninterrupted = session.run(Command::Step);
+        let uninterrupted = session.handle(Command::Step).block_on();
 
         let mut resumed = Session::new(Device::flex(), "flex");
-        let messages = resumed.run(Command::Import { files: files.clone(), upload: None });
+        let messages = resumed.handle(Command::Import { files: files.clone(), upload: None }).block_on();
         let Some(Message::Loaded { runs, .. }) = messages.first() else { panic!("{messages:?}") };
         assert!(runs.iter().all(|run| run.steps.len() == 2), "both curves continue");
         let step3 = |messages: &[Message]| -> Vec<f64> {
             messages.iter().filter_map(|m| if let Message::Stepped { record, .. } = m { Some(record.train_loss) } else { None }).collect()
         };
-        let continued = resumed.run(Command::Step);
+        let continued = resumed.handle(Command::Step).block_on();
         assert_eq!(step3(&continued), step3(&uninterrupted), "the next step trains on the same batch from the same weights");
 
         // Runs of another experiment (other data) do not join.
         let mut other = Session::new(Device::flex(), "flex");
-        other.run(Command::Load(ExperimentPlan { data: "synthetic:copy:6".parse().unwrap(), ..tiny_plan() }));
-        let snapshot = other.run(Command::Snapshot);
+        other.handle(Command::Load(ExperimentPlan { data: "synthetic:copy:6".parse().unwrap(), ..tiny_plan() })).block_on();
+        let snapshot = other.handle(Command::Snapshot).block_on();
         let [Message::Snapshot { files: others, .. }] = snapshot.as_slice() else { panic!("no snapshot") };
         let mixed = vec![files[0].clone(), others[0].clone()];
-        let messages = resumed.run(Command::Import { files: mixed, upload: None });
+        let messages = resumed.handle(Command::Import { files: mixed, upload: None }).block_on();
         assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("different data")), "{messages:?}");
-        assert!(matches!(&resumed.run(Command::Import { files: vec![], upload: None })[..], [Message::Failed(_)]));
+        assert!(matches!(&resumed.handle(Command::Import { files: vec![], upload: None }).block_on()[..], [Message::Failed(_)]));
     }
 
     #[test]
@@ -692,9 +671,9 @@ pub(crate) mod tests {
             runs: vec![RunPlan::new(AttentionVariant::Standard)],
             ..ExperimentPlan::default()
         };
-        session.run(Command::Load(plan));
-        (0..5).for_each(|_| drop(session.run(Command::Step)));
-        let messages = session.run(Command::EliminateQuery { run: 0 });
+        session.handle(Command::Load(plan)).block_on();
+        (0..5).for_each(|_| drop(session.handle(Command::Step).block_on()));
+        let messages = session.handle(Command::EliminateQuery { run: 0 }).block_on();
         let Some(Message::Converted { from: 0, info, report }) = messages.first() else { panic!("{messages:?}") };
         assert_eq!(report.case, TheoryCase::NoMlpSkip);
         assert!(report.max_abs_logit_diff < 1e-4, "{report:?}");
@@ -706,31 +685,31 @@ pub(crate) mod tests {
             a.iter().flatten().zip(b.iter().flatten()).flat_map(|(x, y)| x.iter().zip(y)).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
         assert!(largest < 1e-5, "attention maps differ by {largest}");
         // Both go on training on the same batches.
-        let next = session.run(Command::Step);
+        let next = session.handle(Command::Step).block_on();
         assert_eq!(next.iter().filter(|m| matches!(m, Message::Stepped { .. })).count(), 2);
 
         // Skips around both attention and MLP: the middle layer's W_Q goes, exactly.
         let standard_layers = ExperimentPlan { preset: Preset::Theory, ..ExperimentPlan::default() };
-        session.run(Command::Load(standard_layers));
-        let messages = session.run(Command::EliminateQuery { run: 0 });
+        session.handle(Command::Load(standard_layers)).block_on();
+        let messages = session.handle(Command::EliminateQuery { run: 0 }).block_on();
         let Some(Message::Converted { info, report, .. }) = messages.first() else { panic!("{messages:?}") };
         assert_eq!(report.case, TheoryCase::Deep);
         assert!(report.max_abs_logit_diff < 1e-4, "{report:?}");
         assert!(info.spec.name.contains("layer 1's W_Q eliminated"), "{}", info.spec.name);
 
         let identity = ExperimentPlan { runs: vec![RunPlan::new(AttentionVariant::QueryIdentity)], ..ExperimentPlan::default() };
-        session.run(Command::Load(identity));
-        let refused = session.run(Command::EliminateQuery { run: 0 });
+        session.handle(Command::Load(identity)).block_on();
+        let refused = session.handle(Command::EliminateQuery { run: 0 }).block_on();
         assert!(matches!(&refused[..], [Message::Failed(e)] if e.contains("not standard")), "{refused:?}");
     }
 
     #[test]
     fn a_bad_plan_is_refused_and_the_session_keeps_its_experiment() {
         let mut session = Session::new(Device::flex(), "flex");
-        session.run(Command::Load(tiny_plan()));
+        session.handle(Command::Load(tiny_plan())).block_on();
         let mut bad = tiny_plan();
         bad.model.n_head = Some(5);
-        let messages = session.run(Command::Load(bad));
+        let messages = session.handle(Command::Load(bad)).block_on();
         assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("n_head")), "{messages:?}");
         assert_eq!(session.experiment().unwrap().runs.len(), 2);
     }
