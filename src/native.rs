@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use eframe::egui;
 use qkv_compute::{Backend, Compute};
-use qkv_train::session::SessionTask;
+use qkv_session::SessionTask;
 use qkv_ui::files::{FileError, PathChoice};
 use qkv_ui::{ComputeOffer, Platform, Playground};
 

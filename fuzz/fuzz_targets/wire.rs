@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use qkv_train::wire;
+use qkv_session::wire;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(command) = wire::decode_command(data) {

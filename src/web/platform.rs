@@ -6,7 +6,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use eframe::egui;
-use qkv_train::session::SessionTask;
+use qkv_session::SessionTask;
 use qkv_ui::Platform;
 use qkv_ui::files::{FileError, FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile};
 use wasm_bindgen::{JsCast, JsValue};

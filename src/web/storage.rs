@@ -17,7 +17,7 @@ pub(super) fn remembered(key: &str) -> Option<String> {
 /// checkpoints go under keys of their step, then an index names them, then older keys go: a
 /// reload in the middle of a write finds the previous snapshot whole.
 pub(super) mod kept_runs {
-    use qkv_train::session::CheckpointFile;
+    use qkv_session::CheckpointFile;
     use qkv_ui::files::KeptRuns;
     use wasm_bindgen::{JsCast, JsValue};
     use wasm_bindgen_futures::JsFuture;

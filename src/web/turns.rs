@@ -1,7 +1,7 @@
 //! Running on the browser's event loop: a session in turns on the page's thread, and a sleep that
 //! lets the page draw (or a worker read its messages) meanwhile.
 
-use qkv_train::session::{SessionTask, Turn};
+use qkv_session::{SessionTask, Turn};
 use wasm_bindgen::JsValue;
 use wasm_bindgen::prelude::wasm_bindgen;
 

@@ -4,7 +4,7 @@
 //! The page starts a worker from a few lines of JavaScript that load this same wasm module:
 //! the page sends its compiled module, so nothing is downloaded or compiled twice. In the worker
 //! `main` finds no window and calls [`run_session`]: a flex session that takes commands as bytes
-//! ([`qkv_train::wire`]) and posts back what happened. On the page, [`relay`] forwards the front
+//! ([`qkv_session::wire`]) and posts back what happened. On the page, [`relay`] forwards the front
 //! end's channel to the workers and back: a worker per core, each training a share of the runs
 //! ([`Fanout`]), since a worker computes on one thread. If no worker starts, the session trains
 //! in the page as before; if one crashes, a fresh one takes its place and the user is told.
@@ -14,9 +14,9 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use qkv_model::burn::tensor::Device;
-use qkv_train::fanout::Fanout;
-use qkv_train::session::{self, Message, Session, SessionRelay, SessionTask, Turn};
-use qkv_train::wire;
+use qkv_session::fanout::Fanout;
+use qkv_session::wire;
+use qkv_session::{Message, Session, SessionRelay, SessionTask, Turn};
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
@@ -63,7 +63,7 @@ pub fn run_session(scope: web_sys::DedicatedWorkerGlobalScope) {
             let _ = scope.post_message(&format!("training stopped on an internal error ({info})").into());
         }
     }));
-    let (handle, mut task) = session::channel(Session::new(Device::flex(), WORKER_BACKEND), |_| {});
+    let (handle, mut task) = qkv_session::channel(Session::new(Device::flex(), WORKER_BACKEND), |_| {});
     let handle = Rc::new(handle);
     let post = |scope: &web_sys::DedicatedWorkerGlobalScope, messages: &[Message]| {
         let posted = match wire::encode_messages(messages) {
@@ -169,7 +169,7 @@ impl TrainingWorker {
         self.inbox.borrow_mut().pop_front()
     }
 
-    fn send(&self, command: session::Command) -> Result<(), String> {
+    fn send(&self, command: qkv_session::Command) -> Result<(), String> {
         let bytes = wire::encode_command(command).map_err(|e| e.to_string())?;
         self.worker.post_message(&js_sys::Uint8Array::from(bytes.as_slice())).map_err(|e| format!("{e:?}"))
     }
@@ -231,7 +231,7 @@ struct Member {
     worker: TrainingWorker,
     ready: bool,
     /// Commands for it that came before it listened (one started in a crashed one's place).
-    waiting: Vec<session::Command>,
+    waiting: Vec<qkv_session::Command>,
 }
 
 impl Member {
@@ -240,7 +240,7 @@ impl Member {
     }
 
     /// Sends `command` now, or once the worker listens.
-    fn send(&mut self, command: session::Command) -> Result<(), String> {
+    fn send(&mut self, command: qkv_session::Command) -> Result<(), String> {
         if self.ready {
             return self.worker.send(command);
         }
@@ -307,7 +307,7 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
                         }
                         Err(e) => format!("{reason}, and no new worker started ({e:?}): reload the page"),
                     };
-                    for (other, command) in fanout.route(session::Command::Pause).unwrap_or_default() {
+                    for (other, command) in fanout.route(qkv_session::Command::Pause).unwrap_or_default() {
                         let _ = members[other].send(command);
                     }
                     messages.push(Message::Failed(failure));
@@ -348,7 +348,7 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
                         }
                     },
                     Ok(None) => break,
-                    Err(session::FrontEndGone) => return,
+                    Err(qkv_session::FrontEndGone) => return,
                 }
             }
         }

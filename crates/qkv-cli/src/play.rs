@@ -4,8 +4,8 @@
 
 use pollster::FutureExt as _;
 
+use qkv_session::{Command, Message, Session};
 use qkv_train::Experiment;
-use qkv_train::session::{Command, Message, Session};
 
 /// Plays every run to its end and hands each step's messages to `on_step` with the experiment
 /// as that step left it. Stops early with `on_step`'s error.

@@ -9,10 +9,10 @@ use pollster::FutureExt as _;
 use qkv_model::Preset;
 use qkv_model::burn::module::Module;
 use qkv_model::burn::tensor::Device;
+use qkv_session::{Command, Message, Session};
 use qkv_train::experiment::Experiment;
 use qkv_train::recipe::TrainingConfig;
 use qkv_train::run::RunSpec;
-use qkv_train::session::{Command, Message, Session};
 use qkv_train::theory::{ReparamReport, TheoryCase, continue_converted, convert_and_measure};
 use qkv_train::{DataSource, Dataset, TokenizerKind};
 

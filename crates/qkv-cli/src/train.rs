@@ -9,9 +9,9 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, Preset};
+use qkv_session::{CheckpointFile, Command, Message, Session};
 use qkv_train::checkpoint::{to_bytes, write_atomically};
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
-use qkv_train::session::{CheckpointFile, Command, Message, Session};
 use qkv_train::{DataSource, Experiment, Run, TokenizerKind};
 
 use crate::Failure;

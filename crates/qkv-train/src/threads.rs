@@ -122,7 +122,7 @@ fn hand_out<T: Send, R: Send>(pools: &[Option<&rayon::ThreadPool>], mut tasks: V
 ///   ("Generation on a pool's worker");
 /// - a session's task on the desktop's thread of its own (`SessionTask::run_blocking`): the
 ///   window's thread never waits on it, and the task has nothing else to do.
-pub(crate) fn wait<F: std::future::Future>(future: F) -> F::Output {
+pub fn wait<F: std::future::Future>(future: F) -> F::Output {
     pollster::block_on(future)
 }
 

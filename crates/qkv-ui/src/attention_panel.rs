@@ -3,7 +3,7 @@
 
 use egui::{Color32, ColorImage, ComboBox, Rect, RichText, Sense, TextureHandle, TextureOptions, Ui, pos2, vec2};
 use qkv_model::ModelDiagnostics;
-use qkv_train::session::AttentionMaps;
+use qkv_session::AttentionMaps;
 
 use crate::palette;
 use crate::view::SessionView;

@@ -5,8 +5,8 @@
 //! beat it, whose steps so far become the curve. Nothing trained is thrown away but a slower
 //! compute's steps.
 
+use qkv_session::{Command, SessionHandle};
 use qkv_train::ExperimentPlan;
-use qkv_train::session::{Command, SessionHandle};
 use web_time::{Duration, Instant};
 
 use crate::compute_choice::{Timed, Verdict};

@@ -6,8 +6,8 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
 
+use qkv_session::CheckpointFile;
 use qkv_train::folder_lock::FolderLockError;
-use qkv_train::session::CheckpointFile;
 use qkv_train::{Cause, cause};
 
 /// Why a file did not arrive, or could not be handed over. The browser's causes are what its

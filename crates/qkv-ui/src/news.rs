@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use qkv_train::session::News;
+use qkv_session::News;
 use web_time::Instant;
 
 /// The share of the UI thread that repaints for training news may take.

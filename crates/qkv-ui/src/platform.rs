@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use qkv_train::session::SessionTask;
+use qkv_session::SessionTask;
 
 use crate::files::{FileError, FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile, PathChoice};
 

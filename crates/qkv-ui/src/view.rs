@@ -2,7 +2,7 @@
 //! samples, built only from the session's messages.
 
 use egui::Color32;
-use qkv_train::session::{AttentionMaps, Message, RunInfo};
+use qkv_session::{AttentionMaps, Message, RunInfo};
 use qkv_train::theory::ReparamReport;
 use qkv_train::{EvalRecord, StepRecord};
 

@@ -14,7 +14,7 @@ use egui_kittest::{Harness, SnapshotOptions};
 use qkv_compute::{Backend, FLEX_LABEL};
 use qkv_model::ParamReport;
 use qkv_model::burn::tensor::Device;
-use qkv_train::session::SessionTask;
+use qkv_session::SessionTask;
 use qkv_ui::compute_choice::ChosenBy;
 use qkv_ui::files::{FileError, FileKind, IncomingFile, KeptInbox, KeptRuns, PathChoice};
 use qkv_ui::{Compute, ComputeOffer, Platform, Playground};

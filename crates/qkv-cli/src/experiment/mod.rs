@@ -13,10 +13,10 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use qkv_model::{AttentionVariant, GptConfig, ParamReport, Preset};
+use qkv_session::Message;
 use qkv_train::checkpoint::{Checkpoint, to_bytes, write_atomically};
 use qkv_train::csv;
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
-use qkv_train::session::Message;
 use qkv_train::{DataSource, Experiment, Run, SyntheticTask, TokenizerKind, TrainingConfig};
 
 use crate::Failure;

@@ -6,7 +6,7 @@
 use egui::{RichText, Ui};
 use web_time::Instant;
 
-use qkv_train::session::Command;
+use qkv_session::Command;
 
 use super::{Playground, Tab};
 use crate::attention_panel::AttentionRequest;

@@ -4,7 +4,7 @@
 mod layout;
 mod trial;
 
-use qkv_train::session::{self, CheckpointFile, Command, Session, SessionHandle};
+use qkv_session::{CheckpointFile, Command, Session, SessionHandle};
 
 use crate::files::{FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile, PathChoice};
 use crate::platform::Platform;
@@ -88,7 +88,7 @@ pub struct Playground {
 
 /// A new session on `compute`, its task handed to the platform to run.
 fn start_session(platform: &dyn Platform, news: &NewsPacing, compute: &Compute) -> SessionHandle {
-    let (handle, task) = session::channel(Session::new(compute.home.clone(), compute.label.clone()), news.waker());
+    let (handle, task) = qkv_session::channel(Session::new(compute.home.clone(), compute.label.clone()), news.waker());
     platform.spawn_session(task);
     handle
 }

@@ -4,7 +4,7 @@
 
 use web_time::Instant;
 
-use qkv_train::session::Command;
+use qkv_session::Command;
 
 use super::{Playground, start_session};
 use crate::compute_choice::Verdict;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use web_time::Instant;
 
-use super::{Command, Message, Session};
+use crate::{Command, Message, Session};
 
 /// What a batch of messages brings, for a front end that paces how often it draws training.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,7 +214,7 @@ impl SessionTask {
     /// it a thread of its own. Survives panics inside the engine ([`SessionTask::recover`]).
     pub fn run_blocking(mut self) {
         loop {
-            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::threads::wait(self.turn(Duration::ZERO))));
+            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| qkv_train::threads::wait(self.turn(Duration::ZERO))));
             let next = turn.unwrap_or_else(|panic| self.recover(panic));
             match next {
                 Turn::Worked => {}

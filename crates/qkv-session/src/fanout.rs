@@ -8,7 +8,7 @@
 //! the same batches from the same seed, so a run trains exactly as it would beside the others;
 //! only the shares no longer wait for each other between steps.
 
-use crate::session::{AttentionMaps, CheckpointFile, Command, Message, RunInfo, SessionError, Share};
+use crate::{AttentionMaps, CheckpointFile, Command, Message, RunInfo, SessionError, Share};
 
 /// Where the commands of one front end go, and how the answers come back together.
 pub struct Fanout {
@@ -356,9 +356,9 @@ mod tests {
     use qkv_model::AttentionVariant;
 
     use super::*;
-    use crate::plan::{ExperimentPlan, RunPlan};
-    use crate::session::Session;
-    use crate::session::tests::tiny_plan;
+    use crate::Session;
+    use crate::tests::tiny_plan;
+    use qkv_train::plan::{ExperimentPlan, RunPlan};
 
     fn sessions(count: usize) -> Vec<Session> {
         (0..count).map(|_| Session::new(Device::flex(), "flex")).collect()
@@ -480,8 +480,8 @@ mod tests {
     fn a_converted_run_joins_the_whole_at_its_end() {
         let plan = ExperimentPlan {
             preset: qkv_model::Preset::Theory,
-            model: crate::plan::ModelOverrides { mlp_skip: Some(false), block_size: Some(16), ..Default::default() },
-            training: crate::plan::TrainingOverrides { steps: Some(20), batch_size: Some(4), ..Default::default() },
+            model: qkv_train::plan::ModelOverrides { mlp_skip: Some(false), block_size: Some(16), ..Default::default() },
+            training: qkv_train::plan::TrainingOverrides { steps: Some(20), batch_size: Some(4), ..Default::default() },
             runs: vec![RunPlan::new(AttentionVariant::Standard), RunPlan::new(AttentionVariant::Standard)],
             ..ExperimentPlan::default()
         };
@@ -511,7 +511,7 @@ mod tests {
         let mut fanout = Fanout::new(2);
         let mut two = sessions(2);
         let mut plan = tiny_plan();
-        plan.data = crate::dataset::DataSource::Shakespeare;
+        plan.data = qkv_train::dataset::DataSource::Shakespeare;
         send(&mut fanout, &mut two, Command::Load(plan));
         // The loaded experiment's maps, of the default prompt: every session's, merged.
         let first: Vec<Message> = (0..2).flat_map(|index| fanout.merge(index, pollster::block_on(two[index].advance()))).collect();

@@ -8,8 +8,13 @@
 //! ([`SessionTask::turn`]). Every read-back from the device is awaited, since a browser's GPU
 //! cannot be waited on.
 
+// What the browser cannot do (clippy.toml's `disallowed-methods`) is an error in its build.
+#![cfg_attr(target_arch = "wasm32", warn(clippy::disallowed_methods))]
+
 mod channel;
+pub mod fanout;
 mod protocol;
+pub mod wire;
 
 pub use channel::{FrontEndGone, News, SessionHandle, SessionRelay, SessionTask, Turn, channel};
 pub use protocol::{AttentionMaps, CheckpointFile, Command, LIVE_RANKS_MAX_WIDTH, Message, RunInfo, Share};
@@ -21,16 +26,16 @@ use qkv_model::Norm;
 use qkv_model::diagnostics::{Ranks, diagnose_with};
 use qkv_model::reparam::{ReparamCase, ReparamError};
 
-use crate::checkpoint::{self, Checkpoint, CheckpointError};
-use crate::corpus::DataError;
-use crate::cpu_copy::{WeightsReadError, model_on_cpu};
-use crate::dataset::{DataSource, DataSourceError, Dataset, Upload};
-use crate::experiment::{Experiment, RunEvent};
-use crate::generate::{SampleOptions, generate};
-use crate::plan::{ExperimentPlan, StartError};
-use crate::run::{Run, RunError};
-use crate::synthetic::{SEP, Split};
-use crate::theory::{TheoryCase, continue_converted, convert_and_measure};
+use qkv_train::checkpoint::{self, Checkpoint, CheckpointError};
+use qkv_train::corpus::DataError;
+use qkv_train::cpu_copy::{WeightsReadError, model_on_cpu};
+use qkv_train::dataset::{DataSource, DataSourceError, Dataset, Upload};
+use qkv_train::experiment::{Experiment, RunEvent};
+use qkv_train::generate::{SampleOptions, generate};
+use qkv_train::plan::{ExperimentPlan, StartError};
+use qkv_train::run::{Run, RunError};
+use qkv_train::synthetic::{SEP, Split};
+use qkv_train::theory::{TheoryCase, continue_converted, convert_and_measure};
 
 /// Prompt tokens shown in the attention maps of text data: enough to read, few enough to see.
 const ATTENTION_PROMPT_TOKENS: usize = 32;
@@ -211,8 +216,8 @@ impl Session {
         // are generated from it).
         let plan = ExperimentPlan {
             data: source,
-            tokenizer: header.tokenizer.as_ref().map_or(crate::TokenizerKind::Char, |t| t.kind()),
-            training: crate::plan::TrainingOverrides { seed: Some(header.spec.training.seed), ..Default::default() },
+            tokenizer: header.tokenizer.as_ref().map_or(qkv_train::TokenizerKind::Char, |t| t.kind()),
+            training: qkv_train::plan::TrainingOverrides { seed: Some(header.spec.training.seed), ..Default::default() },
             ..ExperimentPlan::default()
         };
         let dataset = plan.dataset()?;
@@ -399,7 +404,7 @@ impl Session {
     async fn export(&self, run: usize) -> Result<Vec<Message>, SessionError> {
         let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
         let r = experiment.runs.get(run).ok_or(SessionError::NoSuchRun(run))?;
-        let metrics_csv = crate::csv::metrics_csv(std::slice::from_ref(r));
+        let metrics_csv = qkv_train::csv::metrics_csv(std::slice::from_ref(r));
         let checkpoint = checkpoint::to_bytes(r, experiment.dataset(), &self.data).await?;
         Ok(vec![Message::Exported { run, name: r.spec.name.clone(), checkpoint, metrics_csv }])
     }
@@ -457,16 +462,16 @@ pub(crate) mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
-    use crate::run::RunSpec;
     use pollster::FutureExt as _;
     use qkv_model::{AttentionVariant, Preset};
+    use qkv_train::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
+    use qkv_train::run::RunSpec;
 
     pub(crate) fn tiny_plan() -> ExperimentPlan {
         ExperimentPlan {
             preset: Preset::Classroom,
             data: "synthetic:reverse:6".parse().unwrap(),
-            model: crate::plan::ModelOverrides { n_embd: Some(32), block_size: Some(16), ..Default::default() },
+            model: qkv_train::plan::ModelOverrides { n_embd: Some(32), block_size: Some(16), ..Default::default() },
             training: TrainingOverrides { steps: Some(4), batch_size: Some(8), ..Default::default() },
             runs: vec![RunPlan::new(AttentionVariant::Standard), RunPlan::new(AttentionVariant::SharedQueryKey)],
             ..ExperimentPlan::default()
@@ -598,19 +603,19 @@ pub(crate) mod tests {
 
     #[test]
     fn an_imported_gpt2_trains_shows_its_attention_and_loses_its_w_q() {
-        use crate::pytorch::{Layout, from_safetensors, to_safetensors};
+        use qkv_train::pytorch::{Layout, from_safetensors, to_safetensors};
         // A GPT-2-shaped model (LayerNorm, biases, tied embeddings) as Hugging Face would hand it over.
         let device = Device::flex();
-        let dataset = Dataset::load(&"synthetic:reverse:6".parse().unwrap(), &crate::TokenizerKind::Char, 1).unwrap();
+        let dataset = Dataset::load(&"synthetic:reverse:6".parse().unwrap(), &qkv_train::TokenizerKind::Char, 1).unwrap();
         let mut config = Preset::Classroom.config();
         (config.bias, config.tie_embeddings, config.block_size, config.vocab_size) = (true, true, 16, dataset.vocab_size());
         let model = qkv_model::Gpt::new_seeded(&config, &device, 2).unwrap();
         let bytes = to_safetensors(&model, &config, Layout::HuggingFace).unwrap();
         let (config, model) = from_safetensors(&bytes, "gpt2.safetensors", None, &device).unwrap();
-        let mut training = crate::TrainingConfig::for_preset(Preset::Classroom);
+        let mut training = qkv_train::TrainingConfig::for_preset(Preset::Classroom);
         training.batch_size = 4;
         let run = Run::starting_from(RunSpec { name: "gpt2".into(), model: config, training }, model, &dataset, &device).unwrap();
-        let checkpoint = crate::checkpoint::to_bytes(&run, &dataset, "synthetic:reverse:6").block_on().unwrap();
+        let checkpoint = qkv_train::checkpoint::to_bytes(&run, &dataset, "synthetic:reverse:6").block_on().unwrap();
 
         let mut session = Session::new(Device::flex(), "flex");
         let messages = session
@@ -666,7 +671,7 @@ pub(crate) mod tests {
         let mut session = Session::new(Device::flex(), "flex");
         let plan = ExperimentPlan {
             preset: Preset::Theory,
-            model: crate::plan::ModelOverrides { mlp_skip: Some(false), block_size: Some(16), ..Default::default() },
+            model: qkv_train::plan::ModelOverrides { mlp_skip: Some(false), block_size: Some(16), ..Default::default() },
             training: TrainingOverrides { steps: Some(20), batch_size: Some(4), ..Default::default() },
             runs: vec![RunPlan::new(AttentionVariant::Standard)],
             ..ExperimentPlan::default()

@@ -7,9 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::{DataSource, Upload};
-use crate::session::{Command, Message};
-use crate::{Cause, cause};
+use crate::{Command, Message};
+use qkv_train::dataset::{DataSource, Upload};
+use qkv_train::{Cause, cause};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
@@ -72,9 +72,9 @@ pub fn decode_messages(bytes: &[u8]) -> Result<Vec<Message>, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::ExperimentPlan;
-    use crate::run::StepRecord;
-    use crate::session::CheckpointFile;
+    use crate::CheckpointFile;
+    use qkv_train::plan::ExperimentPlan;
+    use qkv_train::run::StepRecord;
 
     #[test]
     fn a_command_keeps_the_text_of_the_upload_it_names() {

@@ -8,12 +8,12 @@ use burn::tensor::{Device, DeviceKind};
 use pollster::FutureExt as _;
 use qkv_kernels::Product;
 use qkv_model::{AttentionVariant, Gpt, Preset};
+use qkv_session::{Command, Message, Session};
 use qkv_train::checkpoint::{self, Checkpoint};
 use qkv_train::cpu_copy::model_on_cpu;
 use qkv_train::experiment::RunEvent;
 use qkv_train::plan::{ModelOverrides, TrainingOverrides};
 use qkv_train::rng::Rng;
-use qkv_train::session::{Command, Message, Session};
 use qkv_train::{ExperimentPlan, RunPlan};
 
 /// wgpu registers its device once per process; the tests share it.

@@ -1,4 +1,4 @@
-//! What a front end and a [`Session`](super::Session) say to each other: [`Command`]s in,
+//! What a front end and a [`Session`](crate::Session) say to each other: [`Command`]s in,
 //! [`Message`]s out, and what they carry. Every type here can cross to a Web Worker as bytes
 //! ([`crate::wire`]).
 
@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use qkv_model::{ModelDiagnostics, ParamReport};
 
-use crate::dataset::Upload;
-use crate::generate::SampleOptions;
-use crate::plan::ExperimentPlan;
-use crate::run::{EvalRecord, Run, RunSpec, StepRecord};
-use crate::theory::ReparamReport;
+use qkv_train::dataset::Upload;
+use qkv_train::generate::SampleOptions;
+use qkv_train::plan::ExperimentPlan;
+use qkv_train::run::{EvalRecord, Run, RunSpec, StepRecord};
+use qkv_train::theory::ReparamReport;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Command {
