@@ -357,7 +357,7 @@ mod tests {
 
     use super::*;
     use crate::Session;
-    use crate::tests::tiny_plan;
+    use crate::session::tests::tiny_plan;
     use qkv_train::plan::{ExperimentPlan, RunPlan};
 
     fn sessions(count: usize) -> Vec<Session> {

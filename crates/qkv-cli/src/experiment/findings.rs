@@ -4,9 +4,9 @@
 use qkv_model::ModelDiagnostics;
 use qkv_train::RunStatus;
 
+use super::catalogue::{PAPER1_SCALE_STUDY, STANDARD_SCALE_RUN, Study, WK_STANDARD_SCALE_RUN, WV_HALVED_SCALE_RUN};
 use super::seeds::Outcome;
 use super::stats::{Direction, PairedChange, Unit, mean_std, signed};
-use super::{PAPER1_SCALE_STUDY, STANDARD_SCALE_RUN, Study, WK_STANDARD_SCALE_RUN, WV_HALVED_SCALE_RUN};
 
 /// Mean ± std; losses near zero (solved synthetic tasks) in scientific notation, where four
 /// decimals would print them all as 0.0001.

@@ -9,15 +9,10 @@ use plotters::prelude::*;
 
 use qkv_train::{DataSource, SyntheticTask};
 
-use super::Study;
+use super::catalogue::Study;
 use super::seeds::Outcome;
 use super::stats::{Direction, PairedChange, Unit, mean_std};
 use crate::Failure;
-
-/// A study's name, also its folder: "reverse-L64".
-pub(super) fn study_name(task: SyntheticTask, length: usize) -> String {
-    format!("{}-L{length}", task.name())
-}
 
 /// The task and list length a study trains on.
 fn setting(study: &Study) -> Option<(SyntheticTask, usize)> {
@@ -185,6 +180,7 @@ mod tests {
     use qkv_train::plan::ExperimentPlan;
 
     use super::*;
+    use crate::experiment::catalogue::{paper2_projection_runs, study_name};
     use crate::experiment::findings::tests::finished;
 
     fn study(task: SyntheticTask, length: usize) -> Study {
@@ -194,7 +190,7 @@ mod tests {
             tokenizer: TokenizerKind::Char,
             model: Default::default(),
             training: Default::default(),
-            runs: crate::experiment::paper2_projection_runs(),
+            runs: paper2_projection_runs(),
         };
         Study { name: study_name(task, length), plan }
     }

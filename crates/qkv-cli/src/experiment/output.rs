@@ -1,0 +1,101 @@
+//! What `qkv experiment` writes besides the checkpoints: results.csv, the loss plots and the
+//! report's frame (how it was made, with the body the findings give).
+
+use std::path::Path;
+
+use qkv_train::csv;
+
+use super::catalogue::Study;
+use super::findings::diagnostics_section;
+use super::seeds::Outcome;
+use super::{ExperimentArgs, ExperimentKind, Settings, Trained};
+use crate::Failure;
+use crate::report::LossCurve;
+
+/// Now, to the minute, as the reports write it: "2026-11-30 09:55 UTC".
+pub(super) fn utc_date() -> String {
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    // "2026-11-30T09:55:12Z": the date, then hours and minutes.
+    format!("{} {} UTC", &stamp[..10], &stamp[11..16])
+}
+
+/// results.csv: one row per run and seed.
+pub(super) fn results_csv(outcomes: &[Outcome]) -> String {
+    let header = [
+        "study",
+        "run",
+        "seed",
+        "variant",
+        "kv_heads",
+        "weight_decay",
+        "total_params",
+        "kv_cache_bytes_per_token",
+        "final_val_loss",
+        "best_val_loss",
+        "accuracy",
+        "status",
+    ];
+    let rows = outcomes.iter().map(|o| {
+        [
+            o.study.clone(),
+            o.summary.name.clone(),
+            o.seed.to_string(),
+            o.summary.variant.to_string(),
+            o.kv_heads.map_or(String::new(), |k| k.to_string()),
+            o.weight_decay.to_string(),
+            o.summary.total_params.to_string(),
+            o.summary.kv_cache_bytes_per_token.to_string(),
+            csv::optional(o.summary.final_val_loss),
+            csv::optional(o.summary.best_val_loss),
+            csv::optional(o.summary.accuracy),
+            o.summary.status.to_string(),
+        ]
+    });
+    csv::table(&header, rows)
+}
+
+/// loss-STUDY.svg for each study (its first seed's curves); returns the report's links to them.
+pub(super) fn loss_plots(studies: &[Study], outcomes: &[Outcome], out: &Path) -> Result<String, Failure> {
+    let mut plots = String::new();
+    for study in studies {
+        let first_seed = study.plan.seed();
+        let curves: Vec<LossCurve> =
+            outcomes.iter().filter(|o| o.study == study.name && o.seed == first_seed).map(|o| o.curve.clone()).collect();
+        let file = format!("loss-{}.svg", study.name);
+        crate::report::loss_svg(&curves, &out.join(&file))?;
+        plots += &format!("\n![{} loss curves, first seed]({file})\n", study.name);
+    }
+    Ok(plots)
+}
+
+/// report.md: how the study was made, the paper's findings, the plots, the diagnostics.
+pub(super) fn report_markdown(
+    args: &ExperimentArgs,
+    invocation: &str,
+    settings: &Settings,
+    trained: &Trained,
+    body: &str,
+    plots: &str,
+) -> String {
+    let Trained { studies, outcomes, provenance, wall_secs, training_secs } = trained;
+    let (paper, scale, compute, seeds) = (args.paper.name(), &settings.scale, settings.compute.describe(), settings.seeds);
+    let preset = studies[0].plan.preset;
+    let diagnostics = diagnostics_section(outcomes);
+    let mut heads = studies[0].plan.model.n_head.map_or(String::new(), |n| {
+        format!(" with {n} heads (d_k {}) so that GQA can share key/value heads 4 to 1 as paper 2 does", preset.config().n_embd / n)
+    });
+    if args.paper == ExperimentKind::Paper2Synthetic {
+        let batch = studies[0].plan.training.batch_size.unwrap_or(qkv_train::TrainingConfig::for_preset(preset).batch_size);
+        heads += &format!(" with a context of 2L for lists of L, batches of {batch} lists");
+    }
+    format!(
+        "# QKV Lab: {paper} at {scale} scale\n\n\
+         - command: `{invocation}`\n- date: {}\n- backend: {compute}\n- wall time: {wall_secs:.0} s this invocation (finished seeds are reported from seeds/, not trained again); {training_secs:.0} s of training in all (the runs' own clocks, across resumes)\n\
+         - model: {} ({}){heads}, {seeds} seeds; every run of a seed trains on the same batches, and every seed is validated on the same batches\n\n\
+         Losses are mean ± standard deviation over seeds of each run's validation loss.\n\n{body}\n{plots}\n{diagnostics}\
+         ## Seeds\n\nEach seed's results are in `seeds/`; a rerun reports a finished seed from there.\n\n{provenance}",
+        utc_date(),
+        preset.name(),
+        preset.description(),
+    )
+}
