@@ -19,6 +19,7 @@ pub mod optimiser;
 pub mod plan;
 pub mod pytorch;
 pub mod recipe;
+pub mod records;
 pub mod rng;
 pub mod run;
 mod shards;

@@ -39,12 +39,12 @@ impl Playground {
         egui::CentralPanel::default().show(ui, |ui| match self.tab {
             Tab::Playground => self.playground_ui(ui),
             Tab::Samples => {
-                for run in self.samples.ui(ui, &self.view) {
-                    let options = qkv_train::generate::SampleOptions { seed: run as u64 + 1, ..self.samples.options.clone() };
-                    self.send(Command::Sample { run, prompt: self.samples.prompt.clone(), options });
+                for run in self.panels.samples.ui(ui, &self.view) {
+                    let options = qkv_train::generate::SampleOptions { seed: run as u64 + 1, ..self.panels.samples.options.clone() };
+                    self.send(Command::Sample { run, prompt: self.panels.samples.prompt.clone(), options });
                 }
             }
-            Tab::AllVariants => self.variants.ui(ui),
+            Tab::AllVariants => self.panels.variants.ui(ui),
         });
     }
 
@@ -163,7 +163,7 @@ impl Playground {
         }
         egui::CollapsingHeader::new("Experiment setup").default_open(true).show(ui, |ui| {
             let changed = self.applied.as_ref().is_some_and(|a| a != &self.setup);
-            match self.setup_panel.ui(ui, &mut self.setup, changed) {
+            match self.panels.setup.ui(ui, &mut self.setup, changed) {
                 SetupAction::None => {}
                 SetupAction::Apply => {
                     self.lesson = None;
@@ -197,12 +197,12 @@ impl Playground {
         });
         // The theory lesson opens its section once; after that the user decides.
         let open = std::mem::take(&mut self.open_theory).then_some(true);
-        let convert = egui::CollapsingHeader::new("Theory: eliminate W_Q").open(open).show(ui, |ui| self.theory.ui(ui, &self.view));
+        let convert = egui::CollapsingHeader::new("Theory: eliminate W_Q").open(open).show(ui, |ui| self.panels.theory.ui(ui, &self.view));
         if let Some(run) = convert.body_returned.flatten() {
             self.send(Command::EliminateQuery { run });
         }
         let files = egui::CollapsingHeader::new("Export and import")
-            .show(ui, |ui| self.files.ui(ui, &self.view, self.share_link.as_deref()))
+            .show(ui, |ui| self.panels.files.ui(ui, &self.view, self.share_link.as_deref()))
             .body_returned
             .unwrap_or(FilesRequest::None);
         match files {
@@ -211,13 +211,13 @@ impl Playground {
             FilesRequest::ImportPath => self.import_path(),
             FilesRequest::BrowseCheckpoint => {
                 if let Some(path) = self.choose_path(PathChoice::File(FileKind::Checkpoint)) {
-                    self.files.import_path = path;
+                    self.panels.files.import_path = path;
                     self.import_path();
                 }
             }
             FilesRequest::ChooseFolder => {
                 if let Some(path) = self.choose_path(PathChoice::Folder) {
-                    self.files.folder = path;
+                    self.panels.files.folder = path;
                 }
             }
             FilesRequest::PickCheckpoint => self.pick_file(FileKind::Checkpoint),
@@ -253,7 +253,7 @@ impl Playground {
                     ui.set_min_size(egui::vec2(width * 0.46, top_height));
                     ui.vertical(|ui| {
                         ui.label(RichText::new("Loss").strong());
-                        self.loss.ui(ui, &self.view);
+                        self.panels.loss.ui(ui, &self.view);
                     });
                 });
                 ui.add_space(12.0);
@@ -263,14 +263,14 @@ impl Playground {
                         egui::ScrollArea::both()
                             .id_salt("costs_scroll")
                             .max_height(top_height - 24.0)
-                            .show(ui, |ui| self.costs.ui(ui, &self.view));
+                            .show(ui, |ui| self.panels.costs.ui(ui, &self.view));
                     });
                 });
             });
         });
         ui.separator();
         ui.label(RichText::new("Attention maps").strong());
-        match self.attention.ui(ui, &self.view) {
+        match self.panels.attention.ui(ui, &self.view) {
             AttentionRequest::None => {}
             AttentionRequest::Prompt(prompt) => self.send(Command::AttentionPrompt(prompt)),
             AttentionRequest::RefreshEvery(n) => self.send(Command::AttentionEvery(n)),

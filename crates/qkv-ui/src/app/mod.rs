@@ -42,6 +42,36 @@ pub struct Drawn {
     pub loss_points: usize,
 }
 
+/// The panels around the session, each with its own state: what the user set in it (the loss
+/// chart's smoothing, the attention map's head, the export folder), never training state.
+struct Panels {
+    setup: SetupPanel,
+    loss: LossPanel,
+    costs: CostsPanel,
+    attention: AttentionPanel,
+    samples: SamplesPanel,
+    variants: ParamsPanel,
+    /// Export and import (the export folder and the checkpoint path on the desktop).
+    files: FilesPanel,
+    theory: TheoryPanel,
+}
+
+impl Panels {
+    /// `folder`: where exports go, where the platform has folders (the desktop).
+    fn new(folder: Option<String>) -> Self {
+        Self {
+            setup: SetupPanel { paths: folder.is_some() },
+            loss: LossPanel::default(),
+            costs: CostsPanel::default(),
+            attention: AttentionPanel::default(),
+            samples: SamplesPanel::default(),
+            variants: ParamsPanel::default(),
+            files: FilesPanel { paths: folder.is_some(), folder: folder.unwrap_or_default(), import_path: String::new() },
+            theory: TheoryPanel,
+        }
+    }
+}
+
 /// The app: the setup, the session training it, and the panels that show it. Shells and tests
 /// reach it through methods, as a user would through the panels.
 pub struct Playground {
@@ -62,15 +92,8 @@ pub struct Playground {
     news: NewsPacing,
     tab: Tab,
     lesson: Option<usize>,
-    setup_panel: SetupPanel,
-    loss: LossPanel,
-    costs: CostsPanel,
-    attention: AttentionPanel,
-    samples: SamplesPanel,
-    variants: ParamsPanel,
-    /// Export and import (the export folder and the checkpoint path on the desktop).
-    files: FilesPanel,
-    theory: TheoryPanel,
+    /// Each panel's own state (what it shows is the view's).
+    panels: Panels,
     /// The latest note for the user (saved files, errors of the shell's own work).
     notice: Option<(String, bool)>,
     frames: FrameTimer,
@@ -128,14 +151,7 @@ impl Playground {
             news,
             tab: Tab::Playground,
             lesson,
-            setup_panel: SetupPanel { paths: folder.is_some() },
-            loss: LossPanel::default(),
-            costs: CostsPanel::default(),
-            attention: AttentionPanel::default(),
-            samples: SamplesPanel::default(),
-            variants: ParamsPanel::default(),
-            files: FilesPanel { paths: folder.is_some(), folder: folder.unwrap_or_default(), import_path: String::new() },
-            theory: TheoryPanel,
+            panels: Panels::new(folder),
             notice,
             frames: FrameTimer::default(),
             open_theory: false,
@@ -214,21 +230,21 @@ impl Playground {
 
     /// Where exports are written (desktop).
     pub fn export_folder(&self) -> &str {
-        &self.files.folder
+        &self.panels.files.folder
     }
 
     pub fn set_export_folder(&mut self, folder: String) {
-        self.files.folder = folder;
+        self.panels.files.folder = folder;
     }
 
     /// Enlarges one head's map, as clicking it does.
     pub fn select_head(&mut self, head: HeadIndex) {
-        self.attention.selected = Some(head);
+        self.panels.attention.selected = Some(head);
     }
 
     /// What the last frame drew: attention maps, and points of the loss plot.
     pub fn drawn(&self) -> Drawn {
-        Drawn { attention_maps: self.attention.maps_drawn, loss_points: self.loss.points_drawn }
+        Drawn { attention_maps: self.panels.attention.maps_drawn, loss_points: self.panels.loss.points_drawn }
     }
 
     fn send(&mut self, command: Command) {
@@ -244,7 +260,7 @@ impl Playground {
         self.cancel_trial();
         self.view = SessionView { exports: std::mem::take(&mut self.view.exports), ..SessionView::default() };
         self.autosaved_at = 0;
-        self.send(Command::AttentionEvery(self.attention.refresh_every));
+        self.send(Command::AttentionEvery(self.panels.attention.refresh_every));
         self.send(Command::Load(self.setup.plan.clone()));
         self.applied = Some(self.setup.clone());
     }
@@ -335,7 +351,7 @@ impl Playground {
                 OutgoingFile { name: format!("{name}.qkv"), bytes: export.checkpoint, mime: "application/octet-stream" },
                 OutgoingFile { name: format!("{name}-metrics.csv"), bytes: export.metrics_csv.into_bytes(), mime: "text/csv" },
             ];
-            match self.platform.save(&self.files.folder, &files) {
+            match self.platform.save(&self.panels.files.folder, &files) {
                 Ok(done) => self.tell(done, false),
                 Err(e) => self.tell(e.to_string(), true),
             }
@@ -359,7 +375,7 @@ impl Playground {
     }
 
     fn import_path(&mut self) {
-        match IncomingFile::read(std::path::Path::new(self.files.import_path.trim())) {
+        match IncomingFile::read(std::path::Path::new(self.panels.files.import_path.trim())) {
             Ok(file) => self.import(vec![CheckpointFile { name: file.name, bytes: file.bytes }]),
             Err(e) => self.tell(e.to_string(), true),
         }

@@ -61,7 +61,7 @@ impl Playground {
             start: &start,
             labels: &labels,
             plan: &self.setup.plan,
-            attention_every: self.attention.refresh_every,
+            attention_every: self.panels.attention.refresh_every,
             colours: &colours,
         };
         let previous = trial.timing();
