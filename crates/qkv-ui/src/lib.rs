@@ -21,6 +21,7 @@ pub mod params_panel;
 pub mod platform;
 pub mod samples_panel;
 pub mod setup_panel;
+pub mod shortcuts;
 pub mod theory_panel;
 pub mod view;
 mod widgets;

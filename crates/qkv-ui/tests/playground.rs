@@ -476,3 +476,41 @@ fn the_first_train_times_each_compute_and_the_faster_trains_on_and_is_remembered
     harness.get_by_label("Pause").click();
     harness.run_steps(3);
 }
+
+/// A teacher's keys: S steps, Space trains and pauses, R starts over, a number opens a lesson,
+/// ? lists the keys. No field has the keyboard when the app opens, and while one has it the
+/// keys are typed into it, not obeyed.
+#[test]
+fn the_keyboard_drives_the_playground_and_leaves_text_fields_alone() {
+    let mut harness = harness_of_size(vec2(1280.0, 720.0));
+    run_until(&mut harness, "the untrained attention maps", |p| p.drawn().attention_maps > 0);
+    assert!(!harness.ctx.egui_wants_keyboard_input(), "no field has the keyboard at the start");
+
+    harness.key_press(egui::Key::S);
+    run_until(&mut harness, "a step from S", |p| p.view().step() == 1);
+    harness.key_press(egui::Key::Space);
+    run_until(&mut harness, "training from Space", |p| p.view().playing);
+    harness.key_press(egui::Key::Space);
+    run_until(&mut harness, "a pause from Space", |p| !p.view().playing);
+    harness.key_press(egui::Key::R);
+    run_until(&mut harness, "untrained models again from R", |p| p.view().is_loaded() && p.view().step() == 0);
+    harness.key_press(egui::Key::Num3);
+    run_until(&mut harness, "lesson 3 from the key 3", |p| p.lesson() == Some(2));
+
+    assert!(harness.query_by_label("train / pause").is_none(), "the keys are listed only when asked");
+    harness.key_press_modifiers(egui::Modifiers::SHIFT, egui::Key::Questionmark);
+    harness.run_steps(2);
+    assert!(harness.query_by_label("train / pause").is_some(), "? lists the keys");
+
+    // Typing a prompt: S is a letter of it, not a step.
+    run_until(&mut harness, "lesson 3's maps", |p| p.drawn().attention_maps > 0 && p.view().is_loaded());
+    let before = playground(&harness).view().step();
+    harness.get_by_label("attention prompt").focus();
+    harness.run_steps(2);
+    assert!(harness.ctx.egui_wants_keyboard_input(), "the prompt has the keyboard");
+    harness.key_press(egui::Key::S);
+    harness.key_press(egui::Key::Space);
+    harness.run_steps(5);
+    let app = playground(&harness);
+    assert_eq!((app.view().step(), app.view().playing), (before, false), "keys typed into a field are not commands");
+}

@@ -14,6 +14,7 @@ use crate::files::{FileKind, PathChoice};
 use crate::files_panel::FilesRequest;
 use crate::lessons::LESSONS;
 use crate::setup_panel::SetupAction;
+use crate::shortcuts;
 use crate::widgets::wrapped;
 
 impl Playground {
@@ -28,6 +29,20 @@ impl Playground {
 
     fn panels(&mut self, ui: &mut Ui) {
         self.apply_messages();
+        for shortcut in shortcuts::pressed(ui.ctx(), LESSONS.len()) {
+            self.apply_shortcut(shortcut);
+        }
+        if self.show_keys {
+            egui::Window::new("Keys").collapsible(false).resizable(false).open(&mut self.show_keys).show(ui.ctx(), |ui| {
+                egui::Grid::new("keys").num_columns(2).show(ui, |ui| {
+                    for (key, what) in shortcuts::KEYS {
+                        ui.label(RichText::new(key).strong());
+                        ui.label(what);
+                        ui.end_row();
+                    }
+                });
+            });
+        }
         if let Some(kept) = self.kept.take().filter(|kept| kept.step > 0 && !kept.files.is_empty()) {
             self.offer = Some(kept);
         }

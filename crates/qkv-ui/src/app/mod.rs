@@ -21,6 +21,7 @@ use crate::news::NewsPacing;
 use crate::params_panel::ParamsPanel;
 use crate::samples_panel::SamplesPanel;
 use crate::setup_panel::{Setup, SetupPanel};
+use crate::shortcuts::Shortcut;
 use crate::theory_panel::TheoryPanel;
 use crate::view::SessionView;
 
@@ -98,6 +99,8 @@ pub struct Playground {
     notice: Option<(String, bool)>,
     frames: FrameTimer,
     open_theory: bool,
+    /// The list of keys is open (`?`).
+    show_keys: bool,
     /// A link that opens this setup, where the shell has one (the browser's address).
     share_link: Option<String>,
     inbox: Inbox,
@@ -155,6 +158,7 @@ impl Playground {
             notice,
             frames: FrameTimer::default(),
             open_theory: false,
+            show_keys: false,
             share_link: None,
             inbox: Inbox::default(),
             kept: KeptInbox::default(),
@@ -296,6 +300,25 @@ impl Playground {
     /// Saves run `run`'s checkpoint and metrics (into the export folder; the browser downloads).
     pub fn export(&mut self, run: usize) {
         self.send(Command::Export { run });
+    }
+
+    /// The lesson whose setup is loaded, if the setup is a lesson's.
+    pub fn lesson(&self) -> Option<usize> {
+        self.lesson
+    }
+
+    /// What a key asks for ([`crate::shortcuts`]), as its button would do it.
+    fn apply_shortcut(&mut self, shortcut: Shortcut) {
+        match shortcut {
+            Shortcut::TrainOrPause if self.view.playing => self.pause(),
+            Shortcut::TrainOrPause => self.train(),
+            // As the Step button, which waits while training plays.
+            Shortcut::Step if self.view.playing => {}
+            Shortcut::Step => self.step(),
+            Shortcut::Reset => self.apply_setup(),
+            Shortcut::Lesson(index) => self.load_lesson(index),
+            Shortcut::Keys => self.show_keys = !self.show_keys,
+        }
     }
 
     pub fn load_lesson(&mut self, index: usize) {

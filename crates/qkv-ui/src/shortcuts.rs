@@ -1,0 +1,63 @@
+//! The keyboard, for a teacher at a projector: Space trains or pauses, S steps, R resets, 1–5
+//! open the lessons, ? lists the keys. None fires while a text field has the keyboard (typing a
+//! prompt is not a command).
+
+use egui::{Context, Key, Modifiers};
+
+/// What a key asks the playground for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shortcut {
+    /// Train when paused, pause when training.
+    TrainOrPause,
+    Step,
+    /// Start the setup over from untrained models.
+    Reset,
+    /// Open lesson `n` (an index: the key 1 opens lesson 0).
+    Lesson(usize),
+    /// Show or hide the list of keys.
+    Keys,
+}
+
+/// Every key, with what it does, as the list of keys shows them.
+pub const KEYS: [(&str, &str); 5] = [
+    ("Space", "train / pause"),
+    ("S", "one step"),
+    ("R", "reset: untrained models again"),
+    ("1 – 5", "open a lesson"),
+    ("?", "show or hide these keys"),
+];
+
+/// The number keys that open lessons, in order.
+const LESSON_KEYS: [Key; 5] = [Key::Num1, Key::Num2, Key::Num3, Key::Num4, Key::Num5];
+
+/// The shortcuts pressed since the last frame, taken from the input so that no widget acts on
+/// them as well; none while a text field has the keyboard. `lessons` is how many lessons exist.
+pub fn pressed(ctx: &Context, lessons: usize) -> Vec<Shortcut> {
+    if ctx.egui_wants_keyboard_input() {
+        return Vec::new();
+    }
+    ctx.input_mut(|input| {
+        // Shift does not count against a key (egui matches logically), so "?" (Shift+/ on most
+        // layouts) is taken like the others.
+        let mut take = |key: Key| input.consume_key(Modifiers::NONE, key);
+        let mut pressed = Vec::new();
+        if take(Key::Space) {
+            pressed.push(Shortcut::TrainOrPause);
+        }
+        if take(Key::S) {
+            pressed.push(Shortcut::Step);
+        }
+        if take(Key::R) {
+            pressed.push(Shortcut::Reset);
+        }
+        for (index, key) in LESSON_KEYS.into_iter().enumerate().take(lessons) {
+            if take(key) {
+                pressed.push(Shortcut::Lesson(index));
+            }
+        }
+        if take(Key::Questionmark) {
+            pressed.push(Shortcut::Keys);
+        }
+        pressed
+    })
+}
