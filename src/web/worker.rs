@@ -17,6 +17,7 @@ use qkv_model::burn::tensor::Device;
 use qkv_session::fanout::Fanout;
 use qkv_session::wire;
 use qkv_session::{Message, Session, SessionRelay, SessionTask, Turn};
+use qkv_train::Problem;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
@@ -82,7 +83,7 @@ pub fn run_session(scope: web_sys::DedicatedWorkerGlobalScope) {
                 Ok(command) => {
                     handle.send(command);
                 }
-                Err(e) => post(&scope, &[Message::Failed(e.to_string())]),
+                Err(e) => post(&scope, &[Message::Failed(Problem::of(&e))]),
             }
         })
     };
@@ -223,7 +224,7 @@ pub fn relay(task: SessionTask) {
 
 /// The failure the front end hears when a worker refused a command.
 fn not_taken(error: String) -> Message {
-    Message::Failed(format!("the training worker did not take the command: {error}"))
+    Message::Failed(Problem::new(format!("the training worker did not take the command: {error}")))
 }
 
 /// A training worker as the relay tracks it.
@@ -273,7 +274,7 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
                     Err(e) => relay.deliver(vec![not_taken(e)]),
                 },
                 FromWorker::Messages(bytes) => {
-                    let messages = wire::decode_messages(&bytes).unwrap_or_else(|e| vec![Message::Failed(e.to_string())]);
+                    let messages = wire::decode_messages(&bytes).unwrap_or_else(|e| vec![Message::Failed(Problem::of(&e))]);
                     let mut messages = match &mut fanout {
                         Some(fanout) => fanout.merge(index, messages),
                         None => messages,
@@ -310,7 +311,7 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
                     for (other, command) in fanout.route(qkv_session::Command::Pause).unwrap_or_default() {
                         let _ = members[other].send(command);
                     }
-                    messages.push(Message::Failed(failure));
+                    messages.push(Message::Failed(Problem::new(failure)));
                     relay.deliver(messages)
                 }
             };
@@ -344,7 +345,7 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
                             }
                         }
                         Err(error) => {
-                            let _ = relay.deliver(vec![Message::Failed(error.to_string())]);
+                            let _ = relay.deliver(vec![Message::Failed(Problem::of(&error))]);
                         }
                     },
                     Ok(None) => break,

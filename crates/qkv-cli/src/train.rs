@@ -197,7 +197,7 @@ fn play(
                     if plain_log {
                         eprintln!("{} stopped: {error}", experiment.runs[*run].spec.name);
                     }
-                    runs[*run].abandon_with_message(error.clone());
+                    runs[*run].abandon_with_message(error.to_string());
                 }
                 _ => {}
             }

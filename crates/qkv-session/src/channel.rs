@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use web_time::Instant;
 
+use qkv_train::Problem;
+
 use crate::{Command, Message, Session};
 
 /// What a batch of messages brings, for a front end that paces how often it draws training.
@@ -207,7 +209,7 @@ impl SessionTask {
         let reason = reason.lines().next().unwrap_or(reason);
         let failure =
             format!("training stopped on {}: {reason}; apply the setup again, or switch compute to flex (CPU)", self.session.backend);
-        self.deliver(vec![Message::Playing(false), Message::Failed(failure)])
+        self.deliver(vec![Message::Playing(false), Message::Failed(Problem::new(failure))])
     }
 
     /// Runs the task to its end on the calling thread, blocking while idle: the desktop gives

@@ -8,6 +8,8 @@
 //! the same batches from the same seed, so a run trains exactly as it would beside the others;
 //! only the shares no longer wait for each other between steps.
 
+use qkv_train::Problem;
+
 use crate::{AttentionMaps, CheckpointFile, Command, Message, RunInfo, SessionError, Share};
 
 /// Where the commands of one front end go, and how the answers come back together.
@@ -37,7 +39,7 @@ pub struct Fanout {
     said_playing: bool,
     /// The last failure passed on, and which sessions have said it: a command sent to every
     /// session that fails in each says so once.
-    failure: Option<(String, Vec<bool>)>,
+    failure: Option<(Problem, Vec<bool>)>,
 }
 
 /// A session's checkpoints, at its experiment step.
@@ -45,7 +47,7 @@ type SnapshotPart = (usize, Vec<CheckpointFile>);
 
 /// A load's answers, one per active session.
 struct Loading {
-    answers: Vec<Option<Result<Loaded, String>>>,
+    answers: Vec<Option<Result<Loaded, Problem>>>,
     /// What a session said after its answer, held until the merged answer has gone out.
     held: Vec<Vec<Message>>,
 }
@@ -144,7 +146,7 @@ impl Fanout {
             && session < loading.answers.len()
             && loading.answers[session].is_none()
         {
-            loading.answers[session] = Some(Err("a training worker stopped".into()));
+            loading.answers[session] = Some(Err(Problem::new("a training worker stopped")));
             self.finish_loading(&mut out);
         }
         out
@@ -201,13 +203,13 @@ impl Fanout {
             return;
         }
         let Loading { answers, held } = self.loading.take().expect("checked above");
-        let answers: Vec<Result<Loaded, String>> = answers.into_iter().map(|a| a.expect("every session answered")).collect();
+        let answers: Vec<Result<Loaded, Problem>> = answers.into_iter().map(|a| a.expect("every session answered")).collect();
         if let Some(error) = answers.iter().find_map(|a| a.as_ref().err()) {
             if answers.iter().any(Result::is_ok) {
                 // Some shares loaded and some did not: nothing consistent is left to show.
                 self.runs.iter_mut().for_each(Vec::clear);
                 self.whole = 0;
-                out.push(Message::Failed(format!("{error}; apply the setup again")));
+                out.push(Message::Failed(error.clone().and("apply the setup again")));
             } else {
                 self.failure = None;
                 out.push(Message::Failed(error.clone()));
@@ -368,7 +370,7 @@ mod tests {
     fn send(fanout: &mut Fanout, sessions: &mut [Session], command: Command) -> Vec<Message> {
         let routed = match fanout.route(command) {
             Ok(routed) => routed,
-            Err(error) => return vec![Message::Failed(error.to_string())],
+            Err(error) => return vec![Message::Failed(Problem::of(&error))],
         };
         let mut heard = Vec::new();
         for (index, command) in routed {
@@ -459,7 +461,7 @@ mod tests {
         let exported = send(&mut fanout, &mut two, Command::Export { run: 2 });
         assert!(matches!(&exported[..], [Message::Exported { run: 2, name, .. }] if name == "standard-2"), "{exported:?}");
         let missing = send(&mut fanout, &mut two, Command::Export { run: 5 });
-        assert!(matches!(&missing[..], [Message::Failed(e)] if e.contains("no run 5")), "{missing:?}");
+        assert!(matches!(&missing[..], [Message::Failed(e)] if e.message.contains("no run 5")), "{missing:?}");
 
         let snapshot = send(&mut fanout, &mut two, Command::Snapshot);
         let [Message::Snapshot { step: 1, files }] = snapshot.as_slice() else { panic!("{snapshot:?}") };
@@ -547,7 +549,7 @@ mod tests {
             }
         }
         let heard = fanout.lost(1);
-        assert!(matches!(&heard[..], [Message::Failed(e)] if e.contains("apply the setup again")), "{heard:?}");
+        assert!(matches!(&heard[..], [Message::Failed(e)] if e.message.contains("apply the setup again")), "{heard:?}");
     }
 
     #[test]

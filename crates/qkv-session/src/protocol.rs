@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use qkv_model::{ModelDiagnostics, ParamReport};
 
+use qkv_train::Problem;
 use qkv_train::dataset::Upload;
 use qkv_train::generate::SampleOptions;
 use qkv_train::plan::ExperimentPlan;
@@ -160,7 +161,7 @@ pub enum Message {
     },
     Stopped {
         run: usize,
-        error: String,
+        error: Problem,
     },
     Attention(AttentionMaps),
     Sampled {
@@ -191,7 +192,7 @@ pub enum Message {
     /// Every run has finished or stopped.
     Finished,
     /// A command failed; the session carries on as before it.
-    Failed(String),
+    Failed(Problem),
     /// The answer to [`Command::Share`]: what the session says next about a load is that load's
     /// (for [`crate::fanout`], which keeps it from the front end).
     Sharing(Share),

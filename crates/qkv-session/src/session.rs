@@ -7,6 +7,7 @@ use qkv_model::Norm;
 use qkv_model::diagnostics::{Ranks, diagnose_with};
 use qkv_model::reparam::ReparamCase;
 
+use qkv_train::Problem;
 use qkv_train::checkpoint::{self, Checkpoint};
 use qkv_train::cpu_copy::model_on_cpu;
 use qkv_train::dataset::{DataSource, Dataset, Upload};
@@ -115,7 +116,7 @@ impl Session {
                 Ok(vec![Message::Sharing(share)])
             }
         };
-        result.unwrap_or_else(|error| vec![Message::Failed(error.to_string())])
+        result.unwrap_or_else(|error| vec![Message::Failed(Problem::of(&error))])
     }
 
     /// Takes over `experiment` (built by the caller: from a plan, or resumed from checkpoints),
@@ -137,7 +138,7 @@ impl Session {
         for (run, result) in experiment.evaluate_untrained().await {
             messages.push(match result {
                 Ok(record) => Message::Evaluated { run, record },
-                Err(error) => Message::Stopped { run, error: error.to_string() },
+                Err(error) => Message::Stopped { run, error: Problem::of(&error) },
             });
         }
         self.maps_due = (self.attention_every > 0).then_some(experiment.step);
@@ -254,7 +255,7 @@ impl Session {
     /// the experiment stays loaded either way).
     async fn maps_message(&mut self) -> Message {
         self.maps_due = None;
-        self.attention().await.map_or_else(|e| Message::Failed(e.to_string()), Message::Attention)
+        self.attention().await.map_or_else(|e| Message::Failed(Problem::of(&e)), Message::Attention)
     }
 
     async fn attention(&self) -> Result<AttentionMaps, SessionError> {
@@ -339,7 +340,10 @@ impl Session {
         // The run has joined whatever the maps do: a failed read of them must not hide it.
         messages.push(match self.attention().await {
             Ok(maps) => Message::Attention(maps),
-            Err(e) => Message::Failed(format!("the converted run joined, but its attention maps could not be read: {e}")),
+            Err(e) => Message::Failed(Problem {
+                message: format!("the converted run joined, but its attention maps could not be read: {e}"),
+                ..Problem::of(&e)
+            }),
         });
         Ok(messages)
     }
@@ -368,7 +372,7 @@ impl Session {
 fn event_message(event: RunEvent) -> Message {
     match event {
         RunEvent::Stepped { run, record, eval } => Message::Stepped { run, record, eval },
-        RunEvent::Stopped { run, error } => Message::Stopped { run, error: error.to_string() },
+        RunEvent::Stopped { run, error } => Message::Stopped { run, error: Problem::of(&error) },
     }
 }
 
@@ -399,7 +403,7 @@ pub(crate) mod tests {
         let snapshot = || Message::Snapshot { step: 50, files: vec![] };
         assert_eq!(News::of(&[snapshot()]), News::Progress);
         assert_eq!(News::of(&[Message::Playing(true)]), News::Event);
-        assert_eq!(News::of(&[snapshot(), Message::Failed("out of memory".into())]), News::Event);
+        assert_eq!(News::of(&[snapshot(), Message::Failed(Problem::new("out of memory"))]), News::Event);
     }
 
     #[test]
@@ -496,7 +500,7 @@ pub(crate) mod tests {
         let mut broken = checkpoint;
         broken.truncate(broken.len() / 2);
         let messages = session.handle(Command::Import { files: vec![file("half.qkv", broken)], upload: None }).block_on();
-        assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("truncated")), "{messages:?}");
+        assert!(matches!(&messages[..], [Message::Failed(e)] if e.message.contains("truncated")), "{messages:?}");
         // The session still holds the imported run.
         assert_eq!(session.experiment().unwrap().runs.len(), 1);
     }
@@ -562,7 +566,7 @@ pub(crate) mod tests {
         let [Message::Snapshot { files: others, .. }] = snapshot.as_slice() else { panic!("no snapshot") };
         let mixed = vec![files[0].clone(), others[0].clone()];
         let messages = resumed.handle(Command::Import { files: mixed, upload: None }).block_on();
-        assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("different data")), "{messages:?}");
+        assert!(matches!(&messages[..], [Message::Failed(e)] if e.message.contains("different data")), "{messages:?}");
         assert!(matches!(&resumed.handle(Command::Import { files: vec![], upload: None }).block_on()[..], [Message::Failed(_)]));
     }
 
@@ -605,7 +609,7 @@ pub(crate) mod tests {
         let identity = ExperimentPlan { runs: vec![RunPlan::new(AttentionVariant::QueryIdentity)], ..ExperimentPlan::default() };
         session.handle(Command::Load(identity)).block_on();
         let refused = session.handle(Command::EliminateQuery { run: 0 }).block_on();
-        assert!(matches!(&refused[..], [Message::Failed(e)] if e.contains("not standard")), "{refused:?}");
+        assert!(matches!(&refused[..], [Message::Failed(e)] if e.message.contains("not standard")), "{refused:?}");
     }
 
     #[test]
@@ -615,7 +619,7 @@ pub(crate) mod tests {
         let mut bad = tiny_plan();
         bad.model.n_head = Some(5);
         let messages = session.handle(Command::Load(bad)).block_on();
-        assert!(matches!(&messages[..], [Message::Failed(e)] if e.contains("n_head")), "{messages:?}");
+        assert!(matches!(&messages[..], [Message::Failed(e)] if e.message.contains("n_head")), "{messages:?}");
         assert_eq!(session.experiment().unwrap().runs.len(), 2);
     }
 }

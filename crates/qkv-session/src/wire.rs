@@ -107,7 +107,7 @@ mod tests {
         let messages = vec![
             Message::Stepped { run: 1, record, eval: None },
             Message::Exported { run: 0, name: "a".into(), checkpoint: (0..=255).collect(), metrics_csv: "step\n".into() },
-            Message::Failed("out of memory".into()),
+            Message::Failed(qkv_train::Problem::new("out of memory")),
         ];
         let decoded = decode_messages(&encode_messages(&messages).unwrap()).unwrap();
         let [Message::Stepped { run: 1, record, eval: None }, Message::Exported { checkpoint, .. }, Message::Failed(why)] =
@@ -117,7 +117,7 @@ mod tests {
         };
         assert!(record.train_loss.is_nan() && record.grad_norm == f64::INFINITY && record.step == 3);
         assert_eq!(checkpoint, &(0..=255).collect::<Vec<u8>>());
-        assert_eq!(why, "out of memory");
+        assert_eq!(why.message, "out of memory");
     }
 
     #[test]

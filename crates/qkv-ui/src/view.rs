@@ -111,7 +111,7 @@ impl SessionView {
             }
             Message::Stopped { run, error } => {
                 if let Some(view) = self.runs.get_mut(run) {
-                    view.error = Some(error);
+                    view.error = Some(error.to_string());
                 }
             }
             Message::Attention(maps) => {
@@ -132,7 +132,7 @@ impl SessionView {
                 self.finished = true;
                 self.playing = false;
             }
-            Message::Failed(error) => self.error = Some(error),
+            Message::Failed(error) => self.error = Some(error.to_string()),
             // Between a session and the fan-out that spreads runs over sessions.
             Message::Sharing(_) => {}
         }
