@@ -14,7 +14,7 @@ use qkv_train::experiment::Experiment;
 use qkv_train::recipe::TrainingConfig;
 use qkv_train::run::RunSpec;
 use qkv_train::theory::{ReparamReport, TheoryCase, continue_converted, convert_and_measure};
-use qkv_train::{DataSource, Dataset, TokenizerKind};
+use qkv_train::{DataSource, Dataset, RunEvent, TokenizerKind};
 
 #[derive(Args, Debug)]
 pub struct ReparamArgs {
@@ -44,13 +44,15 @@ fn step_with_progress(session: &mut Session, label: &str, offset: usize, steps: 
         let messages = session.handle(Command::Step).block_on();
         for message in &messages {
             match message {
-                Message::Stepped { record, .. } => {
+                Message::Run(RunEvent::Stepped { record, .. }) => {
                     let step = record.step - offset;
                     if step.is_multiple_of(50) || step == steps {
                         eprintln!("{label} step {step}/{steps}: loss {:.4}", record.train_loss);
                     }
                 }
-                Message::Stopped { error, .. } | Message::Failed(error) => return Err(format!("{label} failed: {error}").into()),
+                Message::Run(RunEvent::Stopped { error, .. }) | Message::Failed(error) => {
+                    return Err(format!("{label} failed: {error}").into());
+                }
                 _ => {}
             }
         }

@@ -12,7 +12,7 @@ use qkv_model::{AttentionVariant, Preset};
 use qkv_session::{CheckpointFile, Command, Message, Session};
 use qkv_train::checkpoint::{to_bytes, write_atomically};
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
-use qkv_train::{DataSource, Experiment, Run, TokenizerKind};
+use qkv_train::{DataSource, Experiment, Run, RunEvent, TokenizerKind};
 
 use crate::Failure;
 use crate::compute::{Backend, Compute, SpreadArgs};
@@ -165,7 +165,8 @@ fn play(
         .collect();
     let played = crate::play::play_to_end(&mut session, |experiment, messages| {
         // Once every run is done the caller writes every output anyway.
-        let evaluated = messages.iter().any(|m| matches!(m, Message::Stepped { eval: Some(_), .. } | Message::Evaluated { .. }));
+        let evaluated =
+            messages.iter().any(|m| matches!(m, Message::Run(RunEvent::Stepped { eval: Some(_), .. }) | Message::Evaluated { .. }));
         if evaluated && !experiment.is_done() {
             save(experiment)?;
         }
@@ -174,7 +175,7 @@ fn play(
         }
         for message in messages {
             match message {
-                Message::Stepped { run, record, eval } => {
+                Message::Run(RunEvent::Stepped { run, record, eval }) => {
                     let bar = &runs[*run];
                     bar.set_position(record.step as u64);
                     let val = experiment.runs[*run].metrics.evals.last().map(|e| e.val_loss).unwrap_or(f64::NAN);
@@ -193,7 +194,7 @@ fn play(
                         );
                     }
                 }
-                Message::Stopped { run, error } => {
+                Message::Run(RunEvent::Stopped { run, error }) => {
                     if plain_log {
                         eprintln!("{} stopped: {error}", experiment.runs[*run].spec.name);
                     }
@@ -224,7 +225,7 @@ pub fn headless_session(device: &Device) -> Session {
 
 /// The messages of a start, or the first run that could not be evaluated.
 pub fn started_or_failed(messages: Vec<Message>) -> Result<(), Failure> {
-    match messages.into_iter().find_map(|m| if let Message::Stopped { error, .. } = m { Some(error) } else { None }) {
+    match messages.into_iter().find_map(|m| if let Message::Run(RunEvent::Stopped { error, .. }) = m { Some(error) } else { None }) {
         Some(error) => Err(error.into()),
         None => Ok(()),
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use web_time::Instant;
 
-use qkv_train::Problem;
+use qkv_train::{Problem, RunEvent};
 
 use crate::{Command, Message, Session};
 
@@ -23,7 +23,10 @@ pub enum News {
 impl News {
     pub fn of(messages: &[Message]) -> News {
         let progress = |message: &Message| {
-            matches!(message, Message::Stepped { .. } | Message::Evaluated { .. } | Message::Attention(_) | Message::Snapshot { .. })
+            matches!(
+                message,
+                Message::Run(RunEvent::Stepped { .. }) | Message::Evaluated { .. } | Message::Attention(_) | Message::Snapshot { .. }
+            )
         };
         if messages.iter().all(progress) { News::Progress } else { News::Event }
     }

@@ -8,7 +8,7 @@
 //! the same batches from the same seed, so a run trains exactly as it would beside the others;
 //! only the shares no longer wait for each other between steps.
 
-use qkv_train::Problem;
+use qkv_train::{Problem, RunEvent};
 
 use crate::{AttentionMaps, CheckpointFile, Command, Message, RunInfo, SessionError, Share};
 
@@ -249,12 +249,14 @@ impl Fanout {
     fn pass_on(&mut self, session: usize, message: Message, out: &mut Vec<Message>) {
         let whole = |runs: &[Vec<usize>], local: usize| runs[session].get(local).copied();
         match message {
-            Message::Stepped { run, record, eval } => {
+            Message::Run(RunEvent::Stepped { run, record, eval }) => {
                 self.finished[session] = false;
-                out.extend(whole(&self.runs, run).map(|run| Message::Stepped { run, record, eval }));
+                out.extend(whole(&self.runs, run).map(|run| Message::Run(RunEvent::Stepped { run, record, eval })));
             }
             Message::Evaluated { run, record } => out.extend(whole(&self.runs, run).map(|run| Message::Evaluated { run, record })),
-            Message::Stopped { run, error } => out.extend(whole(&self.runs, run).map(|run| Message::Stopped { run, error })),
+            Message::Run(RunEvent::Stopped { run, error }) => {
+                out.extend(whole(&self.runs, run).map(|run| Message::Run(RunEvent::Stopped { run, error })))
+            }
             Message::Sampled { run, text } => out.extend(whole(&self.runs, run).map(|run| Message::Sampled { run, text })),
             Message::Exported { run, name, checkpoint, metrics_csv } => {
                 out.extend(whole(&self.runs, run).map(|run| Message::Exported { run, name, checkpoint, metrics_csv }))
@@ -398,7 +400,7 @@ mod tests {
     fn losses(heard: &[Message], runs: usize) -> Vec<Vec<f64>> {
         let mut losses = vec![Vec::new(); runs];
         for message in heard {
-            if let Message::Stepped { run, record, .. } = message {
+            if let Message::Run(RunEvent::Stepped { run, record, .. }) = message {
                 losses[*run].push(record.train_loss);
             }
         }
@@ -501,7 +503,7 @@ mod tests {
         assert!(matches!(&heard[1], Message::Attention(maps) if maps.runs.len() == 3), "the maps of all three runs");
         let stepped: Vec<usize> = send(&mut fanout, &mut two, Command::Step)
             .iter()
-            .filter_map(|m| if let Message::Stepped { run, .. } = m { Some(*run) } else { None })
+            .filter_map(|m| if let Message::Run(RunEvent::Stepped { run, .. }) = m { Some(*run) } else { None })
             .collect();
         assert_eq!(stepped, [0, 1, 2], "the converted run (session 1's second) is run 2 of the whole");
         let exported = send(&mut fanout, &mut two, Command::Export { run: 2 });

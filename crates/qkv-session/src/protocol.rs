@@ -6,12 +6,12 @@ use serde::{Deserialize, Serialize};
 
 use qkv_model::{ModelDiagnostics, ParamReport};
 
-use qkv_train::Problem;
 use qkv_train::dataset::Upload;
 use qkv_train::generate::SampleOptions;
 use qkv_train::plan::ExperimentPlan;
 use qkv_train::run::{EvalRecord, Run, RunSpec, StepRecord};
 use qkv_train::theory::ReparamReport;
+use qkv_train::{Problem, RunEvent};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Command {
@@ -150,18 +150,11 @@ pub enum Message {
         data: String,
         backend: String,
     },
-    Stepped {
-        run: usize,
-        record: StepRecord,
-        eval: Option<EvalRecord>,
-    },
+    /// A run stepped or stopped, as the engine says it.
+    Run(RunEvent),
     Evaluated {
         run: usize,
         record: EvalRecord,
-    },
-    Stopped {
-        run: usize,
-        error: Problem,
     },
     Attention(AttentionMaps),
     Sampled {

@@ -138,7 +138,7 @@ impl Session {
         for (run, result) in experiment.evaluate_untrained().await {
             messages.push(match result {
                 Ok(record) => Message::Evaluated { run, record },
-                Err(error) => Message::Stopped { run, error: Problem::of(&error) },
+                Err(error) => Message::Run(RunEvent::Stopped { run, error: Problem::of(&error) }),
             });
         }
         self.maps_due = (self.attention_every > 0).then_some(experiment.step);
@@ -209,7 +209,7 @@ impl Session {
             return vec![Message::Finished];
         }
         let (first_step, started) = (experiment.step, Instant::now());
-        let mut messages: Vec<Message> = experiment.steps(max_steps).await.into_iter().map(event_message).collect();
+        let mut messages: Vec<Message> = experiment.steps(max_steps).await.into_iter().map(Message::Run).collect();
         let step = experiment.step;
         self.secs_per_step = Some(started.elapsed().as_secs_f64() / (step - first_step).max(1) as f64);
         if self.attention_every > 0 && (step % self.attention_every == 0 || experiment.is_done()) {
@@ -369,13 +369,6 @@ impl Session {
     }
 }
 
-fn event_message(event: RunEvent) -> Message {
-    match event {
-        RunEvent::Stepped { run, record, eval } => Message::Stepped { run, record, eval },
-        RunEvent::Stopped { run, error } => Message::Stopped { run, error: Problem::of(&error) },
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use std::time::Duration;
@@ -435,7 +428,7 @@ pub(crate) mod tests {
         assert_eq!(maps_step(&received()), None);
         turn();
         let first = received();
-        assert!(first.iter().any(|m| matches!(m, Message::Stepped { .. })), "{first:?}");
+        assert!(first.iter().any(|m| matches!(m, Message::Run(RunEvent::Stepped { .. }))), "{first:?}");
         assert_eq!(maps_step(&first), None, "the first step waits for no maps");
         turn();
         assert_eq!(maps_step(&received()), Some(1));
@@ -451,7 +444,7 @@ pub(crate) mod tests {
         let mut maps = None;
         loop {
             match handle.recv_timeout(std::time::Duration::from_secs(60)).expect("the session answers") {
-                Message::Stepped { run, record, .. } => {
+                Message::Run(RunEvent::Stepped { run, record, .. }) => {
                     steps[run] += 1;
                     assert_eq!(record.step, steps[run]);
                 }
@@ -495,7 +488,7 @@ pub(crate) mod tests {
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].steps.len(), 1, "the imported run keeps its curve");
         let next = session.handle(Command::Step).block_on();
-        assert!(next.iter().any(|m| matches!(m, Message::Stepped { record, .. } if record.step == 2)), "{next:?}");
+        assert!(next.iter().any(|m| matches!(m, Message::Run(RunEvent::Stepped { record, .. }) if record.step == 2)), "{next:?}");
 
         let mut broken = checkpoint;
         broken.truncate(broken.len() / 2);
@@ -527,14 +520,14 @@ pub(crate) mod tests {
             .block_on();
         assert!(matches!(messages.first(), Some(Message::Loaded { .. })), "{messages:?}");
         let stepped = session.handle(Command::Step).block_on();
-        assert!(stepped.iter().any(|m| matches!(m, Message::Stepped { record, .. } if record.step == 1)), "{stepped:?}");
+        assert!(stepped.iter().any(|m| matches!(m, Message::Run(RunEvent::Stepped { record, .. }) if record.step == 1)), "{stepped:?}");
         let maps = session.handle(Command::AttentionPrompt(String::new())).block_on();
         assert!(matches!(maps.first(), Some(Message::Attention(maps)) if maps.runs.len() == 1), "{maps:?}");
         let converted = session.handle(Command::EliminateQuery { run: 0 }).block_on();
         let Some(Message::Converted { report, .. }) = converted.first() else { panic!("{converted:?}") };
         assert_eq!(report.case, TheoryCase::LayerNorm, "the approximate conversion, then fine-tuning");
         let next = session.handle(Command::Step).block_on();
-        assert_eq!(next.iter().filter(|m| matches!(m, Message::Stepped { .. })).count(), 2, "{next:?}");
+        assert_eq!(next.iter().filter(|m| matches!(m, Message::Run(RunEvent::Stepped { .. }))).count(), 2, "{next:?}");
     }
 
     #[test]
@@ -554,7 +547,10 @@ pub(crate) mod tests {
         let Some(Message::Loaded { runs, .. }) = messages.first() else { panic!("{messages:?}") };
         assert!(runs.iter().all(|run| run.steps.len() == 2), "both curves continue");
         let step3 = |messages: &[Message]| -> Vec<f64> {
-            messages.iter().filter_map(|m| if let Message::Stepped { record, .. } = m { Some(record.train_loss) } else { None }).collect()
+            messages
+                .iter()
+                .filter_map(|m| if let Message::Run(RunEvent::Stepped { record, .. }) = m { Some(record.train_loss) } else { None })
+                .collect()
         };
         let continued = resumed.handle(Command::Step).block_on();
         assert_eq!(step3(&continued), step3(&uninterrupted), "the next step trains on the same batch from the same weights");
@@ -595,7 +591,7 @@ pub(crate) mod tests {
         assert!(largest < 1e-5, "attention maps differ by {largest}");
         // Both go on training on the same batches.
         let next = session.handle(Command::Step).block_on();
-        assert_eq!(next.iter().filter(|m| matches!(m, Message::Stepped { .. })).count(), 2);
+        assert_eq!(next.iter().filter(|m| matches!(m, Message::Run(RunEvent::Stepped { .. }))).count(), 2);
 
         // Skips around both attention and MLP: the middle layer's W_Q goes, exactly.
         let standard_layers = ExperimentPlan { preset: Preset::Theory, ..ExperimentPlan::default() };

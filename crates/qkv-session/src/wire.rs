@@ -73,6 +73,7 @@ pub fn decode_messages(bytes: &[u8]) -> Result<Vec<Message>, WireError> {
 mod tests {
     use super::*;
     use crate::CheckpointFile;
+    use qkv_train::RunEvent;
     use qkv_train::plan::ExperimentPlan;
     use qkv_train::run::StepRecord;
 
@@ -105,12 +106,12 @@ mod tests {
             wall_secs: 0.5,
         };
         let messages = vec![
-            Message::Stepped { run: 1, record, eval: None },
+            Message::Run(RunEvent::Stepped { run: 1, record, eval: None }),
             Message::Exported { run: 0, name: "a".into(), checkpoint: (0..=255).collect(), metrics_csv: "step\n".into() },
             Message::Failed(qkv_train::Problem::new("out of memory")),
         ];
         let decoded = decode_messages(&encode_messages(&messages).unwrap()).unwrap();
-        let [Message::Stepped { run: 1, record, eval: None }, Message::Exported { checkpoint, .. }, Message::Failed(why)] =
+        let [Message::Run(RunEvent::Stepped { run: 1, record, eval: None }), Message::Exported { checkpoint, .. }, Message::Failed(why)] =
             decoded.as_slice()
         else {
             panic!("{decoded:?}")

@@ -87,7 +87,7 @@ fn w_q_is_eliminated_from_a_run_on_wgpu_and_both_train_on() {
     assert!(report.max_abs_logit_diff < 1e-4, "{report:?}");
     assert!(info.params.total_params < report.params_before);
     let next = handle(&mut session, Command::Step);
-    let stepped = next.iter().filter(|m| matches!(m, Message::Stepped { .. })).count();
+    let stepped = next.iter().filter(|m| matches!(m, Message::Run(RunEvent::Stepped { .. }))).count();
     assert_eq!(stepped, 2, "{next:?}");
 }
 

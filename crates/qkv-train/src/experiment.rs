@@ -2,8 +2,10 @@
 //! train at the same time, each on its share of the cores; elsewhere they step in turn.
 
 use burn::tensor::Device;
+use serde::{Deserialize, Serialize};
 
 use crate::dataset::{Batch, Dataset};
+use crate::problem::Problem;
 use crate::rng::Rng;
 use crate::run::{EvalRecord, Run, RunError, RunSpec, StepRecord};
 
@@ -14,7 +16,7 @@ async fn steps_of_one(index: usize, run: &mut Run, steps: &[&[Batch]], val_batch
     for outcome in run.train_steps(steps).await {
         events.push(match outcome {
             Ok(record) => RunEvent::Stepped { run: index, record, eval: None },
-            Err(error) => RunEvent::Stopped { run: index, error },
+            Err(error) => RunEvent::Stopped { run: index, error: Problem::of(&error) },
         });
     }
     if let Some(RunEvent::Stepped { eval, .. }) = events.last_mut()
@@ -22,14 +24,16 @@ async fn steps_of_one(index: usize, run: &mut Run, steps: &[&[Batch]], val_batch
     {
         match run.evaluate(val_batches).await {
             Ok(record) => *eval = Some(record),
-            Err(error) => events.push(RunEvent::Stopped { run: index, error }),
+            Err(error) => events.push(RunEvent::Stopped { run: index, error: Problem::of(&error) }),
         }
     }
     events
 }
 
-/// What one experiment step did to one run.
-#[derive(Debug)]
+/// What one experiment step did to one run: what the engine reports and what a session passes
+/// on to its front end as it is (`Message::Run`), so it is data (serialisable; a stop's error as
+/// a [`Problem`] with its causes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum RunEvent {
     Stepped {
         run: usize,
@@ -39,7 +43,7 @@ pub enum RunEvent {
     /// The run stopped (diverged, or an error); the others continue.
     Stopped {
         run: usize,
-        error: RunError,
+        error: Problem,
     },
 }
 

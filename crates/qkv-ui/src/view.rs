@@ -3,6 +3,7 @@
 
 use egui::Color32;
 use qkv_session::{AttentionMaps, Message, RunInfo};
+use qkv_train::RunEvent;
 use qkv_train::theory::ReparamReport;
 use qkv_train::{EvalRecord, StepRecord};
 
@@ -98,7 +99,7 @@ impl SessionView {
                 self.conversion = Some((from, *report));
                 self.error = None;
             }
-            Message::Stepped { run, record, eval } => {
+            Message::Run(RunEvent::Stepped { run, record, eval }) => {
                 if let Some(view) = self.runs.get_mut(run) {
                     view.steps.push(record);
                     view.evals.extend(eval);
@@ -109,7 +110,7 @@ impl SessionView {
                     view.evals.push(record);
                 }
             }
-            Message::Stopped { run, error } => {
+            Message::Run(RunEvent::Stopped { run, error }) => {
                 if let Some(view) = self.runs.get_mut(run) {
                     view.error = Some(error.to_string());
                 }

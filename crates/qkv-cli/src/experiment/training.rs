@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use qkv_session::Message;
 use qkv_train::checkpoint::{Checkpoint, to_bytes, write_atomically};
 use qkv_train::plan::{ExperimentPlan, TrainingOverrides};
-use qkv_train::{Experiment, Run};
+use qkv_train::{Experiment, Run, RunEvent};
 
 use super::Settings;
 use super::catalogue::Study;
@@ -53,8 +53,10 @@ pub(super) fn train_seed(
         let mut evaluated = false;
         for message in messages {
             match message {
-                Message::Stepped { eval: Some(_), .. } => evaluated = true,
-                Message::Stopped { run, error } => eprintln!("{label}: {} stopped: {error}", experiment.runs[*run].spec.name),
+                Message::Run(RunEvent::Stepped { eval: Some(_), .. }) => evaluated = true,
+                Message::Run(RunEvent::Stopped { run, error }) => {
+                    eprintln!("{label}: {} stopped: {error}", experiment.runs[*run].spec.name)
+                }
                 _ => {}
             }
         }
