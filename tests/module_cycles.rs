@@ -41,7 +41,7 @@ fn the_checker_sees_a_cycle_through_a_use_group_and_super() {
     std::fs::write(dir.join("a/c.rs"), "use super::super::b;\n").unwrap();
     std::fs::write(dir.join("b.rs"), "pub struct Thing;\n#[cfg(test)]\npub(crate) mod tests { use crate::a::c; }\n").unwrap();
     assert!(cycles_in(&dir).is_empty(), "b uses a only in its tests");
-    std::fs::write(dir.join("b.rs"), "pub struct Thing;\nfn g() -> crate::a::c::D { todo!() }\n").unwrap();
+    std::fs::write(dir.join("b.rs"), "pub struct Thing;\nfn g(_: crate::a::c::D) {}\n").unwrap();
     let cycles = cycles_in(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
     let names: Vec<Vec<String>> = cycles.into_iter().map(|c| c.into_iter().map(|m| m.join("::")).collect()).collect();

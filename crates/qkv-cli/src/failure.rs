@@ -42,16 +42,11 @@ pub fn exit_code(failure: &Failure) -> u8 {
 /// `error: …` and a `caused by: …` line for each cause the lines above do not already say: many
 /// errors put their cause's words into their own sentence, and the user reads each once.
 pub fn report(failure: &(dyn Error + 'static)) -> String {
-    let mut said = failure.to_string();
-    let mut out = format!("error: {said}");
-    let mut cause = failure.source();
-    while let Some(error) = cause {
-        let text = error.to_string();
-        if !text.is_empty() && !said.contains(&text) {
-            out.push_str(&format!("\n  caused by: {text}"));
-            said.push_str(&text);
-        }
-        cause = error.source();
+    // The engine's Problem walks the chain the same way for messages; one walk serves both.
+    let problem = qkv_train::Problem::of(failure);
+    let mut out = format!("error: {}", problem.message);
+    for cause in &problem.causes {
+        out.push_str(&format!("\n  caused by: {cause}"));
     }
     out
 }

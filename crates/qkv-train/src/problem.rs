@@ -1,5 +1,6 @@
-//! An error as it travels in a message: a session's front end may be in another thread, a Web
-//! Worker or a test, so the error goes as data (serialisable, comparable), with its causes.
+//! An error as it travels in a message, and as the command line reports it: a session's front
+//! end may be in another thread, a Web Worker or a test, so the error goes as data (serialisable,
+//! comparable), with its causes.
 
 use std::fmt;
 
