@@ -29,6 +29,7 @@ use std::rc::Rc;
 use eframe::egui;
 use qkv_compute::Backend;
 use qkv_model::burn::tensor::Device;
+use qkv_session::RunId;
 use qkv_ui::setup_panel::Setup;
 use qkv_ui::{Compute, ComputeOffer, Playground, Verdict};
 use wasm_bindgen::JsCast;
@@ -82,7 +83,7 @@ struct WebShell {
     /// version, not every frame).
     attention_rows_checked: Option<(u64, bool)>,
     /// Runs that page scripts asked to export, taken on the next frame.
-    export_requests: Rc<RefCell<Vec<usize>>>,
+    export_requests: Rc<RefCell<Vec<RunId>>>,
     /// `qkvLab.exportRun`, kept alive as long as the shell.
     export_run: Closure<dyn Fn(f64)>,
     /// The step of the runs last kept in the browser's storage.
@@ -135,7 +136,7 @@ impl WebShell {
         let export_run = {
             let (requests, ctx) = (export_requests.clone(), cc.egui_ctx.clone());
             Closure::<dyn Fn(f64)>::new(move |run: f64| {
-                requests.borrow_mut().push(run as usize);
+                requests.borrow_mut().push(RunId(run as usize));
                 ctx.request_repaint();
             })
         };
@@ -221,7 +222,7 @@ impl eframe::App for WebShell {
         if std::mem::take(&mut self.autotrain) {
             self.playground.train();
         }
-        let requested: Vec<usize> = self.export_requests.borrow_mut().drain(..).collect();
+        let requested: Vec<RunId> = self.export_requests.borrow_mut().drain(..).collect();
         for run in requested {
             self.playground.export(run);
         }

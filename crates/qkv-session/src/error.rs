@@ -8,6 +8,8 @@ use qkv_train::dataset::DataSourceError;
 use qkv_train::plan::StartError;
 use qkv_train::run::RunError;
 
+use crate::RunId;
+
 /// Why a command failed. The session sends it to the front end as [`Message::Failed`] and carries
 /// on as before the command.
 #[derive(Debug, thiserror::Error)]
@@ -15,7 +17,9 @@ pub enum SessionError {
     #[error("load an experiment first")]
     NothingLoaded,
     #[error("there is no run {0}")]
-    NoSuchRun(usize),
+    NoSuchRun(RunId),
+    #[error("a run {0} is already there: name the new run with an id no run has")]
+    RunIdTaken(RunId),
     #[error("no checkpoint to continue: give one or more .qkv files")]
     NoCheckpoints,
     #[error(

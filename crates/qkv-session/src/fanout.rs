@@ -7,10 +7,15 @@
 //! command and merges what they answer into what one session would have said. Each share draws
 //! the same batches from the same seed, so a run trains exactly as it would beside the others;
 //! only the shares no longer wait for each other between steps.
+//!
+//! Every session names its runs by their [`RunId`] in the whole, so a run's commands and
+//! messages pass through as they are: the fan-out only keeps which session trains which run.
 
-use qkv_train::{Problem, RunEvent};
+use std::collections::BTreeMap;
 
-use crate::{AttentionMaps, CheckpointFile, Command, Message, RunInfo, SessionError, Share};
+use qkv_train::Problem;
+
+use crate::{AttentionMaps, CheckpointFile, Command, Message, RunId, RunInfo, SessionError, Share};
 
 /// Where the commands of one front end go, and how the answers come back together.
 pub struct Fanout {
@@ -18,10 +23,8 @@ pub struct Fanout {
     sessions: usize,
     /// The sessions the experiment is spread over: its runs or the sessions, the fewer.
     active: usize,
-    /// Per session: the index in the whole experiment of each of its runs, in its order.
-    runs: Vec<Vec<usize>>,
-    /// How many runs the whole experiment has.
-    whole: usize,
+    /// The session that trains each run.
+    owners: BTreeMap<RunId, usize>,
     /// Per session: loads and imports it has been sent and not yet begun (each begins with the
     /// session's answer to its [`Command::Share`]).
     loads_due: Vec<usize>,
@@ -42,8 +45,11 @@ pub struct Fanout {
     failure: Option<(Problem, Vec<bool>)>,
 }
 
-/// A session's checkpoints, at its experiment step.
-type SnapshotPart = (usize, Vec<CheckpointFile>);
+/// A session's checkpoints, at its experiment step, by run.
+struct SnapshotPart {
+    step: usize,
+    files: Vec<(RunId, CheckpointFile)>,
+}
 
 /// A load's answers, one per active session.
 struct Loading {
@@ -65,8 +71,7 @@ impl Fanout {
         Self {
             sessions,
             active: 1,
-            runs: vec![Vec::new(); sessions],
-            whole: 0,
+            owners: BTreeMap::new(),
             loads_due: vec![0; sessions],
             answer_next: vec![false; sessions],
             loading: None,
@@ -85,11 +90,12 @@ impl Fanout {
         Ok(match command {
             Command::Load(plan) => self.load(plan.runs.len(), Command::Load(plan)),
             Command::Import { files, upload } => self.load(files.len(), Command::Import { files, upload }),
-            Command::Sample { run, prompt, options } => self.to_owner(run, |run| Command::Sample { run, prompt, options })?,
-            Command::Export { run } => self.to_owner(run, |run| Command::Export { run })?,
-            Command::EliminateQuery { run } => self.to_owner(run, |run| Command::EliminateQuery { run })?,
+            Command::Sample { run, .. } | Command::Export { run } | Command::EliminateQuery { run, .. } => {
+                let owner = self.owners.get(&run).ok_or(SessionError::NoSuchRun(run))?;
+                vec![(*owner, command)]
+            }
             Command::Snapshot => {
-                self.snapshot = Some(vec![None; self.active]);
+                self.snapshot = Some((0..self.active).map(|_| None).collect());
                 self.to_active(&Command::Snapshot)
             }
             // The fan-out assigns the shares itself.
@@ -102,13 +108,6 @@ impl Fanout {
 
     fn to_active(&self, command: &Command) -> Vec<(usize, Command)> {
         (0..self.active).map(|session| (session, command.clone())).collect()
-    }
-
-    /// Run `run` of the whole goes to the session that trains it, under its index there.
-    fn to_owner(&self, run: usize, command: impl FnOnce(usize) -> Command) -> Result<Vec<(usize, Command)>, SessionError> {
-        let owner = self.runs.iter().enumerate().find_map(|(session, runs)| Some((session, runs.iter().position(|&r| r == run)?)));
-        let (session, local) = owner.ok_or(SessionError::NoSuchRun(run))?;
-        Ok(vec![(session, command(local))])
     }
 
     /// A load of `runs` runs: each active session is told its share, then gets the command;
@@ -138,7 +137,7 @@ impl Fanout {
         }
         self.loads_due[session] = 0;
         self.answer_next[session] = false;
-        self.runs[session].clear();
+        self.owners.retain(|_, owner| *owner != session);
         self.maps[session] = None;
         self.snapshot = None;
         self.pass_on(session, Message::Playing(false), &mut out);
@@ -207,8 +206,7 @@ impl Fanout {
         if let Some(error) = answers.iter().find_map(|a| a.as_ref().err()) {
             if answers.iter().any(Result::is_ok) {
                 // Some shares loaded and some did not: nothing consistent is left to show.
-                self.runs.iter_mut().for_each(Vec::clear);
-                self.whole = 0;
+                self.owners.clear();
                 out.push(Message::Failed(error.clone().and("apply the setup again")));
             } else {
                 self.failure = None;
@@ -216,27 +214,20 @@ impl Fanout {
             }
             return;
         }
-        let shares = self.active;
-        let mut whole: Vec<Option<RunInfo>> = Vec::new();
+        let mut whole: Vec<RunInfo> = Vec::new();
         let (mut data, mut backend) = (String::new(), String::new());
+        self.owners.clear();
         for (session, loaded) in answers.into_iter().map(|a| a.expect("no failure")).enumerate() {
-            let share = Share { index: session, of: shares };
-            let indices: Vec<usize> = (0..loaded.runs.len()).map(|local| share.whole_index(local)).collect();
-            for (&index, info) in indices.iter().zip(loaded.runs) {
-                if whole.len() <= index {
-                    whole.resize_with(index + 1, || None);
-                }
-                whole[index] = Some(info);
-            }
-            self.runs[session] = indices;
+            self.owners.extend(loaded.runs.iter().map(|info| (info.id, session)));
+            whole.extend(loaded.runs);
             if session == 0 {
                 (data, backend) = (loaded.data, loaded.backend);
             }
         }
-        self.whole = whole.len();
+        whole.sort_by_key(|info| info.id);
         self.maps = vec![None; self.sessions];
         self.finished = vec![false; self.sessions];
-        out.push(Message::Loaded { runs: whole.into_iter().flatten().collect(), data, backend });
+        out.push(Message::Loaded { runs: whole, data, backend });
         for (session, messages) in held.into_iter().enumerate() {
             for message in messages {
                 self.take(session, message, out);
@@ -244,38 +235,27 @@ impl Fanout {
         }
     }
 
-    /// A message about the experiment as loaded: runs renumbered into the whole, and what every
-    /// session says (maps, snapshots, playing, finished) said once for all of them.
+    /// A message about the experiment as loaded: a run's own messages as they are, and what
+    /// every session says (maps, snapshots, playing, finished) said once for all of them.
     fn pass_on(&mut self, session: usize, message: Message, out: &mut Vec<Message>) {
-        let whole = |runs: &[Vec<usize>], local: usize| runs[session].get(local).copied();
         match message {
-            Message::Run(RunEvent::Stepped { run, record, eval }) => {
+            Message::Run(_) => {
                 self.finished[session] = false;
-                out.extend(whole(&self.runs, run).map(|run| Message::Run(RunEvent::Stepped { run, record, eval })));
+                out.push(message);
             }
-            Message::Evaluated { run, record } => out.extend(whole(&self.runs, run).map(|run| Message::Evaluated { run, record })),
-            Message::Run(RunEvent::Stopped { run, error }) => {
-                out.extend(whole(&self.runs, run).map(|run| Message::Run(RunEvent::Stopped { run, error })))
-            }
-            Message::Sampled { run, text } => out.extend(whole(&self.runs, run).map(|run| Message::Sampled { run, text })),
-            Message::Exported { run, name, checkpoint, metrics_csv } => {
-                out.extend(whole(&self.runs, run).map(|run| Message::Exported { run, name, checkpoint, metrics_csv }))
-            }
-            Message::Converted { from, info, report } => {
-                let Some(from) = whole(&self.runs, from) else { return };
-                // The converted run joins the whole at its end.
-                self.runs[session].push(self.whole);
-                self.whole += 1;
+            Message::Converted { ref info, .. } => {
+                self.owners.insert(info.id, session);
                 self.finished[session] = false;
-                out.push(Message::Converted { from, info, report });
+                out.push(message);
             }
+            Message::Evaluated { .. } | Message::Sampled { .. } | Message::Exported { .. } => out.push(message),
             Message::Attention(maps) => {
                 self.maps[session] = Some(maps);
                 out.extend(self.merged_maps().map(Message::Attention));
             }
-            Message::Snapshot { step, files } => {
+            Message::Snapshot { step, ids, files } => {
                 let Some(snapshot) = &mut self.snapshot else { return };
-                snapshot[session] = Some((step, files));
+                snapshot[session] = Some(SnapshotPart { step, files: ids.into_iter().zip(files).collect() });
                 if snapshot.iter().all(Option::is_some) {
                     let parts = self.snapshot.take().expect("checked above");
                     out.extend(self.merged_snapshot(parts));
@@ -313,43 +293,48 @@ impl Fanout {
         }
     }
 
-    /// Every active session's latest maps as one set, in the whole's run order, once all are of
-    /// the same prompt (after a new prompt, until every session has answered, there is none);
-    /// the step is the furthest any share has reached.
+    /// Whether `ids` are every run of the whole, each once.
+    fn are_every_run(&self, ids: &[RunId]) -> bool {
+        ids.len() == self.owners.len() && ids.iter().zip(self.owners.keys()).all(|(a, b)| a == b)
+    }
+
+    /// Every active session's latest maps as one set, in the order of the runs' ids, once all
+    /// are of the same prompt and of every run (after a new prompt or a new run, until every
+    /// session has answered, there is none); the step is the furthest any share has reached.
     fn merged_maps(&self) -> Option<AttentionMaps> {
         let parts: Vec<&AttentionMaps> = self.maps[..self.active].iter().map(Option::as_ref).collect::<Option<_>>()?;
         if parts.iter().any(|part| part.tokens != parts[0].tokens) {
             return None;
         }
-        let mut runs = vec![None; self.whole];
-        let mut diagnostics = vec![None; self.whole];
-        for (session, part) in parts.iter().enumerate() {
-            for (local, (maps, diagnosis)) in part.runs.iter().zip(&part.diagnostics).enumerate() {
-                let index = *self.runs[session].get(local)?;
-                runs[index] = Some(maps.clone());
-                diagnostics[index] = Some(diagnosis.clone());
-            }
+        let mut runs: Vec<_> = parts
+            .iter()
+            .flat_map(|part| part.ids.iter().zip(&part.runs).zip(&part.diagnostics))
+            .map(|((&id, maps), diagnosis)| (id, maps.clone(), diagnosis.clone()))
+            .collect();
+        runs.sort_by_key(|(id, ..)| *id);
+        let ids: Vec<RunId> = runs.iter().map(|(id, ..)| *id).collect();
+        if !self.are_every_run(&ids) {
+            return None;
         }
+        let (runs, diagnostics) = runs.into_iter().map(|(_, maps, diagnosis)| (maps, diagnosis)).unzip();
         Some(AttentionMaps {
             step: parts.iter().map(|p| p.step).max().unwrap_or(0),
             tokens: parts[0].tokens.clone(),
-            runs: runs.into_iter().collect::<Option<_>>()?,
-            diagnostics: diagnostics.into_iter().collect::<Option<_>>()?,
+            ids,
+            runs,
+            diagnostics,
         })
     }
 
-    /// The sessions' checkpoints as one snapshot, in the whole's run order, at the step of the
-    /// share that is furthest behind.
+    /// The sessions' checkpoints as one snapshot, in the order of the runs' ids, at the step of
+    /// the share that is furthest behind.
     fn merged_snapshot(&self, parts: Vec<Option<SnapshotPart>>) -> Option<Message> {
-        let mut files = vec![None; self.whole];
-        let mut step = usize::MAX;
-        for (session, (at, part)) in parts.into_iter().map(|p| p.expect("every session answered")).enumerate() {
-            step = step.min(at);
-            for (local, file) in part.into_iter().enumerate() {
-                files[*self.runs[session].get(local)?] = Some(file);
-            }
-        }
-        Some(Message::Snapshot { step, files: files.into_iter().collect::<Option<_>>()? })
+        let parts: Vec<SnapshotPart> = parts.into_iter().collect::<Option<_>>()?;
+        let step = parts.iter().map(|part| part.step).min()?;
+        let mut files: Vec<(RunId, CheckpointFile)> = parts.into_iter().flat_map(|part| part.files).collect();
+        files.sort_by_key(|(id, _)| *id);
+        let (ids, files): (Vec<RunId>, Vec<CheckpointFile>) = files.into_iter().unzip();
+        self.are_every_run(&ids).then_some(Message::Snapshot { step, ids, files })
     }
 }
 
@@ -362,6 +347,7 @@ mod tests {
     use super::*;
     use crate::Session;
     use crate::session::tests::tiny_plan;
+    use qkv_train::RunEvent;
     use qkv_train::plan::{ExperimentPlan, RunPlan};
 
     fn sessions(count: usize) -> Vec<Session> {
@@ -460,13 +446,13 @@ mod tests {
         let mut two = sessions(2);
         send(&mut fanout, &mut two, Command::Load(three_runs()));
         send(&mut fanout, &mut two, Command::Step);
-        let exported = send(&mut fanout, &mut two, Command::Export { run: 2 });
-        assert!(matches!(&exported[..], [Message::Exported { run: 2, name, .. }] if name == "standard-2"), "{exported:?}");
-        let missing = send(&mut fanout, &mut two, Command::Export { run: 5 });
+        let exported = send(&mut fanout, &mut two, Command::Export { run: RunId(2) });
+        assert!(matches!(&exported[..], [Message::Exported { run: RunId(2), name, .. }] if name == "standard-2"), "{exported:?}");
+        let missing = send(&mut fanout, &mut two, Command::Export { run: RunId(5) });
         assert!(matches!(&missing[..], [Message::Failed(e)] if e.message.contains("no run 5")), "{missing:?}");
 
         let snapshot = send(&mut fanout, &mut two, Command::Snapshot);
-        let [Message::Snapshot { step: 1, files }] = snapshot.as_slice() else { panic!("{snapshot:?}") };
+        let [Message::Snapshot { step: 1, files, .. }] = snapshot.as_slice() else { panic!("{snapshot:?}") };
         let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["standard.qkv", "shared-qk.qkv", "standard-2.qkv"]);
 
@@ -481,7 +467,7 @@ mod tests {
     }
 
     #[test]
-    fn a_converted_run_joins_the_whole_at_its_end() {
+    fn converted_runs_join_the_whole_under_the_ids_the_front_end_gave_them() {
         let plan = ExperimentPlan {
             preset: qkv_model::Preset::Theory,
             model: qkv_train::plan::ModelOverrides { mlp_skip: Some(false), block_size: Some(16), ..Default::default() },
@@ -498,16 +484,36 @@ mod tests {
             fanout.merge(index, answer);
         }
         send(&mut fanout, &mut two, Command::Step);
-        let heard = send(&mut fanout, &mut two, Command::EliminateQuery { run: 1 });
-        assert!(matches!(&heard[0], Message::Converted { from: 1, info, .. } if info.spec.name.starts_with("standard-2")), "{heard:?}");
+        let heard = send(&mut fanout, &mut two, Command::EliminateQuery { run: RunId(1), into: RunId(2) });
+        assert!(
+            matches!(&heard[0], Message::Converted { from: RunId(1), info, .. } if info.spec.name.starts_with("standard-2")),
+            "{heard:?}"
+        );
         assert!(matches!(&heard[1], Message::Attention(maps) if maps.runs.len() == 3), "the maps of all three runs");
         let stepped: Vec<usize> = send(&mut fanout, &mut two, Command::Step)
             .iter()
             .filter_map(|m| if let Message::Run(RunEvent::Stepped { run, .. }) = m { Some(*run) } else { None })
             .collect();
-        assert_eq!(stepped, [0, 1, 2], "the converted run (session 1's second) is run 2 of the whole");
-        let exported = send(&mut fanout, &mut two, Command::Export { run: 2 });
-        assert!(matches!(&exported[..], [Message::Exported { run: 2, name, .. }] if name.contains("W_Q eliminated")), "{exported:?}");
+        assert_eq!(stepped, [0, 1, 2], "the converted run, trained by session 1, is run 2 as the front end named it");
+        let exported = send(&mut fanout, &mut two, Command::Export { run: RunId(2) });
+        assert!(
+            matches!(&exported[..], [Message::Exported { run: RunId(2), name, .. }] if name.contains("W_Q eliminated")),
+            "{exported:?}"
+        );
+
+        // A second one, in the other session: each keeps the id it was given.
+        let heard = send(&mut fanout, &mut two, Command::EliminateQuery { run: RunId(0), into: RunId(3) });
+        assert!(matches!(&heard[0], Message::Converted { from: RunId(0), info, .. } if info.id == RunId(3)), "{heard:?}");
+        let mut stepped: Vec<usize> = send(&mut fanout, &mut two, Command::Step)
+            .iter()
+            .filter_map(|m| if let Message::Run(RunEvent::Stepped { run, .. }) = m { Some(*run) } else { None })
+            .collect();
+        stepped.sort();
+        assert_eq!(stepped, [0, 1, 2, 3]);
+        let snapshot = send(&mut fanout, &mut two, Command::Snapshot);
+        let [Message::Snapshot { ids, files, .. }] = snapshot.as_slice() else { panic!("{snapshot:?}") };
+        assert_eq!(ids, &[RunId(0), RunId(1), RunId(2), RunId(3)]);
+        assert!(files[2].name.starts_with("standard-2 ") && files[3].name.starts_with("standard "), "{files:?}");
     }
 
     #[test]
@@ -540,7 +546,7 @@ mod tests {
         two[1] = Session::new(Device::flex(), "flex");
         let paused = send(&mut fanout, &mut two, Command::Pause);
         assert!(matches!(&paused[..], [Message::Playing(false)]), "{paused:?}");
-        let lost_run = send(&mut fanout, &mut two, Command::Export { run: 1 });
+        let lost_run = send(&mut fanout, &mut two, Command::Export { run: RunId(1) });
         assert!(matches!(&lost_run[..], [Message::Failed(_)]), "{lost_run:?}");
 
         // A load that the lost session never answers fails instead of waiting for ever.

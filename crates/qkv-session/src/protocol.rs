@@ -37,21 +37,36 @@ pub enum Command {
     /// without a screen).
     AttentionEvery(usize),
     Sample {
-        run: usize,
+        run: RunId,
         prompt: String,
         options: SampleOptions,
     },
     Export {
-        run: usize,
+        run: RunId,
     },
     /// Folds the run's W_Q into its neighbours (paper 1's theory) and adds the converted model
-    /// as a new run that continues from here.
+    /// as a new run, `into`, that continues from here. The front end names the new run: only it
+    /// knows every id in use when the runs are spread over several sessions.
     EliminateQuery {
-        run: usize,
+        run: RunId,
+        into: RunId,
     },
     /// From now on, load and import only this share of the runs: a session that trains some of
     /// an experiment's runs beside others that train the rest ([`crate::fanout`]).
     Share(Share),
+}
+
+/// A run, by the same number in every message for as long as its experiment is loaded: its
+/// position in the whole experiment as loaded (also where the runs are spread over sessions, each
+/// training a [`Share`]), and for a run added later, the number its command gave it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RunId(pub usize);
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 /// Which of an experiment's runs a session trains: every `of`-th, from run `index`. The whole
@@ -77,9 +92,9 @@ impl Share {
         runs.into_iter().enumerate().filter(|(i, _)| self.holds(*i)).map(|(_, run)| run).collect()
     }
 
-    /// The index in the whole of this share's run `local`.
-    pub fn whole_index(self, local: usize) -> usize {
-        self.index + local * self.of.max(1)
+    /// The id in the whole of this share's run `local` (of those it loaded).
+    pub fn whole_id(self, local: usize) -> RunId {
+        RunId(self.index + local * self.of.max(1))
     }
 }
 
@@ -101,6 +116,7 @@ impl std::fmt::Debug for CheckpointFile {
 /// What a front end needs to show a run before it has trained.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunInfo {
+    pub id: RunId,
     pub spec: RunSpec,
     pub params: ParamReport,
     /// Metrics the run already had (an imported checkpoint), so curves continue.
@@ -115,6 +131,8 @@ pub struct AttentionMaps {
     pub step: usize,
     /// One label per prompt token.
     pub tokens: Vec<String>,
+    /// The runs whose maps these are, in order (every run of the experiment).
+    pub ids: Vec<RunId>,
     /// Per run: [layer][head] → row-major [query, key] probabilities (T × T).
     pub runs: Vec<Vec<Vec<Vec<f32>>>>,
     /// Per run: its attention diagnostics on the same prompt (effective ranks only for models
@@ -127,8 +145,9 @@ pub struct AttentionMaps {
 pub const LIVE_RANKS_MAX_WIDTH: usize = 256;
 
 impl RunInfo {
-    pub fn of(run: &Run) -> Self {
+    pub fn of(id: RunId, run: &Run) -> Self {
         Self {
+            id,
             spec: run.spec.clone(),
             params: ParamReport::new(&run.spec.model),
             steps: run.metrics.steps.clone(),
@@ -150,19 +169,19 @@ pub enum Message {
         data: String,
         backend: String,
     },
-    /// A run stepped or stopped, as the engine says it.
+    /// A run stepped or stopped, as the engine says it; its `run` is the run's [`RunId`]'s number.
     Run(RunEvent),
     Evaluated {
-        run: usize,
+        run: RunId,
         record: EvalRecord,
     },
     Attention(AttentionMaps),
     Sampled {
-        run: usize,
+        run: RunId,
         text: String,
     },
     Exported {
-        run: usize,
+        run: RunId,
         name: String,
         #[serde(with = "serde_bytes")]
         checkpoint: Vec<u8>,
@@ -171,13 +190,15 @@ pub enum Message {
     /// A converted model joined as run `info`; `report` says how exactly it matches `from`.
     /// (Boxed: the message is rare and large, and every message would carry its size.)
     Converted {
-        from: usize,
+        from: RunId,
         info: Box<RunInfo>,
         report: Box<ReparamReport>,
     },
-    /// Every run's checkpoint at experiment step `step`, named `RUN.qkv`, in run order.
+    /// Every run's checkpoint at experiment step `step`, named `RUN.qkv`: run `ids[i]`'s is
+    /// `files[i]`.
     Snapshot {
         step: usize,
+        ids: Vec<RunId>,
         files: Vec<CheckpointFile>,
     },
     /// Playing or paused, as the session now is.

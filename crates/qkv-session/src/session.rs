@@ -19,7 +19,7 @@ use qkv_train::synthetic::{SEP, Split};
 use qkv_train::theory::{TheoryCase, continue_converted, convert_and_measure};
 
 use crate::pace::steps_per_read_back;
-use crate::{AttentionMaps, CheckpointFile, Command, LIVE_RANKS_MAX_WIDTH, Message, RunInfo, SessionError, Share};
+use crate::{AttentionMaps, CheckpointFile, Command, LIVE_RANKS_MAX_WIDTH, Message, RunId, RunInfo, SessionError, Share};
 
 /// Prompt tokens shown in the attention maps of text data: enough to read, few enough to see.
 const ATTENTION_PROMPT_TOKENS: usize = 32;
@@ -29,6 +29,8 @@ pub struct Session {
     pub(crate) device: Device,
     pub(crate) backend: String,
     experiment: Option<Experiment>,
+    /// Each run's id, in the experiment's order: what messages and commands call it.
+    ids: Vec<RunId>,
     data: String,
     playing: bool,
     attention_prompt: String,
@@ -51,6 +53,7 @@ impl Session {
             device,
             backend: backend.into(),
             experiment: None,
+            ids: Vec::new(),
             data: String::new(),
             playing: false,
             attention_prompt: String::new(),
@@ -64,6 +67,7 @@ impl Session {
     /// Forgets the experiment (after a failure left it in an unknown state).
     pub fn unload(&mut self) {
         self.experiment = None;
+        self.ids.clear();
         self.playing = false;
         self.maps_due = None;
     }
@@ -79,6 +83,19 @@ impl Session {
 
     pub fn experiment(&self) -> Option<&Experiment> {
         self.experiment.as_ref()
+    }
+
+    /// Where in the experiment run `id` is.
+    fn position(&self, id: RunId) -> Result<usize, SessionError> {
+        self.ids.iter().position(|&i| i == id).ok_or(SessionError::NoSuchRun(id))
+    }
+
+    /// The engine's event, its run named by id.
+    fn with_id(&self, mut event: RunEvent) -> RunEvent {
+        match &mut event {
+            RunEvent::Stepped { run, .. } | RunEvent::Stopped { run, .. } => *run = self.ids[*run].0,
+        }
+        event
     }
 
     pub async fn handle(&mut self, command: Command) -> Vec<Message> {
@@ -110,7 +127,7 @@ impl Session {
             Command::Sample { run, prompt, options } => self.sample(run, &prompt, &options).await,
             Command::Export { run } => self.export(run).await,
             Command::Snapshot => self.snapshot().await,
-            Command::EliminateQuery { run } => self.eliminate_query(run).await,
+            Command::EliminateQuery { run, into } => self.eliminate_query(run, into).await,
             Command::Share(share) => {
                 self.share = share;
                 Ok(vec![Message::Sharing(share)])
@@ -121,14 +138,16 @@ impl Session {
 
     /// Takes over `experiment` (built by the caller: from a plan, or resumed from checkpoints),
     /// trained on `data` (the data source as text, for its checkpoints), replacing the current
-    /// one. Runs that have not trained yet are evaluated: the step-0 point of their curves.
+    /// one. Runs that have not trained yet are evaluated: the step-0 point of their curves. The
+    /// runs are this session's share of the whole, and take its ids.
     pub async fn start(&mut self, experiment: Experiment, data: String) -> Vec<Message> {
         // Which matrix product the linear layers take on a GPU is timed on it, once, before its
         // first step (at once on any other device).
         for run in &experiment.runs {
             qkv_kernels::choose_product(run.device()).await;
         }
-        let runs = experiment.runs.iter().map(RunInfo::of).collect();
+        self.ids = (0..experiment.runs.len()).map(|local| self.share.whole_id(local)).collect();
+        let runs = experiment.runs.iter().zip(&self.ids).map(|(run, &id)| RunInfo::of(id, run)).collect();
         self.experiment = Some(experiment);
         self.data = data.clone();
         self.playing = false;
@@ -136,9 +155,10 @@ impl Session {
         let mut messages = vec![Message::Loaded { runs, data, backend: self.backend.clone() }, Message::Playing(false)];
         let experiment = self.experiment.as_mut().expect("just set");
         for (run, result) in experiment.evaluate_untrained().await {
+            let id = self.ids[run];
             messages.push(match result {
-                Ok(record) => Message::Evaluated { run, record },
-                Err(error) => Message::Run(RunEvent::Stopped { run, error: Problem::of(&error) }),
+                Ok(record) => Message::Evaluated { run: id, record },
+                Err(error) => Message::Run(RunEvent::Stopped { run: id.0, error: Problem::of(&error) }),
             });
         }
         self.maps_due = (self.attention_every > 0).then_some(experiment.step);
@@ -209,13 +229,14 @@ impl Session {
             return vec![Message::Finished];
         }
         let (first_step, started) = (experiment.step, Instant::now());
-        let mut messages: Vec<Message> = experiment.steps(max_steps).await.into_iter().map(Message::Run).collect();
-        let step = experiment.step;
+        let events = experiment.steps(max_steps).await;
+        let (step, done) = (experiment.step, experiment.is_done());
+        let mut messages: Vec<Message> = events.into_iter().map(|event| Message::Run(self.with_id(event))).collect();
         self.secs_per_step = Some(started.elapsed().as_secs_f64() / (step - first_step).max(1) as f64);
-        if self.attention_every > 0 && (step % self.attention_every == 0 || experiment.is_done()) {
+        if self.attention_every > 0 && (step % self.attention_every == 0 || done) {
             messages.push(self.maps_message().await);
         }
-        if self.experiment.as_ref().is_some_and(Experiment::is_done) {
+        if done {
             self.playing = false;
             messages.extend([Message::Playing(false), Message::Finished]);
         }
@@ -281,12 +302,12 @@ impl Session {
             let input = Tensor::<2, Int>::from_data(TensorData::new(ids.clone(), [1, time]), &device);
             diagnostics.push(diagnose_with(&model, input, ranks).await?);
         }
-        Ok(AttentionMaps { step: experiment.step, tokens: labels, runs, diagnostics })
+        Ok(AttentionMaps { step: experiment.step, tokens: labels, ids: self.ids.clone(), runs, diagnostics })
     }
 
-    async fn sample(&self, run: usize, prompt: &str, options: &SampleOptions) -> Result<Vec<Message>, SessionError> {
+    async fn sample(&self, run: RunId, prompt: &str, options: &SampleOptions) -> Result<Vec<Message>, SessionError> {
         let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
-        let model = burn::module::Module::valid(experiment.runs.get(run).ok_or(SessionError::NoSuchRun(run))?.model());
+        let model = burn::module::Module::valid(experiment.runs[self.position(run)?].model());
         let text = match experiment.dataset() {
             Dataset::Text(data) => {
                 let prompt = if prompt.is_empty() { data.tokenizer.default_prompt() } else { prompt };
@@ -315,9 +336,16 @@ impl Session {
         Ok(vec![Message::Sampled { run, text }])
     }
 
-    async fn eliminate_query(&mut self, index: usize) -> Result<Vec<Message>, SessionError> {
-        let experiment = self.experiment.as_mut().ok_or(SessionError::NothingLoaded)?;
-        let original = experiment.runs.get(index).ok_or(SessionError::NoSuchRun(index))?;
+    async fn eliminate_query(&mut self, from: RunId, into: RunId) -> Result<Vec<Message>, SessionError> {
+        if self.experiment.is_none() {
+            return Err(SessionError::NothingLoaded);
+        }
+        let index = self.position(from)?;
+        if self.ids.contains(&into) {
+            return Err(SessionError::RunIdTaken(into));
+        }
+        let experiment = self.experiment.as_mut().expect("checked above");
+        let original = &experiment.runs[index];
         let config = &original.spec.model;
         // Exact where the theory allows it: the whole model's W_Q, or else (skips around both
         // attention and MLP) the middle layer's; with LayerNorm, the approximate conversion.
@@ -334,9 +362,10 @@ impl Session {
             None => format!("{} (W_Q eliminated)", original.spec.name),
         };
         let run = continue_converted(original, conversion, &name, experiment.dataset())?;
-        let info = RunInfo::of(&run);
+        let info = RunInfo::of(into, &run);
         experiment.add_run(run)?;
-        let mut messages = vec![Message::Converted { from: index, info: Box::new(info), report: Box::new(report) }];
+        self.ids.push(into);
+        let mut messages = vec![Message::Converted { from, info: Box::new(info), report: Box::new(report) }];
         // The run has joined whatever the maps do: a failed read of them must not hide it.
         messages.push(match self.attention().await {
             Ok(maps) => Message::Attention(maps),
@@ -356,13 +385,13 @@ impl Session {
             let bytes = checkpoint::to_bytes(run, experiment.dataset(), &self.data).await?;
             files.push(CheckpointFile { name: format!("{}.qkv", run.spec.name), bytes });
         }
-        Ok(vec![Message::Snapshot { step: experiment.step, files }])
+        Ok(vec![Message::Snapshot { step: experiment.step, ids: self.ids.clone(), files }])
     }
 
     /// The run's metrics and checkpoint.
-    async fn export(&self, run: usize) -> Result<Vec<Message>, SessionError> {
+    async fn export(&self, run: RunId) -> Result<Vec<Message>, SessionError> {
         let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
-        let r = experiment.runs.get(run).ok_or(SessionError::NoSuchRun(run))?;
+        let r = &experiment.runs[self.position(run)?];
         let metrics_csv = qkv_train::csv::metrics_csv(std::slice::from_ref(r));
         let checkpoint = checkpoint::to_bytes(r, experiment.dataset(), &self.data).await?;
         Ok(vec![Message::Exported { run, name: r.spec.name.clone(), checkpoint, metrics_csv }])
@@ -393,7 +422,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_batch_is_progress_only_when_every_message_is_training_progress() {
-        let snapshot = || Message::Snapshot { step: 50, files: vec![] };
+        let snapshot = || Message::Snapshot { step: 50, ids: vec![], files: vec![] };
         assert_eq!(News::of(&[snapshot()]), News::Progress);
         assert_eq!(News::of(&[Message::Playing(true)]), News::Event);
         assert_eq!(News::of(&[snapshot(), Message::Failed(Problem::new("out of memory"))]), News::Event);
@@ -478,7 +507,7 @@ pub(crate) mod tests {
         let mut session = Session::new(Device::flex(), "flex");
         session.handle(Command::Load(tiny_plan())).block_on();
         session.handle(Command::Step).block_on();
-        let exported = session.handle(Command::Export { run: 1 }).block_on();
+        let exported = session.handle(Command::Export { run: RunId(1) }).block_on();
         let Some(Message::Exported { checkpoint, metrics_csv, name, .. }) = exported.into_iter().next() else { panic!("no export") };
         assert_eq!(name, "shared-qk");
         assert_eq!(metrics_csv.lines().count(), 1 + 1 + 1, "header, step 0 and step 1");
@@ -523,7 +552,7 @@ pub(crate) mod tests {
         assert!(stepped.iter().any(|m| matches!(m, Message::Run(RunEvent::Stepped { record, .. }) if record.step == 1)), "{stepped:?}");
         let maps = session.handle(Command::AttentionPrompt(String::new())).block_on();
         assert!(matches!(maps.first(), Some(Message::Attention(maps)) if maps.runs.len() == 1), "{maps:?}");
-        let converted = session.handle(Command::EliminateQuery { run: 0 }).block_on();
+        let converted = session.handle(Command::EliminateQuery { run: RunId(0), into: RunId(1) }).block_on();
         let Some(Message::Converted { report, .. }) = converted.first() else { panic!("{converted:?}") };
         assert_eq!(report.case, TheoryCase::LayerNorm, "the approximate conversion, then fine-tuning");
         let next = session.handle(Command::Step).block_on();
@@ -537,7 +566,7 @@ pub(crate) mod tests {
         session.handle(Command::Step).block_on();
         session.handle(Command::Step).block_on();
         let messages = session.handle(Command::Snapshot).block_on();
-        let [Message::Snapshot { step: 2, files }] = messages.as_slice() else { panic!("{messages:?}") };
+        let [Message::Snapshot { step: 2, files, .. }] = messages.as_slice() else { panic!("{messages:?}") };
         let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["standard.qkv", "shared-qk.qkv"]);
         let uninterrupted = session.handle(Command::Step).block_on();
@@ -578,8 +607,8 @@ pub(crate) mod tests {
         };
         session.handle(Command::Load(plan)).block_on();
         (0..5).for_each(|_| drop(session.handle(Command::Step).block_on()));
-        let messages = session.handle(Command::EliminateQuery { run: 0 }).block_on();
-        let Some(Message::Converted { from: 0, info, report }) = messages.first() else { panic!("{messages:?}") };
+        let messages = session.handle(Command::EliminateQuery { run: RunId(0), into: RunId(1) }).block_on();
+        let Some(Message::Converted { from: RunId(0), info, report }) = messages.first() else { panic!("{messages:?}") };
         assert_eq!(report.case, TheoryCase::NoMlpSkip);
         assert!(report.max_abs_logit_diff < 1e-4, "{report:?}");
         assert!(info.params.total_params < report.params_before);
@@ -592,11 +621,14 @@ pub(crate) mod tests {
         // Both go on training on the same batches.
         let next = session.handle(Command::Step).block_on();
         assert_eq!(next.iter().filter(|m| matches!(m, Message::Run(RunEvent::Stepped { .. }))).count(), 2);
+        let taken = session.handle(Command::EliminateQuery { run: RunId(0), into: RunId(1) }).block_on();
+        assert!(matches!(&taken[..], [Message::Failed(e)] if e.message.contains("run 1 is already there")), "{taken:?}");
 
         // Skips around both attention and MLP: the middle layer's W_Q goes, exactly.
         let standard_layers = ExperimentPlan { preset: Preset::Theory, ..ExperimentPlan::default() };
         session.handle(Command::Load(standard_layers)).block_on();
-        let messages = session.handle(Command::EliminateQuery { run: 0 }).block_on();
+        let unused = RunId(session.experiment().unwrap().runs.len());
+        let messages = session.handle(Command::EliminateQuery { run: RunId(0), into: unused }).block_on();
         let Some(Message::Converted { info, report, .. }) = messages.first() else { panic!("{messages:?}") };
         assert_eq!(report.case, TheoryCase::Deep);
         assert!(report.max_abs_logit_diff < 1e-4, "{report:?}");
@@ -604,7 +636,7 @@ pub(crate) mod tests {
 
         let identity = ExperimentPlan { runs: vec![RunPlan::new(AttentionVariant::QueryIdentity)], ..ExperimentPlan::default() };
         session.handle(Command::Load(identity)).block_on();
-        let refused = session.handle(Command::EliminateQuery { run: 0 }).block_on();
+        let refused = session.handle(Command::EliminateQuery { run: RunId(0), into: RunId(1) }).block_on();
         assert!(matches!(&refused[..], [Message::Failed(e)] if e.message.contains("not standard")), "{refused:?}");
     }
 

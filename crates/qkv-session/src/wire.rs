@@ -72,7 +72,7 @@ pub fn decode_messages(bytes: &[u8]) -> Result<Vec<Message>, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::CheckpointFile;
+    use crate::{CheckpointFile, RunId};
     use qkv_train::RunEvent;
     use qkv_train::plan::ExperimentPlan;
     use qkv_train::run::StepRecord;
@@ -107,7 +107,7 @@ mod tests {
         };
         let messages = vec![
             Message::Run(RunEvent::Stepped { run: 1, record, eval: None }),
-            Message::Exported { run: 0, name: "a".into(), checkpoint: (0..=255).collect(), metrics_csv: "step\n".into() },
+            Message::Exported { run: RunId(0), name: "a".into(), checkpoint: (0..=255).collect(), metrics_csv: "step\n".into() },
             Message::Failed(qkv_train::Problem::new("out of memory")),
         ];
         let decoded = decode_messages(&encode_messages(&messages).unwrap()).unwrap();

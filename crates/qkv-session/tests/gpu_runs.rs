@@ -8,7 +8,7 @@ use burn::tensor::{Device, DeviceKind};
 use pollster::FutureExt as _;
 use qkv_kernels::Product;
 use qkv_model::{AttentionVariant, Gpt, Preset};
-use qkv_session::{Command, Message, Session};
+use qkv_session::{Command, Message, RunId, Session};
 use qkv_train::checkpoint::{self, Checkpoint};
 use qkv_train::cpu_copy::model_on_cpu;
 use qkv_train::experiment::RunEvent;
@@ -59,7 +59,7 @@ fn a_checkpoint_saved_on_wgpu_continues_on_the_cpu() {
     assert_eq!(copy.devices(), vec![Device::flex()]);
     assert_eq!(weights(&copy), weights(&trained.model().valid()), "the CPU copy holds the GPU's weights");
 
-    let exported = handle(&mut session, Command::Export { run: 0 });
+    let exported = handle(&mut session, Command::Export { run: RunId(0) });
     let Some(Message::Exported { checkpoint: bytes, .. }) = exported.first() else { panic!("{exported:?}") };
     let dataset = session.experiment().unwrap().dataset();
     let mut on_cpu = Checkpoint::from_bytes("run.qkv", bytes).unwrap().into_run(dataset, &Device::flex()).unwrap();
@@ -82,7 +82,7 @@ fn w_q_is_eliminated_from_a_run_on_wgpu_and_both_train_on() {
     let mut session = Session::new(wgpu_device(), "wgpu");
     handle(&mut session, Command::Load(plan(Preset::Theory, AttentionVariant::Standard)));
     (0..3).for_each(|_| drop(handle(&mut session, Command::Step)));
-    let messages = handle(&mut session, Command::EliminateQuery { run: 0 });
+    let messages = handle(&mut session, Command::EliminateQuery { run: RunId(0), into: RunId(1) });
     let Some(Message::Converted { report, info, .. }) = messages.first() else { panic!("{messages:?}") };
     assert!(report.max_abs_logit_diff < 1e-4, "{report:?}");
     assert!(info.params.total_params < report.params_before);

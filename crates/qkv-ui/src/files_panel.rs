@@ -2,6 +2,7 @@
 //! the setup. Where files go is the platform's business; this panel only says what the user asked.
 
 use egui::Ui;
+use qkv_session::RunId;
 
 use crate::view::SessionView;
 
@@ -10,7 +11,7 @@ use crate::view::SessionView;
 pub enum FilesRequest {
     None,
     /// Save this run's checkpoint and metrics.
-    Export(usize),
+    Export(RunId),
     /// Continue the run saved at the typed path.
     ImportPath,
     /// Choose the checkpoint's path in the platform's dialog, then continue it.
@@ -48,9 +49,9 @@ impl FilesPanel {
             });
         }
         ui.horizontal_wrapped(|ui| {
-            for (i, run) in view.runs.iter().enumerate() {
+            for run in &view.runs {
                 if ui.button(format!("export {}", run.name())).clicked() {
-                    request = FilesRequest::Export(i);
+                    request = FilesRequest::Export(run.info.id);
                 }
             }
         });

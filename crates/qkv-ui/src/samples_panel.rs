@@ -1,6 +1,7 @@
 //! Generated text per run, on demand, with temperature and top-k.
 
 use egui::{DragValue, RichText, Slider, Ui};
+use qkv_session::RunId;
 use qkv_train::generate::SampleOptions;
 
 use crate::view::SessionView;
@@ -18,7 +19,7 @@ impl Default for SamplesPanel {
 
 impl SamplesPanel {
     /// Returns the runs to sample from (the app sends the requests).
-    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Vec<usize> {
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Vec<RunId> {
         let mut requests = Vec::new();
         ui.horizontal(|ui| {
             ui.label("prompt");
@@ -33,15 +34,15 @@ impl SamplesPanel {
             ui.label("tokens");
             ui.add(DragValue::new(&mut self.options.max_new_tokens).range(1..=2000)).accessible_name("tokens to generate");
             if ui.add_enabled(view.is_loaded(), egui::Button::new("Generate for every run")).clicked() {
-                requests.extend(0..view.runs.len());
+                requests.extend(view.runs.iter().map(|run| run.info.id));
             }
         });
         egui::ScrollArea::vertical().id_salt("samples_scroll").show(ui, |ui| {
-            for (i, run) in view.runs.iter().enumerate() {
+            for run in &view.runs {
                 ui.horizontal(|ui| {
                     ui.colored_label(run.colour, RichText::new(run.name()).strong());
                     if ui.small_button("generate").clicked() {
-                        requests.push(i);
+                        requests.push(run.info.id);
                     }
                 });
                 match &run.sample {

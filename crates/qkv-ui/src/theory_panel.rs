@@ -4,36 +4,37 @@
 
 use egui::{RichText, Ui};
 
-use crate::view::SessionView;
+use qkv_session::RunId;
+
+use crate::view::{RunView, SessionView};
 
 #[derive(Default)]
 pub struct TheoryPanel;
 
 impl TheoryPanel {
     /// Returns the run whose W_Q the user asked to eliminate.
-    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Option<usize> {
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Option<RunId> {
         crate::widgets::wrapped(
             ui,
             "Any invertible matrix T can be folded into the layer's input: X becomes XT and each of W_Q, W_K, W_V \
              becomes T^-1 W. With T = W_Q the query weight becomes I. Exact without LayerNorm, for one layer, \
              without the MLP skip, or with shared layers; approximate with LayerNorm.",
         );
-        let standard: Vec<usize> = (0..view.runs.len())
-            .filter(|&i| view.runs[i].info.spec.model.attention.variant == qkv_model::AttentionVariant::Standard)
-            .collect();
+        let standard: Vec<&RunView> =
+            view.runs.iter().filter(|run| run.info.spec.model.attention.variant == qkv_model::AttentionVariant::Standard).collect();
         if standard.is_empty() {
             ui.label(RichText::new("No standard run to convert: add one, or open the lesson 'Is W_Q needed?'.").weak());
         }
         let mut convert = None;
         ui.horizontal_wrapped(|ui| {
-            for i in standard {
-                if ui.button(format!("Eliminate W_Q from {}", view.runs[i].name())).clicked() {
-                    convert = Some(i);
+            for run in standard {
+                if ui.button(format!("Eliminate W_Q from {}", run.name())).clicked() {
+                    convert = Some(run.info.id);
                 }
             }
         });
         if let Some((from, report)) = &view.conversion {
-            let name = view.runs.get(*from).map_or("?", |r| r.name());
+            let name = view.run(*from).map_or("?", |r| r.name());
             let change = 100.0 * (report.params_after as f64 - report.params_before as f64) / report.params_before as f64;
             egui::Grid::new("theory_report").num_columns(2).show(ui, |ui| {
                 ui.label("converted");

@@ -2,7 +2,7 @@
 //! samples, built only from the session's messages.
 
 use egui::Color32;
-use qkv_session::{AttentionMaps, Message, RunInfo};
+use qkv_session::{AttentionMaps, Message, RunId, RunInfo};
 use qkv_train::RunEvent;
 use qkv_train::theory::ReparamReport;
 use qkv_train::{EvalRecord, StepRecord};
@@ -56,7 +56,7 @@ pub struct SessionView {
     /// The last failed command, shown until the next success.
     pub error: Option<String>,
     /// The latest W_Q elimination: the run it started from and how exact it was.
-    pub conversion: Option<(usize, ReparamReport)>,
+    pub conversion: Option<(RunId, ReparamReport)>,
     /// Checkpoints and CSVs handed back by the session, for the app to save.
     pub exports: Vec<Export>,
     /// Every run's checkpoint, handed back for the platform to keep (autosave).
@@ -66,6 +66,20 @@ pub struct SessionView {
 impl SessionView {
     pub fn is_loaded(&self) -> bool {
         !self.runs.is_empty()
+    }
+
+    /// Run `id`, if there is one.
+    pub fn run(&self, id: RunId) -> Option<&RunView> {
+        self.runs.iter().find(|r| r.info.id == id)
+    }
+
+    fn run_mut(&mut self, id: RunId) -> Option<&mut RunView> {
+        self.runs.iter_mut().find(|r| r.info.id == id)
+    }
+
+    /// An id no run has, for a run the app asks the session to add.
+    pub fn unused_id(&self) -> RunId {
+        RunId(self.runs.iter().map(|r| r.info.id.0 + 1).max().unwrap_or(0))
     }
 
     pub fn step(&self) -> usize {
@@ -100,18 +114,18 @@ impl SessionView {
                 self.error = None;
             }
             Message::Run(RunEvent::Stepped { run, record, eval }) => {
-                if let Some(view) = self.runs.get_mut(run) {
+                if let Some(view) = self.run_mut(RunId(run)) {
                     view.steps.push(record);
                     view.evals.extend(eval);
                 }
             }
             Message::Evaluated { run, record } => {
-                if let Some(view) = self.runs.get_mut(run) {
+                if let Some(view) = self.run_mut(run) {
                     view.evals.push(record);
                 }
             }
             Message::Run(RunEvent::Stopped { run, error }) => {
-                if let Some(view) = self.runs.get_mut(run) {
+                if let Some(view) = self.run_mut(RunId(run)) {
                     view.error = Some(error.to_string());
                 }
             }
@@ -120,14 +134,14 @@ impl SessionView {
                 self.attention_version += 1;
             }
             Message::Sampled { run, text } => {
-                if let Some(view) = self.runs.get_mut(run) {
+                if let Some(view) = self.run_mut(run) {
                     view.sample = Some(text);
                 }
             }
             Message::Exported { name, checkpoint, metrics_csv, .. } => {
                 self.exports.push(Export { name, checkpoint, metrics_csv });
             }
-            Message::Snapshot { step, files } => self.snapshot = Some(KeptRuns { step, files }),
+            Message::Snapshot { step, files, .. } => self.snapshot = Some(KeptRuns { step, files }),
             Message::Playing(playing) => self.playing = playing,
             Message::Finished => {
                 self.finished = true;

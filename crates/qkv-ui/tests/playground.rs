@@ -249,7 +249,7 @@ fn a_dropped_text_becomes_the_data_and_a_dropped_checkpoint_continues_its_run() 
         .unwrap()
         .set_export_folder(std::env::temp_dir().join(format!("qkv-drop-test-{}", std::process::id())).display().to_string());
     let name = playground(&harness).view().runs[0].name().to_string();
-    harness.state_mut().as_mut().unwrap().export(0);
+    harness.state_mut().as_mut().unwrap().export(qkv_session::RunId(0));
     run_until(&mut harness, "the export", |p| p.notice().is_some_and(|n| n.0.starts_with("saved")));
     let dir = std::path::PathBuf::from(&playground(&harness).export_folder());
     let bytes = std::fs::read(dir.join(format!("{name}.qkv"))).unwrap();

@@ -55,7 +55,7 @@ impl Playground {
             Tab::Playground => self.playground_ui(ui),
             Tab::Samples => {
                 for run in self.panels.samples.ui(ui, &self.view) {
-                    let options = qkv_train::generate::SampleOptions { seed: run as u64 + 1, ..self.panels.samples.options.clone() };
+                    let options = qkv_train::generate::SampleOptions { seed: run.0 as u64 + 1, ..self.panels.samples.options.clone() };
                     self.send(Command::Sample { run, prompt: self.panels.samples.prompt.clone(), options });
                 }
             }
@@ -214,7 +214,7 @@ impl Playground {
         let open = std::mem::take(&mut self.open_theory).then_some(true);
         let convert = egui::CollapsingHeader::new("Theory: eliminate W_Q").open(open).show(ui, |ui| self.panels.theory.ui(ui, &self.view));
         if let Some(run) = convert.body_returned.flatten() {
-            self.send(Command::EliminateQuery { run });
+            self.send(Command::EliminateQuery { run, into: self.view.unused_id() });
         }
         let files = egui::CollapsingHeader::new("Export and import")
             .show(ui, |ui| self.panels.files.ui(ui, &self.view, self.share_link.as_deref()))

@@ -4,7 +4,7 @@
 mod layout;
 mod trial;
 
-use qkv_session::{CheckpointFile, Command, Session, SessionHandle};
+use qkv_session::{CheckpointFile, Command, RunId, Session, SessionHandle};
 
 use crate::files::{FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile, PathChoice};
 use crate::platform::Platform;
@@ -298,7 +298,7 @@ impl Playground {
     }
 
     /// Saves run `run`'s checkpoint and metrics (into the export folder; the browser downloads).
-    pub fn export(&mut self, run: usize) {
+    pub fn export(&mut self, run: RunId) {
         self.send(Command::Export { run });
     }
 
