@@ -78,7 +78,14 @@ impl TrainArgs {
             data: self.data.clone(),
             tokenizer: self.tokenizer.clone(),
             model: ModelOverrides { dropout: self.dropout, ..Default::default() },
-            training: TrainingOverrides { steps: self.steps, batch_size: self.batch, lr: self.lr, weight_decay: self.wd, seed: self.seed },
+            training: TrainingOverrides {
+                steps: self.steps,
+                batch_size: self.batch,
+                lr: self.lr,
+                weight_decay: self.wd,
+                seed: self.seed,
+                ..TrainingOverrides::default()
+            },
             runs,
         }
     }

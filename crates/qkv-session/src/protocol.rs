@@ -13,6 +13,9 @@ use qkv_train::run::{EvalRecord, Run, RunSpec, StepRecord};
 use qkv_train::theory::ReparamReport;
 use qkv_train::{Problem, RunEvent};
 
+// A command goes out once per click, so the size of its largest variant (a whole plan) costs
+// nothing worth a box at every call site.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Command {
     /// Builds a new experiment from the plan, replacing the current one.

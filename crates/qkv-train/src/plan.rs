@@ -44,6 +44,14 @@ pub struct TrainingOverrides {
     /// Weight decay for every run that sets none of its own.
     pub weight_decay: Option<f64>,
     pub seed: Option<u64>,
+    /// Steps of linear warm-up to the peak learning rate (left out of saved setups that keep
+    /// the recipe's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup_steps: Option<usize>,
+    /// Validation is measured every this many steps (left out of saved setups that keep the
+    /// recipe's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_interval: Option<usize>,
 }
 
 /// One run: a variant and what it changes for itself.
@@ -201,6 +209,8 @@ impl ExperimentPlan {
             training.warmup_steps = training.warmup_steps.min(steps / 10);
             training.eval_interval = training.eval_interval.min(steps.max(1));
         }
+        training.warmup_steps = t.warmup_steps.unwrap_or(training.warmup_steps);
+        training.eval_interval = t.eval_interval.unwrap_or(training.eval_interval);
         training.batch_size = t.batch_size.unwrap_or(training.batch_size);
         if let Some(lr) = t.lr {
             training.lr = lr;

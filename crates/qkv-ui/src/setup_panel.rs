@@ -22,8 +22,9 @@ pub struct Setup {
 }
 
 impl Default for Setup {
+    /// The first lesson: does attention need W_Q, on Shakespeare, in seconds.
     fn default() -> Self {
-        Self::from_plan(ExperimentPlan::default())
+        Self::from_plan((crate::lessons::LESSONS[0].plan)())
     }
 }
 
