@@ -23,30 +23,35 @@ struct ShellArgs {
     #[arg(long, value_name = "SECS", value_parser = seconds)]
     train_for: Option<f64>,
     /// Open lesson N (counted from 1).
-    #[arg(long, value_name = "N", value_parser = lesson)]
+    #[arg(long, value_name = "N", value_parser = shell::lesson_index)]
     lesson: Option<usize>,
     /// Train on this compute (else the app times each on the first Train and remembers the
     /// fastest).
     #[arg(long, value_enum)]
     compute: Option<Backend>,
-    /// The window's size in points.
+    /// The window's size in points (else 1500x920, or less where the screen is smaller).
     #[arg(long, value_name = "WIDTHxHEIGHT", value_parser = window_size)]
     size: Option<[f32; 2]>,
+    /// Open in presentation mode (key P): large text, the setup hidden.
+    #[arg(long)]
+    presentation: bool,
+}
+
+/// The window's size when the command line gives none.
+const DEFAULT_SIZE: [f32; 2] = [1500.0, 920.0];
+
+/// The window's size shrunk to fit a monitor of `monitor` points, less room for the desktop's
+/// bars and the window's frame; `None` where it fits already.
+fn fitted(window: egui::Vec2, monitor: egui::Vec2) -> Option<egui::Vec2> {
+    let room = monitor - egui::vec2(40.0, 80.0);
+    let fits = window.x <= room.x && window.y <= room.y;
+    (!fits && room.x >= 200.0 && room.y >= 200.0).then(|| window.min(room))
 }
 
 fn seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(secs) if secs.is_finite() && secs > 0.0 => Ok(secs),
         _ => Err("takes seconds above zero, e.g. 10".into()),
-    }
-}
-
-/// A lesson's number as people count (from 1), returned as its index.
-fn lesson(text: &str) -> Result<usize, String> {
-    let count = qkv_ui::lessons::LESSONS.len();
-    match text.parse::<usize>() {
-        Ok(n) if (1..=count).contains(&n) => Ok(n - 1),
-        _ => Err(format!("takes a lesson number from 1 to {count}")),
     }
 }
 
@@ -91,6 +96,9 @@ struct Shell {
     train_for: Option<f64>,
     started: Instant,
     smoke_started: bool,
+    /// The window still has its default size, which may not fit the screen: checked once the
+    /// monitor's size is known (winit tells it only after the window opens).
+    fit_to_screen: bool,
 }
 
 impl Shell {
@@ -153,6 +161,15 @@ impl eframe::App for Shell {
         }
         self.playground.ui(ui);
         let ctx = ui.ctx().clone();
+        if self.fit_to_screen {
+            let (window, monitor) = ctx.input(|i| (i.viewport().inner_rect.map(|r| r.size()), i.viewport().monitor_size));
+            if let (Some(window), Some(monitor)) = (window, monitor) {
+                self.fit_to_screen = false;
+                if let Some(size) = fitted(window, monitor) {
+                    ctx.send_viewport_cmd(egui::ViewportCommand::InnerSize(size));
+                }
+            }
+        }
         self.smoke(&ctx);
     }
 
@@ -172,7 +189,7 @@ pub fn run() -> eframe::Result {
     let _ = rayon::ThreadPoolBuilder::new().num_threads(cores.saturating_sub(1).max(1)).build_global();
 
     let options = eframe::NativeOptions {
-        viewport: egui::ViewportBuilder::default().with_inner_size(args.size.unwrap_or([1500.0, 920.0])).with_title("QKV Lab"),
+        viewport: egui::ViewportBuilder::default().with_inner_size(args.size.unwrap_or(DEFAULT_SIZE)).with_title("QKV Lab"),
         renderer: eframe::Renderer::Wgpu,
         wgpu_options: shell::shared_device_options(),
         ..Default::default()
@@ -206,7 +223,11 @@ pub fn run() -> eframe::Result {
             if let Some(lesson) = args.lesson {
                 playground.load_lesson(lesson);
             }
-            Ok(Box::new(Shell { playground, train_for: args.train_for, started: Instant::now(), smoke_started: false }))
+            if args.presentation {
+                playground.set_look(qkv_ui::presentation::Look { presenting: true, ..playground.look() });
+            }
+            let fit_to_screen = args.size.is_none();
+            Ok(Box::new(Shell { playground, train_for: args.train_for, started: Instant::now(), smoke_started: false, fit_to_screen }))
         }),
     )
 }
@@ -222,13 +243,23 @@ mod tests {
 
     #[test]
     fn the_options_parse_into_what_the_shell_uses() {
-        let args = parse(&["--train-for", "8", "--lesson", "3", "--compute", "flex", "--size", "1280x720"]).unwrap();
+        let args = parse(&["--train-for", "8", "--lesson", "3", "--compute", "flex", "--size", "1280x720", "--presentation"]).unwrap();
+        assert!(args.presentation);
         assert_eq!(args.train_for, Some(8.0));
         assert_eq!(args.lesson, Some(2), "lessons are counted from 1 on the command line");
         assert_eq!(args.compute, Some(Backend::Flex));
         assert_eq!(args.size, Some([1280.0, 720.0]));
         let none = parse(&[]).unwrap();
         assert!(none.train_for.is_none() && none.lesson.is_none() && none.compute.is_none() && none.size.is_none());
+    }
+
+    #[test]
+    fn the_default_window_shrinks_to_a_smaller_screen_and_no_further() {
+        let window = egui::vec2(1500.0, 920.0);
+        assert_eq!(fitted(window, egui::vec2(1280.0, 720.0)), Some(egui::vec2(1240.0, 640.0)), "a projector");
+        assert_eq!(fitted(window, egui::vec2(1366.0, 1024.0)), Some(egui::vec2(1326.0, 920.0)), "only as far as needed");
+        assert_eq!(fitted(window, egui::vec2(1920.0, 1080.0)), None, "it fits");
+        assert_eq!(fitted(window, egui::vec2(100.0, 100.0)), None, "a monitor size that cannot be right");
     }
 
     #[test]

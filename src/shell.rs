@@ -10,6 +10,15 @@ pub const SETUP_KEY: &str = "setup";
 /// Where the compute chosen by timing (or by the user) is persisted between visits.
 pub const COMPUTE_KEY: &str = "compute-choice";
 
+/// A lesson's number as people count (from 1: `--lesson 2`, `?lesson=2`), returned as its index.
+pub fn lesson_index(text: &str) -> Result<usize, String> {
+    let count = qkv_ui::lessons::LESSONS.len();
+    match text.parse::<usize>() {
+        Ok(n) if (1..=count).contains(&n) => Ok(n - 1),
+        _ => Err(format!("takes a lesson number from 1 to {count}")),
+    }
+}
+
 /// eframe creates the window's device; Burn trains on the same one, so it must carry what Burn's
 /// kernels need (64-bit integers, subgroups, the adapter's full limits), as Burn's own device
 /// request would.

@@ -10,7 +10,9 @@
 //!
 //! Query options: `?compute=flex` trains on the CPU even where WebGPU exists, `?compute=webgpu` on
 //! WebGPU (neither times anything); `?autotrain`
-//! starts training as soon as the page is up (a classroom link, the end-to-end test);
+//! starts training as soon as the page is up (a classroom link, the end-to-end test); `?lesson=N`
+//! opens lesson N (from 1) and `?present` presentation mode, so `?lesson=1&present&autotrain` is
+//! a demo a class opens from one link;
 //! `?render=webgl` draws with WebGL and trains on a WebGPU device of its own, for browsers whose
 //! WebGPU computes but cannot draw to a canvas (headless Chromium without a GPU); `?worker=0`
 //! trains on the CPU inside the page instead of in a Web Worker (to compare the two).
@@ -127,6 +129,14 @@ impl WebShell {
         let mut playground = Playground::new(&cc.egui_ctx, Box::new(browser), offer, saved.as_deref());
         if let Some(Err(e)) = from_address {
             playground.tell(format!("{e}; starting from your last setup"), true);
+        }
+        match query_value("lesson").map(|n| shell::lesson_index(&n)) {
+            Some(Ok(lesson)) => playground.load_lesson(lesson),
+            Some(Err(e)) => playground.tell(format!("the link's ?lesson= {e}"), true),
+            None => {}
+        }
+        if query_value("present").is_some() {
+            playground.set_look(qkv_ui::presentation::Look { presenting: true, ..playground.look() });
         }
         if let Some(why) = no_gpu.filter(|_| !forced_cpu) {
             playground.tell(format!("{why}: training runs on the CPU, slower. Chrome, Edge and Safari 26+ have WebGPU."), true);

@@ -6,6 +6,7 @@ use qkv_model::ModelDiagnostics;
 use qkv_session::AttentionMaps;
 
 use crate::palette;
+use crate::presentation::{LABEL_POINTS, map_window};
 use crate::view::SessionView;
 
 /// A head picked for the enlarged view: (run, layer, head).
@@ -22,6 +23,8 @@ pub struct AttentionPanel {
     textures_version: u64,
     /// Kept here because a texture is freed when its handle drops, before the frame is painted.
     diff_texture: Option<TextureHandle>,
+    /// Presentation mode's map: the selected head over the last tokens only.
+    window_texture: Option<TextureHandle>,
     /// Heatmaps drawn in the last frame (for tests).
     pub maps_drawn: usize,
 }
@@ -36,6 +39,7 @@ impl Default for AttentionPanel {
             textures: Vec::new(),
             textures_version: 0,
             diff_texture: None,
+            window_texture: None,
             maps_drawn: 0,
         }
     }
@@ -220,7 +224,8 @@ impl AttentionPanel {
             {
                 ui.vertical(|ui| {
                     ui.label(RichText::new(format!("{}: layer {l}, head {h}", view.runs[r].name())).strong());
-                    self.large_map(ui, &self.textures[r][l][h].clone(), &maps.runs[r][l][h], &maps.tokens);
+                    let size = (ui.available_height() - 36.0).clamp(120.0, 360.0);
+                    large_map(ui, &self.textures[r][l][h].clone(), &maps.runs[r][l][h], &maps.tokens, size, Labels::Fitted);
                 });
                 if n_runs >= 2 {
                     ui.add_space(16.0);
@@ -233,29 +238,36 @@ impl AttentionPanel {
         request
     }
 
-    fn large_map(&self, ui: &mut Ui, texture: &TextureHandle, map: &[f32], tokens: &[String]) {
-        let label_space = 28.0;
-        let size = (ui.available_height() - label_space - 8.0).clamp(120.0, 360.0);
-        let time = tokens.len();
-        // Token labels above the columns and left of the rows.
-        let (outer, _) = ui.allocate_exact_size(vec2(size + label_space, 0.0), Sense::hover());
-        let start = outer.min + vec2(label_space, label_space);
-        ui.add_space(label_space);
+    /// Presentation mode's map: the selected head (at first the first run's last layer's first
+    /// head) over the last [`MAP_WINDOW`](crate::presentation::MAP_WINDOW) tokens, `size`
+    /// points square, its token labels at least [`LABEL_POINTS`] points.
+    pub fn presentation_ui(&mut self, ui: &mut Ui, view: &SessionView, size: f32) {
+        self.maps_drawn = 0;
+        let Some(maps) = &view.attention else {
+            ui.label("The attention maps appear once the runs are ready.");
+            return;
+        };
+        let layers = maps.runs.first().map_or(0, Vec::len);
+        let (r, l, h) = self.selected.unwrap_or((0, layers.saturating_sub(1), 0));
+        let Some(map) = maps.runs.get(r).and_then(|ls| ls.get(l)).and_then(|hs| hs.get(h)) else { return };
+        let Some(run) = view.runs.get(r) else { return };
+        let window = map_window(maps.time(), true);
+        let tokens = &maps.tokens[window.clone()];
+        let windowed: Vec<f32> = window.clone().flat_map(|q| window.clone().map(move |k| map[q * maps.time() + k])).collect();
+        let colours = image(&windowed, tokens.len(), palette::heat);
+        let texture = match &mut self.window_texture {
+            Some(texture) => {
+                texture.set(colours, TextureOptions::NEAREST);
+                texture.clone()
+            }
+            None => self.window_texture.insert(ui.ctx().load_texture("attention window", colours, TextureOptions::NEAREST)).clone(),
+        };
         ui.horizontal(|ui| {
-            ui.add_space(label_space);
-            Self::map_widget(ui, texture, map, tokens, size);
+            ui.colored_label(run.colour, RichText::new(run.name()).strong());
+            ui.label(format!("layer {l}, head {h}, step {}", maps.step));
         });
-        let painter = ui.painter();
-        let step = size / time.max(1) as f32;
-        let font = egui::FontId::monospace((step * 0.8).clamp(6.0, 12.0));
-        let colour = ui.visuals().text_color();
-        for (i, token) in tokens.iter().enumerate() {
-            let shown = token.replace('\n', "\\n").replace(' ', "_");
-            let centre = start.y + (i as f32 + 0.5) * step;
-            painter.text(pos2(start.x - 4.0, centre), egui::Align2::RIGHT_CENTER, &shown, font.clone(), colour);
-            let column = start.x + (i as f32 + 0.5) * step;
-            painter.text(pos2(column, start.y - 4.0), egui::Align2::CENTER_BOTTOM, &shown, font.clone(), colour);
-        }
+        large_map(ui, &texture, &windowed, tokens, size, Labels::AtLeast(LABEL_POINTS));
+        self.maps_drawn = 1;
     }
 
     fn diff_ui(&mut self, ui: &mut Ui, view: &SessionView, maps: &AttentionMaps, layer: usize, head: usize) {
@@ -275,8 +287,10 @@ impl AttentionPanel {
             return;
         };
         let difference: Vec<f32> = a.iter().zip(b).map(|(x, y)| x - y).collect();
+        // Scaled to its own largest difference: on a ±1 scale a difference of 0.08 is white.
         let largest = difference.iter().fold(0.0f32, |m, d| m.max(d.abs()));
-        let colours = image(&difference, maps.time(), palette::diverging);
+        let scale = if largest > 0.0 { largest } else { 1.0 };
+        let colours = image(&difference, maps.time(), |d| palette::diverging(d / scale));
         let texture = match &mut self.diff_texture {
             Some(texture) => {
                 texture.set(colours, TextureOptions::NEAREST);
@@ -284,8 +298,67 @@ impl AttentionPanel {
             }
             None => self.diff_texture.insert(ui.ctx().load_texture("attention difference", colours, TextureOptions::NEAREST)).clone(),
         };
-        self.large_map(ui, &texture, &difference, &maps.tokens);
-        ui.label(RichText::new(format!("red: {} attends more, blue: less; largest |difference| {largest:.3}", names[self.diff.0])).weak());
+        let size = (ui.available_height() - 36.0).clamp(120.0, 360.0);
+        large_map(ui, &texture, &difference, &maps.tokens, size, Labels::Fitted);
+        ui.label(
+            RichText::new(format!(
+                "red: {} attends more, blue: less; full colour at ±{largest:.3} (the largest difference)",
+                names[self.diff.0]
+            ))
+            .weak(),
+        );
+    }
+}
+
+/// How large a map's token labels are.
+#[derive(Clone, Copy)]
+enum Labels {
+    /// As large as a row is tall, between 6 and 12 points.
+    Fitted,
+    /// As large as a row is tall, but at least this many points (presentation mode); the
+    /// column labels stand upright so that wide tokens do not overlap.
+    AtLeast(f32),
+}
+
+/// A map `size` points square with its tokens along the top and the left.
+fn large_map(ui: &mut Ui, texture: &TextureHandle, map: &[f32], tokens: &[String], size: f32, labels: Labels) {
+    let time = tokens.len();
+    let step = size / time.max(1) as f32;
+    let points = match labels {
+        Labels::Fitted => (step * 0.8).clamp(6.0, 12.0),
+        Labels::AtLeast(least) => (step * 0.8).max(least),
+    };
+    let font = egui::FontId::monospace(points);
+    let colour = ui.visuals().text_color();
+    let shown: Vec<String> = tokens.iter().map(|token| token.replace('\n', "\\n").replace(' ', "_")).collect();
+    let galleys: Vec<_> = shown.iter().map(|text| ui.painter().layout_no_wrap(text.clone(), font.clone(), colour)).collect();
+    let widest = galleys.iter().map(|g| g.size().x).fold(0.0f32, f32::max);
+    let (left, top) = match labels {
+        Labels::Fitted => (28.0, 28.0),
+        Labels::AtLeast(_) => (widest + 8.0, widest + 8.0),
+    };
+    let (outer, _) = ui.allocate_exact_size(vec2(size + left, 0.0), Sense::hover());
+    let start = outer.min + vec2(left, top);
+    ui.add_space(top);
+    ui.horizontal(|ui| {
+        ui.add_space(left);
+        AttentionPanel::map_widget(ui, texture, map, tokens, size);
+    });
+    let painter = ui.painter();
+    for (i, galley) in galleys.into_iter().enumerate() {
+        let centre = start.y + (i as f32 + 0.5) * step;
+        painter.text(pos2(start.x - 4.0, centre), egui::Align2::RIGHT_CENTER, &shown[i], font.clone(), colour);
+        let column = start.x + (i as f32 + 0.5) * step;
+        match labels {
+            Labels::Fitted => {
+                painter.text(pos2(column, start.y - 4.0), egui::Align2::CENTER_BOTTOM, &shown[i], font.clone(), colour);
+            }
+            Labels::AtLeast(_) => {
+                // Upright, reading upwards, ending just above its column.
+                let at = pos2(column - galley.size().y / 2.0, start.y - 4.0);
+                painter.add(egui::epaint::TextShape::new(at, galley, colour).with_angle(-std::f32::consts::FRAC_PI_2));
+            }
+        }
     }
 }
 

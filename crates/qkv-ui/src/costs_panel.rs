@@ -6,7 +6,7 @@ use egui::{Color32, ComboBox, DragValue, Grid, RichText, Sense, Stroke, Ui, vec2
 use qkv_model::accounting::kv_cache_bytes_per_token;
 use qkv_model::{AttentionVariant, CacheDType, ParamReport};
 
-use crate::view::SessionView;
+use crate::view::{RunView, SessionView};
 
 /// Component groups of the bars, in drawing order.
 const GROUPS: [(&str, Color32, &[&str]); 8] = [
@@ -52,18 +52,36 @@ fn percent(value: usize, reference: usize) -> String {
     format!("{:+.2}%", 100.0 * (value as f64 - reference as f64) / reference as f64)
 }
 
+/// The run the others' changes are against: the standard run where there is one, else the first.
+fn reference(view: &SessionView) -> Option<&RunView> {
+    let standard =
+        |r: &&RunView| r.info.spec.model.attention.variant == AttentionVariant::Standard && r.info.spec.model.attention.kv_heads.is_none();
+    view.runs.iter().find(standard).or(view.runs.first())
+}
+
+/// The parameter bars' width in `ui`: what the name, total and change columns leave (300 points
+/// at egui's usual 12.5-point text, more at presentation mode's larger text).
+fn bar_width(ui: &Ui) -> f32 {
+    let body = egui::TextStyle::Body.resolve(ui.style()).size;
+    (ui.available_width() - 24.0 * body).max(80.0)
+}
+
 impl CostsPanel {
+    /// Every run's parameters by component, then its KV cache.
     pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) {
         if !view.is_loaded() {
             ui.label("Apply a setup to see what each run costs.");
             return;
         }
-        // Changes are against the standard run where there is one, else against the first.
-        let reference = view
-            .runs
-            .iter()
-            .find(|r| r.info.spec.model.attention.variant == AttentionVariant::Standard && r.info.spec.model.attention.kv_heads.is_none())
-            .unwrap_or(&view.runs[0]);
+        self.params_ui(ui, view);
+        ui.separator();
+        self.kv_cache_ui(ui, view);
+    }
+
+    /// Every run's parameters as a bar by component, its total, and the change against the
+    /// reference run.
+    pub fn params_ui(&mut self, ui: &mut Ui, view: &SessionView) {
+        let Some(reference) = reference(view) else { return };
         let widest = view.runs.iter().map(|r| r.info.params.total_params).max().unwrap_or(1).max(1);
 
         ui.horizontal_wrapped(|ui| {
@@ -73,7 +91,7 @@ impl CostsPanel {
                 ui.label(name);
             }
         });
-        let bar_width = (ui.available_width() - 300.0).max(80.0);
+        let bar_width = bar_width(ui);
         Grid::new("costs_bars").num_columns(4).spacing([10.0, 6.0]).show(ui, |ui| {
             ui.label(RichText::new("run").weak());
             ui.label(RichText::new("parameters by component").weak());
@@ -110,8 +128,12 @@ impl CostsPanel {
                 ui.end_row();
             }
         });
+    }
 
-        ui.separator();
+    /// Every run's KV cache per token and per sequence at the chosen context and precision.
+    pub fn kv_cache_ui(&mut self, ui: &mut Ui, view: &SessionView) {
+        let Some(reference) = reference(view) else { return };
+        let bar_width = bar_width(ui);
         ui.horizontal(|ui| {
             ui.label(RichText::new("KV cache").strong());
             ui.label("at context");

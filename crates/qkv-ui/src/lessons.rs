@@ -4,8 +4,18 @@ use qkv_model::{AttentionVariant, Preset};
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
 use qkv_train::{DataSource, SyntheticTask};
 
+/// Which of the runs' costs a lesson is about (presentation mode shows that one only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Costs {
+    Parameters,
+    KvCache,
+}
+
 pub struct Lesson {
     pub title: &'static str,
+    /// What the class will see, in two or three lines (presentation mode shows only this).
+    pub point: &'static str,
+    pub costs: Costs,
     pub explanation: &'static str,
     pub plan: fn() -> ExperimentPlan,
 }
@@ -32,6 +42,8 @@ fn classroom(data: DataSource, runs: Vec<RunPlan>) -> ExperimentPlan {
 pub const LESSONS: [Lesson; 5] = [
     Lesson {
         title: "Does attention need W_Q?",
+        point: "Without W_Q each head's query is its slice of the input (W_Q = I): a d×d matrix fewer per layer. Watch the two loss curves: they stay within 6% of each other.",
+        costs: Costs::Parameters,
         explanation: "Paper 1 removes the query weight: each head's query is simply its slice of the layer's \
             input (W_Q = I). The model loses a d×d matrix per layer. Train both on Shakespeare and watch whether \
             the curves separate: in this tiny model the run without W_Q ends within 6% of the standard run's \
@@ -45,6 +57,8 @@ pub const LESSONS: [Lesson; 5] = [
     },
     Lesson {
         title: "Share K and V, halve the cache",
+        point: "With K = V a generating model caches one tensor per token instead of two: the KV bars halve. Q=K=V shares the query too. Does the loss notice?",
+        costs: Costs::KvCache,
         explanation: "When keys and values come from one projection (Q-K=V) a generating model caches one \
             tensor per token instead of two: the KV bars below halve. Q=K=V goes further and shares the query \
             too. Does the loss notice?",
@@ -61,6 +75,8 @@ pub const LESSONS: [Lesson; 5] = [
     },
     Lesson {
         title: "Symmetric attention",
+        point: "With Q = K, token i scores j exactly as j scores i: the maps are symmetric before the causal mask cuts them. Compare the maps and the accuracy curves.",
+        costs: Costs::Parameters,
         explanation: "With Q = K the score of token i for j equals that of j for i: the maps are symmetric before \
             the causal mask cuts them. Reversing a list needs each answer digit to look far back, in one \
             direction; (Q=K-V)+ adds a small positional term that breaks the symmetry. Compare the maps and the \
@@ -74,6 +90,8 @@ pub const LESSONS: [Lesson; 5] = [
     },
     Lesson {
         title: "Fewer KV heads",
+        point: "GQA and MQA let query heads share key/value heads: the KV bars shrink by the group size, and the losses stay within 2% of MHA's.",
+        costs: Costs::KvCache,
         explanation: "Grouped-query attention lets several query heads read one key/value head (GQA), or all of \
             them read one (MQA): the cache shrinks by the group size. Sharing K and V on top of MQA shrinks it \
             again by half. Here GQA and MQA end within 2% of MHA's validation loss; K=V on top of MQA costs \
@@ -92,6 +110,8 @@ pub const LESSONS: [Lesson; 5] = [
     },
     Lesson {
         title: "Is W_Q needed? Watch it vanish",
+        point: "Train a while, then press Eliminate W_Q: a copy with W_Q = I joins with the same outputs. Yet its loss jumps on its first step, and takes a few dozen steps to catch up.",
+        costs: Costs::Parameters,
         explanation: "Paper 1's theory: attention sees its input X only through XW_Q, XW_K and XW_V, so any \
             invertible Θ can move into the layer's input. Train this small model (no LayerNorm, no skip around \
             the MLP) for a while, then press 'Eliminate W_Q' below: a copy without W_Q joins with the same logits \

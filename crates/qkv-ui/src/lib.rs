@@ -19,6 +19,7 @@ pub mod news;
 pub mod palette;
 pub mod params_panel;
 pub mod platform;
+pub mod presentation;
 pub mod samples_panel;
 pub mod setup_panel;
 pub mod shortcuts;

@@ -1,8 +1,8 @@
 //! Train and validation loss of every run, overlaid in the runs' colours; accuracy for the
 //! synthetic tasks.
 
-use egui::{ComboBox, Slider, Ui};
-use egui_plot::{Legend, Line, LineStyle, Plot, PlotPoint, PlotPoints};
+use egui::{ComboBox, RichText, Slider, Ui};
+use egui_plot::{ColorConflictHandling, Legend, Line, LineStyle, Plot, PlotPoint, PlotPoints};
 use qkv_train::StepRecord;
 
 use crate::view::SessionView;
@@ -106,7 +106,14 @@ impl TrainCurve {
     }
 }
 
+/// Decimals enough to tell apart ticks `step` apart (at step 0 the losses of a few runs span
+/// a hundredth: two decimals printed "4.34" at every tick).
+fn decimals(step: f64) -> usize {
+    if step > 0.0 { ((-step.log10()).ceil().max(0.0) as usize).clamp(2, 6) } else { 2 }
+}
+
 impl LossPanel {
+    /// The chart's settings above the chart.
     pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) {
         ui.horizontal_wrapped(|ui| {
             ui.checkbox(&mut self.log_y, "log y");
@@ -117,6 +124,14 @@ impl LossPanel {
                 }
             });
         });
+        self.chart(ui, view);
+    }
+
+    /// Every run's training (solid) and validation (dashed) loss in the space there is, and
+    /// below it the validation accuracy where the task has one.
+    pub fn chart(&mut self, ui: &mut Ui, view: &SessionView) {
+        // One legend entry per run (lines of one name share it): which line is which is said once.
+        ui.label(RichText::new("solid: training loss, dashed: validation loss").weak());
         let has_accuracy = view.runs.iter().any(|r| r.evals.iter().any(|e| e.accuracy.is_some()));
         let height = if has_accuracy { ui.available_height() * 0.6 } else { ui.available_height() };
         let x_axis = self.x_axis;
@@ -141,26 +156,22 @@ impl LossPanel {
             })
             .collect();
         Plot::new("loss_plot")
-            .legend(Legend::default())
+            .legend(Legend::default().color_conflict_handling(ColorConflictHandling::PickLast))
             .height(height.max(120.0))
             .x_axis_label(self.x_axis.label())
             .y_axis_label(if log_y { "loss (log10)" } else { "loss" })
-            .y_axis_formatter(move |mark, _| if log_y { format!("{:.2}", 10f64.powf(mark.value)) } else { format!("{:.2}", mark.value) })
+            .y_axis_formatter(move |mark, _| {
+                if log_y { format!("{:.2}", 10f64.powf(mark.value)) } else { format!("{:.*}", decimals(mark.step_size), mark.value) }
+            })
             .show(ui, |plot| {
                 for (run, train_points) in view.runs.iter().zip(train_curves) {
                     let val_points: Vec<[f64; 2]> =
                         run.evals.iter().map(|e| [x_of(e.step, e.tokens, e.wall_secs), y(e.val_loss)]).collect();
                     points += train_points.len() + val_points.len();
+                    plot.line(Line::new(run.name(), PlotPoints::Borrowed(train_points)).color(run.colour.gamma_multiply(0.6)).width(1.5));
+                    // Last: the legend entry the two share takes its colour.
                     plot.line(
-                        Line::new(format!("{} train", run.name()), PlotPoints::Borrowed(train_points))
-                            .color(run.colour.gamma_multiply(0.6))
-                            .width(1.5),
-                    );
-                    plot.line(
-                        Line::new(format!("{} val", run.name()), PlotPoints::from(val_points))
-                            .color(run.colour)
-                            .width(2.5)
-                            .style(LineStyle::dashed_loose()),
+                        Line::new(run.name(), PlotPoints::from(val_points)).color(run.colour).width(2.5).style(LineStyle::dashed_loose()),
                     );
                 }
             });
@@ -177,7 +188,7 @@ impl LossPanel {
                         let acc: Vec<[f64; 2]> =
                             run.evals.iter().filter_map(|e| e.accuracy.map(|a| [x_of(e.step, e.tokens, e.wall_secs), a])).collect();
                         points += acc.len();
-                        plot.line(Line::new(format!("{} accuracy", run.name()), PlotPoints::from(acc)).color(run.colour));
+                        plot.line(Line::new(run.name(), PlotPoints::from(acc)).color(run.colour));
                     }
                 });
         }
@@ -188,6 +199,14 @@ impl LossPanel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tick_labels_have_the_decimals_their_spacing_needs() {
+        assert_eq!(decimals(0.5), 2);
+        assert_eq!(decimals(0.001), 3);
+        assert_eq!(decimals(0.0002), 4);
+        assert_eq!(decimals(0.0), 2);
+    }
 
     #[test]
     fn smoothing_starts_at_the_data_and_follows_a_constant() {

@@ -1,5 +1,5 @@
 //! The keyboard, for a teacher at a projector: Space trains or pauses, S steps, R resets, 1–5
-//! open the lessons, ? lists the keys. None fires while a text field has the keyboard (typing a
+//! open the lessons, P presents, H switches to the high-contrast theme, ? lists the keys. None fires while a text field has the keyboard (typing a
 //! prompt is not a command).
 
 use egui::{Context, Key, Modifiers};
@@ -14,16 +14,22 @@ pub enum Shortcut {
     Reset,
     /// Open lesson `n` (an index: the key 1 opens lesson 0).
     Lesson(usize),
+    /// Enter or leave presentation mode.
+    Present,
+    /// Switch between the usual theme and the high-contrast one.
+    HighContrast,
     /// Show or hide the list of keys.
     Keys,
 }
 
 /// Every key, with what it does, as the list of keys shows them.
-pub const KEYS: [(&str, &str); 5] = [
+pub const KEYS: [(&str, &str); 7] = [
     ("Space", "train / pause"),
     ("S", "one step"),
     ("R", "reset: untrained models again"),
     ("1 – 5", "open a lesson"),
+    ("P", "presentation mode on / off"),
+    ("H", "high-contrast light theme on / off"),
     ("?", "show or hide these keys"),
 ];
 
@@ -54,6 +60,12 @@ pub fn pressed(ctx: &Context, lessons: usize) -> Vec<Shortcut> {
             if take(key) {
                 pressed.push(Shortcut::Lesson(index));
             }
+        }
+        if take(Key::P) {
+            pressed.push(Shortcut::Present);
+        }
+        if take(Key::H) {
+            pressed.push(Shortcut::HighContrast);
         }
         if take(Key::Questionmark) {
             pressed.push(Shortcut::Keys);

@@ -11,7 +11,24 @@ use crate::view::{RunView, SessionView};
 #[derive(Default)]
 pub struct TheoryPanel;
 
+fn is_standard(run: &&RunView) -> bool {
+    run.info.spec.model.attention.variant == qkv_model::AttentionVariant::Standard
+}
+
 impl TheoryPanel {
+    /// An "Eliminate W_Q" button per standard run; the run whose button was pressed.
+    pub fn buttons(ui: &mut Ui, view: &SessionView) -> Option<RunId> {
+        let mut convert = None;
+        ui.horizontal_wrapped(|ui| {
+            for run in view.runs.iter().filter(is_standard) {
+                if ui.button(format!("Eliminate W_Q from {}", run.name())).clicked() {
+                    convert = Some(run.info.id);
+                }
+            }
+        });
+        convert
+    }
+
     /// Returns the run whose W_Q the user asked to eliminate.
     pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Option<RunId> {
         crate::widgets::wrapped(
@@ -20,19 +37,11 @@ impl TheoryPanel {
              becomes T^-1 W. With T = W_Q the query weight becomes I. Exact without LayerNorm, for one layer, \
              without the MLP skip, or with shared layers; approximate with LayerNorm.",
         );
-        let standard: Vec<&RunView> =
-            view.runs.iter().filter(|run| run.info.spec.model.attention.variant == qkv_model::AttentionVariant::Standard).collect();
-        if standard.is_empty() {
+        let standard = view.runs.iter().any(|run| is_standard(&run));
+        if !standard {
             ui.label(RichText::new("No standard run to convert: add one, or open the lesson 'Is W_Q needed?'.").weak());
         }
-        let mut convert = None;
-        ui.horizontal_wrapped(|ui| {
-            for run in standard {
-                if ui.button(format!("Eliminate W_Q from {}", run.name())).clicked() {
-                    convert = Some(run.info.id);
-                }
-            }
-        });
+        let convert = Self::buttons(ui, view);
         if let Some((from, report)) = &view.conversion {
             let name = view.run(*from).map_or("?", |r| r.name());
             let change = 100.0 * (report.params_after as f64 - report.params_before as f64) / report.params_before as f64;

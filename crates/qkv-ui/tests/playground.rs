@@ -514,3 +514,67 @@ fn the_keyboard_drives_the_playground_and_leaves_text_fields_alone() {
     let app = playground(&harness);
     assert_eq!((app.view().step(), app.view().playing), (before, false), "keys typed into a field are not commands");
 }
+
+/// Every piece of text the last frame drew: its words and its size in points.
+fn drawn_text(harness: &Harness<'_, State>) -> Vec<(String, f32)> {
+    fn collect(shape: &egui::Shape, out: &mut Vec<(String, f32)>) {
+        match shape {
+            egui::Shape::Text(text) => {
+                let job = &text.galley.job;
+                for section in &job.sections {
+                    let words = job.text[section.byte_range.start.0..section.byte_range.end.0].trim().to_string();
+                    if !words.is_empty() {
+                        out.push((words, section.format.font_id.size));
+                    }
+                }
+            }
+            egui::Shape::Vec(shapes) => shapes.iter().for_each(|shape| collect(shape, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    harness.output().shapes.iter().for_each(|clipped| collect(&clipped.shape, &mut out));
+    out
+}
+
+/// Each lesson in presentation mode at 1280×720 after a few steps: every text at least the
+/// smallest label size, the lesson's point and Train at body size, the map's token labels
+/// included (they are sized per map). With $QKV_SCREENSHOTS set, each is saved there (for docs/).
+#[test]
+fn presentation_mode_is_readable_from_the_back_of_the_room_in_every_lesson() {
+    use qkv_ui::presentation::{BODY_POINTS, LABEL_POINTS, Look};
+    let steps: usize = std::env::var("QKV_SCREENSHOT_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    for (index, lesson) in qkv_ui::lessons::LESSONS.iter().enumerate() {
+        let mut harness = harness_of_size(vec2(1280.0, 720.0));
+        harness.run_steps(2);
+        let app = harness.state_mut().as_mut().unwrap();
+        app.set_look(Look { presenting: true, high_contrast: true });
+        app.load_lesson(index);
+        app.train();
+        run_until(&mut harness, lesson.title, |p| p.view().step() >= steps || p.view().finished);
+        if harness.query_by_label("Eliminate W_Q from standard").is_some() {
+            harness.get_by_label("Eliminate W_Q from standard").click();
+            run_until(&mut harness, "the conversion", |p| p.view().conversion.is_some());
+            run_until(&mut harness, "training after it", |p| p.view().step() >= steps + 50 || p.view().finished);
+        }
+        harness.state_mut().as_mut().unwrap().pause();
+        run_until(&mut harness, "the pause", |p| !p.view().playing);
+        harness.run_steps(4);
+
+        let text = drawn_text(&harness);
+        let small: Vec<&(String, f32)> = text.iter().filter(|(_, size)| *size < LABEL_POINTS).collect();
+        assert!(small.is_empty(), "{}: text under {LABEL_POINTS} points: {small:?}", lesson.title);
+        let size_of = |words: &str| text.iter().find(|(w, _)| w.starts_with(words)).map(|(_, size)| *size);
+        assert!(size_of(&lesson.point[..30]).is_some_and(|s| s >= BODY_POINTS), "{}: the point at body size", lesson.title);
+        assert!(size_of("Train").is_some_and(|s| s >= BODY_POINTS));
+        assert_eq!(playground(&harness).drawn().attention_maps, 1, "one map, large");
+        assert!(harness.query_by_label_contains("frame ").is_none(), "no frame-time readout");
+        assert!(harness.query_by_label("Apply setup").is_none(), "no setup");
+
+        if let Some(dir) = std::env::var_os("QKV_SCREENSHOTS") {
+            let path = std::path::Path::new(&dir).join(format!("lesson-{}-presentation.png", index + 1));
+            harness.render().expect("rendered").save(&path).unwrap();
+            eprintln!("wrote {}", path.display());
+        }
+    }
+}

@@ -47,6 +47,11 @@ impl Playground {
             self.offer = Some(kept);
         }
         self.receive_files(ui.ctx());
+        self.apply_look(ui.ctx());
+        if self.look.presenting {
+            self.presentation_ui(ui);
+            return;
+        }
         egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
         egui::Panel::left("setup_side").resizable(true).default_size(430.0).show(ui, |ui| {
             egui::ScrollArea::both().id_salt("setup_scroll").show(ui, |ui| self.side_ui(ui));
@@ -76,25 +81,7 @@ impl Playground {
                 }
             });
             ui.separator();
-            let playing = self.view.playing;
-            if ui.add_enabled(!playing, egui::Button::new("Train")).clicked() {
-                self.train();
-            }
-            if ui.add_enabled(playing, egui::Button::new("Pause")).clicked() {
-                self.pause();
-            }
-            if ui.add_enabled(!playing, egui::Button::new("Step")).clicked() {
-                self.step();
-            }
-            if ui.button("Reset").clicked() {
-                self.apply_setup();
-            }
-            ui.separator();
-            let total = self.view.runs.iter().map(|r| r.info.spec.training.steps).max().unwrap_or(0);
-            ui.label(format!("step {} / {total}", self.view.step()));
-            if total > 0 {
-                ui.add(egui::ProgressBar::new(self.view.step() as f32 / total as f32).desired_width(120.0));
-            }
+            self.training_buttons(ui, 120.0);
             ui.separator();
             ui.selectable_value(&mut self.tab, Tab::Playground, "Playground");
             ui.selectable_value(&mut self.tab, Tab::Samples, "Samples");
@@ -127,6 +114,12 @@ impl Playground {
                 ui.label(RichText::new(format!("frame {:.1} ms ({:.0} fps)", mean * 1e3, 1.0 / mean)).weak());
             }
         });
+        self.news_ui(ui);
+    }
+
+    /// What went wrong and what the app has to say, under the top bar: each stopped run's
+    /// reason, the last failed command, runs kept from an earlier visit, the latest notice.
+    pub(super) fn news_ui(&mut self, ui: &mut Ui) {
         for run in &self.view.runs {
             if let Some(error) = &run.error {
                 ui.colored_label(ui.visuals().error_fg_color, format!("{}: {error}", run.name()));
@@ -167,6 +160,33 @@ impl Playground {
                     self.notice = None;
                 }
             });
+        }
+    }
+
+    /// Train (the main action, highlighted), Pause, Step, Reset, and how far training is, with
+    /// a progress bar `bar_width` wide.
+    pub(super) fn training_buttons(&mut self, ui: &mut Ui, bar_width: f32) {
+        let playing = self.view.playing;
+        let visuals = ui.visuals();
+        let train =
+            egui::Button::new(RichText::new("Train").strong().color(visuals.selection.stroke.color)).fill(visuals.selection.bg_fill);
+        if ui.add_enabled(!playing, train).clicked() {
+            self.train();
+        }
+        if ui.add_enabled(playing, egui::Button::new("Pause")).clicked() {
+            self.pause();
+        }
+        if ui.add_enabled(!playing, egui::Button::new("Step")).clicked() {
+            self.step();
+        }
+        if ui.button("Reset").clicked() {
+            self.apply_setup();
+        }
+        ui.separator();
+        let total = self.view.runs.iter().map(|r| r.info.spec.training.steps).max().unwrap_or(0);
+        ui.label(format!("step {} / {total}", self.view.step()));
+        if total > 0 {
+            ui.add(egui::ProgressBar::new(self.view.step() as f32 / total as f32).desired_width(bar_width));
         }
     }
 

@@ -2,6 +2,7 @@
 //! draws its messages; it never computes anything itself.
 
 mod layout;
+mod present;
 mod trial;
 
 use qkv_session::{CheckpointFile, Command, RunId, Session, SessionHandle};
@@ -19,6 +20,7 @@ use crate::lessons::LESSONS;
 use crate::loss_panel::LossPanel;
 use crate::news::NewsPacing;
 use crate::params_panel::ParamsPanel;
+use crate::presentation::Look;
 use crate::samples_panel::SamplesPanel;
 use crate::setup_panel::{Setup, SetupPanel};
 use crate::shortcuts::Shortcut;
@@ -101,6 +103,12 @@ pub struct Playground {
     open_theory: bool,
     /// The list of keys is open (`?`).
     show_keys: bool,
+    /// Presentation mode and the theme, as the user chose them.
+    look: Look,
+    /// The style the shell gave the app, which each look starts from (taken at the first frame).
+    shell_style: Option<std::sync::Arc<egui::Style>>,
+    /// The look the context's style was last set to.
+    applied_look: Option<Look>,
     /// A link that opens this setup, where the shell has one (the browser's address).
     share_link: Option<String>,
     inbox: Inbox,
@@ -159,6 +167,9 @@ impl Playground {
             frames: FrameTimer::default(),
             open_theory: false,
             show_keys: false,
+            look: Look::default(),
+            shell_style: None,
+            applied_look: None,
             share_link: None,
             inbox: Inbox::default(),
             kept: KeptInbox::default(),
@@ -318,7 +329,31 @@ impl Playground {
             Shortcut::Reset => self.apply_setup(),
             Shortcut::Lesson(index) => self.load_lesson(index),
             Shortcut::Keys => self.show_keys = !self.show_keys,
+            Shortcut::Present => self.look.presenting = !self.look.presenting,
+            Shortcut::HighContrast => self.look.high_contrast = !self.look.high_contrast,
         }
+    }
+
+    /// Presentation mode and the theme, as the user chose them.
+    pub fn look(&self) -> Look {
+        self.look
+    }
+
+    /// Enters or leaves presentation mode, or changes the theme (from the next frame on).
+    pub fn set_look(&mut self, look: Look) {
+        self.look = look;
+    }
+
+    /// Sets the context's style to the chosen look when it changed.
+    fn apply_look(&mut self, ctx: &egui::Context) {
+        if self.applied_look == Some(self.look) {
+            return;
+        }
+        let shell = self.shell_style.get_or_insert_with(|| ctx.global_style());
+        ctx.set_global_style(self.look.style(shell));
+        self.applied_look = Some(self.look);
+        // This frame was laid out with the old style.
+        ctx.request_repaint();
     }
 
     pub fn load_lesson(&mut self, index: usize) {

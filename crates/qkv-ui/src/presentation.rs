@@ -1,0 +1,94 @@
+//! How the app looks on a projector: presentation mode's text sizes, chosen so that at 1280×720
+//! (one pixel per point) body text is 20 points and the smallest label 15, and a light
+//! high-contrast theme, since projectors wash out dark themes and thin grey text.
+
+use egui::{Color32, FontFamily, FontId, Stroke, Style, TextStyle, Visuals};
+
+/// Body text and buttons in presentation mode, in points.
+pub const BODY_POINTS: f32 = 20.0;
+/// The smallest text presentation mode draws (axis, head and token labels), in points.
+pub const LABEL_POINTS: f32 = 15.0;
+/// The most tokens the large map shows in presentation mode: 32 rows of a map 512 points tall
+/// leave each token label its 15 points.
+pub const MAP_WINDOW: usize = 32;
+
+/// What the user chose: presentation mode, and the theme.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Look {
+    pub presenting: bool,
+    pub high_contrast: bool,
+}
+
+impl Look {
+    /// `base` (the shell's style) as this look asks.
+    pub fn style(self, base: &Style) -> Style {
+        let mut style = base.clone();
+        if self.presenting {
+            let sizes = [
+                (TextStyle::Heading, 30.0, FontFamily::Proportional),
+                (TextStyle::Body, BODY_POINTS, FontFamily::Proportional),
+                (TextStyle::Button, BODY_POINTS, FontFamily::Proportional),
+                (TextStyle::Monospace, 18.0, FontFamily::Monospace),
+                (TextStyle::Small, LABEL_POINTS, FontFamily::Proportional),
+            ];
+            for (text_style, size, family) in sizes {
+                style.text_styles.insert(text_style, FontId::new(size, family));
+            }
+            style.spacing.button_padding = egui::vec2(10.0, 4.0);
+            style.spacing.interact_size.y = 30.0;
+            style.spacing.item_spacing = egui::vec2(10.0, 6.0);
+        }
+        if self.high_contrast {
+            style.visuals = high_contrast();
+        }
+        style
+    }
+}
+
+/// Black on white with dark outlines: what a washed-out projector still shows.
+pub fn high_contrast() -> Visuals {
+    let mut visuals = Visuals::light();
+    visuals.override_text_color = Some(Color32::BLACK);
+    visuals.panel_fill = Color32::WHITE;
+    visuals.window_fill = Color32::WHITE;
+    // Text fields and the progress bar's track: set off from the panel.
+    visuals.extreme_bg_color = Color32::from_gray(238);
+    visuals.faint_bg_color = Color32::from_gray(235);
+    let outline = Stroke::new(1.5, Color32::BLACK);
+    visuals.widgets.noninteractive.bg_stroke = Stroke::new(1.0, Color32::from_gray(90));
+    visuals.widgets.inactive.bg_stroke = outline;
+    visuals.widgets.inactive.bg_fill = Color32::from_gray(225);
+    visuals.widgets.inactive.weak_bg_fill = Color32::from_gray(225);
+    visuals.widgets.hovered.bg_stroke = Stroke::new(2.0, Color32::BLACK);
+    visuals.widgets.active.bg_stroke = Stroke::new(2.5, Color32::BLACK);
+    visuals
+}
+
+/// The tokens the large map shows of a prompt of `time` tokens: the last [`MAP_WINDOW`], where
+/// the model has the most context.
+pub fn map_window(time: usize, presenting: bool) -> std::ops::Range<usize> {
+    if presenting { time.saturating_sub(MAP_WINDOW)..time } else { 0..time }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presentation_mode_sizes_every_text_style_at_least_to_the_smallest_label() {
+        let style = Look { presenting: true, high_contrast: false }.style(&Style::default());
+        for (text_style, font) in &style.text_styles {
+            assert!(font.size >= LABEL_POINTS, "{text_style:?} is {} points", font.size);
+        }
+        assert_eq!(style.text_styles[&TextStyle::Body].size, BODY_POINTS);
+        let plain = Look::default().style(&Style::default());
+        assert_eq!(plain.text_styles, Style::default().text_styles, "outside presentation mode the style is the shell's");
+    }
+
+    #[test]
+    fn the_large_map_shows_the_last_tokens_when_presenting() {
+        assert_eq!(map_window(64, true), 32..64);
+        assert_eq!(map_window(17, true), 0..17);
+        assert_eq!(map_window(64, false), 0..64);
+    }
+}
