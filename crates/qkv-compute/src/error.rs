@@ -21,7 +21,7 @@ pub enum ComputeError {
     },
     /// A native GPU backend this build was made without.
     #[error(
-        "this build has no {backend} backend: build it with `--features {backend}` (README, \"Scaling up\"), or use \
+        "this build has no {backend} backend: build it with `--features {backend}` (docs/scaling.md), or use \
          wgpu"
     )]
     NotBuilt { backend: Backend },
@@ -41,7 +41,7 @@ pub enum ComputeError {
     },
     /// Remote devices asked of a build without them.
     #[error(
-        "this build has no remote devices: build it with `--features remote` (README, \"Scaling up\"), e.g. \
+        "this build has no remote devices: build it with `--features remote` (docs/scaling.md), e.g. \
          `cargo build --release -p qkv-cli --features remote`"
     )]
     NoRemote,

@@ -2,6 +2,7 @@
 //! the table writer under them and under `qkv experiment`'s results. Fields are quoted where they
 //! need it (run names are the user's: a comma or a quote in one must not shift the columns).
 
+use crate::records::{EvalRecord, RunSpec, StepRecord};
 use crate::run::Run;
 
 /// A CSV table: the header line, then one line per row, each ending in `\n`. A field holding a
@@ -29,6 +30,11 @@ pub fn optional(value: Option<f64>) -> String {
 
 /// One row per step and run; val columns are filled at the steps where an evaluation ran.
 pub fn metrics_csv(runs: &[Run]) -> String {
+    metrics_table(runs.iter().map(|run| (&run.spec, &run.metrics.steps[..], &run.metrics.evals[..])))
+}
+
+/// [`metrics_csv`] of runs known by their records alone (what a front end holds).
+pub fn metrics_table<'a>(runs: impl IntoIterator<Item = (&'a RunSpec, &'a [StepRecord], &'a [EvalRecord])>) -> String {
     const HEADER: [&str; 12] = [
         "run",
         "variant",
@@ -44,16 +50,16 @@ pub fn metrics_csv(runs: &[Run]) -> String {
         "sequence_accuracy",
     ];
     let mut rows: Vec<Vec<String>> = Vec::new();
-    for run in runs {
-        let (name, variant) = (&run.spec.name, run.spec.model.attention.variant.to_string());
+    for (spec, steps, evals) in runs {
+        let (name, variant) = (&spec.name, spec.model.attention.variant.to_string());
         // Step-0 evaluations have no training step to sit beside.
-        for eval in run.metrics.evals.iter().filter(|e| e.step == 0) {
+        for eval in evals.iter().filter(|e| e.step == 0) {
             let untrained = ["0", "0", "0", "", "", "", ""].map(String::from);
             let scores = [Some(eval.val_loss), eval.accuracy, eval.sequence_accuracy].map(optional);
             rows.push([name.clone(), variant.clone()].into_iter().chain(untrained).chain(scores).collect());
         }
-        for step in &run.metrics.steps {
-            let eval = run.metrics.evals.iter().find(|e| e.step == step.step);
+        for step in steps {
+            let eval = evals.iter().find(|e| e.step == step.step);
             rows.push(vec![
                 name.clone(),
                 variant.clone(),

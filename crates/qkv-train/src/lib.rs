@@ -16,6 +16,7 @@ pub mod folder_lock;
 pub mod generate;
 pub mod loss;
 pub mod optimiser;
+pub mod papers;
 pub mod plan;
 pub mod problem;
 pub mod pytorch;

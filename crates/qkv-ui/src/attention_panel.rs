@@ -5,9 +5,11 @@ use egui::{Color32, ColorImage, ComboBox, Rect, RichText, Sense, TextureHandle, 
 use qkv_model::ModelDiagnostics;
 use qkv_session::AttentionMaps;
 
+use crate::figures::{Export, Figure};
 use crate::palette;
 use crate::presentation::{LABEL_POINTS, map_window};
 use crate::view::SessionView;
+use crate::widgets::export_buttons;
 
 /// A head picked for the enlarged view: (run, layer, head).
 pub type HeadIndex = (usize, usize, usize);
@@ -20,13 +22,18 @@ pub struct AttentionPanel {
     /// Runs compared in the difference view.
     pub diff: (usize, usize),
     textures: Vec<Vec<Vec<TextureHandle>>>,
-    textures_version: u64,
+    /// What the textures show: the maps' version and the step scrubbed back to.
+    textures_of: (u64, Option<usize>),
+    /// The set of maps scrubbed back to (an index into the view's history); `None`: the latest.
+    pub scrubbed: Option<usize>,
     /// Kept here because a texture is freed when its handle drops, before the frame is painted.
     diff_texture: Option<TextureHandle>,
     /// Presentation mode's map: the selected head over the last tokens only.
     window_texture: Option<TextureHandle>,
     /// Heatmaps drawn in the last frame (for tests).
     pub maps_drawn: usize,
+    /// Where every run's maps were drawn in the last frame (what a PNG export crops).
+    pub drawn_at: Option<Rect>,
 }
 
 impl Default for AttentionPanel {
@@ -37,10 +44,12 @@ impl Default for AttentionPanel {
             selected: None,
             diff: (0, 1),
             textures: Vec::new(),
-            textures_version: 0,
+            textures_of: (0, None),
+            scrubbed: None,
             diff_texture: None,
             window_texture: None,
             maps_drawn: 0,
+            drawn_at: None,
         }
     }
 }
@@ -51,6 +60,7 @@ pub enum AttentionRequest {
     None,
     Prompt(String),
     RefreshEvery(usize),
+    Export(Export),
 }
 
 fn image(map: &[f32], time: usize, colour: impl Fn(f32) -> Color32) -> ColorImage {
@@ -105,8 +115,8 @@ fn diagnostics_ui(ui: &mut Ui, diagnostics: &ModelDiagnostics) {
 }
 
 impl AttentionPanel {
-    fn refresh_textures(&mut self, ui: &Ui, maps: &AttentionMaps, version: u64) {
-        if self.textures_version == version && !self.textures.is_empty() {
+    fn refresh_textures(&mut self, ui: &Ui, maps: &AttentionMaps, of: (u64, Option<usize>)) {
+        if self.textures_of == of && !self.textures.is_empty() {
             return;
         }
         let time = maps.time();
@@ -134,7 +144,7 @@ impl AttentionPanel {
                     .collect()
             })
             .collect();
-        self.textures_version = version;
+        self.textures_of = of;
     }
 
     /// Draws one map at `size`; hover shows the query and key tokens and the probability.
@@ -165,14 +175,36 @@ impl AttentionPanel {
             if refresh.accessible_name("refresh every").changed() {
                 request = AttentionRequest::RefreshEvery(self.refresh_every);
             }
+            ui.separator();
+            if let Some(export) = export_buttons(ui, Figure::AttentionMaps, false) {
+                request = AttentionRequest::Export(export);
+            }
         });
         self.maps_drawn = 0;
-        let Some(maps) = &view.attention else {
+        let history = &view.attention_history;
+        self.scrubbed = self.scrubbed.filter(|&i| i + 1 < history.len());
+        let Some(maps) = self.scrubbed.and_then(|i| history.get(i)).or(view.attention.as_ref()) else {
             ui.label("The maps appear once an experiment is loaded.");
             return request;
         };
-        self.refresh_textures(ui, maps, view.attention_version);
-        ui.label(RichText::new(format!("step {}: {} tokens; rows are queries, columns keys", maps.step, maps.time())).weak());
+        self.refresh_textures(ui, maps, (view.attention_version, self.scrubbed));
+        ui.horizontal(|ui| {
+            ui.label(RichText::new(format!("step {}: {} tokens; rows are queries, columns keys", maps.step, maps.time())).weak());
+            if history.len() > 1 {
+                // Back through every refresh since the runs were loaded.
+                let latest = history.len() - 1;
+                let mut index = self.scrubbed.unwrap_or(latest);
+                let slider = egui::Slider::new(&mut index, 0..=latest)
+                    .custom_formatter(|i, _| history.get(i as usize).map_or(String::new(), |m| format!("step {}", m.step)))
+                    .show_value(true);
+                if ui.add(slider).accessible_name("the step whose maps are shown").changed() {
+                    self.scrubbed = (index < latest).then_some(index);
+                }
+                if self.scrubbed.is_some() && ui.small_button("latest").clicked() {
+                    self.scrubbed = None;
+                }
+            }
+        });
 
         let n_runs = maps.runs.len();
         // Every run's grid side by side in the width there is, each map between 24 and 96 px.
@@ -183,7 +215,7 @@ impl AttentionPanel {
         // Rows: the layers, the head labels and the two lines of diagnostics.
         let by_height = ui.available_height() * 0.5 / (layers as f32 + 1.6);
         let cell = by_width.min(by_height).clamp(24.0, 96.0);
-        egui::ScrollArea::both().id_salt("attention_scroll").max_height(ui.available_height() * 0.55).show(ui, |ui| {
+        let grids = egui::ScrollArea::both().id_salt("attention_scroll").max_height(ui.available_height() * 0.55).show(ui, |ui| {
             ui.horizontal_top(|ui| {
                 for (r, layers) in maps.runs.iter().enumerate() {
                     let Some(run) = view.runs.get(r) else { continue };
@@ -216,6 +248,7 @@ impl AttentionPanel {
             });
         });
 
+        self.drawn_at = Some(grids.inner_rect);
         ui.separator();
         ui.horizontal_top(|ui| {
             if let Some((r, l, h)) = self

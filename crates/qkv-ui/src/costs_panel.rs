@@ -6,16 +6,17 @@ use egui::{Color32, ComboBox, DragValue, Grid, RichText, Sense, Stroke, Ui, vec2
 use qkv_model::accounting::kv_cache_bytes_per_token;
 use qkv_model::{AttentionVariant, CacheDType, ParamReport};
 
+use crate::palette;
 use crate::view::{RunView, SessionView};
 
 /// Component groups of the bars, in drawing order.
 const GROUPS: [(&str, Color32, &[&str]); 8] = [
     ("embeddings", Color32::from_rgb(150, 150, 150), &["token embedding", "position embedding", "LM head"]),
-    ("W_Q", Color32::from_rgb(213, 94, 0), &["W_Q"]),
-    ("W_K", Color32::from_rgb(0, 114, 178), &["W_K"]),
-    ("W_V", Color32::from_rgb(0, 158, 115), &["W_V"]),
-    ("shared W", Color32::from_rgb(204, 121, 167), &["W_QK", "W_KV", "W_QKV"]),
-    ("W_O", Color32::from_rgb(230, 159, 0), &["W_O", "attention biases", "asymmetry term"]),
+    ("W_Q", palette::W_Q, &["W_Q"]),
+    ("W_K", palette::W_K, &["W_K"]),
+    ("W_V", palette::W_V, &["W_V"]),
+    ("shared W", palette::SHARED_W, &["W_QK", "W_KV", "W_QKV"]),
+    ("W_O", palette::W_O, &["W_O", "attention biases", "asymmetry term"]),
     ("MLP", Color32::from_rgb(86, 180, 233), &["MLP in", "MLP out", "MLP biases"]),
     ("norms", Color32::from_rgb(240, 228, 66), &["block norms", "final norm"]),
 ];

@@ -5,7 +5,11 @@ use egui::{ComboBox, RichText, Slider, Ui};
 use egui_plot::{ColorConflictHandling, Legend, Line, LineStyle, Plot, PlotPoint, PlotPoints};
 use qkv_train::StepRecord;
 
+use crate::figures::{Export, Figure, decimals};
+use crate::smoothing::Ema;
+use crate::verdict::verdict;
 use crate::view::SessionView;
+use crate::widgets::export_buttons;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum XAxis {
@@ -33,39 +37,14 @@ pub struct LossPanel {
     pub points_drawn: usize,
     /// Each run's smoothed training curve as last drawn, extended frame by frame.
     train_curves: Vec<TrainCurve>,
+    /// Where the charts were drawn in the last frame (what a PNG export crops).
+    pub drawn_at: Option<egui::Rect>,
 }
 
 impl Default for LossPanel {
     fn default() -> Self {
-        Self { log_y: false, smoothing: 0.6, x_axis: XAxis::Steps, points_drawn: 0, train_curves: Vec::new() }
+        Self { log_y: false, smoothing: 0.6, x_axis: XAxis::Steps, points_drawn: 0, train_curves: Vec::new(), drawn_at: None }
     }
-}
-
-/// Exponential moving average, debiased like TensorBoard's so the curve starts at the data.
-#[derive(Debug, Clone, Copy)]
-struct Ema {
-    weight: f64,
-    average: f64,
-    norm: f64,
-}
-
-impl Ema {
-    fn new(weight: f64) -> Self {
-        Self { weight, average: 0.0, norm: 0.0 }
-    }
-
-    /// The smoothed value once `value` is in.
-    fn push(&mut self, value: f64) -> f64 {
-        self.average = self.weight * self.average + (1.0 - self.weight) * value;
-        self.norm = self.weight * self.norm + (1.0 - self.weight);
-        self.average / self.norm
-    }
-}
-
-/// `values` smoothed with weight `weight` on the past.
-pub fn smooth(values: &[f64], weight: f64) -> Vec<f64> {
-    let mut ema = Ema::new(weight);
-    values.iter().map(|&v| ema.push(v)).collect()
 }
 
 /// What a drawn training curve depends on besides its steps: when any of it changes, the curve
@@ -106,15 +85,10 @@ impl TrainCurve {
     }
 }
 
-/// Decimals enough to tell apart ticks `step` apart (at step 0 the losses of a few runs span
-/// a hundredth: two decimals printed "4.34" at every tick).
-fn decimals(step: f64) -> usize {
-    if step > 0.0 { ((-step.log10()).ceil().max(0.0) as usize).clamp(2, 6) } else { 2 }
-}
-
 impl LossPanel {
-    /// The chart's settings above the chart.
-    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) {
+    /// The chart's settings above the chart; what the user asked to export.
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Option<Export> {
+        let mut export = None;
         ui.horizontal_wrapped(|ui| {
             ui.checkbox(&mut self.log_y, "log y");
             ui.add(Slider::new(&mut self.smoothing, 0.0..=0.99).text("smoothing"));
@@ -123,15 +97,21 @@ impl LossPanel {
                     ui.selectable_value(&mut self.x_axis, axis, axis.label());
                 }
             });
+            export = export_buttons(ui, Figure::Loss, true);
         });
         self.chart(ui, view);
+        export
     }
 
     /// Every run's training (solid) and validation (dashed) loss in the space there is, and
     /// below it the validation accuracy where the task has one.
     pub fn chart(&mut self, ui: &mut Ui, view: &SessionView) {
+        let top = ui.cursor().min;
         // One legend entry per run (lines of one name share it): which line is which is said once.
         ui.label(RichText::new("solid: training loss, dashed: validation loss").weak());
+        for line in verdict(view) {
+            ui.colored_label(line.colour, line.text);
+        }
         let has_accuracy = view.runs.iter().any(|r| r.evals.iter().any(|e| e.accuracy.is_some()));
         let height = if has_accuracy { ui.available_height() * 0.6 } else { ui.available_height() };
         let x_axis = self.x_axis;
@@ -193,29 +173,14 @@ impl LossPanel {
                 });
         }
         self.points_drawn = points;
+        self.drawn_at = Some(egui::Rect::from_min_max(top, egui::pos2(ui.max_rect().right(), ui.min_rect().bottom())));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tick_labels_have_the_decimals_their_spacing_needs() {
-        assert_eq!(decimals(0.5), 2);
-        assert_eq!(decimals(0.001), 3);
-        assert_eq!(decimals(0.0002), 4);
-        assert_eq!(decimals(0.0), 2);
-    }
-
-    #[test]
-    fn smoothing_starts_at_the_data_and_follows_a_constant() {
-        assert_eq!(smooth(&[4.0, 4.0, 4.0], 0.9), vec![4.0, 4.0, 4.0]);
-        let s = smooth(&[2.0, 0.0], 0.5);
-        assert_eq!(s[0], 2.0);
-        assert!((s[1] - 2.0 / 3.0).abs() < 1e-12);
-        assert_eq!(smooth(&[1.0, 3.0], 0.0), vec![1.0, 3.0]);
-    }
+    use crate::smoothing::smooth;
 
     fn steps(losses: &[f64]) -> Vec<StepRecord> {
         losses

@@ -14,6 +14,20 @@ const COLOURS: [Color32; 8] = [
     Color32::from_rgb(120, 120, 120),
 ];
 
+/// The attention projections' colours in the cost bars: W_Q, W_K, W_V, a W shared by two or
+/// three of them, and W_O. None is a run's colour (a bar segment must not read as a run), and
+/// each lies at least [`MIN_DISTANCE`] ΔE from the others and from every run colour, for normal
+/// vision and for protan-, deutan- and tritanopia (measured by the test below; the run colours
+/// themselves are 11 apart at the least).
+pub const W_Q: Color32 = Color32::from_rgb(153, 0, 238);
+pub const W_K: Color32 = Color32::from_rgb(68, 51, 170);
+pub const W_V: Color32 = Color32::from_rgb(170, 221, 136);
+pub const SHARED_W: Color32 = Color32::from_rgb(153, 136, 255);
+pub const W_O: Color32 = Color32::from_rgb(119, 51, 17);
+
+/// How far apart (CIE76 ΔE) the projections' colours stay from each other and from the runs'.
+pub const MIN_DISTANCE: f32 = 20.0;
+
 /// The default colour of the `index`-th run.
 pub fn colour(index: usize) -> Color32 {
     COLOURS[index % COLOURS.len()]
@@ -44,6 +58,62 @@ pub fn diverging(value: f32) -> Color32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// sRGB to CIE L*a*b* (D65).
+    fn lab(rgb: [f32; 3]) -> [f32; 3] {
+        let [r, g, b] = rgb.map(linear);
+        let (x, y, z) = (0.4124 * r + 0.3576 * g + 0.1805 * b, 0.2126 * r + 0.7152 * g + 0.0722 * b, 0.0193 * r + 0.1192 * g + 0.9505 * b);
+        let f = |t: f32| if t > 0.008856 { t.cbrt() } else { 7.787 * t + 16.0 / 116.0 };
+        let (fx, fy, fz) = (f(x / 0.95047), f(y), f(z / 1.08883));
+        [116.0 * fy - 16.0, 500.0 * (fx - fy), 200.0 * (fy - fz)]
+    }
+
+    fn linear(c: f32) -> f32 {
+        let c = c / 255.0;
+        if c <= 0.04045 { c / 12.92 } else { ((c + 0.055) / 1.055).powf(2.4) }
+    }
+
+    fn encoded(c: f32) -> f32 {
+        255.0 * if c <= 0.003_130_8 { 12.92 * c } else { 1.055 * c.powf(1.0 / 2.4) - 0.055 }
+    }
+
+    /// Machado, Oliveira and Fernandes (2009), full severity: how a colour looks without L, M or
+    /// S cones, as linear-RGB matrices.
+    const VISIONS: [[[f32; 3]; 3]; 4] = [
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+        [[0.152_286, 1.052_583, -0.204_868], [0.114_503, 0.786_281, 0.099_216], [-0.003_882, -0.048_116, 1.051_998]],
+        [[0.367_322, 0.860_646, -0.227_968], [0.280_085, 0.672_501, 0.047_413], [-0.011_820, 0.042_940, 0.968_881]],
+        [[1.255_528, -0.076_749, -0.178_779], [-0.078_411, 0.930_809, 0.147_602], [0.004_733, 0.691_367, 0.303_900]],
+    ];
+
+    /// The smallest ΔE between two colours over the four visions.
+    fn distance(a: Color32, b: Color32) -> f32 {
+        let seen = |c: Color32, m: &[[f32; 3]; 3]| {
+            let l = [c.r(), c.g(), c.b()].map(|v| linear(v as f32));
+            let mixed = m.map(|row| (row[0] * l[0] + row[1] * l[1] + row[2] * l[2]).clamp(0.0, 1.0));
+            lab(mixed.map(encoded))
+        };
+        VISIONS
+            .iter()
+            .map(|m| {
+                let (p, q) = (seen(a, m), seen(b, m));
+                ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt()
+            })
+            .fold(f32::INFINITY, f32::min)
+    }
+
+    #[test]
+    fn the_projections_colours_stay_apart_from_each_other_and_the_runs_for_colour_blind_eyes_too() {
+        let projections = [W_Q, W_K, W_V, SHARED_W, W_O];
+        for (i, &a) in projections.iter().enumerate() {
+            for &b in projections[i + 1..].iter().chain(&COLOURS) {
+                let d = distance(a, b);
+                assert!(d >= MIN_DISTANCE, "{a:?} and {b:?} are {d:.1} apart");
+            }
+        }
+        // The measure tells similar colours apart: W_Q's old vermilion and W_O's old orange.
+        assert!(distance(Color32::from_rgb(213, 94, 0), Color32::from_rgb(230, 159, 0)) < MIN_DISTANCE);
+    }
 
     #[test]
     fn a_new_colour_is_unused_while_there_is_one_and_repeats_after() {

@@ -1,5 +1,6 @@
 //! The keyboard, for a teacher at a projector: Space trains or pauses, S steps, R resets, 1–5
-//! open the lessons, P presents, H switches to the high-contrast theme, ? lists the keys. None fires while a text field has the keyboard (typing a
+//! open the lessons, P presents, H switches to the high-contrast theme, Q shows the link's QR
+//! code, ? lists the keys. None fires while a text field has the keyboard (typing a
 //! prompt is not a command).
 
 use egui::{Context, Key, Modifiers};
@@ -18,18 +19,21 @@ pub enum Shortcut {
     Present,
     /// Switch between the usual theme and the high-contrast one.
     HighContrast,
+    /// Show or hide the QR code of the demo's link.
+    QrCode,
     /// Show or hide the list of keys.
     Keys,
 }
 
 /// Every key, with what it does, as the list of keys shows them.
-pub const KEYS: [(&str, &str); 7] = [
+pub const KEYS: [(&str, &str); 8] = [
     ("Space", "train / pause"),
     ("S", "one step"),
     ("R", "reset: untrained models again"),
     ("1 – 5", "open a lesson"),
     ("P", "presentation mode on / off"),
     ("H", "high-contrast light theme on / off"),
+    ("Q", "QR code of this demo's link (in the browser)"),
     ("?", "show or hide these keys"),
 ];
 
@@ -66,6 +70,9 @@ pub fn pressed(ctx: &Context, lessons: usize) -> Vec<Shortcut> {
         }
         if take(Key::H) {
             pressed.push(Shortcut::HighContrast);
+        }
+        if take(Key::Q) {
+            pressed.push(Shortcut::QrCode);
         }
         if take(Key::Questionmark) {
             pressed.push(Shortcut::Keys);

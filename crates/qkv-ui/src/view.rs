@@ -43,6 +43,9 @@ pub struct Export {
     pub metrics_csv: String,
 }
 
+/// The most sets of maps the history keeps (a classroom model's set is about 64 kB).
+pub const MAPS_KEPT: usize = 120;
+
 #[derive(Default)]
 pub struct SessionView {
     pub runs: Vec<RunView>,
@@ -51,6 +54,9 @@ pub struct SessionView {
     pub playing: bool,
     pub finished: bool,
     pub attention: Option<AttentionMaps>,
+    /// Every set of maps since the runs were loaded, oldest first, for scrubbing back through
+    /// training; thinned to every other old set beyond [`MAPS_KEPT`].
+    pub attention_history: Vec<AttentionMaps>,
     /// Bumped by every new set of maps, so panels know when to redraw their textures.
     pub attention_version: u64,
     /// The last failed command, shown until the next success.
@@ -82,6 +88,27 @@ impl SessionView {
         RunId(self.runs.iter().map(|r| r.info.id.0 + 1).max().unwrap_or(0))
     }
 
+    /// Adds `maps` to the history: in place of the last set where they are of the same step and
+    /// prompt (a new prompt, a converted run joining), else after it.
+    fn keep_in_history(&mut self, maps: &AttentionMaps) {
+        if let Some(last) = self.attention_history.last_mut()
+            && last.step == maps.step
+        {
+            *last = maps.clone();
+            return;
+        }
+        if self.attention_history.len() >= MAPS_KEPT {
+            // Every other one of the older half goes: the history still spans all of training.
+            let half = MAPS_KEPT / 2;
+            let mut index = 0;
+            self.attention_history.retain(|_| {
+                index += 1;
+                index > half || index % 2 == 1
+            });
+        }
+        self.attention_history.push(maps.clone());
+    }
+
     pub fn step(&self) -> usize {
         self.runs.iter().map(|r| r.steps.last().map_or(0, |s| s.step)).max().unwrap_or(0)
     }
@@ -104,6 +131,7 @@ impl SessionView {
                 self.backend = backend;
                 self.finished = false;
                 self.attention = None;
+                self.attention_history.clear();
                 self.error = None;
                 self.conversion = None;
             }
@@ -130,6 +158,7 @@ impl SessionView {
                 }
             }
             Message::Attention(maps) => {
+                self.keep_in_history(&maps);
                 self.attention = Some(maps);
                 self.attention_version += 1;
             }
@@ -151,5 +180,31 @@ impl SessionView {
             // Between a session and the fan-out that spreads runs over sessions.
             Message::Sharing(_) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn maps_at(step: usize) -> AttentionMaps {
+        AttentionMaps { step, tokens: vec!["a".into()], ids: Vec::new(), runs: Vec::new(), diagnostics: Vec::new() }
+    }
+
+    #[test]
+    fn the_history_keeps_every_refresh_and_thins_the_old_ones_once_full() {
+        let mut view = SessionView::default();
+        view.apply(Message::Attention(maps_at(0)), &[]);
+        view.apply(Message::Attention(maps_at(0)), &[]);
+        assert_eq!(view.attention_history.len(), 1, "a new prompt at the same step replaces its maps");
+        for step in 1..MAPS_KEPT {
+            view.apply(Message::Attention(maps_at(25 * step)), &[]);
+        }
+        assert_eq!(view.attention_history.len(), MAPS_KEPT);
+        view.apply(Message::Attention(maps_at(25 * MAPS_KEPT)), &[]);
+        let steps: Vec<usize> = view.attention_history.iter().map(|m| m.step).collect();
+        assert_eq!(steps.len(), MAPS_KEPT / 4 + MAPS_KEPT / 2 + 1, "the older half thinned to every other");
+        assert_eq!((steps[0], *steps.last().unwrap()), (0, 25 * MAPS_KEPT), "still from the untrained maps to the latest");
+        assert!(steps.windows(2).all(|w| w[0] < w[1]));
     }
 }

@@ -578,3 +578,75 @@ fn presentation_mode_is_readable_from_the_back_of_the_room_in_every_lesson() {
         }
     }
 }
+
+/// Figures for slides: the loss chart and the maps as SVG naming every run in its colour and as
+/// PNG (the screen's pixels), and one CSV with every run's metrics.
+#[test]
+fn the_charts_and_maps_export_as_svg_png_and_csv() {
+    use qkv_ui::figures::{Export, Figure};
+    let dir = std::env::temp_dir().join(format!("qkv-figures-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut harness = harness();
+    harness.run_steps(2);
+    let app = harness.state_mut().as_mut().unwrap();
+    app.set_export_folder(dir.display().to_string());
+    app.step();
+    run_until(&mut harness, "a step and the maps", |p| p.view().step() >= 1 && p.view().attention.is_some());
+    let app = harness.state_mut().as_mut().unwrap();
+    for export in [
+        Export::Svg(Figure::Loss),
+        Export::Png(Figure::Loss),
+        Export::Csv,
+        Export::Svg(Figure::AttentionMaps),
+        Export::Png(Figure::AttentionMaps),
+    ] {
+        app.export_figure(export);
+    }
+    harness.run_steps(6);
+    assert!(playground(&harness).notice().is_some_and(|(_, problem)| !problem), "{:?}", playground(&harness).notice());
+
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let names: Vec<String> = playground(&harness).view().runs.iter().map(|r| r.name().to_string()).collect();
+    for svg in ["loss-step1.svg", "attention-maps-step1.svg"] {
+        let text = String::from_utf8(read(svg)).unwrap();
+        assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"), "{svg}");
+        for name in &names {
+            assert!(text.contains(&format!(">{name}")), "{svg} names {name}");
+        }
+        let colour = playground(&harness).view().runs[0].colour;
+        assert!(text.contains(&format!("#{:02x}{:02x}{:02x}", colour.r(), colour.g(), colour.b())), "{svg}: the runs' colours");
+    }
+    for png in ["loss-step1.png", "attention-maps-step1.png"] {
+        let bytes = read(png);
+        let mut reader = png::Decoder::new(std::io::Cursor::new(bytes)).read_info().unwrap_or_else(|e| panic!("{png}: {e}"));
+        let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut pixels).unwrap();
+        assert!(info.width > 200 && info.height > 100, "{png}: {}x{}", info.width, info.height);
+    }
+    let csv = String::from_utf8(read("metrics-step1.csv")).unwrap();
+    assert!(csv.starts_with("run,variant,step,"), "{csv}");
+    for name in &names {
+        assert_eq!(csv.lines().filter(|l| l.starts_with(&format!("{name},"))).count(), 2, "{name}: the untrained point and step 1");
+    }
+    if std::env::var_os("KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Q shows a QR code of the open lesson's short link, so a class opens the same demo.
+#[test]
+fn q_shows_a_qr_code_of_the_lesson_s_link() {
+    let mut harness = harness_of_size(vec2(1280.0, 720.0));
+    harness.run_steps(2);
+    let app = harness.state_mut().as_mut().unwrap();
+    app.set_share_link("https://example.org/qkv-lab/?compute=flex#setup=%7B%7D".into());
+    app.load_lesson(1);
+    harness.run_steps(2);
+    assert_eq!(playground(&harness).drawn().qr_link, None, "hidden until asked for");
+    harness.key_press(egui::Key::Q);
+    harness.run_steps(2);
+    assert_eq!(playground(&harness).drawn().qr_link.as_deref(), Some("https://example.org/qkv-lab/?lesson=2&present&autotrain"));
+    harness.key_press(egui::Key::Q);
+    harness.run_steps(2);
+    assert_eq!(playground(&harness).drawn().qr_link, None);
+}

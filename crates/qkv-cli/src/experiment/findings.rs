@@ -3,6 +3,7 @@
 
 use qkv_model::ModelDiagnostics;
 use qkv_train::RunStatus;
+use qkv_train::papers::{PAPER2_PPL, PAPER2_STANDARD_PPL};
 
 use super::catalogue::{PAPER1_SCALE_STUDY, STANDARD_SCALE_RUN, Study, WK_STANDARD_SCALE_RUN, WV_HALVED_SCALE_RUN};
 use super::seeds::Outcome;
@@ -260,21 +261,6 @@ pub(super) fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {
     }
     out
 }
-
-/// Paper 2's validation perplexity (per BPE token) of the standard 300M model.
-const PAPER2_STANDARD_PPL: f64 = 5.11;
-
-/// Paper 2's 300M perplexities: (our run name without its head ratio, the paper's name with its
-/// ratio of key/value heads to its 16 heads, perplexity).
-const PAPER2_PPL: [(&str, &str, f64); 7] = [
-    ("Q-K=V", "Q-K=V", 5.27),
-    ("Q=K-V", "Q=K-V", 5.36),
-    ("Q=K=V", "Q=K=V", 6.41),
-    ("GQA", "GQA 4/16", 5.15),
-    ("MQA", "MQA 1/16", 5.19),
-    ("Q-K=V + GQA", "Q-K=V + GQA 4/16", 5.32),
-    ("Q-K=V + MQA", "Q-K=V + MQA 1/16", 5.36),
-];
 
 /// A run's name without its head ratio: "GQA 2/8" is the paper's "GQA".
 fn without_ratio(name: &str) -> &str {

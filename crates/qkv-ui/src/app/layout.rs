@@ -48,10 +48,19 @@ impl Playground {
         }
         self.receive_files(ui.ctx());
         self.apply_look(ui.ctx());
+        // Where the figures are drawn this frame: none until they are.
+        (self.panels.loss.drawn_at, self.panels.attention.drawn_at) = (None, None);
+        self.qr_window(ui.ctx());
         if self.look.presenting {
             self.presentation_ui(ui);
-            return;
+        } else {
+            self.workbench_ui(ui);
         }
+        self.export_figures(ui.ctx());
+    }
+
+    /// The usual layout: the top bar, the setup on the left, the chosen tab in the middle.
+    fn workbench_ui(&mut self, ui: &mut Ui) {
         egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
         egui::Panel::left("setup_side").resizable(true).default_size(430.0).show(ui, |ui| {
             egui::ScrollArea::both().id_salt("setup_scroll").show(ui, |ui| self.side_ui(ui));
@@ -288,7 +297,9 @@ impl Playground {
                     ui.set_min_size(egui::vec2(width * 0.46, top_height));
                     ui.vertical(|ui| {
                         ui.label(RichText::new("Loss").strong());
-                        self.panels.loss.ui(ui, &self.view);
+                        if let Some(export) = self.panels.loss.ui(ui, &self.view) {
+                            self.export_figure(export);
+                        }
                     });
                 });
                 ui.add_space(12.0);
@@ -309,6 +320,7 @@ impl Playground {
             AttentionRequest::None => {}
             AttentionRequest::Prompt(prompt) => self.send(Command::AttentionPrompt(prompt)),
             AttentionRequest::RefreshEvery(n) => self.send(Command::AttentionEvery(n)),
+            AttentionRequest::Export(export) => self.export_figure(export),
         }
     }
 }

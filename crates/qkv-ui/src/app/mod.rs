@@ -1,6 +1,7 @@
 //! The playground: the panels around one training session. It sends the session commands and
 //! draws its messages; it never computes anything itself.
 
+mod export;
 mod layout;
 mod present;
 mod trial;
@@ -39,10 +40,12 @@ pub enum Tab {
 }
 
 /// What the last frame drew (what the UI tests look at).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Drawn {
     pub attention_maps: usize,
     pub loss_points: usize,
+    /// The link the QR code holds, when one was drawn.
+    pub qr_link: Option<String>,
 }
 
 /// The panels around the session, each with its own state: what the user set in it (the loss
@@ -103,12 +106,21 @@ pub struct Playground {
     open_theory: bool,
     /// The list of keys is open (`?`).
     show_keys: bool,
+    /// The QR code of the demo's link is open (`Q`).
+    show_qr: bool,
+    /// The link the QR code drawn in the last frame holds (for tests).
+    qr_shown: Option<String>,
     /// Presentation mode and the theme, as the user chose them.
     look: Look,
     /// The style the shell gave the app, which each look starts from (taken at the first frame).
     shell_style: Option<std::sync::Arc<egui::Style>>,
     /// The look the context's style was last set to.
     applied_look: Option<Look>,
+    /// Figures asked for, exported on the next frame.
+    exports_wanted: Vec<crate::figures::Export>,
+    /// PNG exports waiting for the frame they crop: which figure, where it was drawn.
+    png_pending: Vec<(crate::figures::Figure, egui::Rect)>,
+    screenshot: export::ScreenshotSlot,
     /// A link that opens this setup, where the shell has one (the browser's address).
     share_link: Option<String>,
     inbox: Inbox,
@@ -167,9 +179,14 @@ impl Playground {
             frames: FrameTimer::default(),
             open_theory: false,
             show_keys: false,
+            show_qr: false,
+            qr_shown: None,
             look: Look::default(),
             shell_style: None,
             applied_look: None,
+            exports_wanted: Vec::new(),
+            png_pending: Vec::new(),
+            screenshot: Default::default(),
             share_link: None,
             inbox: Inbox::default(),
             kept: KeptInbox::default(),
@@ -259,7 +276,11 @@ impl Playground {
 
     /// What the last frame drew: attention maps, and points of the loss plot.
     pub fn drawn(&self) -> Drawn {
-        Drawn { attention_maps: self.panels.attention.maps_drawn, loss_points: self.panels.loss.points_drawn }
+        Drawn {
+            attention_maps: self.panels.attention.maps_drawn,
+            loss_points: self.panels.loss.points_drawn,
+            qr_link: self.qr_shown.clone(),
+        }
     }
 
     fn send(&mut self, command: Command) {
@@ -331,6 +352,7 @@ impl Playground {
             Shortcut::Keys => self.show_keys = !self.show_keys,
             Shortcut::Present => self.look.presenting = !self.look.presenting,
             Shortcut::HighContrast => self.look.high_contrast = !self.look.high_contrast,
+            Shortcut::QrCode => self.show_qr = !self.show_qr,
         }
     }
 

@@ -10,6 +10,7 @@ use qkv_session::Command;
 use super::Playground;
 use crate::lessons::{Costs, LESSONS};
 use crate::presentation::MAP_WINDOW;
+use crate::qr;
 use crate::theory_panel::TheoryPanel;
 
 /// The large map's side, in points, at most: 32 rows of 16 points.
@@ -27,6 +28,9 @@ impl Playground {
                 let contrast = if self.look.high_contrast { "dark (H)" } else { "light (H)" };
                 if ui.button(contrast).on_hover_text("the high-contrast light theme, for projectors").clicked() {
                     self.look.high_contrast = !self.look.high_contrast;
+                }
+                if self.share_link.is_some() && ui.button("QR (Q)").on_hover_text("a QR code of this demo's link").clicked() {
+                    self.show_qr = !self.show_qr;
                 }
                 if ui.button("exit (P)").on_hover_text("leave presentation mode").clicked() {
                     self.look.presenting = false;
@@ -49,6 +53,24 @@ impl Playground {
                 ui.add_space(8.0);
                 ui.vertical(|ui| self.panels.attention.presentation_ui(ui, &self.view, map_side));
             });
+        });
+    }
+
+    /// The QR code of the link a class should open, large, while it is asked for (Q); where the
+    /// app has no link (the desktop) it says where to find one.
+    pub(super) fn qr_window(&mut self, ctx: &egui::Context) {
+        let link = self.share_link.as_deref().map(|link| qr::class_link(link, self.lesson));
+        self.qr_shown = None;
+        egui::Window::new("Open this demo").open(&mut self.show_qr).collapsible(false).resizable(false).show(ctx, |ui| match &link {
+            Some(link) => {
+                if qr::draw(ui, link, 360.0).is_some() {
+                    self.qr_shown = Some(link.clone());
+                }
+                ui.label(egui::RichText::new(link).small());
+            }
+            None => {
+                ui.label("The browser version (trunk serve, or the project's GitHub Pages site) shows a QR code of its link.");
+            }
         });
     }
 

@@ -1,0 +1,81 @@
+//! The papers' published figures that reports and the app set our results beside, with their
+//! source. docs/papers.md holds the same figures for people; a test keeps the two equal.
+
+use qkv_model::{AttentionConfig, AttentionVariant};
+
+/// Paper 1 (Karbevski & Mijoski, arXiv 2510.23912), GPT-2 small on OpenWebText: the model
+/// without W_Q (117M parameters) is on par with the original (124M) in validation loss.
+pub const PAPER1_SOURCE: &str = "paper 1, GPT-2 small (124M) on OpenWebText";
+
+/// Paper 2 (Kayyam, Madan Gopal & Lewis, ICML 2026): what its 300M models were trained on.
+pub const PAPER2_SOURCE: &str = "paper 2, 300M models on 10B SlimPajama tokens";
+
+/// Paper 2's validation perplexity (per BPE token) of the standard 300M model.
+pub const PAPER2_STANDARD_PPL: f64 = 5.11;
+
+/// Paper 2's 300M perplexities: (the variant as our runs name it without a head ratio, the
+/// paper's name with its ratio of key/value heads to its 16 heads, perplexity).
+pub const PAPER2_PPL: [(&str, &str, f64); 7] = [
+    ("Q-K=V", "Q-K=V", 5.27),
+    ("Q=K-V", "Q=K-V", 5.36),
+    ("Q=K=V", "Q=K=V", 6.41),
+    ("GQA", "GQA 4/16", 5.15),
+    ("MQA", "MQA 1/16", 5.19),
+    ("Q-K=V + GQA", "Q-K=V + GQA 4/16", 5.32),
+    ("Q-K=V + MQA", "Q-K=V + MQA 1/16", 5.36),
+];
+
+/// Which of [`PAPER2_PPL`]'s comparisons a model's attention is, against a standard one with a
+/// key/value head per head; `None` for the standard model itself and the variants the paper did
+/// not train on text.
+pub fn paper2_name(attention: &AttentionConfig, n_head: usize) -> Option<&'static str> {
+    let kv_heads = attention.kv_heads.unwrap_or(n_head);
+    let shared_heads = match kv_heads {
+        k if k >= n_head => None,
+        1 => Some("MQA"),
+        _ => Some("GQA"),
+    };
+    match (attention.variant, shared_heads) {
+        (AttentionVariant::Standard, Some("MQA")) => Some("MQA"),
+        (AttentionVariant::Standard, Some(_)) => Some("GQA"),
+        (AttentionVariant::SharedKeyValue, None) => Some("Q-K=V"),
+        (AttentionVariant::SharedKeyValue, Some("MQA")) => Some("Q-K=V + MQA"),
+        (AttentionVariant::SharedKeyValue, Some(_)) => Some("Q-K=V + GQA"),
+        (AttentionVariant::SharedQueryKey, None) => Some("Q=K-V"),
+        (AttentionVariant::SharedAll, None) => Some("Q=K=V"),
+        _ => None,
+    }
+}
+
+/// Paper 2's change in perplexity against its standard model for comparison `name` (one of
+/// [`PAPER2_PPL`]'s), with the paper's name for it: 0.031 is +3.1%.
+pub fn paper2_change(name: &str) -> Option<(&'static str, f64)> {
+    PAPER2_PPL.iter().find(|(ours, _, _)| *ours == name).map(|&(_, paper, ppl)| (paper, ppl / PAPER2_STANDARD_PPL - 1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_figures_are_those_docs_papers_md_states() {
+        let docs = include_str!("../../../docs/papers.md");
+        assert!(docs.contains(&format!("| standard | {PAPER2_STANDARD_PPL} |")), "the standard model's perplexity");
+        for (_, paper, ppl) in PAPER2_PPL {
+            assert!(docs.contains(&format!("| {paper} | {ppl} |")), "{paper} at {ppl} is not in docs/papers.md");
+        }
+    }
+
+    #[test]
+    fn a_model_is_the_comparison_its_projections_and_heads_make() {
+        let attention = |variant, kv_heads| AttentionConfig { kv_heads, ..AttentionConfig::new(variant) };
+        assert_eq!(paper2_name(&attention(AttentionVariant::Standard, None), 4), None, "the reference");
+        assert_eq!(paper2_name(&attention(AttentionVariant::Standard, Some(2)), 4), Some("GQA"));
+        assert_eq!(paper2_name(&attention(AttentionVariant::Standard, Some(1)), 4), Some("MQA"));
+        assert_eq!(paper2_name(&attention(AttentionVariant::SharedKeyValue, Some(1)), 4), Some("Q-K=V + MQA"));
+        assert_eq!(paper2_name(&attention(AttentionVariant::SharedQueryKeyAsym, None), 4), None, "not trained on text there");
+        let (paper, change) = paper2_change("Q=K=V").unwrap();
+        assert_eq!(paper, "Q=K=V");
+        assert!((change - 0.2544).abs() < 1e-3, "{change}");
+    }
+}

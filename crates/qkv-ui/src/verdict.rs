@@ -1,0 +1,104 @@
+//! The live verdict beside the loss chart: each run's latest validation loss against the first
+//! run's, as a change in loss and in perplexity, next to the paper's figure for the same
+//! comparison (`qkv_train::papers`, docs/papers.md), so a class sees how a toy compares with the
+//! papers' models.
+
+use egui::Color32;
+use qkv_model::AttentionVariant;
+use qkv_train::papers::{PAPER1_SOURCE, PAPER2_SOURCE, paper2_change, paper2_name};
+
+use crate::view::{RunView, SessionView};
+
+/// One run's line of the verdict, in its colour.
+pub struct VerdictLine {
+    pub colour: Color32,
+    pub text: String,
+}
+
+/// What the papers report for `run` against `reference`, where they report that comparison.
+fn paper_figure(run: &RunView, reference: &RunView) -> Option<String> {
+    fn model(run: &RunView) -> &qkv_model::GptConfig {
+        &run.info.spec.model
+    }
+    let full_heads = |r: &RunView| model(r).attention.kv_heads.is_none_or(|k| k == model(r).n_head);
+    if model(reference).attention.variant != AttentionVariant::Standard || !full_heads(reference) {
+        return None;
+    }
+    if model(run).attention.variant == AttentionVariant::QueryIdentity && full_heads(run) {
+        return Some(format!("{PAPER1_SOURCE}: on par"));
+    }
+    let (name, change) = paper2_change(paper2_name(&model(run).attention, model(run).n_head)?)?;
+    Some(format!("{PAPER2_SOURCE}, {name}: perplexity {:+.1}%", 100.0 * change))
+}
+
+/// A line per run after the first: its validation loss at the latest step both it and the first
+/// run were evaluated at, against the first run's, and the paper's figure.
+pub fn verdict(view: &SessionView) -> Vec<VerdictLine> {
+    let Some((reference, others)) = view.runs.split_first() else { return Vec::new() };
+    others
+        .iter()
+        .filter_map(|run| {
+            let (ours, theirs) = run.evals.iter().rev().find_map(|e| Some((e, reference.evals.iter().find(|r| r.step == e.step)?)))?;
+            if !(ours.val_loss.is_finite() && theirs.val_loss.is_finite()) || ours.step == 0 {
+                return None;
+            }
+            let loss = 100.0 * (ours.val_loss / theirs.val_loss - 1.0);
+            let perplexity = 100.0 * ((ours.val_loss - theirs.val_loss).exp() - 1.0);
+            let paper = paper_figure(run, reference).unwrap_or_else(|| "no paper figure for this pair".to_string());
+            Some(VerdictLine {
+                colour: run.colour,
+                text: format!(
+                    "{}: {loss:+.1}% val loss ({perplexity:+.1}% perplexity) against {} at step {}; {paper}",
+                    run.name(),
+                    reference.name(),
+                    ours.step
+                ),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qkv_model::Preset;
+    use qkv_session::{RunId, RunInfo};
+    use qkv_train::EvalRecord;
+    use qkv_train::recipe::TrainingConfig;
+    use qkv_train::run::RunSpec;
+
+    fn run(name: &str, variant: AttentionVariant, kv_heads: Option<usize>, losses: &[(usize, f64)]) -> RunView {
+        let mut model = Preset::Classroom.config().with_variant(variant);
+        model.attention.kv_heads = kv_heads;
+        let spec = RunSpec { name: name.into(), model: model.clone(), training: TrainingConfig::for_preset(Preset::Classroom) };
+        let evals = losses
+            .iter()
+            .map(|&(step, val_loss)| EvalRecord { step, tokens: 0, wall_secs: 0.0, val_loss, accuracy: None, sequence_accuracy: None })
+            .collect();
+        let info = RunInfo { id: RunId(0), params: qkv_model::ParamReport::new(&model), spec, steps: Vec::new(), evals };
+        RunView::new(info, Color32::RED)
+    }
+
+    #[test]
+    fn each_run_is_set_against_the_first_at_their_latest_common_step_beside_the_paper() {
+        let view = SessionView {
+            runs: vec![
+                run("standard", AttentionVariant::Standard, None, &[(0, 4.3), (10, 2.0), (20, 1.8)]),
+                run("wq-identity", AttentionVariant::QueryIdentity, None, &[(0, 4.3), (10, 2.1)]),
+                run("K=V + MQA", AttentionVariant::SharedKeyValue, Some(1), &[(0, 4.3), (10, 2.2), (20, 1.9)]),
+                run("asym", AttentionVariant::SharedQueryKeyAsym, None, &[(0, 4.3)]),
+            ],
+            ..SessionView::default()
+        };
+        let lines: Vec<String> = verdict(&view).into_iter().map(|l| l.text).collect();
+        assert_eq!(lines.len(), 2, "the asymmetric run has only its untrained point: {lines:?}");
+        assert!(
+            lines[0].starts_with("wq-identity: +5.0% val loss (+10.5% perplexity) against standard at step 10; paper 1"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[0].ends_with("on par"), "{}", lines[0]);
+        assert!(lines[1].contains("+5.6% val loss") && lines[1].contains("at step 20"), "{}", lines[1]);
+        assert!(lines[1].ends_with("Q-K=V + MQA 1/16: perplexity +4.9%"), "{}", lines[1]);
+    }
+}
