@@ -10,7 +10,7 @@
 #   PROFILE=dev bash scripts/two-machines.sh # a quicker build (dependencies still optimised)
 #
 # On two real machines: `qkv serve --port 3000` on one, `qkv train ... --remote ws://HOST:3000`
-# on the other (README, "Scaling up").
+# on the other (docs/scaling.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

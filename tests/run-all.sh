@@ -87,6 +87,16 @@ done
 stage "cargo fmt --check"
 cargo fmt --all --check
 
+# The GitHub workflows (the Pages deployment cannot run here), checked against GitHub's published
+# workflow schema, which check-jsonschema ships: installed once into a venv beside the build.
+stage "the workflows against GitHub's schema"
+lint_venv="$HOME/.cache/qkv-lab/workflow-lint"
+if [ ! -x "$lint_venv/bin/check-jsonschema" ]; then
+  python3 -m venv "$lint_venv"
+  "$lint_venv/bin/pip" install --quiet check-jsonschema==0.39.0
+fi
+"$lint_venv/bin/check-jsonschema" --builtin-schema vendor.github-workflows .github/workflows/*.yml
+
 # The browser's build, linted with clippy.toml's rules for it (no threads, no std clock): a check
 # of the page's crates for wasm32, 3 min with nothing built (178 s of a cold run's 1,538 s) and
 # seconds warm, so `--fast` runs it too.
