@@ -7,7 +7,7 @@ use qkv_train::StepRecord;
 
 use crate::figures::{Export, Figure, decimals};
 use crate::smoothing::Ema;
-use crate::verdict::verdict;
+use crate::verdict::verdict_ui;
 use crate::view::SessionView;
 use crate::widgets::export_buttons;
 
@@ -109,9 +109,7 @@ impl LossPanel {
         let top = ui.cursor().min;
         // One legend entry per run (lines of one name share it): which line is which is said once.
         ui.label(RichText::new("solid: training loss, dashed: validation loss").weak());
-        for line in verdict(view) {
-            ui.colored_label(line.colour, line.text);
-        }
+        verdict_ui(ui, view);
         let has_accuracy = view.runs.iter().any(|r| r.evals.iter().any(|e| e.accuracy.is_some()));
         let height = if has_accuracy { ui.available_height() * 0.6 } else { ui.available_height() };
         let x_axis = self.x_axis;

@@ -12,11 +12,17 @@ use crate::view::{RunView, SessionView};
 /// One run's line of the verdict, in its colour.
 pub struct VerdictLine {
     pub colour: Color32,
-    pub text: String,
+    pub run: String,
+    /// Its change against the first run: "+4.2% loss, +12.3% perplexity".
+    pub here: String,
+    /// The first run's name and the step both were last evaluated at.
+    pub against: String,
+    /// The paper's figure for the same comparison, and where it comes from.
+    pub paper: Option<(String, &'static str)>,
 }
 
 /// What the papers report for `run` against `reference`, where they report that comparison.
-fn paper_figure(run: &RunView, reference: &RunView) -> Option<String> {
+fn paper_figure(run: &RunView, reference: &RunView) -> Option<(String, &'static str)> {
     fn model(run: &RunView) -> &qkv_model::GptConfig {
         &run.info.spec.model
     }
@@ -25,10 +31,10 @@ fn paper_figure(run: &RunView, reference: &RunView) -> Option<String> {
         return None;
     }
     if model(run).attention.variant == AttentionVariant::QueryIdentity && full_heads(run) {
-        return Some(format!("{PAPER1_SOURCE}: on par"));
+        return Some(("paper 1: on par".to_string(), PAPER1_SOURCE));
     }
     let (name, change) = paper2_change(paper2_name(&model(run).attention, model(run).n_head)?)?;
-    Some(format!("{PAPER2_SOURCE}, {name}: perplexity {:+.1}%", 100.0 * change))
+    Some((format!("paper 2: {:+.1}% perplexity ({name})", 100.0 * change), PAPER2_SOURCE))
 }
 
 /// A line per run after the first: its validation loss at the latest step both it and the first
@@ -44,18 +50,34 @@ pub fn verdict(view: &SessionView) -> Vec<VerdictLine> {
             }
             let loss = 100.0 * (ours.val_loss / theirs.val_loss - 1.0);
             let perplexity = 100.0 * ((ours.val_loss - theirs.val_loss).exp() - 1.0);
-            let paper = paper_figure(run, reference).unwrap_or_else(|| "no paper figure for this pair".to_string());
             Some(VerdictLine {
                 colour: run.colour,
-                text: format!(
-                    "{}: {loss:+.1}% val loss ({perplexity:+.1}% perplexity) against {} at step {}; {paper}",
-                    run.name(),
-                    reference.name(),
-                    ours.step
-                ),
+                run: run.name().to_string(),
+                here: format!("{loss:+.1}% loss, {perplexity:+.1}% perplexity"),
+                against: format!("validation against {} at step {}", reference.name(), ours.step),
+                paper: paper_figure(run, reference),
             })
         })
         .collect()
+}
+
+/// The verdict as a table under the chart: a row per run, the paper's source on hover.
+pub fn verdict_ui(ui: &mut egui::Ui, view: &SessionView) {
+    let lines = verdict(view);
+    if lines.is_empty() {
+        return;
+    }
+    egui::Grid::new("verdict").num_columns(3).spacing([12.0, 2.0]).show(ui, |ui| {
+        for line in lines {
+            ui.colored_label(line.colour, &line.run);
+            ui.label(&line.here).on_hover_text(&line.against);
+            match &line.paper {
+                Some((figure, source)) => ui.label(figure).on_hover_text(*source),
+                None => ui.weak("no paper figure"),
+            };
+            ui.end_row();
+        }
+    });
 }
 
 #[cfg(test)]
@@ -90,15 +112,12 @@ mod tests {
             ],
             ..SessionView::default()
         };
-        let lines: Vec<String> = verdict(&view).into_iter().map(|l| l.text).collect();
-        assert_eq!(lines.len(), 2, "the asymmetric run has only its untrained point: {lines:?}");
-        assert!(
-            lines[0].starts_with("wq-identity: +5.0% val loss (+10.5% perplexity) against standard at step 10; paper 1"),
-            "{}",
-            lines[0]
-        );
-        assert!(lines[0].ends_with("on par"), "{}", lines[0]);
-        assert!(lines[1].contains("+5.6% val loss") && lines[1].contains("at step 20"), "{}", lines[1]);
-        assert!(lines[1].ends_with("Q-K=V + MQA 1/16: perplexity +4.9%"), "{}", lines[1]);
+        let lines = verdict(&view);
+        assert_eq!(lines.len(), 2, "the asymmetric run has only its untrained point");
+        assert_eq!((lines[0].run.as_str(), lines[0].here.as_str()), ("wq-identity", "+5.0% loss, +10.5% perplexity"));
+        assert_eq!(lines[0].against, "validation against standard at step 10");
+        assert_eq!(lines[0].paper.as_ref().map(|p| p.0.as_str()), Some("paper 1: on par"));
+        assert!(lines[1].here.starts_with("+5.6% loss") && lines[1].against.ends_with("step 20"), "{}", lines[1].here);
+        assert_eq!(lines[1].paper.as_ref().map(|p| p.0.as_str()), Some("paper 2: +4.9% perplexity (Q-K=V + MQA 1/16)"));
     }
 }
