@@ -13,9 +13,9 @@ use crate::view::{RunView, SessionView};
 pub struct VerdictLine {
     pub colour: Color32,
     pub run: String,
-    /// Its change against the first run: "+4.2% loss, +12.3% perplexity".
+    /// Its change in validation perplexity against the first run, as the papers report theirs.
     pub here: String,
-    /// The first run's name and the step both were last evaluated at.
+    /// The same in loss, the first run's name and the step both were last evaluated at.
     pub against: String,
     /// The paper's figure for the same comparison, and where it comes from.
     pub paper: Option<(String, &'static str)>,
@@ -27,14 +27,21 @@ fn paper_figure(run: &RunView, reference: &RunView) -> Option<(String, &'static 
         &run.info.spec.model
     }
     let full_heads = |r: &RunView| model(r).attention.kv_heads.is_none_or(|k| k == model(r).n_head);
-    if model(reference).attention.variant != AttentionVariant::Standard || !full_heads(reference) {
+    // The papers trained each variant at its own scale: a run with another (a model converted
+    // from a trained one keeps the original's) is not their comparison.
+    let own_scale = |r: &RunView| model(r).attention.scale.is_none();
+    if model(reference).attention.variant != AttentionVariant::Standard
+        || !full_heads(reference)
+        || !own_scale(run)
+        || !own_scale(reference)
+    {
         return None;
     }
     if model(run).attention.variant == AttentionVariant::QueryIdentity && full_heads(run) {
         return Some(("paper 1: on par".to_string(), PAPER1_SOURCE));
     }
     let (name, change) = paper2_change(paper2_name(&model(run).attention, model(run).n_head)?)?;
-    Some((format!("paper 2: {:+.1}% perplexity ({name})", 100.0 * change), PAPER2_SOURCE))
+    Some((format!("paper 2: {:+.1}% ({name})", 100.0 * change), PAPER2_SOURCE))
 }
 
 /// A line per run after the first: its validation loss at the latest step both it and the first
@@ -53,8 +60,8 @@ pub fn verdict(view: &SessionView) -> Vec<VerdictLine> {
             Some(VerdictLine {
                 colour: run.colour,
                 run: run.name().to_string(),
-                here: format!("{loss:+.1}% loss, {perplexity:+.1}% perplexity"),
-                against: format!("validation against {} at step {}", reference.name(), ours.step),
+                here: format!("{perplexity:+.1}% perplexity"),
+                against: format!("{loss:+.1}% in validation loss against {} at step {}", reference.name(), ours.step),
                 paper: paper_figure(run, reference),
             })
         })
@@ -114,10 +121,10 @@ mod tests {
         };
         let lines = verdict(&view);
         assert_eq!(lines.len(), 2, "the asymmetric run has only its untrained point");
-        assert_eq!((lines[0].run.as_str(), lines[0].here.as_str()), ("wq-identity", "+5.0% loss, +10.5% perplexity"));
-        assert_eq!(lines[0].against, "validation against standard at step 10");
+        assert_eq!((lines[0].run.as_str(), lines[0].here.as_str()), ("wq-identity", "+10.5% perplexity"));
+        assert_eq!(lines[0].against, "+5.0% in validation loss against standard at step 10");
         assert_eq!(lines[0].paper.as_ref().map(|p| p.0.as_str()), Some("paper 1: on par"));
-        assert!(lines[1].here.starts_with("+5.6% loss") && lines[1].against.ends_with("step 20"), "{}", lines[1].here);
-        assert_eq!(lines[1].paper.as_ref().map(|p| p.0.as_str()), Some("paper 2: +4.9% perplexity (Q-K=V + MQA 1/16)"));
+        assert!(lines[1].against.starts_with("+5.6% in validation loss") && lines[1].against.ends_with("step 20"), "{}", lines[1].against);
+        assert_eq!(lines[1].paper.as_ref().map(|p| p.0.as_str()), Some("paper 2: +4.9% (Q-K=V + MQA 1/16)"));
     }
 }

@@ -349,9 +349,13 @@ fn lesson_screenshots() {
         run_until(&mut harness, lesson.title, |p| p.view().step() >= steps || p.view().finished);
         if harness.query_by_label("Eliminate W_Q from standard").is_some() {
             // The theory lesson: convert mid-training and let both runs go on.
+            // "Train a while" first, as the lesson says and its test does.
+            run_until(&mut harness, "100 steps before converting", |p| p.view().step() >= 100);
             harness.get_by_label("Eliminate W_Q from standard").click();
             run_until(&mut harness, "the conversion", |p| p.view().conversion.is_some());
-            run_until(&mut harness, "training after it", |p| p.view().step() >= steps + 50 || p.view().finished);
+            // Long enough to see the copy jump and catch up.
+            let converted_at = playground(&harness).view().step();
+            run_until(&mut harness, "training after it", |p| p.view().step() >= converted_at + 40 || p.view().finished);
         }
         harness.state_mut().as_mut().unwrap().pause();
         run_until(&mut harness, "the pause", |p| !p.view().playing);
@@ -515,16 +519,16 @@ fn the_keyboard_drives_the_playground_and_leaves_text_fields_alone() {
     assert_eq!((app.view().step(), app.view().playing), (before, false), "keys typed into a field are not commands");
 }
 
-/// Every piece of text the last frame drew: its words and its size in points.
-fn drawn_text(harness: &Harness<'_, State>) -> Vec<(String, f32)> {
-    fn collect(shape: &egui::Shape, out: &mut Vec<(String, f32)>) {
+/// Every piece of text the last frame drew: its words, its size in points and where it starts.
+fn drawn_text(harness: &Harness<'_, State>) -> Vec<(String, f32, egui::Pos2)> {
+    fn collect(shape: &egui::Shape, out: &mut Vec<(String, f32, egui::Pos2)>) {
         match shape {
             egui::Shape::Text(text) => {
                 let job = &text.galley.job;
                 for section in &job.sections {
                     let words = job.text[section.byte_range.start.0..section.byte_range.end.0].trim().to_string();
                     if !words.is_empty() {
-                        out.push((words, section.format.font_id.size));
+                        out.push((words, section.format.font_id.size, text.pos));
                     }
                 }
             }
@@ -553,18 +557,25 @@ fn presentation_mode_is_readable_from_the_back_of_the_room_in_every_lesson() {
         app.train();
         run_until(&mut harness, lesson.title, |p| p.view().step() >= steps || p.view().finished);
         if harness.query_by_label("Eliminate W_Q from standard").is_some() {
+            // "Train a while" first, as the lesson says and its test does.
+            run_until(&mut harness, "100 steps before converting", |p| p.view().step() >= 100);
             harness.get_by_label("Eliminate W_Q from standard").click();
             run_until(&mut harness, "the conversion", |p| p.view().conversion.is_some());
-            run_until(&mut harness, "training after it", |p| p.view().step() >= steps + 50 || p.view().finished);
+            // Long enough to see the copy jump and catch up.
+            let converted_at = playground(&harness).view().step();
+            run_until(&mut harness, "training after it", |p| p.view().step() >= converted_at + 40 || p.view().finished);
         }
         harness.state_mut().as_mut().unwrap().pause();
         run_until(&mut harness, "the pause", |p| !p.view().playing);
         harness.run_steps(4);
 
         let text = drawn_text(&harness);
-        let small: Vec<&(String, f32)> = text.iter().filter(|(_, size)| *size < LABEL_POINTS).collect();
+        let small: Vec<_> = text.iter().filter(|(_, size, _)| *size < LABEL_POINTS).collect();
         assert!(small.is_empty(), "{}: text under {LABEL_POINTS} points: {small:?}", lesson.title);
-        let size_of = |words: &str| text.iter().find(|(w, _)| w.starts_with(words)).map(|(_, size)| *size);
+        let screen = egui::Rect::from_min_size(egui::Pos2::ZERO, vec2(1280.0, 720.0));
+        let off: Vec<_> = text.iter().filter(|(_, _, at)| !screen.contains(*at)).collect();
+        assert!(off.is_empty(), "{}: text off the 1280×720 screen: {off:?}", lesson.title);
+        let size_of = |words: &str| text.iter().find(|(w, _, _)| w.starts_with(words)).map(|(_, size, _)| *size);
         assert!(size_of(&lesson.point[..30]).is_some_and(|s| s >= BODY_POINTS), "{}: the point at body size", lesson.title);
         assert!(size_of("Train").is_some_and(|s| s >= BODY_POINTS));
         assert_eq!(playground(&harness).drawn().attention_maps, 1, "one map, large");

@@ -51,7 +51,10 @@ impl Playground {
                     ui.vertical(|ui| self.presentation_story(ui, height));
                 });
                 ui.add_space(8.0);
-                ui.vertical(|ui| self.panels.attention.presentation_ui(ui, &self.view, map_side));
+                // A wide table on the left (a long run name) leaves the map less: it shrinks
+                // rather than run off the screen.
+                let side = map_side.min(ui.available_width() - 60.0).max(160.0);
+                ui.vertical(|ui| self.panels.attention.presentation_ui(ui, &self.view, side));
             });
         });
     }
