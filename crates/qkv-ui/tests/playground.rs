@@ -335,30 +335,35 @@ fn eliminating_w_q_in_the_theory_lesson_adds_an_identical_run() {
     assert_eq!(app.drawn().attention_maps, 2 * 2 * 2, "both runs' maps: 2 layers × 2 heads");
 }
 
+/// Lesson `index` as a class sees it: trained for `steps` steps; in the theory lesson, W_Q
+/// eliminated after 100 ("train a while", as its text says and its test does) and 40 steps more,
+/// long enough to see the copy jump and catch up; then paused.
+fn teach(harness: &mut Harness<'_, State>, index: usize, steps: usize) {
+    let lesson = &qkv_ui::lessons::LESSONS[index];
+    harness.state_mut().as_mut().unwrap().load_lesson(index);
+    harness.state_mut().as_mut().unwrap().train();
+    run_until(harness, lesson.title, |p| p.view().step() >= steps || p.view().finished);
+    if harness.query_by_label("Eliminate W_Q from standard").is_some() {
+        run_until(harness, "100 steps before converting", |p| p.view().step() >= 100);
+        harness.get_by_label("Eliminate W_Q from standard").click();
+        run_until(harness, "the conversion", |p| p.view().conversion.is_some());
+        let converted_at = playground(harness).view().step();
+        run_until(harness, "training after it", |p| p.view().step() >= converted_at + 40 || p.view().finished);
+    }
+    harness.state_mut().as_mut().unwrap().pause();
+    run_until(harness, "the pause", |p| !p.view().playing);
+}
+
 /// Renders each classroom lesson after a few steps into $QKV_SCREENSHOTS (for docs/).
 #[test]
 fn lesson_screenshots() {
     let Some(dir) = std::env::var_os("QKV_SCREENSHOTS") else { return };
     let steps: usize = std::env::var("QKV_SCREENSHOT_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
     std::fs::create_dir_all(&dir).unwrap();
-    for (index, lesson) in qkv_ui::lessons::LESSONS.iter().enumerate() {
+    for index in 0..qkv_ui::lessons::LESSONS.len() {
         let mut harness = harness();
         harness.run_steps(2);
-        harness.state_mut().as_mut().unwrap().load_lesson(index);
-        harness.state_mut().as_mut().unwrap().train();
-        run_until(&mut harness, lesson.title, |p| p.view().step() >= steps || p.view().finished);
-        if harness.query_by_label("Eliminate W_Q from standard").is_some() {
-            // The theory lesson: convert mid-training and let both runs go on.
-            // "Train a while" first, as the lesson says and its test does.
-            run_until(&mut harness, "100 steps before converting", |p| p.view().step() >= 100);
-            harness.get_by_label("Eliminate W_Q from standard").click();
-            run_until(&mut harness, "the conversion", |p| p.view().conversion.is_some());
-            // Long enough to see the copy jump and catch up.
-            let converted_at = playground(&harness).view().step();
-            run_until(&mut harness, "training after it", |p| p.view().step() >= converted_at + 40 || p.view().finished);
-        }
-        harness.state_mut().as_mut().unwrap().pause();
-        run_until(&mut harness, "the pause", |p| !p.view().playing);
+        teach(&mut harness, index, steps);
         // Click the first head so that the enlarged view and the difference show too.
         harness.state_mut().as_mut().unwrap().select_head((0, 1, 0));
         harness.run_steps(4);
@@ -553,20 +558,7 @@ fn presentation_mode_is_readable_from_the_back_of_the_room_in_every_lesson() {
         harness.run_steps(2);
         let app = harness.state_mut().as_mut().unwrap();
         app.set_look(Look { presenting: true, high_contrast: true });
-        app.load_lesson(index);
-        app.train();
-        run_until(&mut harness, lesson.title, |p| p.view().step() >= steps || p.view().finished);
-        if harness.query_by_label("Eliminate W_Q from standard").is_some() {
-            // "Train a while" first, as the lesson says and its test does.
-            run_until(&mut harness, "100 steps before converting", |p| p.view().step() >= 100);
-            harness.get_by_label("Eliminate W_Q from standard").click();
-            run_until(&mut harness, "the conversion", |p| p.view().conversion.is_some());
-            // Long enough to see the copy jump and catch up.
-            let converted_at = playground(&harness).view().step();
-            run_until(&mut harness, "training after it", |p| p.view().step() >= converted_at + 40 || p.view().finished);
-        }
-        harness.state_mut().as_mut().unwrap().pause();
-        run_until(&mut harness, "the pause", |p| !p.view().playing);
+        teach(&mut harness, index, steps);
         harness.run_steps(4);
 
         let text = drawn_text(&harness);
