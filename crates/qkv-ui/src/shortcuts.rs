@@ -40,6 +40,17 @@ pub const KEYS: [(&str, &str); 8] = [
 /// The number keys that open lessons, in order.
 const LESSON_KEYS: [Key; 5] = [Key::Num1, Key::Num2, Key::Num3, Key::Num4, Key::Num5];
 
+/// The other keys and what each asks for.
+const ACTION_KEYS: [(Key, Shortcut); 7] = [
+    (Key::Space, Shortcut::TrainOrPause),
+    (Key::S, Shortcut::Step),
+    (Key::R, Shortcut::Reset),
+    (Key::P, Shortcut::Present),
+    (Key::H, Shortcut::HighContrast),
+    (Key::Q, Shortcut::QrCode),
+    (Key::Questionmark, Shortcut::Keys),
+];
+
 /// The shortcuts pressed since the last frame, taken from the input so that no widget acts on
 /// them as well; none while a text field has the keyboard. `lessons` is how many lessons exist.
 pub fn pressed(ctx: &Context, lessons: usize) -> Vec<Shortcut> {
@@ -49,34 +60,12 @@ pub fn pressed(ctx: &Context, lessons: usize) -> Vec<Shortcut> {
     ctx.input_mut(|input| {
         // Shift does not count against a key (egui matches logically), so "?" (Shift+/ on most
         // layouts) is taken like the others.
-        let mut take = |key: Key| input.consume_key(Modifiers::NONE, key);
-        let mut pressed = Vec::new();
-        if take(Key::Space) {
-            pressed.push(Shortcut::TrainOrPause);
-        }
-        if take(Key::S) {
-            pressed.push(Shortcut::Step);
-        }
-        if take(Key::R) {
-            pressed.push(Shortcut::Reset);
-        }
-        for (index, key) in LESSON_KEYS.into_iter().enumerate().take(lessons) {
-            if take(key) {
-                pressed.push(Shortcut::Lesson(index));
-            }
-        }
-        if take(Key::P) {
-            pressed.push(Shortcut::Present);
-        }
-        if take(Key::H) {
-            pressed.push(Shortcut::HighContrast);
-        }
-        if take(Key::Q) {
-            pressed.push(Shortcut::QrCode);
-        }
-        if take(Key::Questionmark) {
-            pressed.push(Shortcut::Keys);
-        }
-        pressed
+        let lessons = LESSON_KEYS.into_iter().enumerate().take(lessons).map(|(index, key)| (key, Shortcut::Lesson(index)));
+        ACTION_KEYS
+            .into_iter()
+            .chain(lessons)
+            .filter(|&(key, _)| input.consume_key(Modifiers::NONE, key))
+            .map(|(_, shortcut)| shortcut)
+            .collect()
     })
 }
