@@ -54,7 +54,7 @@ impl WebShell {
             runs.push(&r);
         }
         set(&state, "runs", runs.into());
-        if let Some(maps) = &view.attention {
+        if let Some(maps) = view.attention() {
             let count: usize = maps.runs.iter().map(|run| run.iter().map(Vec::len).sum::<usize>()).sum();
             let version = view.attention_version;
             let rows_sum_to_one = match self.attention_rows_checked {

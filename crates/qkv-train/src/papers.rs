@@ -36,8 +36,7 @@ pub fn paper2_name(attention: &AttentionConfig, n_head: usize) -> Option<&'stati
         _ => Some("GQA"),
     };
     match (attention.variant, shared_heads) {
-        (AttentionVariant::Standard, Some("MQA")) => Some("MQA"),
-        (AttentionVariant::Standard, Some(_)) => Some("GQA"),
+        (AttentionVariant::Standard, heads) => heads,
         (AttentionVariant::SharedKeyValue, None) => Some("Q-K=V"),
         (AttentionVariant::SharedKeyValue, Some("MQA")) => Some("Q-K=V + MQA"),
         (AttentionVariant::SharedKeyValue, Some(_)) => Some("Q-K=V + GQA"),

@@ -14,6 +14,12 @@ use crate::widgets::export_buttons;
 /// A head picked for the enlarged view: (run, layer, head).
 pub type HeadIndex = (usize, usize, usize);
 
+/// Which maps are shown: their version and the step scrubbed back to (`None`: the latest).
+type MapsShown = (u64, Option<usize>);
+
+/// What the difference map shows: of which maps, which two runs, at which layer and head.
+type DifferenceShown = (MapsShown, (usize, usize), usize, usize);
+
 pub struct AttentionPanel {
     /// The prompt being edited; sent to the session on Enter.
     pub prompt: String,
@@ -22,14 +28,15 @@ pub struct AttentionPanel {
     /// Runs compared in the difference view.
     pub diff: (usize, usize),
     textures: Vec<Vec<Vec<TextureHandle>>>,
-    /// What the textures show: the maps' version and the step scrubbed back to.
-    textures_of: (u64, Option<usize>),
+    /// What the textures show.
+    textures_of: MapsShown,
     /// The set of maps scrubbed back to (an index into the view's history); `None`: the latest.
     pub scrubbed: Option<usize>,
-    /// Kept here because a texture is freed when its handle drops, before the frame is painted.
-    diff_texture: Option<TextureHandle>,
-    /// Presentation mode's map: the selected head over the last tokens only.
-    window_texture: Option<TextureHandle>,
+    /// The difference of two runs' maps.
+    diff_texture: KeptTexture<DifferenceShown>,
+    /// Presentation mode's map, the selected head over the last tokens only: of which maps, which
+    /// head.
+    window_texture: KeptTexture<(u64, HeadIndex)>,
     /// Heatmaps drawn in the last frame (for tests).
     pub maps_drawn: usize,
     /// Where every run's maps were drawn in the last frame (what a PNG export crops).
@@ -46,8 +53,8 @@ impl Default for AttentionPanel {
             textures: Vec::new(),
             textures_of: (0, None),
             scrubbed: None,
-            diff_texture: None,
-            window_texture: None,
+            diff_texture: KeptTexture::default(),
+            window_texture: KeptTexture::default(),
             maps_drawn: 0,
             drawn_at: None,
         }
@@ -61,6 +68,34 @@ pub enum AttentionRequest {
     Prompt(String),
     RefreshEvery(usize),
     Export(Export),
+}
+
+/// A texture kept between frames (a texture is freed when its handle drops, before the frame is
+/// painted) and uploaded again only when what it shows, `K`, changes.
+struct KeptTexture<K> {
+    shows: Option<K>,
+    texture: Option<TextureHandle>,
+}
+
+impl<K> Default for KeptTexture<K> {
+    fn default() -> Self {
+        Self { shows: None, texture: None }
+    }
+}
+
+impl<K: PartialEq> KeptTexture<K> {
+    /// The texture of what `shows` names, `image` drawn and uploaded only where it is new.
+    fn of(&mut self, ui: &Ui, name: &str, shows: K, image: impl FnOnce() -> ColorImage) -> TextureHandle {
+        if self.shows.as_ref() != Some(&shows) || self.texture.is_none() {
+            if let Some(texture) = &mut self.texture {
+                texture.set(image(), TextureOptions::NEAREST);
+            } else {
+                self.texture = Some(ui.ctx().load_texture(name, image(), TextureOptions::NEAREST));
+            }
+            self.shows = Some(shows);
+        }
+        self.texture.clone().expect("uploaded above")
+    }
 }
 
 fn image(map: &[f32], time: usize, colour: impl Fn(f32) -> Color32) -> ColorImage {
@@ -115,7 +150,7 @@ fn diagnostics_ui(ui: &mut Ui, diagnostics: &ModelDiagnostics) {
 }
 
 impl AttentionPanel {
-    fn refresh_textures(&mut self, ui: &Ui, maps: &AttentionMaps, of: (u64, Option<usize>)) {
+    fn refresh_textures(&mut self, ui: &Ui, maps: &AttentionMaps, of: MapsShown) {
         if self.textures_of == of && !self.textures.is_empty() {
             return;
         }
@@ -183,7 +218,7 @@ impl AttentionPanel {
         self.maps_drawn = 0;
         let history = &view.attention_history;
         self.scrubbed = self.scrubbed.filter(|&i| i + 1 < history.len());
-        let Some(maps) = self.scrubbed.and_then(|i| history.get(i)).or(view.attention.as_ref()) else {
+        let Some(maps) = self.scrubbed.and_then(|i| history.get(i)).or(view.attention()) else {
             ui.label("The maps appear once an experiment is loaded.");
             return request;
         };
@@ -276,7 +311,7 @@ impl AttentionPanel {
     /// points square, its token labels at least [`LABEL_POINTS`] points.
     pub fn presentation_ui(&mut self, ui: &mut Ui, view: &SessionView, size: f32) {
         self.maps_drawn = 0;
-        let Some(maps) = &view.attention else {
+        let Some(maps) = view.attention() else {
             ui.label("The attention maps appear once the runs are ready.");
             return;
         };
@@ -284,17 +319,12 @@ impl AttentionPanel {
         let (r, l, h) = self.selected.unwrap_or((0, layers.saturating_sub(1), 0));
         let Some(map) = maps.runs.get(r).and_then(|ls| ls.get(l)).and_then(|hs| hs.get(h)) else { return };
         let Some(run) = view.runs.get(r) else { return };
-        let window = map_window(maps.time(), true);
+        let window = map_window(maps.time());
         let tokens = &maps.tokens[window.clone()];
         let windowed: Vec<f32> = window.clone().flat_map(|q| window.clone().map(move |k| map[q * maps.time() + k])).collect();
-        let colours = image(&windowed, tokens.len(), palette::heat);
-        let texture = match &mut self.window_texture {
-            Some(texture) => {
-                texture.set(colours, TextureOptions::NEAREST);
-                texture.clone()
-            }
-            None => self.window_texture.insert(ui.ctx().load_texture("attention window", colours, TextureOptions::NEAREST)).clone(),
-        };
+        let texture = self
+            .window_texture
+            .of(ui, "attention window", (view.attention_version, (r, l, h)), || image(&windowed, tokens.len(), palette::heat));
         ui.horizontal(|ui| {
             ui.colored_label(run.colour, RichText::new(run.name()).strong());
             ui.label(format!("layer {l}, head {h}, step {}", maps.step));
@@ -323,14 +353,9 @@ impl AttentionPanel {
         // Scaled to its own largest difference: on a ±1 scale a difference of 0.08 is white.
         let largest = difference.iter().fold(0.0f32, |m, d| m.max(d.abs()));
         let scale = if largest > 0.0 { largest } else { 1.0 };
-        let colours = image(&difference, maps.time(), |d| palette::diverging(d / scale));
-        let texture = match &mut self.diff_texture {
-            Some(texture) => {
-                texture.set(colours, TextureOptions::NEAREST);
-                texture.clone()
-            }
-            None => self.diff_texture.insert(ui.ctx().load_texture("attention difference", colours, TextureOptions::NEAREST)).clone(),
-        };
+        let texture = self.diff_texture.of(ui, "attention difference", (self.textures_of, self.diff, layer, head), || {
+            image(&difference, maps.time(), |d| palette::diverging(d / scale))
+        });
         let size = (ui.available_height() - 36.0).clamp(120.0, 360.0);
         large_map(ui, &texture, &difference, &maps.tokens, size, Labels::Fitted);
         ui.label(
@@ -363,8 +388,10 @@ fn large_map(ui: &mut Ui, texture: &TextureHandle, map: &[f32], tokens: &[String
     };
     let font = egui::FontId::monospace(points);
     let colour = ui.visuals().text_color();
-    let shown: Vec<String> = tokens.iter().map(|token| token.replace('\n', "\\n").replace(' ', "_")).collect();
-    let galleys: Vec<_> = shown.iter().map(|text| ui.painter().layout_no_wrap(text.clone(), font.clone(), colour)).collect();
+    let galleys: Vec<_> = tokens
+        .iter()
+        .map(|token| ui.painter().layout_no_wrap(token.replace('\n', "\\n").replace(' ', "_"), font.clone(), colour))
+        .collect();
     let widest = galleys.iter().map(|g| g.size().x).fold(0.0f32, f32::max);
     let (left, top) = match labels {
         Labels::Fitted => (28.0, 28.0),
@@ -378,14 +405,16 @@ fn large_map(ui: &mut Ui, texture: &TextureHandle, map: &[f32], tokens: &[String
         AttentionPanel::map_widget(ui, texture, map, tokens, size);
     });
     let painter = ui.painter();
+    // Each label is laid out once (above) and drawn from that layout in both its places.
+    let place = |galley: &std::sync::Arc<egui::Galley>, at, anchor: egui::Align2| {
+        painter.galley(anchor.anchor_size(at, galley.size()).min, galley.clone(), colour);
+    };
     for (i, galley) in galleys.into_iter().enumerate() {
         let centre = start.y + (i as f32 + 0.5) * step;
-        painter.text(pos2(start.x - 4.0, centre), egui::Align2::RIGHT_CENTER, &shown[i], font.clone(), colour);
+        place(&galley, pos2(start.x - 4.0, centre), egui::Align2::RIGHT_CENTER);
         let column = start.x + (i as f32 + 0.5) * step;
         match labels {
-            Labels::Fitted => {
-                painter.text(pos2(column, start.y - 4.0), egui::Align2::CENTER_BOTTOM, &shown[i], font.clone(), colour);
-            }
+            Labels::Fitted => place(&galley, pos2(column, start.y - 4.0), egui::Align2::CENTER_BOTTOM),
             Labels::AtLeast(_) => {
                 // Upright, reading upwards, ending just above its column.
                 let at = pos2(column - galley.size().y / 2.0, start.y - 4.0);

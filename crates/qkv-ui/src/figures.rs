@@ -46,7 +46,7 @@ pub enum FigureError {
     Png(#[from] png::EncodingError),
 }
 
-/// A colour as SVG writes it, and its opacity.
+/// A colour as SVG writes it (`#rrggbb`).
 fn svg_colour(colour: Color32) -> String {
     format!("#{:02x}{:02x}{:02x}", colour.r(), colour.g(), colour.b())
 }

@@ -64,10 +64,10 @@ pub fn high_contrast() -> Visuals {
     visuals
 }
 
-/// The tokens the large map shows of a prompt of `time` tokens: the last [`MAP_WINDOW`], where
-/// the model has the most context.
-pub fn map_window(time: usize, presenting: bool) -> std::ops::Range<usize> {
-    if presenting { time.saturating_sub(MAP_WINDOW)..time } else { 0..time }
+/// The tokens presentation mode's map shows of a prompt of `time` tokens: the last
+/// [`MAP_WINDOW`], where the model has the most context.
+pub fn map_window(time: usize) -> std::ops::Range<usize> {
+    time.saturating_sub(MAP_WINDOW)..time
 }
 
 #[cfg(test)]
@@ -87,8 +87,7 @@ mod tests {
 
     #[test]
     fn the_large_map_shows_the_last_tokens_when_presenting() {
-        assert_eq!(map_window(64, true), 32..64);
-        assert_eq!(map_window(17, true), 0..17);
-        assert_eq!(map_window(64, false), 0..64);
+        assert_eq!(map_window(64), 32..64);
+        assert_eq!(map_window(17), 0..17);
     }
 }

@@ -53,9 +53,9 @@ pub struct SessionView {
     pub backend: String,
     pub playing: bool,
     pub finished: bool,
-    pub attention: Option<AttentionMaps>,
     /// Every set of maps since the runs were loaded, oldest first, for scrubbing back through
-    /// training; thinned to every other old set beyond [`MAPS_KEPT`].
+    /// training; thinned to every other old set beyond [`MAPS_KEPT`]. The last is the latest
+    /// ([`SessionView::attention`]).
     pub attention_history: Vec<AttentionMaps>,
     /// Bumped by every new set of maps, so panels know when to redraw their textures.
     pub attention_version: u64,
@@ -74,6 +74,11 @@ impl SessionView {
         !self.runs.is_empty()
     }
 
+    /// The latest attention maps.
+    pub fn attention(&self) -> Option<&AttentionMaps> {
+        self.attention_history.last()
+    }
+
     /// Run `id`, if there is one.
     pub fn run(&self, id: RunId) -> Option<&RunView> {
         self.runs.iter().find(|r| r.info.id == id)
@@ -88,13 +93,13 @@ impl SessionView {
         RunId(self.runs.iter().map(|r| r.info.id.0 + 1).max().unwrap_or(0))
     }
 
-    /// Adds `maps` to the history: in place of the last set where they are of the same step and
-    /// prompt (a new prompt, a converted run joining), else after it.
-    fn keep_in_history(&mut self, maps: &AttentionMaps) {
+    /// Adds `maps` to the history: in place of the last set where they are of the same step (a
+    /// new prompt, a converted run joining), else after it.
+    fn keep_in_history(&mut self, maps: AttentionMaps) {
         if let Some(last) = self.attention_history.last_mut()
             && last.step == maps.step
         {
-            *last = maps.clone();
+            *last = maps;
             return;
         }
         if self.attention_history.len() >= MAPS_KEPT {
@@ -106,7 +111,7 @@ impl SessionView {
                 index > half || index % 2 == 1
             });
         }
-        self.attention_history.push(maps.clone());
+        self.attention_history.push(maps);
     }
 
     pub fn step(&self) -> usize {
@@ -130,7 +135,6 @@ impl SessionView {
                 self.data = data;
                 self.backend = backend;
                 self.finished = false;
-                self.attention = None;
                 self.attention_history.clear();
                 self.error = None;
                 self.conversion = None;
@@ -158,8 +162,7 @@ impl SessionView {
                 }
             }
             Message::Attention(maps) => {
-                self.keep_in_history(&maps);
-                self.attention = Some(maps);
+                self.keep_in_history(maps);
                 self.attention_version += 1;
             }
             Message::Sampled { run, text } => {

@@ -209,7 +209,7 @@ fn stepping_the_default_demo_fills_every_panel() {
     assert!(app.drawn().loss_points >= 2 * 6, "loss plot has {} points", app.drawn().loss_points);
     assert_eq!(app.drawn().attention_maps, 2 * 2 * 4, "2 runs × 2 layers × 4 heads");
     // Each run's diagnostics under its maps; wq-identity has no W_Q to compare with W_K.
-    let diagnostics = app.view().attention.as_ref().map(|maps| maps.diagnostics.clone()).unwrap_or_default();
+    let diagnostics = app.view().attention().map(|maps| maps.diagnostics.clone()).unwrap_or_default();
     assert_eq!(diagnostics.len(), 2);
     assert!(diagnostics[0].layers[0].query_key_cosine.is_some() && diagnostics[1].layers[0].query_key_cosine.is_none());
     assert!(diagnostics.iter().all(|d| d.layers.iter().all(|l| !l.effective_ranks.is_empty())), "a narrow model has its ranks");
@@ -594,7 +594,7 @@ fn the_charts_and_maps_export_as_svg_png_and_csv() {
     let app = harness.state_mut().as_mut().unwrap();
     app.set_export_folder(dir.display().to_string());
     app.step();
-    run_until(&mut harness, "a step and the maps", |p| p.view().step() >= 1 && p.view().attention.is_some());
+    run_until(&mut harness, "a step and the maps", |p| p.view().step() >= 1 && p.view().attention().is_some());
     let app = harness.state_mut().as_mut().unwrap();
     for export in [
         Export::Svg(Figure::Loss),

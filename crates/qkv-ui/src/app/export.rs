@@ -36,7 +36,7 @@ impl Playground {
                     let svg = figures::loss_svg(&self.view, self.panels.loss.smoothing);
                     self.save_figure("loss", "svg", "image/svg+xml", svg.into_bytes());
                 }
-                Export::Svg(Figure::AttentionMaps) => match &self.view.attention {
+                Export::Svg(Figure::AttentionMaps) => match self.view.attention() {
                     Some(maps) => {
                         let svg = figures::maps_svg(maps, &self.view);
                         self.save_figure("attention-maps", "svg", "image/svg+xml", svg.into_bytes());
@@ -70,9 +70,6 @@ impl Playground {
     /// Hands one exported file to the platform, named after what it is and the step.
     fn save_figure(&mut self, stem: &str, extension: &str, mime: &'static str, bytes: Vec<u8>) {
         let name = format!("{stem}-step{}.{extension}", self.view.step());
-        match self.platform.save(&self.panels.files.folder, &[OutgoingFile { name, bytes, mime }]) {
-            Ok(done) => self.tell(done, false),
-            Err(e) => self.tell(e.to_string(), true),
-        }
+        self.save(&[OutgoingFile { name, bytes, mime }]);
     }
 }

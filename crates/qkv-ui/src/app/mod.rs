@@ -431,10 +431,16 @@ impl Playground {
                 OutgoingFile { name: format!("{name}.qkv"), bytes: export.checkpoint, mime: "application/octet-stream" },
                 OutgoingFile { name: format!("{name}-metrics.csv"), bytes: export.metrics_csv.into_bytes(), mime: "text/csv" },
             ];
-            match self.platform.save(&self.panels.files.folder, &files) {
-                Ok(done) => self.tell(done, false),
-                Err(e) => self.tell(e.to_string(), true),
-            }
+            self.save(&files);
+        }
+    }
+
+    /// Hands `files` to the platform (the export folder on the desktop, downloads in the
+    /// browser) and says how that went.
+    fn save(&mut self, files: &[OutgoingFile]) {
+        match self.platform.save(&self.panels.files.folder, files) {
+            Ok(done) => self.tell(done, false),
+            Err(e) => self.tell(e.to_string(), true),
         }
     }
 

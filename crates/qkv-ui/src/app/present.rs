@@ -83,7 +83,8 @@ impl Playground {
         let lesson = self.lesson.map(|i| &LESSONS[i]);
         if let Some(lesson) = lesson {
             ui.label(lesson.point);
-            if (lesson.plan)().preset == qkv_model::Preset::Theory
+            // The theory lesson's action: the setup it trains is the theory preset.
+            if self.applied.as_ref().is_some_and(|setup| setup.plan.preset == qkv_model::Preset::Theory)
                 && let Some(run) = TheoryPanel::buttons(ui, &self.view)
             {
                 self.send(Command::EliminateQuery { run, into: self.view.unused_id() });
