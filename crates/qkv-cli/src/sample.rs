@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use qkv_train::checkpoint::Checkpoint;
-use qkv_train::generate::{SampleOptions, generate};
+use qkv_train::generate::{SampleOptions, answer_list, generate};
 use qkv_train::synthetic::SEP;
 
 use crate::Failure;
@@ -59,16 +59,14 @@ pub fn run(args: &SampleArgs) -> Result<(), Failure> {
             println!("{}", tokenizer.continued(&prompt, &generation.tokens));
         }
         None => {
-            // A synthetic-task model: digits in, the separator, the model's answer out.
+            // A synthetic-task model: digits in, the model's answer out.
             let prompt = args.prompt.clone().unwrap_or_else(|| "3141592653589793".into());
-            let mut ids: Vec<u32> = prompt
+            let ids: Vec<u32> = prompt
                 .chars()
                 .map(|c| c.to_digit(10).ok_or_else(|| format!("a synthetic-task prompt is digits only; '{c}' is not a digit")))
                 .collect::<Result<_, _>>()?;
-            ids.push(SEP);
-            let options = SampleOptions { max_new_tokens: prompt.chars().count(), ..options };
-            let generation = generate(&model, &ids, &options).block_on()?;
-            let answer: String = generation.tokens.iter().map(|&t| if t == SEP { '|' } else { char::from(b'0' + t as u8) }).collect();
+            let answer = answer_list(&model, &ids).block_on()?;
+            let answer: String = answer.iter().map(|&t| if t == SEP { '|' } else { char::from(b'0' + t as u8) }).collect();
             println!("{prompt} → {answer}");
         }
     }

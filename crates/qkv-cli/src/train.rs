@@ -28,8 +28,9 @@ pub struct TrainArgs {
     /// Architecture and recipe preset.
     #[arg(long)]
     pub preset: Preset,
-    /// Data: shakespeare (embedded), synthetic:TASK[:L] (copy, reverse, sort, swap, sub), a path to a UTF-8 text file,
-    /// or nanoGPT's token files (path/to/train.bin, uint16 ids, val.bin beside it).
+    /// Data: shakespeare (embedded), synthetic:TASK[:L][:encoder] (copy, reverse, sort, swap, sub, rotate; :encoder
+    /// reads the list with attention both ways and answers at every position), a path to a UTF-8 text file, or
+    /// nanoGPT's token files (path/to/train.bin, uint16 ids, val.bin beside it).
     #[arg(long, default_value = "shakespeare")]
     pub data: DataSource,
     /// Tokenizer: char, bpe:N (byte-level BPE with N tokens, trained on the text), or a Hugging Face tokenizer.json

@@ -41,7 +41,7 @@ mod math;
 mod parallel;
 
 pub use adamw::{AdamWStep, SumOfSquares, adamw_update};
-pub use attention::{causal_attention, repeat_kv_heads};
+pub use attention::{Mask, attention, repeat_kv_heads};
 pub use cross_entropy::cross_entropy;
 pub use cube::product_choice::{Product, ProductChoice, choose_product, use_product};
 pub use dropout::dropout;

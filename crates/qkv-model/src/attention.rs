@@ -1,4 +1,5 @@
-//! Causal self-attention in every variant of `AttentionVariant`, with optional head sharing.
+//! Self-attention in every variant of `AttentionVariant`, with optional head sharing: causal in
+//! a decoder (the default), bidirectional in an encoder.
 //!
 //! Shapes: x is [batch, time, n_embd]; per-head tensors are [batch, heads, time, d_k].
 
@@ -6,7 +7,7 @@ use burn::module::Module;
 use burn::nn::{Initializer, Linear};
 use burn::tensor::activation::softmax;
 use burn::tensor::{Bool, Device, Tensor, TensorData};
-use qkv_kernels::{causal_attention, repeat_kv_heads};
+use qkv_kernels::{Mask, repeat_kv_heads};
 
 use crate::config::GptConfig;
 use crate::dropout::{Dropout, SeedStream};
@@ -96,7 +97,7 @@ pub struct Projected {
     pub value: Tensor<4>,
 }
 
-/// Causal self-attention. Which projection fields exist depends on the variant; a shared
+/// Self-attention. Which projection fields exist depends on the variant; a shared
 /// projection is one parameter tensor used for several roles, so its gradient sums both.
 #[derive(Module, Debug)]
 pub struct CausalSelfAttention {
@@ -123,6 +124,8 @@ pub struct CausalSelfAttention {
     pub kv_heads: usize,
     pub head_dim: usize,
     pub scale: f64,
+    /// No causal mask: every position sees every other (an encoder).
+    pub bidirectional: bool,
 }
 
 impl CausalSelfAttention {
@@ -149,6 +152,7 @@ impl CausalSelfAttention {
             kv_heads: config.kv_heads(),
             head_dim: config.head_dim(),
             scale: config.attention_scale(),
+            bidirectional: config.attention.bidirectional,
         };
         for &projection in variant.projections() {
             *layer.slot(projection) = Some(init_linear(init, d, projection_width(config, projection), config.bias, std, device));
@@ -223,28 +227,27 @@ impl CausalSelfAttention {
     /// (Q=K-V)+'s learned term for queries at `query_offset..` and `t_k` keys: the queries scaled
     /// by its gain (the same as scaling every logit) and its positional bias [t_q, t_k]. Other
     /// variants' queries pass unchanged, without a bias.
-    fn with_asymmetry(&self, query: Tensor<4>, query_offset: usize, t_k: usize) -> (Tensor<4>, Option<Tensor<2>>) {
+    fn with_asymmetry(&self, query: Tensor<4>, query_offset: usize, t_k: usize) -> (Tensor<4>, Option<Tensor<3>>) {
         match &self.asymmetry {
             Some(asymmetry) => {
                 let t_q = query.dims()[2];
-                (query * asymmetry.gain(), Some(asymmetry.positional_bias(query_offset, t_q, t_k)))
+                (query * asymmetry.gain(), Some(asymmetry.positional_bias(query_offset, t_q, t_k).unsqueeze_dim(0)))
             }
             None => (query, None),
         }
     }
 
-    /// The attention logits [batch, n_head, t_q, t_k] before the causal mask: the scaled
+    /// The attention logits [batch, n_head, t_q, t_k] before any causal mask: the scaled
     /// query-key products, with (Q=K-V)+'s learned term; queries at positions
     /// `query_offset..query_offset + t_q`.
     pub fn logits(&self, projected: &Projected, query_offset: usize) -> Tensor<4> {
-        let [_, _, t_q, _] = projected.query.dims();
         let t_k = projected.key.dims()[2];
         let (query, bias) = self.with_asymmetry(projected.query.clone(), query_offset, t_k);
         // GQA/MQA: each key/value head serves n_head / kv_heads consecutive query heads.
         let key = repeat_kv_heads(projected.key.clone(), self.n_head);
         let logits = query.matmul(key.swap_dims(2, 3)) * self.scale;
         match bias {
-            Some(bias) => logits + bias.reshape([1, 1, t_q, t_k]),
+            Some(bias) => logits + bias.unsqueeze_dim(0),
             None => logits,
         }
     }
@@ -258,19 +261,30 @@ impl CausalSelfAttention {
         let t_k = projected.key.dims()[2];
         let (context, probabilities) = if with_probabilities {
             let logits = self.logits(&projected, query_offset);
-            let future = causal_mask(query_offset, t_q, t_k, &logits.device()).reshape([1, 1, t_q, t_k]).expand([b, self.n_head, t_q, t_k]);
-            let probabilities = softmax(logits.mask_fill(future, f32::NEG_INFINITY), 3);
+            let logits = match self.mask() {
+                Mask::Causal => {
+                    let future =
+                        causal_mask(query_offset, t_q, t_k, &logits.device()).reshape([1, 1, t_q, t_k]).expand([b, self.n_head, t_q, t_k]);
+                    logits.mask_fill(future, f32::NEG_INFINITY)
+                }
+                Mask::Bidirectional => logits,
+            };
+            let probabilities = softmax(logits, 3);
             let value = repeat_kv_heads(projected.value, self.n_head);
             (probabilities.clone().matmul(value), Some(probabilities))
         } else {
             // One fused op (on flex: one kernel each way); queries are the newest t_q of the
             // t_k positions, exactly the kernel's causal alignment.
             let (query, bias) = self.with_asymmetry(projected.query, query_offset, t_k);
-            (causal_attention(query, projected.key, projected.value, bias, self.scale), None)
+            (qkv_kernels::attention(query, projected.key, projected.value, bias, self.scale, self.mask()), None)
         };
 
         let y = context.swap_dims(1, 2).reshape([b, t_q, self.n_head * self.head_dim]);
         (self.resid_dropout.forward(apply_linear(&self.w_o, y)), probabilities)
+    }
+
+    fn mask(&self) -> Mask {
+        if self.bidirectional { Mask::Bidirectional } else { Mask::Causal }
     }
 
     pub fn forward_with_probabilities(&self, x: Tensor<3>) -> (Tensor<3>, Tensor<4>) {

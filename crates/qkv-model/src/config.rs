@@ -28,11 +28,17 @@ pub struct AttentionConfig {
     /// (see [`AttentionVariant::default_scale`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<f64>,
+    /// Every position attends to every other, the future too: an encoder, which reads a whole
+    /// input at once and answers at every position (the synthetic tasks' encoder framing, as
+    /// in the papers' own small encoders). False is the causal decoder, the default; it is left
+    /// out of saved configs so that theirs read as before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bidirectional: bool,
 }
 
 impl AttentionConfig {
     pub fn new(variant: AttentionVariant) -> Self {
-        Self { variant, kv_heads: None, scale: None }
+        Self { variant, kv_heads: None, scale: None, bidirectional: false }
     }
 }
 

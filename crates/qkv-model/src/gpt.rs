@@ -218,9 +218,17 @@ impl Gpt {
         GptOutput { logits: self.head(x), attention }
     }
 
+    /// An encoder: every position attends to every other, so it answers a whole input at once
+    /// and has nothing to continue (and no KV cache).
+    pub fn is_bidirectional(&self) -> bool {
+        self.blocks.first().is_some_and(|block| block.attn.bidirectional)
+    }
+
     /// Logits for `tokens` [batch, t_new] that continue the positions in `cache`, which
-    /// receives their keys and values. The total length must stay within block_size.
+    /// receives their keys and values. The total length must stay within block_size. A decoder
+    /// only: an encoder's earlier positions would see the new ones.
     pub fn forward_cached(&self, tokens: Tensor<2, Int>, cache: &mut KvCache) -> Tensor<3> {
+        assert!(!self.is_bidirectional(), "an encoder has no KV cache: read the whole input with forward");
         if cache.layers.len() != self.n_layer {
             cache.layers = vec![LayerCache::default(); self.n_layer];
         }
@@ -328,6 +336,34 @@ pub(crate) mod tests {
             let output = model.forward_with_attention(input);
             let diff = max_abs_diff(&fused, &values(output.logits));
             assert!(diff < 1e-5, "{}: fused vs explicit differ by {diff}", config.attention.variant);
+        }
+    }
+
+    /// An encoder's attention reads both ways: every row is a distribution over the whole input,
+    /// the future included, and the fused kernel computes what the explicit maps say.
+    #[test]
+    fn an_encoder_attends_both_ways_fused_and_explicit() {
+        let device = Device::flex();
+        for mut config in all_tiny_configs() {
+            config.attention.bidirectional = true;
+            let model = Gpt::new_seeded(&config, &device, 2).unwrap();
+            assert!(model.is_bidirectional());
+            let input = tokens(&[&[3, 1, 4, 1, 5], &[2, 7, 1, 8, 2]], &device);
+            let fused = values(model.forward(input.clone()));
+            let output = model.forward_with_attention(input.clone());
+            let diff = max_abs_diff(&fused, &values(output.logits));
+            assert!(diff < 1e-5, "{}: fused vs explicit differ by {diff}", config.attention.variant);
+            for map in output.attention {
+                let p = values(map);
+                for row in p.chunks(5) {
+                    assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+                    assert!(row.iter().all(|&x| x > 0.0), "{}: a row that does not see every position", config.attention.variant);
+                }
+            }
+            // The first position's output depends on the last token, as no decoder's does.
+            let changed = values(model.forward(tokens(&[&[3, 1, 4, 1, 6], &[2, 7, 1, 8, 3]], &device)));
+            let vocab = config.vocab_size;
+            assert!(max_abs_diff(&fused[..vocab], &changed[..vocab]) > 1e-6, "{}", config.attention.variant);
         }
     }
 

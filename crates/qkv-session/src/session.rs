@@ -12,10 +12,10 @@ use qkv_train::checkpoint::{self, Checkpoint};
 use qkv_train::cpu_copy::model_on_cpu;
 use qkv_train::dataset::{DataSource, Dataset, Upload};
 use qkv_train::experiment::{Experiment, RunEvent};
-use qkv_train::generate::{SampleOptions, generate};
+use qkv_train::generate::{SampleOptions, answer_list, generate};
 use qkv_train::plan::ExperimentPlan;
 use qkv_train::run::Run;
-use qkv_train::synthetic::{SEP, Split};
+use qkv_train::synthetic::{Framing, SEP, Split};
 use qkv_train::theory::{TheoryCase, continue_converted, convert_and_measure};
 
 use crate::pace::steps_per_read_back;
@@ -248,8 +248,9 @@ impl Session {
         let block_size = experiment.runs.iter().map(|r| r.spec.model.block_size).min().unwrap_or(1);
         match experiment.dataset() {
             Dataset::Synthetic(data) => {
-                // One validation example in full: the maps show how the answer reads the input.
-                let example = data.example(Split::Val, 0);
+                // One validation example in full: the maps show how the answer reads the input (an
+                // encoder reads the list alone).
+                let example = if data.framing == Framing::Encoder { data.lists(Split::Val, 0).0 } else { data.example(Split::Val, 0) };
                 let labels = example.iter().map(|&t| if t == SEP { "|".to_string() } else { t.to_string() }).collect();
                 Ok((example, labels))
             }
@@ -316,19 +317,16 @@ impl Session {
                 data.tokenizer.continued(prompt, &generation.tokens)
             }
             Dataset::Synthetic(data) => {
-                // Answer a validation list: the model writes y after `x SEP`.
-                let example = data.example(Split::Val, options.seed as usize % Split::Val.examples());
-                let question = &example[..data.length + 1];
-                let options = SampleOptions { max_new_tokens: data.length, temperature: 0.0, ..options.clone() };
-                let answer = generate(&model, question, &options).await?.tokens;
+                // Answer a validation list.
+                let (input, expected) = data.lists(Split::Val, options.seed as usize % Split::Val.examples());
+                let answer = answer_list(&model, &input).await?;
                 let digits = |t: &[u32]| t.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" ");
-                let expected = &example[data.length + 1..];
-                let right = answer.iter().zip(expected).filter(|(a, b)| a == b).count();
+                let right = answer.iter().zip(&expected).filter(|(a, b)| a == b).count();
                 format!(
                     "input    {}\nanswer   {}\nexpected {}\n{right}/{} digits right",
-                    digits(&question[..data.length]),
+                    digits(&input),
                     digits(&answer),
-                    digits(expected),
+                    digits(&expected),
                     data.length
                 )
             }

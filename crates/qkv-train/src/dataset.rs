@@ -8,18 +8,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::{DataError, TextCorpus};
 use crate::rng::Rng;
-use crate::synthetic::{self, Split, SyntheticData, SyntheticTask};
+use crate::synthetic::{self, Framing, Split, SyntheticData, SyntheticTask};
 use crate::tokenizer::{Tokenizer, TokenizerKind};
 use crate::tokens::Tokens;
 
-/// Where the data comes from, as the user names it: `shakespeare`, `synthetic:TASK[:L]` or a
-/// file path; or a text the user handed over (an upload), which carries its text with it.
+/// Where the data comes from, as the user names it: `shakespeare`, `synthetic:TASK[:L][:encoder]`
+/// or a file path; or a text the user handed over (an upload), which carries its text with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DataSource {
     Shakespeare,
     Synthetic {
         task: SyntheticTask,
         length: usize,
+        /// Left out of saved setups for the decoder, so that theirs read as before.
+        #[serde(default, skip_serializing_if = "Framing::is_decoder")]
+        framing: Framing,
     },
     /// A UTF-8 text, or one of nanoGPT's token files when the name ends in `.bin` (the training
     /// split, with `val.bin` beside it; [`crate::tokens`]).
@@ -72,7 +75,8 @@ impl fmt::Display for DataSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DataSource::Shakespeare => f.write_str("shakespeare"),
-            DataSource::Synthetic { task, length } => write!(f, "synthetic:{task}:{length}"),
+            DataSource::Synthetic { task, length, framing: Framing::Decoder } => write!(f, "synthetic:{task}:{length}"),
+            DataSource::Synthetic { task, length, framing: Framing::Encoder } => write!(f, "synthetic:{task}:{length}:encoder"),
             DataSource::File(path) => f.write_str(path),
             DataSource::Upload(upload) => f.write_str(&upload.name),
         }
@@ -86,7 +90,9 @@ pub enum DataSourceError {
     Task(#[from] crate::synthetic::UnknownTask),
     #[error("synthetic list length '{0}' must be a whole number ≥ 2, e.g. synthetic:reverse:16")]
     ListLength(String),
-    #[error("empty data source: use shakespeare, synthetic:TASK[:L] or a path to a UTF-8 text file")]
+    #[error("'{0}' after the list length is not a framing: leave it out (a decoder) or write encoder, e.g. synthetic:rotate:8:encoder")]
+    Framing(String),
+    #[error("empty data source: use shakespeare, synthetic:TASK[:L][:encoder] or a path to a UTF-8 text file")]
     Empty,
 }
 
@@ -104,7 +110,12 @@ impl FromStr for DataSource {
                 Some(l) => l.parse::<usize>().ok().filter(|&l| l >= 2).ok_or_else(|| DataSourceError::ListLength(l.to_string()))?,
                 None => DEFAULT_SYNTHETIC_LENGTH,
             };
-            return Ok(DataSource::Synthetic { task, length });
+            let framing = match parts.next() {
+                None => Framing::Decoder,
+                Some("encoder") if parts.next().is_none() => Framing::Encoder,
+                Some(other) => return Err(DataSourceError::Framing(other.to_string())),
+            };
+            return Ok(DataSource::Synthetic { task, length, framing });
         }
         if s.is_empty() {
             return Err(DataSourceError::Empty);
@@ -141,6 +152,11 @@ pub struct Batch {
 }
 
 impl Dataset {
+    /// Lists read whole by a bidirectional model (a synthetic task's encoder framing).
+    pub fn is_encoder(&self) -> bool {
+        matches!(self, Dataset::Synthetic(data) if data.framing == Framing::Encoder)
+    }
+
     /// Tokenizes a text corpus with a tokenizer trained on its training split.
     pub fn from_text(corpus: &TextCorpus, tokenizer: &TokenizerKind) -> Result<Self, DataError> {
         let (train_text, val_text) = corpus.split();
@@ -190,7 +206,9 @@ impl Dataset {
             DataSource::File(path) if path.ends_with(".bin") => Self::from_token_files(std::path::Path::new(path), tokenizer),
             DataSource::File(path) => Self::from_text(&TextCorpus::from_path(std::path::Path::new(path))?, tokenizer),
             DataSource::Upload(upload) => Self::from_text(upload.corpus()?, tokenizer),
-            DataSource::Synthetic { task, length } => Ok(Dataset::Synthetic(SyntheticData { task: *task, length: *length, seed })),
+            DataSource::Synthetic { task, length, framing } => {
+                Ok(Dataset::Synthetic(SyntheticData { task: *task, length: *length, seed, framing: *framing }))
+            }
         }
     }
 
@@ -294,9 +312,9 @@ fn synthetic_batch(data: &SyntheticData, split: Split, rows: usize, mut pick: im
         loss_mask: Some(Vec::with_capacity(rows * time)),
     };
     for _ in 0..rows {
-        let sequence = data.example(split, pick(split.examples()));
-        batch.inputs.extend(sequence[..time].iter().map(|&t| t as i64));
-        batch.targets.extend(sequence[1..].iter().map(|&t| t as i64));
+        let (inputs, targets) = data.input_and_targets(split, pick(split.examples()));
+        batch.inputs.extend(inputs.iter().map(|&t| t as i64));
+        batch.targets.extend(targets.iter().map(|&t| t as i64));
         let mask = batch.loss_mask.as_mut().expect("synthetic batches are masked");
         mask.extend((0..time).map(|t| if answer.contains(&t) { 1.0 } else { 0.0 }));
     }
@@ -333,13 +351,21 @@ mod tests {
         assert_eq!("shakespeare".parse::<DataSource>().unwrap(), DataSource::Shakespeare);
         assert_eq!(
             "synthetic:reverse:16".parse::<DataSource>().unwrap(),
-            DataSource::Synthetic { task: SyntheticTask::Reverse, length: 16 }
+            DataSource::Synthetic { task: SyntheticTask::Reverse, length: 16, framing: Framing::Decoder }
         );
         assert_eq!(
             "synthetic:sort".parse::<DataSource>().unwrap(),
-            DataSource::Synthetic { task: SyntheticTask::Sort, length: DEFAULT_SYNTHETIC_LENGTH }
+            DataSource::Synthetic { task: SyntheticTask::Sort, length: DEFAULT_SYNTHETIC_LENGTH, framing: Framing::Decoder }
         );
-        assert!("synthetic:rotate".parse::<DataSource>().unwrap_err().to_string().contains("copy, reverse"));
+        assert_eq!(
+            "synthetic:rotate:8:encoder".parse::<DataSource>().unwrap(),
+            DataSource::Synthetic { task: SyntheticTask::Rotate, length: 8, framing: Framing::Encoder }
+        );
+        for source in ["synthetic:rotate:8:encoder", "synthetic:swap:6"] {
+            assert_eq!(source.parse::<DataSource>().unwrap().to_string(), source, "printed as it is written");
+        }
+        assert!("synthetic:rotate:8:decoder".parse::<DataSource>().unwrap_err().to_string().contains("write encoder"));
+        assert!("synthetic:turn".parse::<DataSource>().unwrap_err().to_string().contains("copy, reverse"));
         assert!("synthetic:copy:x".parse::<DataSource>().unwrap_err().to_string().contains("≥ 2"));
         assert_eq!("my.txt".parse::<DataSource>().unwrap(), DataSource::File("my.txt".into()));
     }
@@ -422,7 +448,7 @@ mod tests {
 
     #[test]
     fn synthetic_batches_mask_everything_but_the_answer() {
-        let data = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Copy, length: 4, seed: 0 });
+        let data = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Copy, length: 4, seed: 0, framing: Framing::Decoder });
         let batch = data.train_batch(&mut Rng::new(2), 2, 64);
         assert_eq!(batch.time, 8);
         let mask = batch.loss_mask.unwrap();
@@ -432,9 +458,17 @@ mod tests {
         let val = data.val_batches(1, 64, 64);
         assert_eq!(val.iter().map(|b| b.rows).sum::<usize>(), synthetic::VAL_EXAMPLES);
         // Another seed trains on other examples but is validated on the same ones.
-        let other = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Copy, length: 4, seed: 1 });
+        let other = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Copy, length: 4, seed: 1, framing: Framing::Decoder });
         assert_eq!(other.val_batches(1, 64, 64), val);
         assert_ne!(other.train_batch(&mut Rng::new(2), 2, 64).inputs, batch.inputs);
         assert!(data.check_fits(7).is_err());
+
+        // An encoder reads the list alone and is scored at every position.
+        let encoder = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Copy, length: 4, seed: 0, framing: Framing::Encoder });
+        let batch = encoder.train_batch(&mut Rng::new(2), 2, 64);
+        assert_eq!((batch.time, batch.inputs.len()), (4, 8));
+        assert!(batch.loss_mask.unwrap().iter().all(|&m| m == 1.0));
+        assert_eq!(batch.targets, batch.inputs, "copy");
+        assert!(encoder.check_fits(4).is_ok() && encoder.check_fits(3).is_err());
     }
 }

@@ -62,6 +62,9 @@ async fn generate_here(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> 
     if prompt.is_empty() {
         return Err(RunError::EmptyPrompt);
     }
+    if model.is_bidirectional() {
+        return Err(RunError::NothingToContinue);
+    }
     let device = model.wte.weight.device();
     let block_size = model.block_size;
     let mut tokens = prompt.to_vec();
@@ -85,11 +88,33 @@ async fn generate_here(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> 
     Ok(Generation { tokens: tokens[prompt.len()..].to_vec(), peak_cache_bytes })
 }
 
+/// A synthetic-task model's answer to the digit list `x`, the most likely digit at each place: an
+/// encoder answers at x's own positions in one pass; a decoder writes the answer after
+/// `x SEP`, one token at a time.
+pub async fn answer_list(model: &Gpt, x: &[u32]) -> Result<Vec<u32>, RunError> {
+    if x.is_empty() {
+        return Err(RunError::EmptyPrompt);
+    }
+    if !model.is_bidirectional() {
+        let question: Vec<u32> = x.iter().copied().chain([crate::synthetic::SEP]).collect();
+        let options = SampleOptions { max_new_tokens: x.len(), temperature: 0.0, ..SampleOptions::default() };
+        return Ok(generate(model, &question, &options).await?.tokens);
+    }
+    let logits = model.forward(row_tensor(x, &model.wte.weight.device()));
+    let [_, time, vocab] = logits.dims();
+    let values = qkv_kernels::read_floats(logits).await?;
+    Ok((0..time).map(|t| argmax(&values[t * vocab..(t + 1) * vocab])).collect())
+}
+
+/// The most likely token (the first of equals).
+fn argmax(logits: &[f32]) -> u32 {
+    logits.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, &l)| if l > best.1 { (i, l) } else { best }).0 as u32
+}
+
 /// Draws a token from `logits` at `temperature`, among the `top_k` most likely.
 pub fn sample(logits: &[f32], temperature: f64, top_k: Option<usize>, rng: &mut Rng) -> u32 {
-    let argmax = || logits.iter().enumerate().fold((0, f32::NEG_INFINITY), |best, (i, &l)| if l > best.1 { (i, l) } else { best }).0;
     if temperature <= 0.0 {
-        return argmax() as u32;
+        return argmax(logits);
     }
     let mut order: Vec<usize> = (0..logits.len()).collect();
     order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
@@ -144,6 +169,28 @@ mod tests {
                 assert_eq!(cached.peak_cache_bytes, per_token * config.block_size, "{variant}");
             }
         }
+    }
+
+    #[test]
+    fn an_encoder_answers_a_list_in_one_pass_and_continues_nothing() {
+        let device = Device::flex();
+        let mut config = Preset::Classroom.config();
+        config.vocab_size = crate::synthetic::VOCAB_SIZE;
+        let decoder = Gpt::new_seeded(&config, &device, 3).unwrap().valid();
+        config.attention.bidirectional = true;
+        let encoder = Gpt::new_seeded(&config, &device, 3).unwrap().valid();
+        let error = generate(&encoder, &[1, 2], &SampleOptions::default()).block_on().unwrap_err();
+        assert!(matches!(error, RunError::NothingToContinue), "{error}");
+        // The encoder's answer is the argmax at each of the list's own positions.
+        let list = [3, 1, 4, 1];
+        let logits = encoder.forward(row_tensor(&list, &device));
+        let values = qkv_kernels::read_floats(logits).block_on().unwrap();
+        let expected: Vec<u32> = values.chunks(config.vocab_size).map(argmax).collect();
+        assert_eq!(answer_list(&encoder, &list).block_on().unwrap(), expected);
+        // The decoder writes as many digits after the separator, greedily.
+        let greedy = SampleOptions { max_new_tokens: 4, temperature: 0.0, ..SampleOptions::default() };
+        let written = generate(&decoder, &[3, 1, 4, 1, crate::synthetic::SEP], &greedy).block_on().unwrap().tokens;
+        assert_eq!(answer_list(&decoder, &list).block_on().unwrap(), written);
     }
 
     #[test]

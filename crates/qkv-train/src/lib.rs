@@ -39,5 +39,5 @@ pub use plan::{ExperimentPlan, PlanError, RunPlan, StartError};
 pub use problem::Problem;
 pub use recipe::{TrainingConfig, TrainingConfigError};
 pub use run::{EvalRecord, Metrics, Run, RunError, RunSpec, RunStatus, StepRecord, UnknownStatus};
-pub use synthetic::{SyntheticData, SyntheticTask};
+pub use synthetic::{Framing, SyntheticData, SyntheticTask};
 pub use tokenizer::{Tokenizer, TokenizerKind};

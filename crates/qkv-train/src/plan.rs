@@ -6,7 +6,7 @@
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
-use qkv_model::{AttentionVariant, ConfigError, Preset};
+use qkv_model::{AttentionVariant, ConfigError, GptConfig, Preset};
 
 use crate::corpus::DataError;
 use crate::dataset::{DataSource, Dataset};
@@ -31,6 +31,25 @@ pub struct ModelOverrides {
     /// The dropout rate (left out of saved setups that keep the preset's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dropout: Option<f64>,
+}
+
+impl ModelOverrides {
+    /// `preset` with these changes: the model every run starts from.
+    pub fn applied_to(&self, preset: GptConfig) -> GptConfig {
+        let mut model = preset.clone();
+        model.n_layer = self.n_layer.unwrap_or(model.n_layer);
+        model.n_head = self.n_head.unwrap_or(model.n_head);
+        model.block_size = self.block_size.unwrap_or(model.block_size);
+        model.mlp_skip = self.mlp_skip.unwrap_or(model.mlp_skip);
+        model.shared_layers = self.shared_layers.unwrap_or(model.shared_layers);
+        model.dropout = self.dropout.unwrap_or(model.dropout);
+        if let Some(n_embd) = self.n_embd {
+            // The MLP keeps the preset's width ratio unless the run sets its own.
+            model.mlp_hidden = preset.mlp_hidden * n_embd / preset.n_embd.max(1);
+            model.n_embd = n_embd;
+        }
+        model
+    }
 }
 
 /// Changes to the preset's recipe, shared by every run.
@@ -179,21 +198,10 @@ impl ExperimentPlan {
     }
 
     fn spec(&self, run: &RunPlan, name: String, dataset: &Dataset) -> Result<RunSpec, PlanError> {
-        let preset = self.preset.config();
-        let mut model = preset.clone().with_variant(run.variant);
+        let mut model = self.model.applied_to(self.preset.config()).with_variant(run.variant);
         model.vocab_size = dataset.vocab_size();
-        let o = &self.model;
-        model.n_layer = o.n_layer.unwrap_or(model.n_layer);
-        model.n_head = o.n_head.unwrap_or(model.n_head);
-        model.block_size = o.block_size.unwrap_or(model.block_size);
-        model.mlp_skip = o.mlp_skip.unwrap_or(model.mlp_skip);
-        model.shared_layers = o.shared_layers.unwrap_or(model.shared_layers);
-        model.dropout = o.dropout.unwrap_or(model.dropout);
-        if let Some(n_embd) = o.n_embd {
-            // The MLP keeps the preset's width ratio unless the run sets its own.
-            model.mlp_hidden = preset.mlp_hidden * n_embd / preset.n_embd.max(1);
-            model.n_embd = n_embd;
-        }
+        // An encoder's lists are read whole: its attention sees both ways.
+        model.attention.bidirectional = dataset.is_encoder();
         model.mlp_hidden = run.mlp_hidden.unwrap_or(model.mlp_hidden);
         model.attention.kv_heads = run.kv_heads;
         model.attention.scale = run.scale;
@@ -250,10 +258,10 @@ pub enum StartError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synthetic::{SyntheticData, SyntheticTask};
+    use crate::synthetic::{Framing, SyntheticData, SyntheticTask};
 
     fn digits() -> Dataset {
-        Dataset::Synthetic(SyntheticData { task: SyntheticTask::Reverse, length: 8, seed: 1 })
+        Dataset::Synthetic(SyntheticData { task: SyntheticTask::Reverse, length: 8, seed: 1, framing: Framing::Decoder })
     }
 
     #[test]
@@ -279,6 +287,9 @@ mod tests {
         assert_eq!(specs[2].model.mlp_hidden, 100);
         assert_eq!(specs[2].training.weight_decay, 0.0);
         assert_eq!(specs[3].model.attention.kv_heads, Some(1));
+        assert!(specs.iter().all(|s| !s.model.attention.bidirectional));
+        let encoder = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Rotate, length: 8, seed: 1, framing: Framing::Encoder });
+        assert!(plan.specs(&encoder).unwrap().iter().all(|s| s.model.attention.bidirectional), "an encoder's runs see both ways");
     }
 
     #[test]
@@ -294,7 +305,8 @@ mod tests {
 
     #[test]
     fn a_plan_starts_its_experiment_or_says_which_part_failed() {
-        let plan = ExperimentPlan { data: DataSource::Synthetic { task: SyntheticTask::Reverse, length: 8 }, ..ExperimentPlan::default() };
+        let data = DataSource::Synthetic { task: SyntheticTask::Reverse, length: 8, framing: Framing::Decoder };
+        let plan = ExperimentPlan { data, ..ExperimentPlan::default() };
         let experiment = plan.experiment(&Device::flex()).unwrap();
         let names: Vec<_> = experiment.runs.iter().map(|r| r.spec.name.as_str()).collect();
         assert_eq!(names, ["standard", "wq-identity"]);

@@ -40,6 +40,10 @@ pub enum RunError {
     NoSteps,
     #[error("training configuration: the prompt is empty: give at least one token to continue")]
     EmptyPrompt,
+    #[error(
+        "this model is an encoder: it reads a whole list and answers at every position, so it has no text to continue; give it a list to answer"
+    )]
+    NothingToContinue,
     #[error("training configuration: {0}")]
     TrainingConfig(#[from] TrainingConfigError),
     #[error(transparent)]
@@ -562,8 +566,8 @@ pub(crate) mod tests {
     /// give the losses and accuracy counts of one thread.
     #[test]
     fn an_evaluation_over_threads_matches_one_on_a_single_thread() {
-        use crate::synthetic::{SyntheticData, SyntheticTask};
-        let dataset = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Reverse, length: 6, seed: 3 });
+        use crate::synthetic::{Framing, SyntheticData, SyntheticTask};
+        let dataset = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Reverse, length: 6, seed: 3, framing: Framing::Decoder });
         let spec = tiny_spec(AttentionVariant::Standard, &dataset);
         let val = dataset.val_batches(1, 4, spec.model.block_size)[..5].to_vec();
         let evaluate_on = |threads: usize| {

@@ -1,5 +1,6 @@
-//! The list tasks of paper 2's predecessor: L random digits in, a transformed list out,
-//! framed decoder-only as `x SEP y` with the loss on `y` only.
+//! The list tasks of paper 2's predecessor: L random digits in, a transformed list out. Framed
+//! for a decoder as `x SEP y` with the loss on `y` only, or for an encoder (as the predecessor's
+//! own models are) as `x` in and `y` out at the same positions.
 
 use std::fmt;
 use std::str::FromStr;
@@ -32,10 +33,17 @@ pub enum SyntheticTask {
     Swap,
     /// y_i = 9 - x_i
     Sub,
+    /// y = x rotated right by one: y_0 = x_{L-1}, y_i = x_{i-1}. Ours, not the papers': each
+    /// position reads its left neighbour, a relation that runs one way only, so in an encoder a
+    /// symmetric score (Q = K: i scores j as j scores i) cannot single it out with one head.
+    Rotate,
 }
 
 impl SyntheticTask {
-    pub const ALL: [SyntheticTask; 5] =
+    pub const ALL: [SyntheticTask; 6] =
+        [SyntheticTask::Copy, SyntheticTask::Reverse, SyntheticTask::Sort, SyntheticTask::Swap, SyntheticTask::Sub, SyntheticTask::Rotate];
+    /// The tasks of paper 2's predecessor.
+    pub const PAPERS: [SyntheticTask; 5] =
         [SyntheticTask::Copy, SyntheticTask::Reverse, SyntheticTask::Sort, SyntheticTask::Swap, SyntheticTask::Sub];
 
     pub fn name(self) -> &'static str {
@@ -45,6 +53,7 @@ impl SyntheticTask {
             SyntheticTask::Sort => "sort",
             SyntheticTask::Swap => "swap",
             SyntheticTask::Sub => "sub",
+            SyntheticTask::Rotate => "rotate",
         }
     }
 
@@ -63,6 +72,7 @@ impl SyntheticTask {
                 x[half..].iter().chain(&x[..half]).copied().collect()
             }
             SyntheticTask::Sub => x.iter().map(|d| 9 - d).collect(),
+            SyntheticTask::Rotate => x.iter().rev().take(1).chain(&x[..x.len().saturating_sub(1)]).copied().collect(),
         }
     }
 }
@@ -82,6 +92,23 @@ impl FromStr for SyntheticTask {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         SyntheticTask::ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(s.trim())).ok_or_else(|| UnknownTask(s.to_string()))
+    }
+}
+
+/// How a task's lists reach the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Framing {
+    /// `x SEP y` read left to right by a causal model, which writes y after the separator.
+    #[default]
+    Decoder,
+    /// `x` read at once by a bidirectional model, which answers y_i at position i.
+    Encoder,
+}
+
+impl Framing {
+    pub fn is_decoder(&self) -> bool {
+        *self == Framing::Decoder
     }
 }
 
@@ -118,11 +145,13 @@ pub struct SyntheticData {
     pub task: SyntheticTask,
     pub length: usize,
     pub seed: u64,
+    #[serde(default)]
+    pub framing: Framing,
 }
 
 impl SyntheticData {
-    /// The full sequence `x SEP y` of example `index` of `split`, 2L + 1 tokens.
-    pub fn example(&self, split: Split, index: usize) -> Vec<u32> {
+    /// The input list x and its answer y of example `index` of `split`.
+    pub fn lists(&self, split: Split, index: usize) -> (Vec<u32>, Vec<u32>) {
         let seed = match split {
             Split::Train => self.seed,
             Split::Val | Split::Test => HELD_OUT_SEED,
@@ -130,20 +159,45 @@ impl SyntheticData {
         let mut rng = Rng::for_item(seed, split.stream(), index as u64);
         let x: Vec<u32> = (0..self.length).map(|_| rng.below(10) as u32).collect();
         let y = self.task.target(&x);
-        let mut sequence = x;
+        (x, y)
+    }
+
+    /// The full sequence `x SEP y` of example `index` of `split`, 2L + 1 tokens (the decoder
+    /// framing's).
+    pub fn example(&self, split: Split, index: usize) -> Vec<u32> {
+        let (mut sequence, y) = self.lists(split, index);
         sequence.push(SEP);
         sequence.extend(y);
         sequence
     }
 
-    /// Tokens the model reads per example: the sequence without its last token.
-    pub fn time(&self) -> usize {
-        2 * self.length
+    /// What the model reads of example `index` and the token each position is trained to
+    /// predict, [`SyntheticData::time`] each: a decoder reads `x SEP y` without its last token
+    /// and predicts the next; an encoder reads x and predicts y.
+    pub fn input_and_targets(&self, split: Split, index: usize) -> (Vec<u32>, Vec<u32>) {
+        match self.framing {
+            Framing::Decoder => {
+                let sequence = self.example(split, index);
+                (sequence[..sequence.len() - 1].to_vec(), sequence[1..].to_vec())
+            }
+            Framing::Encoder => self.lists(split, index),
+        }
     }
 
-    /// Positions (of the model's input) whose next token is part of `y`.
+    /// Tokens the model reads per example.
+    pub fn time(&self) -> usize {
+        match self.framing {
+            Framing::Decoder => 2 * self.length,
+            Framing::Encoder => self.length,
+        }
+    }
+
+    /// Positions (of the model's input) whose prediction is part of `y`.
     pub fn answer_positions(&self) -> std::ops::Range<usize> {
-        self.length..2 * self.length
+        match self.framing {
+            Framing::Decoder => self.length..2 * self.length,
+            Framing::Encoder => 0..self.length,
+        }
     }
 }
 
@@ -159,11 +213,12 @@ mod tests {
         assert_eq!(SyntheticTask::Sort.target(&x), [1, 1, 3, 4, 5, 9]);
         assert_eq!(SyntheticTask::Swap.target(&x), [1, 5, 9, 3, 1, 4]);
         assert_eq!(SyntheticTask::Sub.target(&x), [6, 8, 5, 8, 4, 0]);
+        assert_eq!(SyntheticTask::Rotate.target(&x), [9, 3, 1, 4, 1, 5]);
     }
 
     #[test]
     fn examples_are_framed_and_reproducible() {
-        let data = SyntheticData { task: SyntheticTask::Reverse, length: 8, seed: 3 };
+        let data = SyntheticData { task: SyntheticTask::Reverse, length: 8, seed: 3, framing: Framing::Decoder };
         let e = data.example(Split::Train, 17);
         assert_eq!(e.len(), 17);
         assert_eq!(e[8], SEP);
@@ -171,5 +226,18 @@ mod tests {
         assert_eq!(e, data.example(Split::Train, 17));
         assert_ne!(e, data.example(Split::Val, 17));
         assert!(e.iter().all(|&t| (t as usize) < VOCAB_SIZE));
+    }
+
+    #[test]
+    fn the_encoder_reads_the_list_and_answers_at_the_same_positions() {
+        let decoder = SyntheticData { task: SyntheticTask::Rotate, length: 5, seed: 3, framing: Framing::Decoder };
+        let encoder = SyntheticData { framing: Framing::Encoder, ..decoder };
+        let (x, y) = encoder.input_and_targets(Split::Val, 4);
+        assert_eq!((x.len(), encoder.time(), encoder.answer_positions()), (5, 5, 0..5));
+        assert_eq!(y, SyntheticTask::Rotate.target(&x));
+        // The same lists as the decoder's, framed differently.
+        let (input, targets) = decoder.input_and_targets(Split::Val, 4);
+        assert_eq!((input.len(), decoder.answer_positions()), (decoder.time(), 5..10));
+        assert_eq!((&input[..5], input[5], &targets[5..]), (&x[..], SEP, &y[..]));
     }
 }

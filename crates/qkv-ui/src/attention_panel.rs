@@ -149,9 +149,16 @@ fn diagnostics_ui(ui: &mut Ui, diagnostics: &ModelDiagnostics) {
     });
 }
 
+/// Runs × layers → heads: the shape of a set of maps (or of their textures).
+fn heads_per_layer<T>(runs: &[Vec<Vec<T>>]) -> Vec<Vec<usize>> {
+    runs.iter().map(|layers| layers.iter().map(Vec::len).collect()).collect()
+}
+
 impl AttentionPanel {
     fn refresh_textures(&mut self, ui: &Ui, maps: &AttentionMaps, of: MapsShown) {
-        if self.textures_of == of && !self.textures.is_empty() {
+        // The version restarts with every new session (another lesson), so the shape is checked too.
+        let same_shape = heads_per_layer(&self.textures) == heads_per_layer(&maps.runs);
+        if self.textures_of == of && !self.textures.is_empty() && same_shape {
             return;
         }
         let time = maps.time();

@@ -134,6 +134,11 @@ impl CostsPanel {
     /// Every run's KV cache per token and per sequence at the chosen context and precision.
     pub fn kv_cache_ui(&mut self, ui: &mut Ui, view: &SessionView) {
         let Some(reference) = reference(view) else { return };
+        if view.runs.iter().all(|run| run.info.spec.model.attention.bidirectional) {
+            ui.label(RichText::new("KV cache").strong());
+            ui.label("none: these models are encoders, which read their whole input at once and generate nothing");
+            return;
+        }
         let bar_width = bar_width(ui);
         ui.horizontal(|ui| {
             ui.label(RichText::new("KV cache").strong());

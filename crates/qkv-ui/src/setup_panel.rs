@@ -8,7 +8,7 @@ use qkv_model::{AttentionVariant, Preset};
 use qkv_train::dataset::DEFAULT_SYNTHETIC_LENGTH;
 use qkv_train::plan::{ExperimentPlan, RunPlan};
 use qkv_train::recipe::TrainingConfig;
-use qkv_train::{DataSource, SyntheticTask, TokenizerKind};
+use qkv_train::{DataSource, Framing, SyntheticTask, TokenizerKind};
 
 use crate::palette;
 
@@ -193,6 +193,7 @@ impl SetupPanel {
         let n_runs = setup.plan.runs.len();
         setup.colours.resize(n_runs, [128; 3]);
         // Each run in rows: what it is (colour, name, variant), then its overrides.
+        let model = setup.plan.model.applied_to(preset_config.clone());
         Grid::new("setup_runs").striped(true).num_columns(2).show(ui, |ui| {
             for (i, run) in setup.plan.runs.iter_mut().enumerate() {
                 ui.color_edit_button_srgb(&mut setup.colours[i]).accessible_name(format!("colour of run {}", i + 1));
@@ -220,8 +221,9 @@ impl SetupPanel {
                 ui.label("");
                 ui.horizontal(|ui| {
                     ui.label(RichText::new("kv heads").weak());
-                    override_value(ui, "kv heads", &mut run.kv_heads, preset_config.n_head, 0.05);
-                    let d_k = preset_config.n_embd / preset_config.n_head.max(1);
+                    // The defaults of the model the overrides above make, as the run will have them.
+                    override_value(ui, "kv heads", &mut run.kv_heads, model.n_head, 0.05);
+                    let d_k = model.n_embd / model.n_head.max(1);
                     ui.label(RichText::new("scale").weak());
                     override_value(ui, "attention scale", &mut run.scale, run.variant.default_scale(d_k), 1e-3);
                 });
@@ -232,7 +234,7 @@ impl SetupPanel {
                     ui.label(RichText::new("weight decay").weak());
                     override_value(ui, "run weight decay", &mut run.weight_decay, decay, 1e-3);
                     ui.label(RichText::new("MLP hidden").weak());
-                    override_value(ui, "MLP hidden", &mut run.mlp_hidden, preset_config.mlp_hidden, 1.0);
+                    override_value(ui, "MLP hidden", &mut run.mlp_hidden, model.mlp_hidden, 1.0);
                 });
                 ui.end_row();
             }
@@ -276,7 +278,7 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
         if ui.selectable_label(matches!(data, DataSource::Synthetic { .. }), "synthetic task").clicked()
             && !matches!(data, DataSource::Synthetic { .. })
         {
-            *data = DataSource::Synthetic { task: SyntheticTask::Reverse, length: DEFAULT_SYNTHETIC_LENGTH };
+            *data = DataSource::Synthetic { task: SyntheticTask::Reverse, length: DEFAULT_SYNTHETIC_LENGTH, framing: Framing::Decoder };
         }
         if ui.selectable_label(own_text, "my own text file").clicked() && !own_text {
             *data = DataSource::File(String::new());
@@ -285,7 +287,7 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
     let _ = combo.response.accessible_name("data");
     match data {
         DataSource::Shakespeare => {}
-        DataSource::Synthetic { task, length } => {
+        DataSource::Synthetic { task, length, framing } => {
             ComboBox::from_id_salt("task")
                 .selected_text(task.name())
                 .show_ui(ui, |ui| {
@@ -296,6 +298,17 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
                 .response
                 .accessible_name("synthetic task");
             ui.add(DragValue::new(length).range(2..=64).prefix("L = ")).accessible_name("list length");
+            let mut encoder = *framing == Framing::Encoder;
+            if ui
+                .checkbox(&mut encoder, "encoder")
+                .on_hover_text(
+                    "read the whole list at once, attention both ways, and answer at every position \
+                     (off: a decoder reads 'list | answer' left to right)",
+                )
+                .changed()
+            {
+                *framing = if encoder { Framing::Encoder } else { Framing::Decoder };
+            }
         }
         DataSource::Upload(upload) => {
             ui.label(&upload.name).on_hover_text("a text you handed over; drop another file to replace it");

@@ -3,7 +3,7 @@
 
 use qkv_model::{AttentionVariant, GptConfig, ParamReport, Preset};
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
-use qkv_train::{DataSource, SyntheticTask, TrainingConfig};
+use qkv_train::{DataSource, Framing, SyntheticTask, TrainingConfig};
 
 use super::{ExperimentArgs, ExperimentKind, Scale};
 use crate::Failure;
@@ -73,7 +73,9 @@ impl Scale {
         match self {
             Scale::Tiny => SweepDefaults { tasks: vec![Reverse, Swap], lengths: vec![8, 16], steps: Some(200), batch_size: None },
             Scale::Laptop => SweepDefaults { tasks: vec![Reverse, Swap], lengths: vec![16, 64], steps: Some(300), batch_size: Some(16) },
-            Scale::Gpu => SweepDefaults { tasks: SyntheticTask::ALL.to_vec(), lengths: vec![16, 64, 128], steps: None, batch_size: None },
+            Scale::Gpu => {
+                SweepDefaults { tasks: SyntheticTask::PAPERS.to_vec(), lengths: vec![16, 64, 128], steps: None, batch_size: None }
+            }
         }
     }
 }
@@ -215,7 +217,7 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
                     let model = ModelOverrides { block_size: Some(2 * length), ..Default::default() };
                     let training =
                         TrainingOverrides { steps: args.steps.or(defaults.steps), batch_size: defaults.batch_size, ..Default::default() };
-                    let data = DataSource::Synthetic { task, length };
+                    let data = DataSource::Synthetic { task, length, framing: Framing::Decoder };
                     let plan = ExperimentPlan { model, training, ..plan(preset, data, paper2_projection_runs()) };
                     studies.push(Study { name: study_name(task, length), plan });
                 }

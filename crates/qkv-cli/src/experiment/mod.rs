@@ -257,7 +257,10 @@ mod tests {
         let names: Vec<&str> = sweep.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["reverse-L16", "reverse-L128"]);
         assert_eq!(sweep[1].plan.model.block_size, Some(256));
-        assert_eq!(sweep[1].plan.data, DataSource::Synthetic { task: SyntheticTask::Reverse, length: 128 });
+        assert_eq!(
+            sweep[1].plan.data,
+            DataSource::Synthetic { task: SyntheticTask::Reverse, length: 128, framing: qkv_train::Framing::Decoder }
+        );
         assert_eq!((sweep[0].plan.training.steps, sweep[0].plan.training.batch_size), (Some(300), Some(16)));
         assert_eq!(sweep[0].plan.runs.len(), 5);
 

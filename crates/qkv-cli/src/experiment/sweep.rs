@@ -17,7 +17,7 @@ use crate::Failure;
 /// The task and list length a study trains on.
 fn setting(study: &Study) -> Option<(SyntheticTask, usize)> {
     match study.plan.data {
-        DataSource::Synthetic { task, length } => Some((task, length)),
+        DataSource::Synthetic { task, length, .. } => Some((task, length)),
         _ => None,
     }
 }
@@ -186,7 +186,7 @@ mod tests {
     fn study(task: SyntheticTask, length: usize) -> Study {
         let plan = ExperimentPlan {
             preset: Preset::Synthetic,
-            data: DataSource::Synthetic { task, length },
+            data: DataSource::Synthetic { task, length, framing: qkv_train::Framing::Decoder },
             tokenizer: TokenizerKind::Char,
             model: Default::default(),
             training: Default::default(),
