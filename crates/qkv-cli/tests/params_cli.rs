@@ -78,11 +78,21 @@ fn all_variants_side_by_side_with_gqa_leaves_out_the_query_sharing_ones() {
 #[test]
 fn all_variants_table_lists_every_variant() {
     let rows = json(&["params", "--preset", "gpt2-small", "--variant", "all", "--json"]);
-    assert_eq!(rows.as_array().unwrap().len(), 8);
+    assert_eq!(rows.as_array().unwrap().len(), 9);
     let output = qkv(&["params", "--preset", "gpt2-small", "--variant", "all"]);
     let table = String::from_utf8(output.stdout).unwrap();
-    for name in ["standard", "wq-identity", "wk-identity", "wv-identity", "shared-qk", "shared-qk-asym", "shared-kv", "shared-qkv", "Q=K=V"]
-    {
+    let names = [
+        "standard",
+        "wq-identity",
+        "wk-identity",
+        "wv-identity",
+        "shared-qk",
+        "shared-qk-asym",
+        "shared-qk-rel",
+        "shared-kv",
+        "shared-qkv",
+    ];
+    for name in names.iter().chain(&["Q=K=V", "(Q=K-V)+rel"]) {
         assert!(table.contains(name), "{name} missing from\n{table}");
     }
 }

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{ASYMMETRY_CHANNELS, projection_width};
+use crate::attention::{ASYMMETRY_CHANNELS, RelativeBias, projection_width};
 use crate::config::{GptConfig, Norm};
 
 /// Parameters of one part of the model, summed over all layers.
@@ -91,10 +91,15 @@ impl ParamReport {
         push("W_O", per, all, true, false);
         let (per, all) = layered(attention_biases);
         push("attention biases", per, all, true, false);
-        if config.attention.variant == crate::AttentionVariant::SharedQueryKeyAsym {
-            let (per, all) = layered(ASYMMETRY_CHANNELS + 1);
-            push("asymmetry term", per, all, true, false);
-        }
+        let asymmetry = match config.attention.variant {
+            crate::AttentionVariant::SharedQueryKeyAsym => ASYMMETRY_CHANNELS + 1,
+            crate::AttentionVariant::SharedQueryKeyRel => {
+                config.n_head * RelativeBias::distances(config.block_size, config.attention.bidirectional)
+            }
+            _ => 0,
+        };
+        let (per, all) = layered(asymmetry);
+        push("asymmetry term", per, all, true, false);
 
         let (per, all) = layered(d * config.mlp_hidden);
         push("MLP in", per, all, false, false);

@@ -3,10 +3,10 @@
 //!
 //! Shapes: x is [batch, time, n_embd]; per-head tensors are [batch, heads, time, d_k].
 
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::nn::{Initializer, Linear};
 use burn::tensor::activation::softmax;
-use burn::tensor::{Bool, Device, Tensor, TensorData};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use qkv_kernels::{Mask, repeat_kv_heads};
 
 use crate::config::GptConfig;
@@ -69,6 +69,48 @@ impl AsymmetricLogits {
     }
 }
 
+/// The learned pairwise logit term of (Q=K-V)+rel: each head adds `t_h[i − j]` to its logits,
+/// a bias on the distance from query i back to key j (T5's and ALiBi's kind of term, learned per
+/// distance). It depends on the pair, not on i and j apart, so it can prefer "the previous
+/// token" to "the next", which a symmetric score and (Q=K-V)+'s key-position bias cannot.
+#[derive(Module, Debug)]
+pub struct RelativeBias {
+    /// [n_head · distances], head by head: a causal model's distances are 0..block_size, an
+    /// encoder's −(block_size − 1)..block_size, stored from the most negative. Flat, because
+    /// weight decay takes matrices only: like every bias it is left alone, where decay would pull
+    /// the learned preferences back towards plain Q=K-V.
+    pub table: Param<Tensor<1>>,
+    pub heads: usize,
+    /// Where distance 0 sits in a head's row.
+    pub zero: usize,
+}
+
+impl RelativeBias {
+    /// Distances a model sees: a decoder only looks back.
+    pub fn distances(block_size: usize, bidirectional: bool) -> usize {
+        if bidirectional { 2 * block_size - 1 } else { block_size }
+    }
+
+    fn new(n_head: usize, block_size: usize, bidirectional: bool, device: &Device) -> Self {
+        // Zeros: training starts from plain Q=K-V.
+        let table = Initializer::Zeros.init([n_head * Self::distances(block_size, bidirectional)], device);
+        Self { table, heads: n_head, zero: if bidirectional { block_size - 1 } else { 0 } }
+    }
+
+    /// The bias [n_head, t_q, t_k] for queries at `query_offset..query_offset+t_q` and keys at
+    /// `0..t_k`. A key in a decoder's future has no distance in the table; it takes distance 0's
+    /// entry, which the mask hides.
+    fn bias(&self, query_offset: usize, t_q: usize, t_k: usize) -> Tensor<3> {
+        let heads = self.heads;
+        let distances = self.table.dims()[0] / heads;
+        let index: Vec<i64> = (query_offset..query_offset + t_q)
+            .flat_map(|i| (0..t_k).map(move |j| (self.zero + i).checked_sub(j).filter(|&d| d < distances).unwrap_or(self.zero) as i64))
+            .collect();
+        let index = Tensor::<1, Int>::from_data(TensorData::new(index, [t_q * t_k]), &self.table.device());
+        self.table.val().reshape([heads, distances]).select(1, index).reshape([heads, t_q, t_k])
+    }
+}
+
 /// Transformer sinusoids for positions `start..start+len` in `channels` channels:
 /// channel 2m is sin(p·ω_m), 2m+1 is cos(p·ω_m), with ω_m = 10000^(-2m/channels).
 fn sinusoid(start: usize, len: usize, channels: usize, device: &Device) -> Tensor<2> {
@@ -117,6 +159,8 @@ pub struct CausalSelfAttention {
     pub w_o: Linear,
     /// The (Q=K-V)+ positional logit term.
     pub asymmetry: Option<AsymmetricLogits>,
+    /// The (Q=K-V)+rel pairwise logit term.
+    pub relative: Option<RelativeBias>,
     pub resid_dropout: Dropout,
     #[module(skip)]
     pub variant: AttentionVariant,
@@ -146,6 +190,7 @@ impl CausalSelfAttention {
             // with depth (GPT-2).
             w_o: init_linear(init, d, d, config.bias, std / (2.0 * config.n_layer as f64).sqrt(), device),
             asymmetry: None,
+            relative: None,
             resid_dropout: Dropout::new(config.dropout, seeds),
             variant,
             n_head: config.n_head,
@@ -159,6 +204,9 @@ impl CausalSelfAttention {
         }
         if variant == AttentionVariant::SharedQueryKeyAsym {
             layer.asymmetry = Some(AsymmetricLogits::new(device));
+        }
+        if variant == AttentionVariant::SharedQueryKeyRel {
+            layer.relative = Some(RelativeBias::new(config.n_head, config.block_size, config.attention.bidirectional, device));
         }
         layer
     }
@@ -208,7 +256,7 @@ impl CausalSelfAttention {
             // Paper 1's ablations: the key, or the value, is the input itself, head by head.
             KeyIdentity => (Self::apply(&self.w_q, &x), x.clone(), Self::apply(&self.w_v, &x)),
             ValueIdentity => (Self::apply(&self.w_q, &x), Self::apply(&self.w_k, &x), x.clone()),
-            SharedQueryKey | SharedQueryKeyAsym => {
+            SharedQueryKey | SharedQueryKeyAsym | SharedQueryKeyRel => {
                 let qk = Self::apply(&self.w_qk, &x);
                 (qk.clone(), qk, Self::apply(&self.w_v, &x))
             }
@@ -224,21 +272,21 @@ impl CausalSelfAttention {
         Projected { query: self.split_heads(query, h), key: self.split_heads(key, g), value: self.split_heads(value, g) }
     }
 
-    /// (Q=K-V)+'s learned term for queries at `query_offset..` and `t_k` keys: the queries scaled
-    /// by its gain (the same as scaling every logit) and its positional bias [t_q, t_k]. Other
+    /// The learned logit terms for queries at `query_offset..` and `t_k` keys: (Q=K-V)+'s scales
+    /// the queries by its gain (the same as scaling every logit) and adds its positional bias
+    /// [1, t_q, t_k]; (Q=K-V)+rel's adds its bias by distance, [n_head, t_q, t_k]. Other
     /// variants' queries pass unchanged, without a bias.
     fn with_asymmetry(&self, query: Tensor<4>, query_offset: usize, t_k: usize) -> (Tensor<4>, Option<Tensor<3>>) {
-        match &self.asymmetry {
-            Some(asymmetry) => {
-                let t_q = query.dims()[2];
-                (query * asymmetry.gain(), Some(asymmetry.positional_bias(query_offset, t_q, t_k).unsqueeze_dim(0)))
-            }
-            None => (query, None),
+        let t_q = query.dims()[2];
+        match (&self.asymmetry, &self.relative) {
+            (Some(asymmetry), _) => (query * asymmetry.gain(), Some(asymmetry.positional_bias(query_offset, t_q, t_k).unsqueeze_dim(0))),
+            (None, Some(relative)) => (query, Some(relative.bias(query_offset, t_q, t_k))),
+            (None, None) => (query, None),
         }
     }
 
     /// The attention logits [batch, n_head, t_q, t_k] before any causal mask: the scaled
-    /// query-key products, with (Q=K-V)+'s learned term; queries at positions
+    /// query-key products, with (Q=K-V)+'s or (Q=K-V)+rel's learned term; queries at positions
     /// `query_offset..query_offset + t_q`.
     pub fn logits(&self, projected: &Projected, query_offset: usize) -> Tensor<4> {
         let t_k = projected.key.dims()[2];
@@ -455,5 +503,43 @@ mod tests {
         assert!(is_symmetric(&logits(AttentionVariant::SharedAll)));
         assert!(!is_symmetric(&logits(AttentionVariant::SharedQueryKeyAsym)));
         assert!(!is_symmetric(&logits(AttentionVariant::Standard)));
+    }
+
+    /// (Q=K-V)+rel's bias is the table's entry for the distance i − j, in a decoder (distances
+    /// 0.., queries offset when decoding with a cache) and in an encoder (negative ones too); it
+    /// makes the logits asymmetric, and the fused kernel trains the table.
+    #[test]
+    fn the_relative_bias_reads_each_pair_s_distance_and_trains() {
+        let device = Device::flex();
+        for bidirectional in [false, true] {
+            let mut config = tiny_config(AttentionVariant::SharedQueryKeyRel);
+            config.attention.bidirectional = bidirectional;
+            let mut layer = CausalSelfAttention::new(&config, &InitialWeights::new(0), &SeedStream::new(0), &device);
+            let relative = layer.relative.as_mut().expect("the variant's term");
+            let (heads, distances) = (4, if bidirectional { 15 } else { 8 });
+            assert_eq!(relative.table.dims(), [heads * distances]);
+            let table: Vec<f32> = (0..heads * distances).map(|v| v as f32).collect();
+            relative.table = Param::from_tensor(Tensor::from_data(TensorData::new(table.clone(), [heads * distances]), &device));
+            let (offset, t_q, t_k) = if bidirectional { (0, 5, 5) } else { (2, 3, 5) };
+            let bias = values(relative.bias(offset, t_q, t_k).unsqueeze_dim::<4>(0));
+            for h in 0..heads {
+                for i in 0..t_q {
+                    for j in (0..t_k).filter(|&j| bidirectional || j <= offset + i) {
+                        let distance = (offset + i) as i64 - j as i64;
+                        let expected = table[h * distances + (relative.zero as i64 + distance) as usize];
+                        assert_eq!(bias[(h * t_q + i) * t_k + j], expected, "head {h}, query {}, key {j}", offset + i);
+                    }
+                }
+            }
+            let projected = layer.project(input(&device));
+            let logits = values(layer.logits(&projected, 0));
+            assert!((0..5).any(|i| (0..5).any(|j| (logits[i * 5 + j] - logits[j * 5 + i]).abs() > 1e-3)), "asymmetric");
+
+            let layer = CausalSelfAttention::new(&config, &InitialWeights::new(0), &SeedStream::new(0), &device.clone().autodiff());
+            let (output, _) = layer.attend(layer.project(input(&device.clone().autodiff())), 0, false);
+            let grads = (output.clone() * output).sum().backward();
+            let table = layer.relative.as_ref().unwrap().table.grad(&grads).expect("a gradient for the table");
+            assert!(values(table).iter().any(|g| g.abs() > 0.0), "the table trains");
+        }
     }
 }

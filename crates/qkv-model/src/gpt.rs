@@ -442,7 +442,7 @@ pub(crate) mod tests {
             add("W_O", a.w_o.weight.num_params());
             let biases: usize = [&a.w_q, &a.w_k, &a.w_v, &a.w_qk, &a.w_kv, &a.w_qkv].into_iter().map(opt_bias).sum();
             add("attention biases", biases + bias(&a.w_o));
-            add("asymmetry term", a.asymmetry.as_ref().map_or(0, |t| t.num_params()));
+            add("asymmetry term", a.asymmetry.as_ref().map_or(0, |t| t.num_params()) + a.relative.as_ref().map_or(0, |t| t.num_params()));
             add("MLP in", block.mlp.c_fc.weight.num_params());
             add("MLP out", block.mlp.c_proj.weight.num_params());
             add("MLP biases", bias(&block.mlp.c_fc) + bias(&block.mlp.c_proj));
@@ -525,6 +525,7 @@ pub(crate) mod tests {
             (AttentionVariant::Standard, [true, true, true, false, false, false]),
             (AttentionVariant::SharedQueryKey, [false, false, true, true, false, false]),
             (AttentionVariant::SharedQueryKeyAsym, [false, false, true, true, false, false]),
+            (AttentionVariant::SharedQueryKeyRel, [false, false, true, true, false, false]),
             (AttentionVariant::SharedKeyValue, [true, false, false, false, true, false]),
             (AttentionVariant::SharedAll, [false, false, false, false, false, true]),
         ];
@@ -532,6 +533,7 @@ pub(crate) mod tests {
             let model = Gpt::new(&tiny_config(variant), &device).unwrap();
             assert_eq!(present(&model.blocks[0].attn), fields, "{variant}");
             assert_eq!(model.blocks[0].attn.asymmetry.is_some(), variant == AttentionVariant::SharedQueryKeyAsym);
+            assert_eq!(model.blocks[0].attn.relative.is_some(), variant == AttentionVariant::SharedQueryKeyRel);
         }
     }
 

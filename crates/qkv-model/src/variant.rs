@@ -30,6 +30,10 @@ pub enum AttentionVariant {
     /// that breaks their symmetry.
     #[serde(rename = "shared-qk-asym")]
     SharedQueryKeyAsym,
+    /// Q=K-V plus a learned bias on each head's logits for the distance i − j between query and
+    /// key: a term of the pair, which (Q=K-V)+'s separable one is not. Ours, not the papers'.
+    #[serde(rename = "shared-qk-rel")]
+    SharedQueryKeyRel,
     /// Paper 2, "Q-K=V": key and value share one projection, so only one tensor is cached.
     #[serde(rename = "shared-kv")]
     SharedKeyValue,
@@ -79,19 +83,22 @@ impl AttentionVariant {
             AttentionVariant::QueryIdentity => &[Key, Value],
             AttentionVariant::KeyIdentity => &[Query, Value],
             AttentionVariant::ValueIdentity => &[Query, Key],
-            AttentionVariant::SharedQueryKey | AttentionVariant::SharedQueryKeyAsym => &[QueryKey, Value],
+            AttentionVariant::SharedQueryKey | AttentionVariant::SharedQueryKeyAsym | AttentionVariant::SharedQueryKeyRel => {
+                &[QueryKey, Value]
+            }
             AttentionVariant::SharedKeyValue => &[Query, KeyValue],
             AttentionVariant::SharedAll => &[QueryKeyValue],
         }
     }
 
-    pub const ALL: [AttentionVariant; 8] = [
+    pub const ALL: [AttentionVariant; 9] = [
         AttentionVariant::Standard,
         AttentionVariant::QueryIdentity,
         AttentionVariant::KeyIdentity,
         AttentionVariant::ValueIdentity,
         AttentionVariant::SharedQueryKey,
         AttentionVariant::SharedQueryKeyAsym,
+        AttentionVariant::SharedQueryKeyRel,
         AttentionVariant::SharedKeyValue,
         AttentionVariant::SharedAll,
     ];
@@ -105,6 +112,7 @@ impl AttentionVariant {
             AttentionVariant::ValueIdentity => "wv-identity",
             AttentionVariant::SharedQueryKey => "shared-qk",
             AttentionVariant::SharedQueryKeyAsym => "shared-qk-asym",
+            AttentionVariant::SharedQueryKeyRel => "shared-qk-rel",
             AttentionVariant::SharedKeyValue => "shared-kv",
             AttentionVariant::SharedAll => "shared-qkv",
         }
@@ -119,6 +127,7 @@ impl AttentionVariant {
             AttentionVariant::ValueIdentity => "V=I",
             AttentionVariant::SharedQueryKey => "Q=K-V",
             AttentionVariant::SharedQueryKeyAsym => "(Q=K-V)+",
+            AttentionVariant::SharedQueryKeyRel => "(Q=K-V)+rel",
             AttentionVariant::SharedKeyValue => "Q-K=V",
             AttentionVariant::SharedAll => "Q=K=V",
         }
@@ -127,7 +136,13 @@ impl AttentionVariant {
     /// The query is computed from the key projection, so queries and keys must have the same
     /// number of heads: such variants cannot use GQA or MQA.
     pub fn query_shares_key(self) -> bool {
-        matches!(self, AttentionVariant::SharedQueryKey | AttentionVariant::SharedQueryKeyAsym | AttentionVariant::SharedAll)
+        matches!(
+            self,
+            AttentionVariant::SharedQueryKey
+                | AttentionVariant::SharedQueryKeyAsym
+                | AttentionVariant::SharedQueryKeyRel
+                | AttentionVariant::SharedAll
+        )
     }
 
     /// Why this variant's keys and values must have all n_head heads (no GQA or MQA), if they must.
@@ -178,8 +193,8 @@ impl fmt::Display for AttentionVariant {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "unknown attention variant '{0}': use one of standard, wq-identity, wk-identity, wv-identity, \
-     shared-qk, shared-qk-asym, shared-kv, shared-qkv (or the papers' Q=I, K=I, V=I, Q=K-V, (Q=K-V)+, \
-     Q-K=V, Q=K=V)"
+     shared-qk, shared-qk-asym, shared-qk-rel, shared-kv, shared-qkv (or the papers' Q=I, K=I, V=I, \
+     Q=K-V, (Q=K-V)+, Q-K=V, Q=K=V, and our (Q=K-V)+rel)"
 )]
 pub struct UnknownVariant(pub String);
 
