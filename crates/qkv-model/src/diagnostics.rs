@@ -33,8 +33,11 @@ pub struct LayerDiagnostics {
     /// empty where they were not computed ([`Ranks::Skipped`]).
     pub effective_ranks: Vec<(String, f64)>,
     /// Per head: the share of the logit matrix's energy in its symmetric part,
-    /// `‖(A + Aᵀ)/2‖² / ‖A‖²`, over every query-key pair before the causal mask: 1 for
-    /// symmetric logits (as Q=K-V's are), 0.5 for unrelated A_ij and A_ji, 0 for antisymmetric.
+    /// `‖(A* + A*ᵀ)/2‖² / ‖A*‖²`, over every query-key pair before the causal mask, where A* is
+    /// A with each row shifted by the constant that makes it most symmetric (a row's constant
+    /// changes nothing in its softmax; [`symmetry_score`]): 1 when some symmetric logits give the
+    /// same attention (Q=K-V's, and (Q=K-V)+'s, whose term is a row constant plus a key bias), 0.5
+    /// for unrelated A_ij and A_ji, 0 for a cyclic antisymmetric matrix.
     pub symmetry: Vec<f64>,
     /// Root mean square of the scaled logits over the pairs a query may attend to, all heads.
     pub logit_rms: f64,
@@ -162,13 +165,25 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     if aa == 0.0 || bb == 0.0 { 0.0 } else { dot / (aa.sqrt() * bb.sqrt()) }
 }
 
-/// `‖(A + Aᵀ)/2‖² / ‖A‖²` summed over several `time × time` matrices (row-major).
+/// `‖(A* + A*ᵀ)/2‖² / ‖A*‖²` summed over several `time × time` matrices (row-major), where A*
+/// is what the softmax sees of A: adding r_i to row i changes no attention, so each row is
+/// shifted by the r_i that leaves the least antisymmetric energy, and the whole by its mean.
+///
+/// The antisymmetric part of A + r1ᵀ is K + (r1ᵀ − 1rᵀ)/2 with K = (A − Aᵀ)/2; the r that
+/// minimises its energy is r_i = −(1/n) Σ_j (A_ij − A_ji) (a least-squares fit of the
+/// differences r_i − r_j to −2K_ij). A plain row centring would not do: it makes a symmetric
+/// Gram matrix, Q=K-V's, asymmetric wherever two rows' means differ.
 pub fn symmetry_score<'a>(matrices: impl Iterator<Item = &'a [f32]>, time: usize) -> f64 {
     let (mut symmetric, mut total) = (0.0f64, 0.0f64);
+    let n = time as f64;
     for a in matrices {
+        let at = |i: usize, j: usize| f64::from(a[i * time + j]);
+        let shift: Vec<f64> = (0..time).map(|i| -(0..time).map(|j| at(i, j) - at(j, i)).sum::<f64>() / n).collect();
+        let mean = (0..time).map(|i| (0..time).map(|j| at(i, j)).sum::<f64>() + n * shift[i]).sum::<f64>() / (n * n);
+        let seen = |i: usize, j: usize| at(i, j) + shift[i] - mean;
         for i in 0..time {
             for j in 0..time {
-                let (aij, aji) = (f64::from(a[i * time + j]), f64::from(a[j * time + i]));
+                let (aij, aji) = (seen(i, j), seen(j, i));
                 symmetric += ((aij + aji) / 2.0).powi(2);
                 total += aij * aij;
             }
@@ -404,12 +419,24 @@ mod tests {
     }
 
     #[test]
-    fn antisymmetric_logits_score_zero() {
-        // Queries (1,0), (0,1) and keys (0,-1), (1,0): A = [[0, 1], [-1, 0]].
-        let a = [0.0f32, 1.0, -1.0, 0.0];
-        assert_eq!(symmetry_score([&a[..]].into_iter(), 2), 0.0);
-        let symmetric = [1.0f32, 2.0, 2.0, 3.0];
-        assert_eq!(symmetry_score([&symmetric[..]].into_iter(), 2), 1.0);
+    fn the_symmetry_score_sees_what_the_softmax_sees() {
+        let score = |a: &[f32], time| symmetry_score([a].into_iter(), time);
+        // A cycle, i → i+1 (mod 3), antisymmetric with no row constant to remove: 0.
+        let cycle = [0.0f32, 1.0, -1.0, -1.0, 0.0, 1.0, 1.0, -1.0, 0.0];
+        assert!(score(&cycle, 3).abs() < 1e-12);
+        let gram = [1.0f32, 2.0, 0.5, 2.0, 5.0, -1.0, 0.5, -1.0, 3.0];
+        assert!((score(&gram, 3) - 1.0).abs() < 1e-12);
+        // (Q=K-V)+'s kind of term, a row constant plus a key bias, on symmetric logits: the
+        // softmax sees symmetric logits (g_ij + c_i + c_j), so 1. The raw matrix is not symmetric.
+        let (rows, keys) = ([0.3f32, -2.0, 1.1], [0.7f32, 0.0, -1.5]);
+        let plus: Vec<f32> = (0..9).map(|k| gram[k] + rows[k / 3] + keys[k % 3]).collect();
+        assert!((score(&plus, 3) - 1.0).abs() < 1e-9, "{}", score(&plus, 3));
+        assert!((plus[1] - plus[3]).abs() > 0.1);
+        // Any two tokens: their attention is always that of a symmetric matrix.
+        assert!((score(&[0.0, 1.0, -1.0, 0.0], 2) - 1.0).abs() < 1e-12);
+        // A term in i − j that prefers the previous token is not.
+        let previous: Vec<f32> = (0..9).map(|k| gram[k] + if k / 3 == k % 3 + 1 { 2.0 } else { 0.0 }).collect();
+        assert!(score(&previous, 3) < 0.95, "{}", score(&previous, 3));
     }
 
     #[test]
