@@ -303,23 +303,23 @@ impl CausalSelfAttention {
     /// Attention over projected tensors whose queries sit at positions
     /// `query_offset..query_offset + t_q` and keys at `0..t_k` (query_offset > 0 when decoding
     /// with a KV cache). Returns the output [batch, time, n_embd] and, when asked, the attention
-    /// probabilities [batch, n_head, t_q, t_k].
-    pub fn attend(&self, projected: Projected, query_offset: usize, with_probabilities: bool) -> (Tensor<3>, Option<Tensor<4>>) {
+    /// itself ([`AttentionTrace`]).
+    pub fn attend(&self, projected: Projected, query_offset: usize, traced: bool) -> (Tensor<3>, Option<AttentionTrace>) {
         let [b, _, t_q, _] = projected.query.dims();
         let t_k = projected.key.dims()[2];
-        let (context, probabilities) = if with_probabilities {
+        let (context, trace) = if traced {
             let logits = self.logits(&projected, query_offset);
-            let logits = match self.mask() {
+            let masked = match self.mask() {
                 Mask::Causal => {
                     let future =
                         causal_mask(query_offset, t_q, t_k, &logits.device()).reshape([1, 1, t_q, t_k]).expand([b, self.n_head, t_q, t_k]);
-                    logits.mask_fill(future, f32::NEG_INFINITY)
+                    logits.clone().mask_fill(future, f32::NEG_INFINITY)
                 }
-                Mask::Bidirectional => logits,
+                Mask::Bidirectional => logits.clone(),
             };
-            let probabilities = softmax(logits, 3);
+            let probabilities = softmax(masked, 3);
             let value = repeat_kv_heads(projected.value, self.n_head);
-            (probabilities.clone().matmul(value), Some(probabilities))
+            (probabilities.clone().matmul(value), Some(AttentionTrace { logits, probabilities }))
         } else {
             // One fused op (on flex: one kernel each way); queries are the newest t_q of the
             // t_k positions, exactly the kernel's causal alignment.
@@ -328,7 +328,7 @@ impl CausalSelfAttention {
         };
 
         let y = context.swap_dims(1, 2).reshape([b, t_q, self.n_head * self.head_dim]);
-        (self.resid_dropout.forward(apply_linear(&self.w_o, y)), probabilities)
+        (self.resid_dropout.forward(apply_linear(&self.w_o, y)), trace)
     }
 
     fn mask(&self) -> Mask {
@@ -336,9 +336,20 @@ impl CausalSelfAttention {
     }
 
     pub fn forward_with_probabilities(&self, x: Tensor<3>) -> (Tensor<3>, Tensor<4>) {
-        let (y, probabilities) = self.attend(self.project(x), 0, true);
-        (y, probabilities.expect("probabilities were requested"))
+        let (y, trace) = self.attend(self.project(x), 0, true);
+        (y, trace.expect("the trace was requested").probabilities)
     }
+}
+
+/// One layer's attention as the maps show it, [batch, n_head, t_q, t_k] each.
+#[derive(Debug, Clone)]
+pub struct AttentionTrace {
+    /// What the softmax reads: the scaled query-key products with any learned term
+    /// ([`CausalSelfAttention::logits`]), before the causal mask (a decoder's future pairs hold
+    /// what they would score, though no query reads them).
+    pub logits: Tensor<4>,
+    /// The softmax of the masked logits: what each query reads from each key.
+    pub probabilities: Tensor<4>,
 }
 
 /// The keys and values one layer has seen, in the variant's layout: `value` stays empty when

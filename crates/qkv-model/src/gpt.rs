@@ -6,7 +6,7 @@ use burn::nn::{Embedding, LayerNorm, LayerNormConfig, Linear};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use qkv_kernels::{gelu, layer_norm, linear};
 
-use crate::attention::{CausalSelfAttention, LayerCache, apply_linear, init_linear};
+use crate::attention::{AttentionTrace, CausalSelfAttention, LayerCache, apply_linear, init_linear};
 use crate::config::{ConfigError, GptConfig, Norm};
 use crate::dropout::{Dropout, SeedStream};
 use crate::random::InitialWeights;
@@ -75,11 +75,11 @@ impl Block {
         }
     }
 
-    /// The block's output and, when asked, its attention probabilities.
-    pub(crate) fn run(&self, x: Tensor<3>, with_probabilities: bool) -> (Tensor<3>, Option<Tensor<4>>) {
+    /// The block's output and, when asked, its attention.
+    pub(crate) fn run(&self, x: Tensor<3>, traced: bool) -> (Tensor<3>, Option<AttentionTrace>) {
         let projected = self.attn.project(normalise(&self.ln_1, x.clone()));
-        let (attended, probabilities) = self.attn.attend(projected, 0, with_probabilities);
-        (self.finish(x, attended), probabilities)
+        let (attended, trace) = self.attn.attend(projected, 0, traced);
+        (self.finish(x, attended), trace)
     }
 
     /// The block after attention: the attention skip, then the MLP with or without its skip.
@@ -130,10 +130,12 @@ pub struct Gpt {
 }
 
 /// Logits and, when requested, the attention probabilities of every layer
-/// ([batch, n_head, time, time] each).
+/// ([batch, n_head, time, time] each) and the attention logits they are the softmax of.
 pub struct GptOutput {
     pub logits: Tensor<3>,
     pub attention: Vec<Tensor<4>>,
+    /// Per layer, [`AttentionTrace::logits`]: before the causal mask.
+    pub attention_logits: Vec<Tensor<4>>,
 }
 
 impl Gpt {
@@ -209,13 +211,16 @@ impl Gpt {
 
     fn run(&self, tokens: Tensor<2, Int>, with_attention: bool) -> GptOutput {
         let mut x = self.embed(tokens, 0);
-        let mut attention = Vec::new();
+        let (mut attention, mut attention_logits) = (Vec::new(), Vec::new());
         for block in self.layers() {
-            let (y, probabilities) = block.run(x, with_attention);
+            let (y, trace) = block.run(x, with_attention);
             x = y;
-            attention.extend(probabilities);
+            if let Some(AttentionTrace { logits, probabilities }) = trace {
+                attention.push(probabilities);
+                attention_logits.push(logits);
+            }
         }
-        GptOutput { logits: self.head(x), attention }
+        GptOutput { logits: self.head(x), attention, attention_logits }
     }
 
     /// An encoder: every position attends to every other, so it answers a whole input at once
@@ -245,8 +250,8 @@ impl Gpt {
         self.run(tokens, false).logits
     }
 
-    /// Logits and every layer's attention probabilities (for the attention maps). Slower than
-    /// [`Gpt::forward`]: the probabilities are materialised.
+    /// Logits and every layer's attention probabilities and logits (for the attention maps).
+    /// Slower than [`Gpt::forward`]: the probabilities are materialised.
     pub fn forward_with_attention(&self, tokens: Tensor<2, Int>) -> GptOutput {
         self.run(tokens, true)
     }
@@ -402,13 +407,20 @@ pub(crate) mod tests {
             let model = Gpt::new_seeded(&config, &device, 3).unwrap();
             let output = model.forward_with_attention(tokens(&[&[1, 2, 3, 4, 5]], &device));
             assert_eq!(output.attention.len(), config.n_layer);
-            for map in output.attention {
+            assert_eq!(output.attention_logits.len(), config.n_layer);
+            for (map, logits) in output.attention.into_iter().zip(output.attention_logits) {
                 assert_eq!(map.dims(), [1, config.n_head, 5, 5]);
-                let p = values(map);
-                for row in p.chunks(5).enumerate() {
-                    let (i, row) = (row.0 % 5, row.1);
-                    assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
-                    assert!(row[i + 1..].iter().all(|&x| x == 0.0), "row {i} attends to the future");
+                assert_eq!(logits.dims(), [1, config.n_head, 5, 5]);
+                let (p, logits) = (values(map), values(logits));
+                for (row, (p, logits)) in p.chunks(5).zip(logits.chunks(5)).enumerate() {
+                    let i = row % 5;
+                    assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+                    assert!(p[i + 1..].iter().all(|&x| x == 0.0), "row {i} attends to the future");
+                    // The probabilities are the softmax of the logits the query may read.
+                    let total: f32 = logits[..=i].iter().map(|l| l.exp()).sum();
+                    for j in 0..=i {
+                        assert!((p[j] - logits[j].exp() / total).abs() < 1e-5, "row {i}, key {j}");
+                    }
                 }
             }
         }

@@ -16,7 +16,7 @@ pub mod reparam;
 pub mod variant;
 
 pub use accounting::{CacheDType, Component, ParamReport};
-pub use attention::CausalSelfAttention;
+pub use attention::{AttentionTrace, CausalSelfAttention};
 pub use config::{AttentionConfig, ConfigError, GptConfig, Norm};
 pub use diagnostics::{LayerDiagnostics, ModelDiagnostics};
 pub use gpt::{Gpt, GptOutput, KvCache};

@@ -308,20 +308,26 @@ impl Fanout {
         }
         let mut runs: Vec<_> = parts
             .iter()
-            .flat_map(|part| part.ids.iter().zip(&part.runs).zip(&part.diagnostics))
-            .map(|((&id, maps), diagnosis)| (id, maps.clone(), diagnosis.clone()))
+            .flat_map(|part| part.ids.iter().zip(&part.runs).zip(&part.logits).zip(&part.diagnostics))
+            .map(|(((&id, maps), logits), diagnosis)| (id, maps.clone(), logits.clone(), diagnosis.clone()))
             .collect();
         runs.sort_by_key(|(id, ..)| *id);
         let ids: Vec<RunId> = runs.iter().map(|(id, ..)| *id).collect();
         if !self.are_every_run(&ids) {
             return None;
         }
-        let (runs, diagnostics) = runs.into_iter().map(|(_, maps, diagnosis)| (maps, diagnosis)).unzip();
+        let (mut maps, mut logits, mut diagnostics) = (Vec::new(), Vec::new(), Vec::new());
+        for (_, run_maps, run_logits, diagnosis) in runs {
+            maps.push(run_maps);
+            logits.push(run_logits);
+            diagnostics.push(diagnosis);
+        }
         Some(AttentionMaps {
             step: parts.iter().map(|p| p.step).max().unwrap_or(0),
             tokens: parts[0].tokens.clone(),
             ids,
-            runs,
+            runs: maps,
+            logits,
             diagnostics,
         })
     }

@@ -138,6 +138,9 @@ pub struct AttentionMaps {
     pub ids: Vec<RunId>,
     /// Per run: [layer][head] → row-major [query, key] probabilities (T × T).
     pub runs: Vec<Vec<Vec<Vec<f32>>>>,
+    /// The logits the probabilities are the softmax of, laid out as `runs`: with every learned
+    /// term, before the causal mask (a decoder's future pairs are not read by any query).
+    pub logits: Vec<Vec<Vec<Vec<f32>>>>,
     /// Per run: its attention diagnostics on the same prompt (effective ranks only for models
     /// up to [`LIVE_RANKS_MAX_WIDTH`] wide).
     pub diagnostics: Vec<ModelDiagnostics>,

@@ -285,25 +285,30 @@ impl Session {
         let (tokens, labels) = self.attention_tokens(experiment)?;
         let time = tokens.len();
         let ids: Vec<i64> = tokens.iter().map(|&t| t as i64).collect();
-        let mut runs = Vec::new();
+        let (mut runs, mut logits) = (Vec::new(), Vec::new());
         let mut diagnostics = Vec::new();
         for run in &experiment.runs {
             let model = burn::module::Module::valid(run.model());
             let device = run.device().clone().without_autodiff();
             let input = Tensor::<2, Int>::from_data(TensorData::new(ids.clone(), [1, time]), &device);
-            let layers = model.forward_with_attention(input).attention;
-            let n_layer = layers.len();
-            let n_head = layers.first().map_or(0, |l| l.dims()[1]);
-            let values = qkv_kernels::read_floats(Tensor::cat(layers.into_iter().map(|l| l.reshape([-1])).collect(), 0)).await?;
+            let output = model.forward_with_attention(input);
+            let n_layer = output.attention.len();
+            let n_head = output.attention.first().map_or(0, |l| l.dims()[1]);
+            // Probabilities then logits, in one read.
+            let flat = output.attention.into_iter().chain(output.attention_logits).map(|l| l.reshape([-1])).collect();
+            let values = qkv_kernels::read_floats(Tensor::cat(flat, 0)).await?;
             let per_map = time * time;
-            let maps =
-                (0..n_layer).map(|l| (0..n_head).map(|h| values[(l * n_head + h) * per_map..][..per_map].to_vec()).collect()).collect();
-            runs.push(maps);
+            let maps = |values: &[f32]| -> Vec<Vec<Vec<f32>>> {
+                (0..n_layer).map(|l| (0..n_head).map(|h| values[(l * n_head + h) * per_map..][..per_map].to_vec()).collect()).collect()
+            };
+            let (probabilities, logit_values) = values.split_at(n_layer * n_head * per_map);
+            runs.push(maps(probabilities));
+            logits.push(maps(logit_values));
             let ranks = if run.spec.model.n_embd <= LIVE_RANKS_MAX_WIDTH { Ranks::Computed } else { Ranks::Skipped };
             let input = Tensor::<2, Int>::from_data(TensorData::new(ids.clone(), [1, time]), &device);
             diagnostics.push(diagnose_with(&model, input, ranks).await?);
         }
-        Ok(AttentionMaps { step: experiment.step, tokens: labels, ids: self.ids.clone(), runs, diagnostics })
+        Ok(AttentionMaps { step: experiment.step, tokens: labels, ids: self.ids.clone(), runs, logits, diagnostics })
     }
 
     async fn sample(&self, run: RunId, prompt: &str, options: &SampleOptions) -> Result<Vec<Message>, SessionError> {

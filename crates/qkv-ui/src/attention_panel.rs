@@ -1,5 +1,6 @@
 //! Attention maps: for each run a layer × head grid of heatmaps on one prompt, token labels and
-//! values on hover, a head enlarged on click, and the difference of two runs' maps.
+//! values on hover, a head enlarged on click beside its logits, and the difference of two runs'
+//! maps.
 
 use egui::{Color32, ColorImage, ComboBox, Rect, RichText, Sense, TextureHandle, TextureOptions, Ui, pos2, vec2};
 use qkv_model::ModelDiagnostics;
@@ -34,6 +35,8 @@ pub struct AttentionPanel {
     pub scrubbed: Option<usize>,
     /// The difference of two runs' maps.
     diff_texture: KeptTexture<DifferenceShown>,
+    /// The enlarged head's logits.
+    logits_texture: KeptTexture<(MapsShown, HeadIndex)>,
     /// Presentation mode's map, the selected head over the last tokens only: of which maps, which
     /// head.
     window_texture: KeptTexture<(u64, HeadIndex)>,
@@ -54,6 +57,7 @@ impl Default for AttentionPanel {
             textures_of: (0, None),
             scrubbed: None,
             diff_texture: KeptTexture::default(),
+            logits_texture: KeptTexture::default(),
             window_texture: KeptTexture::default(),
             maps_drawn: 0,
             drawn_at: None,
@@ -196,7 +200,11 @@ impl AttentionPanel {
         let time = tokens.len();
         match response.hover_pos().and_then(|p| cell_at(rect, time, p)) {
             Some((q, k)) => {
-                response.on_hover_text(format!("query {q} {:?} -> key {k} {:?}: {:.3}", tokens[q], tokens[k], map[q * time + k]))
+                let value = match map[q * time + k] {
+                    f32::NEG_INFINITY => "masked (a later key)".to_string(),
+                    value => format!("{value:.3}"),
+                };
+                response.on_hover_text(format!("query {q} {:?} -> key {k} {:?}: {value}", tokens[q], tokens[k]))
             }
             None => response,
         }
@@ -297,11 +305,17 @@ impl AttentionPanel {
                 .selected
                 .filter(|&(r, l, h)| maps.runs.get(r).and_then(|layers| layers.get(l)).and_then(|heads| heads.get(h)).is_some())
             {
+                // The probabilities, their logits and the difference side by side.
+                let beside = 2 + usize::from(n_runs >= 2);
+                let size = (ui.available_height() - 36.0).min(ui.available_width() / beside as f32 - 48.0).clamp(120.0, 360.0);
                 ui.vertical(|ui| {
                     ui.label(RichText::new(format!("{}: layer {l}, head {h}", view.runs[r].name())).strong());
-                    let size = (ui.available_height() - 36.0).clamp(120.0, 360.0);
                     large_map(ui, &self.textures[r][l][h].clone(), &maps.runs[r][l][h], &maps.tokens, size, Labels::Fitted);
+                    ui.label(RichText::new("probabilities: what each query reads").weak());
                 });
+                ui.add_space(16.0);
+                let causal = !view.runs[r].info.spec.model.attention.bidirectional;
+                ui.vertical(|ui| self.logits_ui(ui, maps, (view.attention_version, self.scrubbed), (r, l, h), causal, size));
                 if n_runs >= 2 {
                     ui.add_space(16.0);
                     ui.vertical(|ui| self.diff_ui(ui, view, maps, l, h));
@@ -338,6 +352,31 @@ impl AttentionPanel {
         });
         large_map(ui, &texture, &windowed, tokens, size, Labels::AtLeast(LABEL_POINTS));
         self.maps_drawn = 1;
+    }
+
+    /// The selected head's logits, before the softmax: a decoder's later keys masked, the rest
+    /// on a diverging scale to their own largest size.
+    fn logits_ui(&mut self, ui: &mut Ui, maps: &AttentionMaps, of: MapsShown, (r, l, h): HeadIndex, causal: bool, size: f32) {
+        // The caption wraps under the map rather than widening the column.
+        ui.set_max_width(size + 28.0);
+        ui.label(RichText::new("its logits, before the softmax").strong());
+        let Some(logits) = maps.logits.get(r).and_then(|layers| layers.get(l)).and_then(|heads| heads.get(h)) else {
+            // The history keeps the latest set's logits only (they double a set's size).
+            ui.label("The logits are kept for the latest maps only.");
+            return;
+        };
+        let time = maps.time();
+        // What the softmax reads: a decoder's later keys are −∞.
+        let seen: Vec<f32> =
+            logits.iter().enumerate().map(|(i, &z)| if causal && i % time > i / time { f32::NEG_INFINITY } else { z }).collect();
+        let largest = seen.iter().filter(|z| z.is_finite()).fold(0.0f32, |m, z| m.max(z.abs()));
+        let scale = if largest > 0.0 { largest } else { 1.0 };
+        let texture = self.logits_texture.of(ui, "attention logits", (of, (r, l, h)), || {
+            image(&seen, time, |z| if z.is_finite() { palette::diverging(z / scale) } else { palette::MASKED })
+        });
+        large_map(ui, &texture, &seen, &maps.tokens, size, Labels::Fitted);
+        let masked = if causal { "; grey: later keys, masked" } else { "" };
+        ui.label(RichText::new(format!("red above 0, blue below; full colour at ±{largest:.2}{masked}")).weak());
     }
 
     fn diff_ui(&mut self, ui: &mut Ui, view: &SessionView, maps: &AttentionMaps, layer: usize, head: usize) {

@@ -48,6 +48,10 @@ pub fn heat(value: f32) -> Color32 {
     Color32::from_rgb(mix(0), mix(1), mix(2))
 }
 
+/// A cell a map has no value for (a decoder's later keys): a grey apart from both ends of
+/// [`diverging`] and from its white middle.
+pub const MASKED: Color32 = Color32::from_rgb(150, 150, 150);
+
 /// Difference −1..1 → blue (negative) through white to red (positive).
 pub fn diverging(value: f32) -> Color32 {
     let v = value.clamp(-1.0, 1.0);

@@ -94,13 +94,16 @@ impl SessionView {
     }
 
     /// Adds `maps` to the history: in place of the last set where they are of the same step (a
-    /// new prompt, a converted run joining), else after it.
+    /// new prompt, a converted run joining), else after it. Only the latest set keeps its
+    /// logits: they would double the history's memory (120 sets of a classroom model's four
+    /// runs are 60 MB of probabilities).
     fn keep_in_history(&mut self, maps: AttentionMaps) {
-        if let Some(last) = self.attention_history.last_mut()
-            && last.step == maps.step
-        {
-            *last = maps;
-            return;
+        if let Some(last) = self.attention_history.last_mut() {
+            if last.step == maps.step {
+                *last = maps;
+                return;
+            }
+            last.logits = Vec::new();
         }
         if self.attention_history.len() >= MAPS_KEPT {
             // Every other one of the older half goes: the history still spans all of training.
@@ -191,7 +194,8 @@ mod tests {
     use super::*;
 
     fn maps_at(step: usize) -> AttentionMaps {
-        AttentionMaps { step, tokens: vec!["a".into()], ids: Vec::new(), runs: Vec::new(), diagnostics: Vec::new() }
+        let one_map = vec![vec![vec![vec![0.5]]]];
+        AttentionMaps { step, tokens: vec!["a".into()], ids: Vec::new(), runs: one_map.clone(), logits: one_map, diagnostics: Vec::new() }
     }
 
     #[test]
@@ -209,5 +213,8 @@ mod tests {
         assert_eq!(steps.len(), MAPS_KEPT / 4 + MAPS_KEPT / 2 + 1, "the older half thinned to every other");
         assert_eq!((steps[0], *steps.last().unwrap()), (0, 25 * MAPS_KEPT), "still from the untrained maps to the latest");
         assert!(steps.windows(2).all(|w| w[0] < w[1]));
+        let with_logits: Vec<bool> = view.attention_history.iter().map(|m| !m.logits.is_empty()).collect();
+        assert!(with_logits.last() == Some(&true) && with_logits.iter().filter(|&&kept| kept).count() == 1, "the latest keeps its logits");
+        assert!(view.attention_history.iter().all(|m| !m.runs.is_empty()), "every set keeps its probabilities");
     }
 }

@@ -226,6 +226,25 @@ fn stepping_the_default_demo_fills_every_panel() {
 }
 
 #[test]
+fn an_enlarged_head_shows_its_logits_beside_its_probabilities() {
+    let mut harness = harness();
+    harness.run_steps(2);
+    harness.get_by_label("Step").click();
+    run_until(&mut harness, "the first step", |p| p.view().step() >= 1 && p.view().attention().is_some());
+    harness.state_mut().as_mut().unwrap().select_head((0, 1, 2));
+    harness.run_steps(4);
+    assert!(harness.query_by_label("its logits, before the softmax").is_some(), "the logits view is beside the map");
+    let maps = playground(&harness).view().attention().cloned().expect("maps");
+    let largest = maps.logits[0][1][2]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % maps.time() <= i / maps.time())
+        .fold(0.0f32, |m, (_, z)| m.max(z.abs()));
+    let scale = format!("full colour at ±{largest:.2}; grey: later keys, masked");
+    assert!(harness.query_by_label_contains(&scale).is_some(), "the logits' own scale is shown: {scale}");
+}
+
+#[test]
 fn a_dropped_text_becomes_the_data_and_a_dropped_checkpoint_continues_its_run() {
     let mut harness = harness();
     harness.run_steps(2);
