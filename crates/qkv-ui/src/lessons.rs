@@ -60,11 +60,14 @@ pub const LESSONS: [Lesson; 5] = [
     },
     Lesson {
         title: "Share K and V, halve the cache",
-        point: "With K = V a generating model caches one tensor per token instead of two: the KV bars halve. Q=K=V shares the query too. Does the loss notice?",
+        point: "With K = V a generating model caches one tensor per token instead of two: the KV bars halve. The loss notices a little: K=V's validation loss ends about 5% above standard's, Q=K=V's about 9%.",
         costs: Costs::KvCache,
         explanation: "When keys and values come from one projection (Q-K=V) a generating model caches one \
             tensor per token instead of two: the KV bars below halve. Q=K=V goes further and shares the query \
-            too. Does the loss notice?",
+            too, which saves parameters but no more cache. Does the loss notice? A little, in this tiny model: \
+            after 500 steps Q-K=V's validation loss ends 3-6% above the standard run's and Q=K=V's 7-10% above \
+            (on every seed we tried, 1 to 5 and 1337). Paper 2's 300M-parameter models order them the same way: \
+            perplexity 5.27 with K=V and 6.41 with Q=K=V, against the standard model's 5.11.",
         plan: || {
             classroom(
                 DataSource::Shakespeare,
@@ -225,6 +228,26 @@ mod tests {
         }
         let gap = final_gap(identity, standard);
         assert!(gap.abs() < 0.06, "W_Q = I ends {:.1}% from standard", 100.0 * gap);
+    }
+
+    #[test]
+    fn lesson_2_halves_the_cache_and_costs_the_loss_its_text_states() {
+        let lesson = &LESSONS[1];
+        assert!(lesson.point.contains("ends about 5% above standard's, Q=K=V's about 9%"));
+        assert!(lesson.explanation.contains("ends 3-6% above the standard run's and Q=K=V's 7-10% above"));
+        let experiment = trained(lesson);
+        let [standard, shared_kv, shared_all] = &experiment.runs[..] else { panic!("three runs") };
+        // As the cost panel's bars show it: one cached tensor per token instead of two.
+        let cache = |run: &Run| kv_cache_bytes_per_token(&run.spec.model, CacheDType::F32);
+        assert_eq!(cache(shared_kv) * 2, cache(standard), "K=V halves the cache");
+        assert_eq!(cache(shared_all), cache(shared_kv), "sharing the query too saves no more cache");
+        for run in [standard, shared_kv, shared_all] {
+            let jump = largest_jump(run);
+            assert!(jump <= 0.15, "{}: a point {jump:.3} nats above its moving average", run.spec.name);
+        }
+        let (kv, all) = (final_gap(shared_kv, standard), final_gap(shared_all, standard));
+        assert!((0.03..=0.06).contains(&kv), "Q-K=V ends {:.1}% above standard", 100.0 * kv);
+        assert!((0.07..=0.10).contains(&all), "Q=K=V ends {:.1}% above standard", 100.0 * all);
     }
 
     /// Accuracy (in points) of every evaluation of `run`, by step.
