@@ -524,6 +524,13 @@ fn the_keyboard_drives_the_playground_and_leaves_text_fields_alone() {
     run_until(&mut harness, "untrained models again from R", |p| p.view().is_loaded() && p.view().step() == 0);
     harness.key_press(egui::Key::Num3);
     run_until(&mut harness, "lesson 3 from the key 3", |p| p.lesson() == Some(2));
+    harness.key_press(egui::Key::P);
+    run_until(&mut harness, "presentation mode from P", |p| p.look().presenting);
+    let contrast = playground(&harness).look().high_contrast;
+    harness.key_press(egui::Key::H);
+    run_until(&mut harness, "the other theme from H", |p| p.look().high_contrast != contrast);
+    harness.key_press(egui::Key::P);
+    run_until(&mut harness, "the playground again from P", |p| !p.look().presenting);
 
     assert!(harness.query_by_label("train / pause").is_none(), "the keys are listed only when asked");
     harness.key_press_modifiers(egui::Modifiers::SHIFT, egui::Key::Questionmark);
