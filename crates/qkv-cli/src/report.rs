@@ -55,9 +55,11 @@ pub fn summary_table(summaries: &[RunSummary]) -> String {
 /// The title and explanation of a report's diagnostics section.
 pub const DIAGNOSTICS_HEADING: &str = "## Attention diagnostics\n\n\
     Of the trained models, means over layers, logits measured on validation text: the cosine of \
-    two projections' weights (paper 2 reports cos(W_K, W_V) = 0.73 and cos(W_Q, W_K) = 0.42 in \
-    trained standard models), the share of the logits' energy in their symmetric part (1: \
-    attention cannot tell i→j from j→i) and the logits' root mean square. Definitions: \
+    two projections' weights (paper 2 reports cos(W_K, W_V) = 0.73 in trained standard models), \
+    which a change of basis that leaves every output as it is can move; the K/V overlap, how much \
+    of the input each head's keys and values read in common, which it cannot (1: the same \
+    subspace, head_dim / n_embd: chance); the share of the logits' energy in their symmetric part \
+    (1: attention cannot tell i→j from j→i) and the logits' root mean square. Definitions: \
     docs/diagnostics.md in QKV Lab.";
 
 /// The trained models' attention diagnostics in markdown, means over layers (over heads too for
@@ -65,16 +67,19 @@ pub const DIAGNOSTICS_HEADING: &str = "## Attention diagnostics\n\n\
 pub fn diagnostics_table(summaries: &[RunSummary]) -> Option<String> {
     summaries.iter().find(|s| s.diagnostics.is_some())?;
     let figure = |value: Option<f64>| value.map_or("-".into(), |v| format!("{v:.3}"));
-    let mut out = String::from("| variant | cos(W_K, W_V) | cos(W_Q, W_K) | logit symmetry | logit RMS |\n|---|---:|---:|---:|---:|\n");
+    let mut out = String::from(
+        "| variant | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | logit symmetry | logit RMS |\n|---|---:|---:|---:|---:|---:|\n",
+    );
     for s in summaries {
         let Some(d) = &s.diagnostics else {
-            out += &format!("| {} | - | - | - | - |\n", s.name);
+            out += &format!("| {} | - | - | - | - | - |\n", s.name);
             continue;
         };
         out += &format!(
-            "| {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} |\n",
             s.name,
             figure(d.mean(|l| l.key_value_cosine)),
+            figure(d.mean(|l| l.key_value_overlap)),
             figure(d.mean(|l| l.query_key_cosine)),
             figure(d.mean_symmetry()),
             figure(d.mean(|l| Some(l.logit_rms)))
@@ -223,7 +228,9 @@ mod tests {
     }
 
     fn layer(key_value_cosine: Option<f64>, query_key_cosine: Option<f64>, symmetry: Vec<f64>, logit_rms: f64) -> LayerDiagnostics {
-        LayerDiagnostics { key_value_cosine, query_key_cosine, effective_ranks: vec![], symmetry, logit_rms }
+        // The overlap as half the cosine: a figure of its own column.
+        let key_value_overlap = key_value_cosine.map(|c| c / 2.0);
+        LayerDiagnostics { key_value_cosine, key_value_overlap, query_key_cosine, effective_ranks: vec![], symmetry, logit_rms }
     }
 
     #[test]
@@ -237,7 +244,11 @@ mod tests {
         let rows: Vec<&str> = table.lines().skip(2).collect();
         assert_eq!(
             rows,
-            ["| standard | 0.600 | 0.200 | 0.600 | 3.000 |", "| shared-qk | - | - | 1.000 | 1.500 |", "| old | - | - | - | - |"]
+            [
+                "| standard | 0.600 | 0.300 | 0.200 | 0.600 | 3.000 |",
+                "| shared-qk | - | - | - | 1.000 | 1.500 |",
+                "| old | - | - | - | - | - |"
+            ]
         );
         let context = ReportContext { command: "qkv compare".into(), backend: "flex".into(), data: "text".into(), wall_secs: 1.0 };
         assert!(report_markdown(&summaries, &context).contains("## Attention diagnostics"));

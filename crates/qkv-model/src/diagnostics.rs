@@ -3,6 +3,8 @@
 //!
 //! - how alike two projections are, `cos(W_K, W_V)` and `cos(W_Q, W_K)`: paper 2 explains why
 //!   keys and values can share a projection by the first being high in trained standard models;
+//!   and, since a cosine of weights changes with a change of basis that leaves the model's outputs
+//!   as they are, how much of the input W_K and W_V read in common, which does not;
 //! - how symmetric each head's attention logits are: sharing W_Q and W_K forces symmetry, which
 //!   paper 2 blames for Q=K-V's losses;
 //! - how many directions each projection uses, its effective rank;
@@ -26,6 +28,13 @@ pub struct LayerDiagnostics {
     /// `cos(W_K, W_V)`, the two weight matrices read as vectors; `None` where the layer has no
     /// separate W_K and W_V.
     pub key_value_cosine: Option<f64>,
+    /// How much of the input the keys and the values read in common, a property of the model
+    /// rather than of its weights' basis: per key/value head, the mean squared cosine of the
+    /// principal angles between the spaces W_K's and W_V's slices read ([`subspace_overlap`]), then
+    /// the mean over heads. 1 when each head's values read exactly what its keys read, 0 when
+    /// nothing; subspaces drawn at random give head_dim / n_embd. `None` as for the cosine.
+    #[serde(default)]
+    pub key_value_overlap: Option<f64>,
     /// `cos(W_Q, W_K)`; `None` without separate W_Q and W_K of the same shape (GQA/MQA keys
     /// have fewer heads than queries).
     pub query_key_cosine: Option<f64>,
@@ -144,13 +153,74 @@ async fn diagnose_layer(
     let values = read(logits).await?;
     let matrices: Vec<&[f32]> = values.chunks(time * time).collect();
     let symmetry = (0..heads).map(|h| symmetry_score((0..batch).map(|b| matrices[b * heads + h]), time)).collect();
+    let key_value_overlap = match (find(Projection::Key), find(Projection::Value)) {
+        (Some(k), Some(v)) if k.dims == v.dims => Some(subspace_overlap(&k.values, &v.values, k.dims[0], k.dims[1] / attn.head_dim)),
+        _ => None,
+    };
     Ok(LayerDiagnostics {
         key_value_cosine: same_shape_cosine(Projection::Key, Projection::Value),
+        key_value_overlap,
         query_key_cosine: same_shape_cosine(Projection::Query, Projection::Key),
         effective_ranks,
         symmetry,
         logit_rms: causal_rms(&matrices, time),
     })
+}
+
+/// How much two projections of the same shape read the same part of their input, head by head:
+/// `a` and `b` are row-major `[inputs, heads · head_dim]` (Burn's `Linear` layout, y = x W), and
+/// each head reads the span of its `head_dim` columns. Per head, the mean of cos² over the
+/// principal angles between the two spans (`‖Q_aᵀ Q_b‖²_F / min(rank_a, rank_b)` for orthonormal
+/// bases Q), then the mean over heads.
+///
+/// Replacing a head's W_V slice by W_V R and its rows of W_O by R⁻¹ W_O, for any invertible R,
+/// changes no output of the model, and changes `cos(W_K, W_V)`; it leaves the span, and so this
+/// figure, as it was.
+pub fn subspace_overlap(a: &[f32], b: &[f32], inputs: usize, heads: usize) -> f64 {
+    let columns = a.len() / inputs.max(1);
+    let head_dim = columns / heads.max(1);
+    if head_dim == 0 {
+        return 0.0;
+    }
+    let overlaps: Vec<f64> = (0..heads)
+        .map(|h| {
+            let span = |w: &[f32]| orthonormal_columns(w, inputs, columns, h * head_dim..(h + 1) * head_dim);
+            let (qa, qb) = (span(a), span(b));
+            let rank = qa.len().min(qb.len());
+            if rank == 0 {
+                return 0.0;
+            }
+            let squared: f64 = qa.iter().flat_map(|u| qb.iter().map(move |v| dot(u, v).powi(2))).sum();
+            squared / rank as f64
+        })
+        .collect();
+    overlaps.iter().sum::<f64>() / overlaps.len() as f64
+}
+
+fn dot(u: &[f64], v: &[f64]) -> f64 {
+    u.iter().zip(v).map(|(x, y)| x * y).sum()
+}
+
+/// An orthonormal basis of the span of some columns of a row-major `rows × columns` matrix, by
+/// Gram-Schmidt with the projection repeated (so that nearly dependent columns stay
+/// orthogonal); columns that add no direction are left out.
+fn orthonormal_columns(w: &[f32], rows: usize, columns: usize, which: std::ops::Range<usize>) -> Vec<Vec<f64>> {
+    let mut basis: Vec<Vec<f64>> = Vec::new();
+    for c in which {
+        let mut u: Vec<f64> = (0..rows).map(|r| f64::from(w[r * columns + c])).collect();
+        let norm = dot(&u, &u).sqrt();
+        for _ in 0..2 {
+            for e in &basis {
+                let along = dot(&u, e);
+                u.iter_mut().zip(e).for_each(|(x, y)| *x -= along * y);
+            }
+        }
+        let left = dot(&u, &u).sqrt();
+        if left > 1e-9 * norm.max(f64::MIN_POSITIVE) {
+            basis.push(u.into_iter().map(|x| x / left).collect());
+        }
+    }
+    basis
 }
 
 /// The cosine of two equally long vectors (0 when either is zero).
@@ -394,6 +464,93 @@ mod tests {
             fresh.layers.iter().all(|l| l.key_value_cosine.unwrap().abs() < 0.2 && l.query_key_cosine.unwrap().abs() < 0.2),
             "{fresh:?}"
         );
+    }
+
+    /// R: for each of `heads` blocks of `head_dim`, reverse the columns and add twice the first
+    /// to the second (a shear), so that every head's columns mix; and R⁻¹.
+    fn mixing_basis(heads: usize, head_dim: usize, device: &Device) -> (Tensor<2>, Tensor<2>) {
+        let n = heads * head_dim;
+        let (mut r, mut inverse) = (vec![0.0f32; n * n], vec![0.0f32; n * n]);
+        for h in 0..heads {
+            let at = |i: usize, j: usize| (h * head_dim + i) * n + h * head_dim + j;
+            // R = S P, S = I + 2 E_01, P reverses: R⁻¹ = P⁻¹ S⁻¹ = P (I − 2 E_01).
+            for i in 0..head_dim {
+                r[at(i, head_dim - 1 - i)] = 1.0;
+                inverse[at(head_dim - 1 - i, i)] = 1.0;
+            }
+            r[at(0, head_dim - 2)] = 2.0;
+            inverse[at(head_dim - 1, 1)] = -2.0;
+        }
+        let tensor = |values: Vec<f32>| Tensor::from_data(burn::tensor::TensorData::new(values, [n, n]), device);
+        (tensor(r), tensor(inverse))
+    }
+
+    #[test]
+    fn the_key_value_overlap_survives_a_change_of_basis_that_moves_the_cosine() {
+        let device = Device::flex();
+        let config = tiny_config(AttentionVariant::Standard);
+        let model = Gpt::new_seeded(&config, &device, 3).unwrap();
+        let mut changed = model.clone();
+        let head_dim = config.n_embd / config.n_head;
+        let (r, inverse) = mixing_basis(config.n_head, head_dim, &device);
+        for block in &mut changed.blocks {
+            // W_V → W_V R (its bias too) and W_O → R⁻¹ W_O: every output stays as it was.
+            let w_v = block.attn.w_v.as_mut().unwrap();
+            w_v.weight = Param::from_tensor(w_v.weight.val().matmul(r.clone()));
+            if let Some(bias) = &mut w_v.bias {
+                *bias = Param::from_tensor(bias.val().unsqueeze::<2>().matmul(r.clone()).squeeze_dim(0));
+            }
+            let w_o = &mut block.attn.w_o;
+            w_o.weight = Param::from_tensor(inverse.clone().matmul(w_o.weight.val()));
+        }
+        let logits = |m: &Gpt| m.forward(tokens(&device)).into_data().try_to_vec::<f32>().unwrap();
+        let largest = logits(&model).iter().zip(logits(&changed)).fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(largest < 1e-4, "the change of basis changes no output: {largest}");
+        let (before, after) = (
+            pollster::block_on(diagnose(&model, tokens(&device))).unwrap(),
+            pollster::block_on(diagnose(&changed, tokens(&device))).unwrap(),
+        );
+        for (b, a) in before.layers.iter().zip(&after.layers) {
+            let (overlap_before, overlap_after) = (b.key_value_overlap.unwrap(), a.key_value_overlap.unwrap());
+            // The same up to the rounding of the changed weights to f32.
+            assert!((overlap_before - overlap_after).abs() < 1e-6, "{overlap_before} → {overlap_after}");
+            assert!((b.key_value_cosine.unwrap() - a.key_value_cosine.unwrap()).abs() > 0.05, "the raw cosine moves: {b:?} {a:?}");
+            // Independently drawn 4-dimensional subspaces of 16 dimensions: about 4/16.
+            assert!((0.1..0.45).contains(&overlap_before), "near chance at initialisation: {overlap_before}");
+        }
+    }
+
+    #[test]
+    fn the_overlap_is_one_for_the_same_span_and_zero_for_orthogonal_ones() {
+        // Two heads of 2 columns reading 6 inputs, row-major [6, 4].
+        let inputs = 6;
+        let w_k: Vec<f32> = (0..24).map(|i| ((i * 7 % 11) as f32) - 5.0).collect();
+        // W_V = W_K R per head, R = [[1, 3], [2, -1]]: the same spans, another basis.
+        let mut w_v = vec![0.0f32; 24];
+        for row in 0..inputs {
+            for head in 0..2 {
+                let (a, b) = (w_k[row * 4 + 2 * head], w_k[row * 4 + 2 * head + 1]);
+                w_v[row * 4 + 2 * head] = a + 2.0 * b;
+                w_v[row * 4 + 2 * head + 1] = 3.0 * a - b;
+            }
+        }
+        assert!((subspace_overlap(&w_k, &w_v, inputs, 2) - 1.0).abs() < 1e-9);
+        assert!(cosine(&w_k, &w_v) < 0.9, "while their cosine is not 1");
+        // Keys read inputs 0-1 (head 0) and 2-3 (head 1); values read 4-5 in both heads.
+        let unit = |rows: [[usize; 2]; 2]| {
+            let mut w = vec![0.0f32; 24];
+            for (head, pair) in rows.iter().enumerate() {
+                for (j, &row) in pair.iter().enumerate() {
+                    w[row * 4 + 2 * head + j] = 1.0;
+                }
+            }
+            w
+        };
+        let (keys, values) = (unit([[0, 1], [2, 3]]), unit([[4, 5], [4, 5]]));
+        assert!(subspace_overlap(&keys, &values, inputs, 2).abs() < 1e-12);
+        // Head 0 shares one of its two directions, head 1 none: (1/2 + 0) / 2.
+        let half = unit([[0, 4], [4, 5]]);
+        assert!((subspace_overlap(&keys, &half, inputs, 2) - 0.25).abs() < 1e-12);
     }
 
     #[test]

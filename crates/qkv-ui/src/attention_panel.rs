@@ -130,18 +130,21 @@ fn diagnostics_ui(ui: &mut Ui, diagnostics: &ModelDiagnostics) {
     ui.label(RichText::new(line).small()).on_hover_ui(|ui| {
         ui.label(
             "Means over layers, on this prompt. cos: the two weight matrices as vectors (paper 2 finds 0.73 for \
-             W_K, W_V in trained standard models, 0.42 for W_Q, W_K). Symmetry: the share of each head's logits in \
+             W_K, W_V in trained standard models); a change of basis that changes no output can move it. K/V \
+             overlap: how much of the input each head's keys and values read in common, which no such change \
+             moves (1: the same subspace; head_dim / n_embd: chance). Symmetry: the share of each head's logits in \
              their symmetric part, 1 for Q=K-V, about 0.5 for unrelated logits. Logit RMS: the size of the scaled \
              logits a query may attend to.",
         );
         egui::Grid::new("diagnostics_by_layer").striped(true).show(ui, |ui| {
-            for heading in ["layer", "cos(W_K,W_V)", "cos(W_Q,W_K)", "symmetry by head", "logit RMS", "effective ranks"] {
+            for heading in ["layer", "cos(W_K,W_V)", "K/V overlap", "cos(W_Q,W_K)", "symmetry by head", "logit RMS", "effective ranks"] {
                 ui.strong(heading);
             }
             ui.end_row();
             for (l, layer) in diagnostics.layers.iter().enumerate() {
                 ui.label(l.to_string());
                 ui.label(figure(layer.key_value_cosine));
+                ui.label(figure(layer.key_value_overlap));
                 ui.label(figure(layer.query_key_cosine));
                 ui.label(layer.symmetry.iter().map(|s| format!("{s:.2}")).collect::<Vec<_>>().join(" "));
                 ui.label(format!("{:.2}", layer.logit_rms));

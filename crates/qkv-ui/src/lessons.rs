@@ -273,6 +273,12 @@ mod tests {
             assert!(accuracy_at(ahead, end) - stalled >= 20.0, "Q=K-V against {}", ahead.spec.name);
         }
         assert!(accuracy_at(pairwise, 200) >= 99.0, "(Q=K-V)+rel by step 200: {}", accuracy_at(pairwise, 200));
+        // What the softmax sees (docs/diagnostics.md): Q=K-V's logits are symmetric by
+        // construction; (Q=K-V)+rel's learned term in i - j is what broke the symmetry.
+        let symmetry = |run: &Run| run.diagnose(experiment.val_batches()).block_on().unwrap().mean_symmetry().unwrap();
+        let (stalled, learned) = (symmetry(symmetric), symmetry(pairwise));
+        assert!((stalled - 1.0).abs() < 1e-6, "Q=K-V: {stalled}");
+        assert!(learned < 0.9, "(Q=K-V)+rel: {learned}");
     }
 
     #[test]

@@ -85,7 +85,7 @@ pub(super) fn diagnostics_section(outcomes: &[Outcome]) -> String {
         }
     }
     let mut out = format!(
-        "{}\n\n| study | run | cos(W_K, W_V) | cos(W_Q, W_K) | logit symmetry | logit RMS |\n|---|---|---:|---:|---:|---:|\n",
+        "{}\n\n| study | run | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | logit symmetry | logit RMS |\n|---|---|---:|---:|---:|---:|---:|\n",
         crate::report::DIAGNOSTICS_HEADING
     );
     for study in studies {
@@ -94,8 +94,9 @@ pub(super) fn diagnostics_section(outcomes: &[Outcome]) -> String {
                 pm(mean_std(list.iter().map(|o| o.summary.diagnostics.as_ref().and_then(figure))))
             };
             out += &format!(
-                "| {study} | {name} | {} | {} | {} | {} |\n",
+                "| {study} | {name} | {} | {} | {} | {} | {} |\n",
                 stat(|d| d.mean(|l| l.key_value_cosine)),
+                stat(|d| d.mean(|l| l.key_value_overlap)),
                 stat(|d| d.mean(|l| l.query_key_cosine)),
                 stat(ModelDiagnostics::mean_symmetry),
                 stat(|d| d.mean(|l| Some(l.logit_rms)))
@@ -481,6 +482,7 @@ pub(super) mod tests {
         let with = |mut outcome: Outcome, key_value_cosine: Option<f64>| {
             let layer = LayerDiagnostics {
                 key_value_cosine,
+                key_value_overlap: key_value_cosine.map(|c| c / 2.0),
                 query_key_cosine: None,
                 effective_ranks: vec![],
                 symmetry: vec![0.5, 0.7],
@@ -498,7 +500,10 @@ pub(super) mod tests {
             finished("wq-identity", 1, 1.5),
         ];
         let section = diagnostics_section(&outcomes);
-        assert!(section.contains("| text | standard | 0.6000 ± 0.1414 | - | 0.6000 ± 0.0000 | 2.0000 ± 0.0000 |"), "{section}");
-        assert!(section.contains("| text | wq-identity | 0.1000 | - | 0.6000 | 2.0000 |"), "one seed has them: {section}");
+        assert!(
+            section.contains("| text | standard | 0.6000 ± 0.1414 | 0.3000 ± 0.0707 | - | 0.6000 ± 0.0000 | 2.0000 ± 0.0000 |"),
+            "{section}"
+        );
+        assert!(section.contains("| text | wq-identity | 0.1000 | 0.0500 | - | 0.6000 | 2.0000 |"), "one seed has them: {section}");
     }
 }
