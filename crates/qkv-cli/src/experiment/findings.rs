@@ -7,7 +7,7 @@ use qkv_train::papers::{PAPER2_PPL, PAPER2_STANDARD_PPL};
 
 use super::catalogue::{PAPER1_SCALE_STUDY, STANDARD_SCALE_RUN, Study, WK_STANDARD_SCALE_RUN, WV_HALVED_SCALE_RUN};
 use super::seeds::Outcome;
-use super::stats::{Direction, PairedChange, Unit, mean_std, signed};
+use super::stats::{Direction, Family, PairedChange, Unit, mean_std, signed};
 
 /// Mean ± std; losses near zero (solved synthetic tasks) in scientific notation, where four
 /// decimals would print them all as 0.0001.
@@ -54,13 +54,28 @@ enum Claim {
     Lower,
 }
 
-/// Whether `change` bears out `claim`, decided by its 95 % interval alone: a verdict never says
-/// more than the seeds do.
+/// The largest change "on par" may stand for, in %: paper 1's whole effect (the wider MLP's gain)
+/// is 0.4 % in loss, so a wider margin could call that effect nothing.
+pub(super) const EQUIVALENCE_MARGIN: f64 = 0.5;
+
+/// Whether `change` bears out `claim`, decided by its 95 % interval, and "on par" by two
+/// one-sided tests against ±[`EQUIVALENCE_MARGIN`]: an interval that merely holds 0 cannot tell.
+/// A verdict never says more than the seeds do.
 fn verdict(change: &PairedChange, claim: Claim) -> String {
     let direction = change.direction();
     match (direction, claim) {
         (Direction::Undecided, _) if change.seeds() < 2 => "one seed cannot say whether this holds".into(),
-        (Direction::Undecided, Claim::OnPar) => "on par here too: the interval includes 0".into(),
+        (Direction::Undecided, Claim::OnPar) => {
+            let p = change.equivalence_p(EQUIVALENCE_MARGIN).expect("two or more seeds");
+            if p < 0.05 {
+                format!("on par here too: within ±{EQUIVALENCE_MARGIN}% by two one-sided tests (p = {p:.3})")
+            } else {
+                format!(
+                    "cannot tell: the interval includes 0, but the seeds do not place the change within ±{EQUIVALENCE_MARGIN}%, \
+                     the margin 'on par' needs (two one-sided tests, p = {p:.3})"
+                )
+            }
+        }
         (Direction::Undecided, _) => "the seeds cannot tell them apart: the interval includes 0".into(),
         (Direction::Lower, Claim::Lower) => "the same direction as the paper".into(),
         (_, Claim::OnPar) => format!(
@@ -151,13 +166,17 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
          every seed is validated on the same batches): mean ± std over seeds, the 95% Student-t interval of the mean, \
          the t-statistic, and each seed's change.\n\n",
     );
+    let mut family = Family::default();
     if let Some(identity) = against("wq-identity", "standard") {
+        family.difference("wq-identity against standard", &identity);
+        family.equivalence("wq-identity against standard", &identity, EQUIVALENCE_MARGIN);
         trends += &format!(
             "- Paper 1: GPT-2 small without W_Q is on par with the original. Here wq-identity against standard: {identity}: {}.\n",
             verdict(&identity, Claim::OnPar)
         );
     }
     if let Some(wide) = against("wq-identity-wide-mlp", "standard") {
+        family.difference("wq-identity-wide-mlp against standard", &wide);
         trends += &format!(
             "- Paper 1: spending the freed parameters on a wider MLP beats the original (3.004 vs 3.016, -0.4% in loss). \
              Here wq-identity-wide-mlp against standard: {wide}: {}.\n",
@@ -167,6 +186,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
     if let (Some(narrow), Some(equal), Some(list)) =
         (against("standard-narrow-mlp", "standard"), against("wq-identity", "standard-narrow-mlp"), row("wq-identity"))
     {
+        family.difference("wq-identity against standard-narrow-mlp", &equal);
         trends += &format!(
             "- Equal-size control: standard with its MLP narrowed to wq-identity's {} parameters is {narrow} against standard; \
              wq-identity against it, at the same size: {equal}: {}.\n",
@@ -180,6 +200,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
     }
     // Paper 1's ablations, which it does not report: what each claim there leaves untested.
     if let Some(scale) = against(STANDARD_SCALE_RUN, "wq-identity") {
+        family.difference(&format!("{STANDARD_SCALE_RUN} against wq-identity"), &scale);
         trends += &format!(
             "- The halved scale alone: wq-identity at standard's scale 1/√d_k against its own 1/(2√d_k): {scale}: {}.\n",
             which_is_better(&scale, "the standard scale", "the halved scale")
@@ -187,6 +208,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
     }
     for (ablation, removed) in [("wk-identity", "W_K"), ("wv-identity", "W_V")] {
         if let (Some(vs_standard), Some(vs_query)) = (against(ablation, "standard"), against(ablation, "wq-identity")) {
+            family.difference(&format!("{ablation} against wq-identity"), &vs_query);
             trends += &format!(
                 "- {removed} = I instead of W_Q = I: {ablation} against standard: {vs_standard}; against wq-identity: {vs_query}: {}.\n",
                 which_is_better(&vs_query, &format!("removing {removed}"), "removing W_Q")
@@ -198,6 +220,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
         (WV_HALVED_SCALE_RUN, "wv-identity", "W_V", "the halved scale", "the standard scale"),
     ] {
         if let (Some(vs_own), Some(vs_standard)) = (against(run, own), against(run, "standard")) {
+            family.difference(&format!("{run} against {own}"), &vs_own);
             trends += &format!(
                 "- {removed} = I at the other scale: {run} against {own}: {vs_own}: {}; against standard: {vs_standard}.\n",
                 which_is_better(&vs_own, other_scale, own_scale)
@@ -226,7 +249,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
         s.steps,
         s.tokens as f64 / 1e6
     );
-    out + &trends
+    out + &trends + &family.holm_section()
 }
 
 pub(super) fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {
@@ -286,9 +309,11 @@ pub(super) fn paper2_against_paper(outcomes: &[Outcome]) -> String {
          {reference_loss:.1}× the loss change), so only their directions and orderings are compared.\n\n\
          | paper 2 (300M) | Δ perplexity there | here | Δ perplexity here, paired | here, by the 95% interval |\n|---|---:|---|---:|---|\n"
     );
+    let mut family = Family::default();
     for (name, paper_name, paper) in PAPER2_PPL {
         let Some((ours, _)) = losses(name) else { continue };
         let Some(change) = against(name, "Q-K-V") else { continue };
+        family.difference(&format!("{ours} against Q-K-V"), &change);
         out += &format!(
             "| {paper_name} | {:+.1}% | {ours} | {} | {} |\n",
             100.0 * (paper / PAPER2_STANDARD_PPL - 1.0),
@@ -305,6 +330,7 @@ pub(super) fn paper2_against_paper(outcomes: &[Outcome]) -> String {
     let paper = |name: &str| PAPER2_PPL.iter().find(|(n, _, _)| *n == name).map_or(f64::NAN, |(_, _, p)| *p);
     for (cheaper, dearer) in [("Q-K=V", "Q=K-V"), ("Q=K-V", "Q=K=V")] {
         if let Some(gap) = against(cheaper, dearer) {
+            family.difference(&format!("{cheaper} against {dearer}"), &gap);
             out += &format!(
                 "\nPaper 2 orders {cheaper} below {dearer} ({:+.2}% in perplexity). Here {cheaper} against {dearer}: {gap}: {}.\n",
                 100.0 * (paper(cheaper) / paper(dearer) - 1.0),
@@ -313,6 +339,7 @@ pub(super) fn paper2_against_paper(outcomes: &[Outcome]) -> String {
         }
     }
     out + "\nSmall models on characters for a few thousand steps are far from the paper's 300M models on 10B tokens: compare directions, not sizes.\n"
+        + &family.holm_section()
 }
 
 #[cfg(test)]
@@ -373,6 +400,10 @@ pub(super) mod tests {
             "{identity_line}"
         );
         assert!(identity_line.contains("per seed: +2.00%, +2.00%, +2.00%"), "{identity_line}");
+        // Every test of the report, corrected together: the 2% is a difference, not within ±0.5%.
+        assert!(worse.contains("## The report's 4 tests, corrected together"), "{worse}");
+        assert!(line(&worse, "| wq-identity against standard | differs from 0 |").ends_with("| yes |"), "{worse}");
+        assert!(line(&worse, "| wq-identity against standard | within ±0.5% |").ends_with("| no |"), "{worse}");
         assert!(
             worse.contains("| wq-identity | 805632 | +0.00% | 0.1 | 2.0400 ± 0.0102 | 2.0400 ± 0.0102 | +2.00 ± 0.00% | 0/3 |"),
             "{worse}"
@@ -384,10 +415,14 @@ pub(super) mod tests {
         let control = line(&worse, "Equal-size control");
         assert!(control.contains("removing W_Q costs more than removing as many MLP parameters"), "{control}");
 
-        // Within a seed, +0.5%, -0.5% and +0.25%: the interval holds 0.
-        let on_par = study([2.01, 2.00, 1.995], [2.03, 2.04, 2.02]);
+        // Within a seed, +0.5%, -0.5% and +0.25%: the interval holds 0, and reaches past ±0.5%.
+        let unclear = study([2.01, 2.00, 1.995], [2.03, 2.04, 2.02]);
+        let identity_line = line(&unclear, "without W_Q");
+        assert!(identity_line.contains("cannot tell") && !identity_line.contains("on par here too"), "{identity_line}");
+        // +0.05%, -0.05% and 0: within ±0.5% by two one-sided tests.
+        let on_par = study([2.001, 2.00895, 1.99], [2.03, 2.04, 2.02]);
         let identity_line = line(&on_par, "without W_Q");
-        assert!(identity_line.contains("on par here too") && !identity_line.contains("differs"), "{identity_line}");
+        assert!(identity_line.contains("on par here too: within ±0.5%") && !identity_line.contains("differs"), "{identity_line}");
         let wide_line = line(&on_par, "wider MLP");
         assert!(wide_line.contains("the opposite of the paper") && wide_line.contains("differs"), "{wide_line}");
     }

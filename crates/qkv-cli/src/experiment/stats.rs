@@ -121,6 +121,35 @@ impl PairedChange {
         (n > 1 && std > 0.0).then(|| mean / (std / (n as f64).sqrt()))
     }
 
+    /// The two-sided p-value of "the mean change is 0"; None with one seed.
+    pub(super) fn p_value(&self) -> Option<f64> {
+        let (mean, std, n) = self.stats();
+        if n < 2 {
+            return None;
+        }
+        if std == 0.0 {
+            return Some(if mean == 0.0 { 1.0 } else { 0.0 });
+        }
+        Some(2.0 * t_upper_tail((mean / (std / (n as f64).sqrt())).abs(), n - 1))
+    }
+
+    /// Two one-sided tests (TOST) of "the change lies at −margin or below, or at +margin or
+    /// above": its p-value, the larger of the two one-sided ones. Below 0.05 exactly when the 90 %
+    /// interval lies inside ±margin, which is what "on par within ±margin" may claim; None with
+    /// one seed.
+    pub(super) fn equivalence_p(&self, margin: f64) -> Option<f64> {
+        let (mean, std, n) = self.stats();
+        if n < 2 {
+            return None;
+        }
+        if std == 0.0 {
+            return Some(if mean.abs() < margin { 0.0 } else { 1.0 });
+        }
+        let error = std / (n as f64).sqrt();
+        let (above_low, below_high) = (t_upper_tail((mean + margin) / error, n - 1), t_upper_tail((margin - mean) / error, n - 1));
+        Some(above_low.max(below_high))
+    }
+
     pub(super) fn direction(&self) -> Direction {
         match self.interval() {
             Some((low, _)) if low > 0.0 => Direction::Higher,
@@ -153,14 +182,43 @@ impl fmt::Display for PairedChange {
 }
 
 /// The 0.975 quantile of Student's t with `df` degrees of freedom: the half-width of a 95 %
-/// interval in standard errors. Solved by bisection on the exact distribution function.
+/// interval in standard errors.
 pub(super) fn t_quantile_975(df: usize) -> f64 {
+    t_central_quantile(0.95, df)
+}
+
+/// The t with P(|T| < t) = `central`: the half-width, in standard errors, of the interval that
+/// holds that share. Solved by bisection on the exact distribution function.
+fn t_central_quantile(central: f64, df: usize) -> f64 {
     let (mut low, mut high) = (0.0, 1000.0);
     for _ in 0..100 {
         let mid = 0.5 * (low + high);
-        if t_central_probability(mid, df) < 0.95 { low = mid } else { high = mid }
+        if t_central_probability(mid, df) < central { low = mid } else { high = mid }
     }
     0.5 * (low + high)
+}
+
+/// P(T ≥ x) for Student's t with `df` degrees of freedom.
+fn t_upper_tail(x: f64, df: usize) -> f64 {
+    let outside = 1.0 - t_central_probability(x.abs(), df);
+    if x >= 0.0 { outside / 2.0 } else { 1.0 - outside / 2.0 }
+}
+
+/// Holm's step-down correction of a family of p-values, in their order: the i-th smallest is
+/// multiplied by (m − i + 1), then each adjusted value is raised to the largest before it, so that
+/// comparing every adjusted value with 0.05 keeps the chance of any false finding in the family
+/// at 5 %.
+pub(super) fn holm(p_values: &[f64]) -> Vec<f64> {
+    let m = p_values.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| p_values[a].total_cmp(&p_values[b]));
+    let mut adjusted = vec![0.0; m];
+    let mut largest = 0.0f64;
+    for (rank, &i) in order.iter().enumerate() {
+        largest = largest.max(((m - rank) as f64 * p_values[i]).min(1.0));
+        adjusted[i] = largest;
+    }
+    adjusted
 }
 
 /// P(|T| < t) for Student's t with `df` ≥ 1 degrees of freedom, from the finite series in
@@ -180,6 +238,51 @@ fn t_central_probability(t: f64, df: usize) -> f64 {
         sum
     };
     if df.is_multiple_of(2) { sin * series(0) } else { 2.0 / std::f64::consts::PI * (theta + sin * series(1)) }
+}
+
+/// The tests one report makes, so that they can be corrected together: each named, with what
+/// it tests and its p-value.
+#[derive(Debug, Default)]
+pub(super) struct Family {
+    tests: Vec<(String, String, f64)>,
+}
+
+impl Family {
+    /// "`change` is not 0", by its two-sided t-test (nothing with one seed).
+    pub(super) fn difference(&mut self, name: &str, change: &PairedChange) {
+        if let Some(p) = change.p_value() {
+            self.tests.push((name.to_string(), "differs from 0".into(), p));
+        }
+    }
+
+    /// "`change` lies within ±margin", by two one-sided tests (nothing with one seed).
+    pub(super) fn equivalence(&mut self, name: &str, change: &PairedChange, margin: f64) {
+        if let Some(p) = change.equivalence_p(margin) {
+            self.tests.push((name.to_string(), format!("within ±{margin}%"), p));
+        }
+    }
+
+    /// The report's tests in markdown, each p-value beside its Holm-corrected one and whether it
+    /// holds at 5 % after the correction; empty without tests.
+    pub(super) fn holm_section(&self) -> String {
+        if self.tests.is_empty() {
+            return String::new();
+        }
+        let adjusted = holm(&self.tests.iter().map(|(_, _, p)| *p).collect::<Vec<_>>());
+        let mut out = format!(
+            "\n## The report's {} tests, corrected together\n\n\
+             Each finding above is decided by its own interval. Made together, {} tests would find something by chance \
+             more often than 5% of the time: Holm's correction multiplies the i-th smallest p-value by (m − i + 1) and \
+             keeps the order, so that a finding that holds below holds with a 5% chance of any false finding in the \
+             report.\n\n| comparison | tested | p | Holm-corrected p | holds at 5% |\n|---|---|---:|---:|---|\n",
+            self.tests.len(),
+            self.tests.len()
+        );
+        for ((name, tested, p), corrected) in self.tests.iter().zip(adjusted) {
+            out += &format!("| {name} | {tested} | {p:.4} | {corrected:.4} | {} |\n", if corrected < 0.05 { "yes" } else { "no" });
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -220,6 +323,69 @@ mod tests {
         assert!(accuracy.to_string().starts_with("-35.00 ± 7.07 points of accuracy (95% interval"), "{accuracy}");
         assert!(accuracy.to_string().ends_with("per seed: -40.00 pt, -30.00 pt)"), "{accuracy}");
         assert_eq!(PairedChange::of(Unit::Loss, &[(9, 1.0)], &reference), None, "no seed in common");
+    }
+
+    #[test]
+    fn one_sided_tails_match_the_tables() {
+        assert!((t_upper_tail(3.182, 3) - 0.025).abs() < 1e-4);
+        assert!((t_upper_tail(0.0, 3) - 0.5).abs() < 1e-12);
+        assert!((t_upper_tail(-3.182, 3) - 0.975).abs() < 1e-4);
+        // df 5: t = 2.015 leaves 5 % above it.
+        assert!((t_upper_tail(2.015, 5) - 0.05).abs() < 1e-4);
+    }
+
+    #[test]
+    fn a_change_is_equivalent_exactly_when_its_90_percent_interval_is_inside_the_margin() {
+        let reference: Vec<(u64, f64)> = (1..=6).map(|s| (s, 2.0)).collect();
+        // Six seeds' changes of +0.1, -0.1, +0.2, 0, -0.2, 0 % in loss: mean 0.
+        let tight: Vec<(u64, f64)> = [0.1, -0.1, 0.2, 0.0, -0.2, 0.0].iter().zip(1..).map(|(c, s)| (s, 2.0 * (1.0 + c / 100.0))).collect();
+        let change = PairedChange::of(Unit::Loss, &tight, &reference).unwrap();
+        let (_, std, n) = change.stats();
+        let half_90 = t_central_quantile(0.90, n - 1) * std / (n as f64).sqrt();
+        let just = |margin: f64| change.equivalence_p(margin).unwrap();
+        assert!(just(half_90 * 1.001) < 0.05 && just(half_90 * 0.999) > 0.05, "the boundary is the 90% interval");
+        assert!(just(0.5) < 0.001, "well inside ±0.5%: {}", just(0.5));
+        assert!(change.p_value().unwrap() > 0.99, "and no difference");
+        // Paper 1's laptop run: -0.47% with a 95% interval of [-3.0, +2.1]: far from within ±0.5%.
+        let wide: Vec<(u64, f64)> = [-2.5, 1.5, -0.4].iter().zip(1..).map(|(c, s)| (s, 2.0 * (1.0 + c / 100.0))).collect();
+        let change = PairedChange::of(Unit::Loss, &wide, &reference).unwrap();
+        assert!(change.equivalence_p(0.5).unwrap() > 0.3, "{}", change.equivalence_p(0.5).unwrap());
+        assert!(change.p_value().unwrap() > 0.05, "nor different: cannot tell");
+        // A clear 2% change: different, and not equivalent.
+        let worse: Vec<(u64, f64)> = [2.0, 2.1, 1.9].iter().zip(1..).map(|(c, s)| (s, 2.0 * (1.0 + c / 100.0))).collect();
+        let change = PairedChange::of(Unit::Loss, &worse, &reference).unwrap();
+        assert!(change.p_value().unwrap() < 0.01 && change.equivalence_p(0.5).unwrap() > 0.95);
+    }
+
+    #[test]
+    fn holm_multiplies_by_rank_and_keeps_the_order() {
+        let adjusted = holm(&[0.01, 0.04, 0.03, 0.005]);
+        // Sorted 0.005, 0.01, 0.03, 0.04 → ×4, ×3, ×2, ×1 = 0.02, 0.03, 0.06, 0.04 → raised to 0.06.
+        for (got, want) in adjusted.iter().zip([0.03, 0.06, 0.06, 0.02]) {
+            assert!((got - want).abs() < 1e-12, "{adjusted:?}");
+        }
+        assert_eq!(holm(&[0.5, 0.9]), vec![1.0, 1.0], "capped at 1");
+        assert!(holm(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_family_reports_each_test_beside_its_holm_corrected_p() {
+        let reference = [(1, 2.0), (2, 2.0), (3, 2.0)];
+        let of = |changes: [f64; 3]| {
+            let values: Vec<(u64, f64)> = changes.iter().zip(1..).map(|(c, s)| (s, 2.0 * (1.0 + c / 100.0))).collect();
+            PairedChange::of(Unit::Loss, &values, &reference).unwrap()
+        };
+        let mut family = Family::default();
+        family.difference("clear", &of([2.0, 2.1, 1.9]));
+        family.difference("unclear", &of([1.0, -0.5, 0.2]));
+        family.equivalence("tight", &of([0.01, -0.01, 0.0]), 0.5);
+        family.difference("one seed", &PairedChange::of(Unit::Loss, &[(1, 2.1)], &reference).unwrap());
+        let section = family.holm_section();
+        assert!(section.contains("## The report's 3 tests"), "one seed makes no test: {section}");
+        let row = |name: &str| section.lines().find(|l| l.starts_with(&format!("| {name} |"))).unwrap().to_string();
+        assert!(row("clear").ends_with("| yes |") && row("unclear").ends_with("| no |"), "{section}");
+        assert!(row("tight").contains("| within ±0.5% |") && row("tight").ends_with("| yes |"), "{section}");
+        assert_eq!(Family::default().holm_section(), "");
     }
 
     #[test]
