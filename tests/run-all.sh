@@ -97,6 +97,11 @@ if [ ! -x "$lint_venv/bin/check-jsonschema" ]; then
 fi
 "$lint_venv/bin/check-jsonschema" --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
+# Every committed report's tables, rebuilt from its results.csv by the script a reader would run
+# (standard-library Python, a fraction of a second).
+stage "the reports' tables from their results.csv"
+python3 scripts/recompute.py
+
 # The browser's build, linted with clippy.toml's rules for it (no threads, no std clock): a check
 # of the page's crates for wasm32, 3 min with nothing built (178 s of a cold run's 1,538 s) and
 # seconds warm, so `--fast` runs it too.

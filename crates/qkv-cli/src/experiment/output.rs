@@ -91,11 +91,13 @@ pub(super) fn report_markdown(
     format!(
         "# QKV Lab: {paper} at {scale} scale\n\n\
          - command: `{invocation}`\n- date: {}\n- backend: {compute}\n- wall time: {wall_secs:.0} s this invocation (finished seeds are reported from seeds/, not trained again); {training_secs:.0} s of training in all (the runs' own clocks, across resumes)\n\
-         - model: {} ({}){heads}, {seeds} seeds; every run of a seed trains on the same batches, and every seed is validated on the same batches\n\n\
+         - model: {} ({}){heads}, {seeds} seeds; every run of a seed trains on the same batches, and every seed is validated on the same batches\n\
+         - recompute: `python3 scripts/recompute.py {}` (in QKV Lab's repository) rebuilds this report's tables from results.csv alone and checks them against this file\n\n\
          Losses are mean ± standard deviation over seeds of each run's validation loss.\n\n{body}\n{plots}\n{diagnostics}\
          ## Seeds\n\nEach seed's results are in `seeds/`; a rerun reports a finished seed from there.\n\n{provenance}",
         utc_date(),
         preset.name(),
         preset.description(),
+        settings.out.display(),
     )
 }
