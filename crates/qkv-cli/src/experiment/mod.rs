@@ -3,6 +3,7 @@
 //! says where the result differs from the paper.
 
 mod catalogue;
+mod convergence;
 mod findings;
 mod output;
 mod seeds;
@@ -167,7 +168,7 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
         ExperimentKind::Paper1 => paper1_report(&outcomes),
         ExperimentKind::Paper2 => paper2_report(&outcomes, &studies) + &paper2_against_paper(&outcomes),
         ExperimentKind::Paper2Synthetic => sweep::sweep_report(&outcomes, &studies) + &sweep::accuracy_plots(&outcomes, &studies, out)?,
-    };
+    } + &convergence::convergence_section(&outcomes);
     write("report.md", &report_markdown(args, invocation, &settings, &trained, &body, &plots))?;
     println!("{body}");
     println!("wrote {}/{{report.md, results.csv, loss-*.svg, checkpoints/}}", out.display());

@@ -1,0 +1,88 @@
+//! Whether the models were still improving when training stopped: a comparison of models that
+//! are still learning is a comparison of how fast they learn, not of where they end, and a
+//! reviewer needs to know which one a report makes.
+
+use crate::report::LossCurve;
+
+use super::seeds::Outcome;
+
+/// A run counts as still improving when its validation loss fell by more than this share over
+/// the last fifth of its training.
+const STILL_FALLING: f64 = 0.005;
+
+/// How much (as a share) the validation loss fell over the last fifth of training: from the last
+/// evaluation at or before 80 % of the steps to the last one. None without two such evaluations.
+fn late_fall(curve: &LossCurve) -> Option<f64> {
+    let &(last_step, last) = curve.val.last()?;
+    let &(_, earlier) = curve.val.iter().rev().find(|(step, _)| *step <= last_step * 4 / 5)?;
+    let (earlier, last) = (f64::from(earlier), f64::from(last));
+    (earlier > 0.0 && earlier.is_finite() && last.is_finite()).then(|| (earlier - last) / earlier)
+}
+
+/// Per study, how many runs were still improving at the end, and the median late fall; a
+/// section of the report.
+pub(super) fn convergence_section(outcomes: &[Outcome]) -> String {
+    let mut studies: Vec<&str> = Vec::new();
+    for o in outcomes {
+        if !studies.contains(&o.study.as_str()) {
+            studies.push(&o.study);
+        }
+    }
+    let mut lines = Vec::new();
+    for study in studies {
+        let mut falls: Vec<f64> = outcomes.iter().filter(|o| o.study == study).filter_map(|o| late_fall(&o.curve)).collect();
+        if falls.is_empty() {
+            continue;
+        }
+        falls.sort_by(f64::total_cmp);
+        let improving = falls.iter().filter(|&&fall| fall > STILL_FALLING).count();
+        let median = 100.0 * falls[falls.len() / 2];
+        lines.push(format!(
+            "- {study}: {improving} of {} runs still improving (median fall {median:.1}%){}",
+            falls.len(),
+            match improving {
+                0 => ": they had levelled off, so the comparison is of where they end.",
+                n if n == falls.len() =>
+                    ": every run was still learning, so the comparison is of the models after this budget, not of where they would end.",
+                _ => ": some were still learning, so a longer run could change the comparison.",
+            }
+        ));
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n## Were the models still improving?\n\nA run counts as still improving when its validation loss fell by more than \
+         {:.1}% over the last fifth of its training (from the last evaluation at or before 80% of its steps to the last).\n\n{}\n",
+        100.0 * STILL_FALLING,
+        lines.join("\n")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::findings::tests::finished;
+
+    fn with_curve(mut outcome: Outcome, val: &[(usize, f32)]) -> Outcome {
+        outcome.curve.val = val.to_vec();
+        outcome
+    }
+
+    #[test]
+    fn runs_whose_loss_still_falls_at_the_end_are_counted_as_improving() {
+        let falling = [(0, 4.0), (800, 2.0), (1000, 1.9)];
+        let flat = [(0, 4.0), (800, 2.0), (900, 1.999), (1000, 1.996)];
+        assert!((late_fall(&with_curve(finished("a", 1, 1.9), &falling).curve).unwrap() - 0.05).abs() < 1e-6);
+        assert!(late_fall(&with_curve(finished("a", 1, 1.9), &[(1000, 1.9)]).curve).is_none(), "one evaluation: no fall");
+
+        let mixed = [with_curve(finished("a", 1, 1.9), &falling), with_curve(finished("b", 1, 2.0), &flat)];
+        let section = convergence_section(&mixed);
+        assert!(section.contains("- text: 1 of 2 runs still improving") && section.contains("a longer run could change"), "{section}");
+        let levelled = [with_curve(finished("b", 1, 2.0), &flat)];
+        assert!(convergence_section(&levelled).contains("0 of 1 runs still improving (median fall 0.2%): they had levelled off"));
+        let all = [with_curve(finished("a", 1, 1.9), &falling)];
+        assert!(convergence_section(&all).contains("every run was still learning"));
+        assert_eq!(convergence_section(&[with_curve(finished("a", 1, 1.9), &[])]), "", "no curve: no section");
+    }
+}
