@@ -209,6 +209,11 @@ mod tests {
         largest
     }
 
+    /// A run's KV cache per token, as the cost panel's bars show it.
+    fn cache(run: &Run) -> usize {
+        kv_cache_bytes_per_token(&run.spec.model, CacheDType::F32)
+    }
+
     /// `run`'s last validation loss relative to `reference`'s: 0.05 is 5% higher.
     fn final_gap(run: &Run, reference: &Run) -> f64 {
         let last = |r: &Run| r.metrics.evals.last().expect("evaluated").val_loss;
@@ -238,7 +243,6 @@ mod tests {
         let experiment = trained(lesson);
         let [standard, shared_kv, shared_all] = &experiment.runs[..] else { panic!("three runs") };
         // As the cost panel's bars show it: one cached tensor per token instead of two.
-        let cache = |run: &Run| kv_cache_bytes_per_token(&run.spec.model, CacheDType::F32);
         assert_eq!(cache(shared_kv) * 2, cache(standard), "K=V halves the cache");
         assert_eq!(cache(shared_all), cache(shared_kv), "sharing the query too saves no more cache");
         for run in [standard, shared_kv, shared_all] {
@@ -289,7 +293,6 @@ mod tests {
         let experiment = trained(lesson);
         let [mha, gqa, mqa, shared_mqa] = &experiment.runs[..] else { panic!("four runs") };
         // As the cost panel's bars show it.
-        let cache = |run: &Run| kv_cache_bytes_per_token(&run.spec.model, CacheDType::F32);
         let heads = mha.spec.model.n_head;
         assert_eq!(cache(gqa) * heads / 2, cache(mha), "GQA-2: shrunk by its group size");
         assert_eq!(cache(mqa) * heads, cache(mha), "MQA: shrunk by the number of heads");
