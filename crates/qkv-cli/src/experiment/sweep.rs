@@ -11,7 +11,7 @@ use qkv_train::{DataSource, SyntheticTask};
 
 use super::catalogue::Study;
 use super::seeds::Outcome;
-use super::stats::{Direction, PairedChange, Unit, mean_std};
+use super::stats::{PairedChange, Unit, mean_std};
 use crate::Failure;
 
 /// The task and list length a study trains on.
@@ -20,6 +20,26 @@ fn setting(study: &Study) -> Option<(SyntheticTask, usize)> {
         DataSource::Synthetic { task, length, .. } => Some((task, length)),
         _ => None,
     }
+}
+
+/// How far, in points, a variant's accuracy must differ from Q-K-V's, the same way in every seed,
+/// for the report to say they part ways. Accuracy is bounded (a variant at the ceiling has no
+/// spread at all), so no t-interval is put on it: the report counts seeds instead.
+const PARTS_BY: f64 = 1.0;
+
+/// "lower in 3 of 3 seeds (per seed: -55.20 pt, …)", and whether the change is the same way, by
+/// [`PARTS_BY`] points or more, in every seed of two or more.
+fn per_seed_counts(change: &PairedChange) -> (String, bool) {
+    let n = change.seeds();
+    let lower = change.per_seed.iter().filter(|(_, c)| *c <= -PARTS_BY).count();
+    let higher = change.per_seed.iter().filter(|(_, c)| *c >= PARTS_BY).count();
+    let (way, count) = if lower >= higher { ("lower", lower) } else { ("higher", higher) };
+    let text = format!(
+        "{} pt on average, {way} by {PARTS_BY} point or more in {count} of {n} seeds (per seed: {})",
+        super::stats::signed(change.stats().0),
+        change.listed()
+    );
+    (text, n >= 2 && count == n)
 }
 
 /// Each run's final accuracy by seed.
@@ -86,8 +106,9 @@ pub(super) fn sweep_report(outcomes: &[Outcome], studies: &[Study]) -> String {
                     Some(change) => {
                         compared += 1;
                         out += &format!(" {cell} (Δ {}) |", Unit::Accuracy.amount(change.stats().0));
-                        if change.direction() != Direction::Undecided {
-                            parted.push(format!("- {task}, L = {length}: {name} against Q-K-V: {change}"));
+                        let (counts, parts) = per_seed_counts(&change);
+                        if parts {
+                            parted.push(format!("- {task}, L = {length}: {name} against Q-K-V: {counts}"));
                         }
                     }
                     None => out += &format!(" {cell} |"),
@@ -100,8 +121,9 @@ pub(super) fn sweep_report(outcomes: &[Outcome], studies: &[Study]) -> String {
     if parted.is_empty() {
         let (low, high) = reference_range;
         out += &format!(
-            "No setting separates them at this budget: in each of the {settings} task and length settings, every variant's \
-             95% interval against Q-K-V includes 0. Q-K-V's own accuracy ranges over {low:.2}% to {high:.2}%: {}\n",
+            "No setting separates them at this budget: in each of the {settings} task and length settings, no variant's \
+             accuracy is {PARTS_BY} point or more from Q-K-V's the same way in every seed. Q-K-V's own accuracy ranges over \
+             {low:.2}% to {high:.2}%: {}\n",
             if low >= 99.0 {
                 "it is at the ceiling everywhere, so longer lists, a smaller model or fewer steps would be needed to see a difference."
             } else if high < 50.0 {
@@ -112,8 +134,9 @@ pub(super) fn sweep_report(outcomes: &[Outcome], studies: &[Study]) -> String {
         );
     } else {
         out += &format!(
-            "In these settings a variant's accuracy differs from Q-K-V's beyond the seeds' spread (the 95% interval of the \
-             paired difference excludes 0); {} of {} variant-settings in all:\n\n{}\n",
+            "In these settings a variant's accuracy differs from Q-K-V's by {PARTS_BY} point or more the same way in every \
+             seed (accuracy is bounded, so seeds are counted rather than given a t-interval); {} of {} variant-settings in \
+             all:\n\n{}\n",
             parted.len(),
             compared,
             parted.join("\n")
@@ -227,8 +250,25 @@ mod tests {
         assert!(report.contains("| Q=K-V | 100.00% ± 0.10 (Δ +0.00 pt) | 40.00% ± 1.90 (Δ -20.00 pt) |"), "{report}");
         let parted: Vec<&str> = report.lines().filter(|l| l.starts_with("- reverse")).collect();
         assert_eq!(parted.len(), 1, "{report}");
-        assert!(parted[0].starts_with("- reverse, L = 64: Q=K-V against Q-K-V: -20.00 ± 0.10 points of accuracy"), "{report}");
+        assert!(
+            parted[0].starts_with("- reverse, L = 64: Q=K-V against Q-K-V: -20.00 pt on average, lower by 1 point or more in 3 of 3 seeds"),
+            "{report}"
+        );
+        assert!(!report.contains("95% interval"), "no t-interval on a bounded accuracy: {report}");
         assert!(report.contains("1 of 8 variant-settings"), "{report}");
+    }
+
+    #[test]
+    fn a_variant_parts_only_when_every_seed_says_so() {
+        let reference = [(1, 0.9), (2, 0.9), (3, 0.9)];
+        let of = |values: [f64; 3]| {
+            let values: Vec<(u64, f64)> = values.iter().zip(1..).map(|(v, s)| (s, *v)).collect();
+            PairedChange::of(Unit::Accuracy, &values, &reference).unwrap()
+        };
+        let (text, parts) = per_seed_counts(&of([0.85, 0.86, 0.905]));
+        assert!(!parts && text.contains("lower by 1 point or more in 2 of 3 seeds"), "{text}");
+        assert!(per_seed_counts(&of([0.95, 0.92, 0.93])).1, "higher in every seed");
+        assert!(!per_seed_counts(&PairedChange::of(Unit::Accuracy, &[(1, 0.5)], &reference).unwrap()).1, "one seed says nothing");
     }
 
     #[test]
