@@ -5,6 +5,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use qkv_train::papers::PAPER2_KEY_VALUE_COSINE;
 use qkv_train::{Metrics, Run};
 
 use crate::Failure;
@@ -53,14 +54,18 @@ pub fn summary_table(summaries: &[RunSummary]) -> String {
 }
 
 /// The title and explanation of a report's diagnostics section.
-pub const DIAGNOSTICS_HEADING: &str = "## Attention diagnostics\n\n\
+pub fn diagnostics_heading() -> String {
+    format!(
+        "## Attention diagnostics\n\n\
     Of the trained models, means over layers, logits measured on validation text: the cosine of \
-    two projections' weights (paper 2 reports cos(W_K, W_V) = 0.73 in trained standard models), \
+    two projections' weights (paper 2 reports cos(W_K, W_V) = {PAPER2_KEY_VALUE_COSINE} in trained standard models), \
     which a change of basis that leaves every output as it is can move; the K/V overlap, how much \
     of the input each head's keys and values read in common, which it cannot (1: the same \
     subspace, head_dim / n_embd: chance); the share of the logits' energy in their symmetric part \
     (1: attention cannot tell i→j from j→i) and the logits' root mean square. Definitions: \
-    docs/diagnostics.md in QKV Lab.";
+    docs/diagnostics.md in QKV Lab."
+    )
+}
 
 /// The trained models' attention diagnostics in markdown, means over layers (over heads too for
 /// the symmetry); `None` if no run has them.
@@ -96,7 +101,7 @@ pub struct ReportContext {
 }
 
 pub fn report_markdown(summaries: &[RunSummary], context: &ReportContext) -> String {
-    let diagnostics = diagnostics_table(summaries).map_or(String::new(), |table| format!("\n{DIAGNOSTICS_HEADING}\n\n{table}"));
+    let diagnostics = diagnostics_table(summaries).map_or(String::new(), |table| format!("\n{}\n\n{table}", diagnostics_heading()));
     format!(
         "# QKV Lab comparison\n\n\
          - command: `{}`\n- data: {}\n- backend: {}\n- wall time: {:.1} s\n\n\

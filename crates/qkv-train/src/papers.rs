@@ -7,6 +7,11 @@ use qkv_model::{AttentionConfig, AttentionVariant};
 /// without W_Q (117M parameters) is on par with the original (124M) in validation loss.
 pub const PAPER1_SOURCE: &str = "paper 1, GPT-2 small (124M) on OpenWebText";
 
+/// Paper 1's validation losses of the original GPT-2 small and of the model without W_Q whose
+/// MLP is widened back to the original's parameter count.
+pub const PAPER1_STANDARD_LOSS: f64 = 3.016;
+pub const PAPER1_WIDE_MLP_LOSS: f64 = 3.004;
+
 /// Paper 2 (Kayyam, Madan Gopal & Lewis, ICML 2026): what its 300M models were trained on.
 pub const PAPER2_SOURCE: &str = "paper 2, 300M models on 10B SlimPajama tokens";
 
@@ -24,6 +29,10 @@ pub const PAPER2_PPL: [(&str, &str, f64); 7] = [
     ("Q-K=V + GQA", "Q-K=V + GQA 4/16", 5.32),
     ("Q-K=V + MQA", "Q-K=V + MQA 1/16", 5.36),
 ];
+
+/// Paper 2's cosine of W_K and W_V in trained standard models, as the paper states it (it does not
+/// say how it was taken: docs/diagnostics.md).
+pub const PAPER2_KEY_VALUE_COSINE: f64 = 0.73;
 
 /// Which of [`PAPER2_PPL`]'s comparisons a model's attention is, against a standard one with a
 /// key/value head per head; `None` for the standard model itself and the variants the paper did
@@ -63,6 +72,8 @@ mod tests {
         for (_, paper, ppl) in PAPER2_PPL {
             assert!(docs.contains(&format!("| {paper} | {ppl} |")), "{paper} at {ppl} is not in docs/papers.md");
         }
+        assert!(docs.contains(&format!("gives {PAPER1_WIDE_MLP_LOSS} against the original's {PAPER1_STANDARD_LOSS}")));
+        assert!(docs.contains(&format!("cos(W_K, W_V) = {PAPER2_KEY_VALUE_COSINE}")));
     }
 
     #[test]

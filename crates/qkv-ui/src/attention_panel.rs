@@ -5,6 +5,7 @@
 use egui::{Color32, ColorImage, ComboBox, Rect, RichText, Sense, TextureHandle, TextureOptions, Ui, pos2, vec2};
 use qkv_model::ModelDiagnostics;
 use qkv_session::AttentionMaps;
+use qkv_train::papers::PAPER2_KEY_VALUE_COSINE;
 
 use crate::figures::{Export, Figure};
 use crate::palette;
@@ -128,14 +129,14 @@ fn diagnostics_ui(ui: &mut Ui, diagnostics: &ModelDiagnostics) {
         figure(diagnostics.mean(|l| Some(l.logit_rms)))
     );
     ui.label(RichText::new(line).small()).on_hover_ui(|ui| {
-        ui.label(
-            "Means over layers, on this prompt. cos: the two weight matrices as vectors (paper 2 finds 0.73 for \
-             W_K, W_V in trained standard models); a change of basis that changes no output can move it. K/V \
+        ui.label(format!(
+            "Means over layers, on this prompt. cos: the two weight matrices as vectors (paper 2 finds \
+             {PAPER2_KEY_VALUE_COSINE} for W_K, W_V in trained standard models); a change of basis that changes no output can move it. K/V \
              overlap: how much of the input each head's keys and values read in common, which no such change \
              moves (1: the same subspace; head_dim / n_embd: chance). Symmetry: the share of each head's logits in \
              their symmetric part, 1 for Q=K-V, about 0.5 for unrelated logits. Logit RMS: the size of the scaled \
              logits a query may attend to.",
-        );
+        ));
         egui::Grid::new("diagnostics_by_layer").striped(true).show(ui, |ui| {
             for heading in ["layer", "cos(W_K,W_V)", "K/V overlap", "cos(W_Q,W_K)", "symmetry by head", "logit RMS", "effective ranks"] {
                 ui.strong(heading);

@@ -240,6 +240,15 @@ mod tests {
         let lesson = &LESSONS[1];
         assert!(lesson.point.contains("ends about 5% above standard's, Q=K=V's about 9%"));
         assert!(lesson.explanation.contains("ends 3-6% above the standard run's and Q=K=V's 7-10% above"));
+        // The paper's figures as docs/papers.md and the reports have them.
+        let paper = |name: &str| qkv_train::papers::PAPER2_PPL.iter().find(|(ours, ..)| *ours == name).unwrap().2;
+        let quoted = format!(
+            "perplexity {} with K=V and {} with Q=K=V, against the standard model's {}",
+            paper("Q-K=V"),
+            paper("Q=K=V"),
+            qkv_train::papers::PAPER2_STANDARD_PPL
+        );
+        assert!(lesson.explanation.contains(&quoted), "{quoted}");
         let experiment = trained(lesson);
         let [standard, shared_kv, shared_all] = &experiment.runs[..] else { panic!("three runs") };
         // As the cost panel's bars show it: one cached tensor per token instead of two.
