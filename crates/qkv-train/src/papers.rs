@@ -55,6 +55,11 @@ pub fn paper2_name(attention: &AttentionConfig, n_head: usize) -> Option<&'stati
     }
 }
 
+/// Paper 2's perplexity for comparison `name` (one of [`PAPER2_PPL`]'s, as our runs name it).
+pub fn paper2_ppl(name: &str) -> Option<f64> {
+    PAPER2_PPL.iter().find(|(ours, _, _)| *ours == name).map(|&(_, _, ppl)| ppl)
+}
+
 /// Paper 2's change in perplexity against its standard model for comparison `name` (one of
 /// [`PAPER2_PPL`]'s), with the paper's name for it: 0.031 is +3.1%.
 pub fn paper2_change(name: &str) -> Option<(&'static str, f64)> {

@@ -241,7 +241,7 @@ mod tests {
         assert!(lesson.point.contains("ends about 5% above standard's, Q=K=V's about 9%"));
         assert!(lesson.explanation.contains("ends 3-6% above the standard run's and Q=K=V's 7-10% above"));
         // The paper's figures as docs/papers.md and the reports have them.
-        let paper = |name: &str| qkv_train::papers::PAPER2_PPL.iter().find(|(ours, ..)| *ours == name).unwrap().2;
+        let paper = |name: &str| qkv_train::papers::paper2_ppl(name).unwrap();
         let quoted = format!(
             "perplexity {} with K=V and {} with Q=K=V, against the standard model's {}",
             paper("Q-K=V"),

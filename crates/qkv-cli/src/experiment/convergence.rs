@@ -4,7 +4,7 @@
 
 use crate::report::LossCurve;
 
-use super::seeds::Outcome;
+use super::seeds::{Outcome, studies_of};
 
 /// A run counts as still improving when its validation loss fell by more than this share over
 /// the last fifth of its training.
@@ -22,14 +22,8 @@ fn late_fall(curve: &LossCurve) -> Option<f64> {
 /// Per study, how many runs were still improving at the end, and the median late fall; a
 /// section of the report.
 pub(super) fn convergence_section(outcomes: &[Outcome]) -> String {
-    let mut studies: Vec<&str> = Vec::new();
-    for o in outcomes {
-        if !studies.contains(&o.study.as_str()) {
-            studies.push(&o.study);
-        }
-    }
     let mut lines = Vec::new();
-    for study in studies {
+    for study in studies_of(outcomes) {
         let mut falls: Vec<f64> = outcomes.iter().filter(|o| o.study == study).filter_map(|o| late_fall(&o.curve)).collect();
         if falls.is_empty() {
             continue;

@@ -3,10 +3,10 @@
 
 use qkv_model::ModelDiagnostics;
 use qkv_train::RunStatus;
-use qkv_train::papers::{PAPER1_STANDARD_LOSS, PAPER1_WIDE_MLP_LOSS, PAPER2_PPL, PAPER2_STANDARD_PPL};
+use qkv_train::papers::{PAPER1_STANDARD_LOSS, PAPER1_WIDE_MLP_LOSS, PAPER2_PPL, PAPER2_STANDARD_PPL, paper2_ppl};
 
 use super::catalogue::{PAPER1_SCALE_STUDY, STANDARD_SCALE_RUN, Study, WK_STANDARD_SCALE_RUN, WV_HALVED_SCALE_RUN};
-use super::seeds::Outcome;
+use super::seeds::{Outcome, studies_of};
 use super::stats::{Direction, Family, PairedChange, Unit, mean_std, signed};
 
 /// Mean ± std; losses near zero (solved synthetic tasks) in scientific notation, where four
@@ -93,17 +93,11 @@ pub(super) fn diagnostics_section(outcomes: &[Outcome]) -> String {
     if outcomes.iter().all(|o| o.summary.diagnostics.is_none()) {
         return String::new();
     }
-    let mut studies: Vec<&str> = Vec::new();
-    for o in outcomes {
-        if !studies.contains(&o.study.as_str()) {
-            studies.push(&o.study);
-        }
-    }
     let mut out = format!(
         "{}\n\n| study | run | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | logit symmetry | logit RMS |\n|---|---|---:|---:|---:|---:|---:|\n",
         crate::report::diagnostics_heading()
     );
-    for study in studies {
+    for study in studies_of(outcomes) {
         for (name, list) in by_run(outcomes, study) {
             let stat = |figure: fn(&ModelDiagnostics) -> Option<f64>| {
                 pm(mean_std(list.iter().map(|o| o.summary.diagnostics.as_ref().and_then(figure))))
@@ -168,15 +162,15 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
     );
     let mut family = Family::default();
     if let Some(identity) = against("wq-identity", "standard") {
-        family.difference("wq-identity against standard", &identity);
-        family.equivalence("wq-identity against standard", &identity, EQUIVALENCE_MARGIN);
+        family.difference("wq-identity", "standard", &identity);
+        family.equivalence("wq-identity", "standard", &identity, EQUIVALENCE_MARGIN);
         trends += &format!(
             "- Paper 1: GPT-2 small without W_Q is on par with the original. Here wq-identity against standard: {identity}: {}.\n",
             verdict(&identity, Claim::OnPar)
         );
     }
     if let Some(wide) = against("wq-identity-wide-mlp", "standard") {
-        family.difference("wq-identity-wide-mlp against standard", &wide);
+        family.difference("wq-identity-wide-mlp", "standard", &wide);
         trends += &format!(
             "- Paper 1: spending the freed parameters on a wider MLP beats the original ({PAPER1_WIDE_MLP_LOSS} vs \
              {PAPER1_STANDARD_LOSS}, {:.1}% in loss). Here wq-identity-wide-mlp against standard: {wide}: {}.\n",
@@ -187,7 +181,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
     if let (Some(narrow), Some(equal), Some(list)) =
         (against("standard-narrow-mlp", "standard"), against("wq-identity", "standard-narrow-mlp"), row("wq-identity"))
     {
-        family.difference("wq-identity against standard-narrow-mlp", &equal);
+        family.difference("wq-identity", "standard-narrow-mlp", &equal);
         trends += &format!(
             "- Equal-size control: standard with its MLP narrowed to wq-identity's {} parameters is {narrow} against standard; \
              wq-identity against it, at the same size: {equal}: {}.\n",
@@ -201,7 +195,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
     }
     // Paper 1's ablations, which it does not report: what each claim there leaves untested.
     if let Some(scale) = against(STANDARD_SCALE_RUN, "wq-identity") {
-        family.difference(&format!("{STANDARD_SCALE_RUN} against wq-identity"), &scale);
+        family.difference(STANDARD_SCALE_RUN, "wq-identity", &scale);
         trends += &format!(
             "- The halved scale alone: wq-identity at standard's scale 1/√d_k against its own 1/(2√d_k): {scale}: {}.\n",
             which_is_better(&scale, "the standard scale", "the halved scale")
@@ -209,7 +203,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
     }
     for (ablation, removed) in [("wk-identity", "W_K"), ("wv-identity", "W_V")] {
         if let (Some(vs_standard), Some(vs_query)) = (against(ablation, "standard"), against(ablation, "wq-identity")) {
-            family.difference(&format!("{ablation} against wq-identity"), &vs_query);
+            family.difference(ablation, "wq-identity", &vs_query);
             trends += &format!(
                 "- {removed} = I instead of W_Q = I: {ablation} against standard: {vs_standard}; against wq-identity: {vs_query}: {}.\n",
                 which_is_better(&vs_query, &format!("removing {removed}"), "removing W_Q")
@@ -221,7 +215,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
         (WV_HALVED_SCALE_RUN, "wv-identity", "W_V", "the halved scale", "the standard scale"),
     ] {
         if let (Some(vs_own), Some(vs_standard)) = (against(run, own), against(run, "standard")) {
-            family.difference(&format!("{run} against {own}"), &vs_own);
+            family.difference(run, own, &vs_own);
             trends += &format!(
                 "- {removed} = I at the other scale: {run} against {own}: {vs_own}: {}; against standard: {vs_standard}.\n",
                 which_is_better(&vs_own, other_scale, own_scale)
@@ -314,7 +308,7 @@ pub(super) fn paper2_against_paper(outcomes: &[Outcome]) -> String {
     for (name, paper_name, paper) in PAPER2_PPL {
         let Some((ours, _)) = losses(name) else { continue };
         let Some(change) = against(name, "Q-K-V") else { continue };
-        family.difference(&format!("{ours} against Q-K-V"), &change);
+        family.difference(ours, "Q-K-V", &change);
         out += &format!(
             "| {paper_name} | {:+.1}% | {ours} | {} | {} |\n",
             100.0 * (paper / PAPER2_STANDARD_PPL - 1.0),
@@ -328,10 +322,10 @@ pub(super) fn paper2_against_paper(outcomes: &[Outcome]) -> String {
     }
     // The paper's central claim is that sharing K with V costs less than sharing Q with K, and
     // sharing all three most: each step of the order, seed by seed.
-    let paper = |name: &str| PAPER2_PPL.iter().find(|(n, _, _)| *n == name).map_or(f64::NAN, |(_, _, p)| *p);
+    let paper = |name: &str| paper2_ppl(name).unwrap_or(f64::NAN);
     for (cheaper, dearer) in [("Q-K=V", "Q=K-V"), ("Q=K-V", "Q=K=V")] {
         if let Some(gap) = against(cheaper, dearer) {
-            family.difference(&format!("{cheaper} against {dearer}"), &gap);
+            family.difference(cheaper, dearer, &gap);
             out += &format!(
                 "\nPaper 2 orders {cheaper} below {dearer} ({:+.2}% in perplexity). Here {cheaper} against {dearer}: {gap}: {}.\n",
                 100.0 * (paper(cheaper) / paper(dearer) - 1.0),

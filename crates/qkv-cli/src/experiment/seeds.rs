@@ -24,6 +24,17 @@ pub(super) struct Outcome {
     pub(super) curve: LossCurve,
 }
 
+/// The studies `outcomes` belong to, in the order they first appear.
+pub(super) fn studies_of(outcomes: &[Outcome]) -> Vec<&str> {
+    let mut studies: Vec<&str> = Vec::new();
+    for o in outcomes {
+        if !studies.contains(&o.study.as_str()) {
+            studies.push(&o.study);
+        }
+    }
+    studies
+}
+
 /// A finished seed of a study, saved the moment it finishes. A later invocation reports it
 /// without training it again, even where its checkpoints are gone: a study that takes longer
 /// than one sitting (or one machine) is finished seed by seed, and nothing finished is lost.

@@ -123,14 +123,21 @@ impl PairedChange {
 
     /// The two-sided p-value of "the mean change is 0"; None with one seed.
     pub(super) fn p_value(&self) -> Option<f64> {
-        let (mean, std, n) = self.stats();
+        let (mean, _, n) = self.stats();
         if n < 2 {
             return None;
         }
-        if std == 0.0 {
-            return Some(if mean == 0.0 { 1.0 } else { 0.0 });
-        }
-        Some(2.0 * t_upper_tail((mean / (std / (n as f64).sqrt())).abs(), n - 1))
+        // Without spread (no t), every seed says the same: 0, or not 0.
+        Some(match self.t() {
+            Some(t) => 2.0 * t_upper_tail(t.abs(), n - 1),
+            None => {
+                if mean == 0.0 {
+                    1.0
+                } else {
+                    0.0
+                }
+            }
+        })
     }
 
     /// Two one-sided tests (TOST) of "the change lies at −margin or below, or at +margin or
@@ -248,18 +255,25 @@ pub(super) struct Family {
 }
 
 impl Family {
-    /// "`change` is not 0", by its two-sided t-test (nothing with one seed).
-    pub(super) fn difference(&mut self, name: &str, change: &PairedChange) {
+    /// "`change` of run `compared` against run `reference` is not 0", by its two-sided t-test
+    /// (nothing with one seed).
+    pub(super) fn difference(&mut self, compared: &str, reference: &str, change: &PairedChange) {
         if let Some(p) = change.p_value() {
-            self.tests.push((name.to_string(), "differs from 0".into(), p));
+            self.tests.push((Self::name(compared, reference), "differs from 0".into(), p));
         }
     }
 
     /// "`change` lies within ±margin", by two one-sided tests (nothing with one seed).
-    pub(super) fn equivalence(&mut self, name: &str, change: &PairedChange, margin: f64) {
+    pub(super) fn equivalence(&mut self, compared: &str, reference: &str, change: &PairedChange, margin: f64) {
         if let Some(p) = change.equivalence_p(margin) {
-            self.tests.push((name.to_string(), format!("within ±{margin}%"), p));
+            self.tests.push((Self::name(compared, reference), format!("within ±{margin}%"), p));
         }
+    }
+
+    /// A comparison's name in the table, "A against B": scripts/recompute.py reads the two runs'
+    /// names back from it.
+    fn name(compared: &str, reference: &str) -> String {
+        format!("{compared} against {reference}")
     }
 
     /// The report's tests in markdown, each p-value beside its Holm-corrected one and whether it
@@ -325,6 +339,11 @@ mod tests {
         assert_eq!(PairedChange::of(Unit::Loss, &[(9, 1.0)], &reference), None, "no seed in common");
     }
 
+    /// Each seed's loss (seeds 1, 2, …) changed by `changes` (in %) from a reference of 2.0.
+    fn changed_by(changes: &[f64]) -> Vec<(u64, f64)> {
+        changes.iter().zip(1..).map(|(c, s)| (s, 2.0 * (1.0 + c / 100.0))).collect()
+    }
+
     #[test]
     fn one_sided_tails_match_the_tables() {
         assert!((t_upper_tail(3.182, 3) - 0.025).abs() < 1e-4);
@@ -338,8 +357,7 @@ mod tests {
     fn a_change_is_equivalent_exactly_when_its_90_percent_interval_is_inside_the_margin() {
         let reference: Vec<(u64, f64)> = (1..=6).map(|s| (s, 2.0)).collect();
         // Six seeds' changes of +0.1, -0.1, +0.2, 0, -0.2, 0 % in loss: mean 0.
-        let tight: Vec<(u64, f64)> = [0.1, -0.1, 0.2, 0.0, -0.2, 0.0].iter().zip(1..).map(|(c, s)| (s, 2.0 * (1.0 + c / 100.0))).collect();
-        let change = PairedChange::of(Unit::Loss, &tight, &reference).unwrap();
+        let change = PairedChange::of(Unit::Loss, &changed_by(&[0.1, -0.1, 0.2, 0.0, -0.2, 0.0]), &reference).unwrap();
         let (_, std, n) = change.stats();
         let half_90 = t_central_quantile(0.90, n - 1) * std / (n as f64).sqrt();
         let just = |margin: f64| change.equivalence_p(margin).unwrap();
@@ -347,13 +365,11 @@ mod tests {
         assert!(just(0.5) < 0.001, "well inside ±0.5%: {}", just(0.5));
         assert!(change.p_value().unwrap() > 0.99, "and no difference");
         // Paper 1's laptop run: -0.47% with a 95% interval of [-3.0, +2.1]: far from within ±0.5%.
-        let wide: Vec<(u64, f64)> = [-2.5, 1.5, -0.4].iter().zip(1..).map(|(c, s)| (s, 2.0 * (1.0 + c / 100.0))).collect();
-        let change = PairedChange::of(Unit::Loss, &wide, &reference).unwrap();
+        let change = PairedChange::of(Unit::Loss, &changed_by(&[-2.5, 1.5, -0.4]), &reference).unwrap();
         assert!(change.equivalence_p(0.5).unwrap() > 0.3, "{}", change.equivalence_p(0.5).unwrap());
         assert!(change.p_value().unwrap() > 0.05, "nor different: cannot tell");
         // A clear 2% change: different, and not equivalent.
-        let worse: Vec<(u64, f64)> = [2.0, 2.1, 1.9].iter().zip(1..).map(|(c, s)| (s, 2.0 * (1.0 + c / 100.0))).collect();
-        let change = PairedChange::of(Unit::Loss, &worse, &reference).unwrap();
+        let change = PairedChange::of(Unit::Loss, &changed_by(&[2.0, 2.1, 1.9]), &reference).unwrap();
         assert!(change.p_value().unwrap() < 0.01 && change.equivalence_p(0.5).unwrap() > 0.95);
     }
 
@@ -371,18 +387,15 @@ mod tests {
     #[test]
     fn a_family_reports_each_test_beside_its_holm_corrected_p() {
         let reference = [(1, 2.0), (2, 2.0), (3, 2.0)];
-        let of = |changes: [f64; 3]| {
-            let values: Vec<(u64, f64)> = changes.iter().zip(1..).map(|(c, s)| (s, 2.0 * (1.0 + c / 100.0))).collect();
-            PairedChange::of(Unit::Loss, &values, &reference).unwrap()
-        };
+        let of = |changes: &[f64]| PairedChange::of(Unit::Loss, &changed_by(changes), &reference).unwrap();
         let mut family = Family::default();
-        family.difference("clear", &of([2.0, 2.1, 1.9]));
-        family.difference("unclear", &of([1.0, -0.5, 0.2]));
-        family.equivalence("tight", &of([0.01, -0.01, 0.0]), 0.5);
-        family.difference("one seed", &PairedChange::of(Unit::Loss, &[(1, 2.1)], &reference).unwrap());
+        family.difference("clear", "reference", &of(&[2.0, 2.1, 1.9]));
+        family.difference("unclear", "reference", &of(&[1.0, -0.5, 0.2]));
+        family.equivalence("tight", "reference", &of(&[0.01, -0.01, 0.0]), 0.5);
+        family.difference("one seed", "reference", &of(&[5.0]));
         let section = family.holm_section();
         assert!(section.contains("## The report's 3 tests"), "one seed makes no test: {section}");
-        let row = |name: &str| section.lines().find(|l| l.starts_with(&format!("| {name} |"))).unwrap().to_string();
+        let row = |name: &str| section.lines().find(|l| l.starts_with(&format!("| {name} against reference |"))).unwrap().to_string();
         assert!(row("clear").ends_with("| yes |") && row("unclear").ends_with("| no |"), "{section}");
         assert!(row("tight").contains("| within ±0.5% |") && row("tight").ends_with("| yes |"), "{section}");
         assert_eq!(Family::default().holm_section(), "");

@@ -35,8 +35,8 @@ fn per_seed_counts(change: &PairedChange) -> (String, bool) {
     let higher = change.per_seed.iter().filter(|(_, c)| *c >= PARTS_BY).count();
     let (way, count) = if lower >= higher { ("lower", lower) } else { ("higher", higher) };
     let text = format!(
-        "{} pt on average, {way} by {PARTS_BY} point or more in {count} of {n} seeds (per seed: {})",
-        super::stats::signed(change.stats().0),
+        "{} on average, {way} by {PARTS_BY} point or more in {count} of {n} seeds (per seed: {})",
+        change.unit.amount(change.stats().0),
         change.listed()
     );
     (text, n >= 2 && count == n)
