@@ -26,8 +26,10 @@ pub struct Component {
 }
 
 /// Every component name, in the order reports list them.
-pub const COMPONENT_NAMES: [&str; 17] = [
+pub const COMPONENT_NAMES: [&str; 20] = [
     "token embedding",
+    "patch embedding",
+    "class token",
     "position embedding",
     "W_Q",
     "W_K",
@@ -44,6 +46,7 @@ pub const COMPONENT_NAMES: [&str; 17] = [
     "block norms",
     "final norm",
     "LM head",
+    "class head",
 ];
 
 /// Position of a component name in [`COMPONENT_NAMES`] (unknown names sort last).
@@ -77,7 +80,13 @@ impl ParamReport {
         };
         let layered = |per_layer: usize| (Some(per_layer), per_layer * layers);
 
-        push("token embedding", None, config.vocab_size * d, false, true);
+        match &config.image {
+            None => push("token embedding", None, config.vocab_size * d, false, true),
+            Some(image) => {
+                push("patch embedding", None, (image.patch_values() + bias) * d, false, true);
+                push("class token", None, d, false, true);
+            }
+        }
         push("position embedding", None, config.block_size * d, false, true);
 
         let mut attention_biases = d * bias; // W_O's bias
@@ -115,7 +124,9 @@ impl ParamReport {
         let (per, all) = layered(2 * norm);
         push("block norms", per, all, false, false);
         push("final norm", None, norm, false, false);
-        if !config.tie_embeddings {
+        if config.is_vision() {
+            push("class head", None, (d + bias) * config.vocab_size, false, false);
+        } else if !config.tie_embeddings {
             push("LM head", None, d * config.vocab_size, false, false);
         }
 
@@ -189,7 +200,8 @@ pub fn kv_cache_bytes_per_token(config: &GptConfig, dtype: CacheDType) -> usize 
     config.n_layer * config.attention.variant.cached_tensors() * config.kv_heads() * config.head_dim() * dtype.bytes()
 }
 
-/// Floating-point operations of one training step per token, matrix products only (the
+/// Floating-point operations of one training step per token (a ViT's tokens are its class token
+/// and patches), matrix products only (the
 /// convention of nanoGPT's MFU estimate and of the papers' compute figures): a product of an m×k
 /// by a k×n matrix is 2mkn, and the backward pass costs twice the forward. Attention counts the
 /// full T×T score and value products, as the kernels compute them, at a context of
@@ -201,8 +213,16 @@ pub fn training_flops_per_token(config: &GptConfig) -> f64 {
     let matmuls = projections + d + 2.0 * config.mlp_hidden as f64; // W_Q·K·V as present, W_O, MLP
     let attention = 4.0 * config.block_size as f64 * d; // Q Kᵀ and P V over every head
     let per_layer = 2.0 * d * matmuls + attention;
-    let head = 2.0 * d * config.vocab_size as f64;
-    3.0 * (config.n_layer as f64 * per_layer + head)
+    let (input, head) = match &config.image {
+        // A ViT embeds its patches (not its class token) by a product, and reads one token of
+        // each image's block_size into its head.
+        Some(image) => {
+            let tokens = image.tokens() as f64;
+            (2.0 * image.patch_values() as f64 * d * image.patches() as f64 / tokens, 2.0 * d * config.vocab_size as f64 / tokens)
+        }
+        None => (0.0, 2.0 * d * config.vocab_size as f64),
+    };
+    3.0 * (config.n_layer as f64 * per_layer + input + head)
 }
 
 #[cfg(test)]

@@ -46,6 +46,40 @@ fn default_true() -> bool {
     true
 }
 
+/// What a vision transformer reads: images `height` × `width` with `channels` values a pixel,
+/// laid out row by row and pixel by pixel (HWC), cut into square patches of `patch` × `patch`
+/// pixels, one token each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageInput {
+    pub height: usize,
+    pub width: usize,
+    pub channels: usize,
+    pub patch: usize,
+}
+
+impl ImageInput {
+    /// Patches an image is cut into.
+    pub fn patches(&self) -> usize {
+        (self.height / self.patch) * (self.width / self.patch)
+    }
+
+    /// Values in one patch: what the patch embedding reads.
+    pub fn patch_values(&self) -> usize {
+        self.patch * self.patch * self.channels
+    }
+
+    /// Values in one image.
+    pub fn values(&self) -> usize {
+        self.height * self.width * self.channels
+    }
+
+    /// Tokens the transformer sees: the class token, then the patches.
+    pub fn tokens(&self) -> usize {
+        1 + self.patches()
+    }
+}
+
 /// A decoder-only GPT: token and learned position embeddings, `n_layer` blocks, LM head.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,6 +111,12 @@ pub struct GptConfig {
     #[serde(default)]
     pub shared_layers: bool,
     pub attention: AttentionConfig,
+    /// Set, the model is a vision transformer ([`crate::Vit`]) reading images of this shape: its
+    /// vocab_size counts the classes it tells apart, its block_size the tokens it sees (the
+    /// class token and the patches), and its attention reads both ways. Left out of a GPT's
+    /// saved config, so that theirs read as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageInput>,
 }
 
 /// Why a configuration cannot be built, with the field at fault and how to fix it.
@@ -111,6 +151,26 @@ pub enum ConfigError {
     Dropout(f64),
     #[error("attention.scale ({0}) must be a positive finite number, or left out for the variant's default")]
     Scale(f64),
+    #[error(
+        "image.{side} ({pixels}) is not divisible by image.patch ({patch}): the image is cut into whole patches, \
+         so choose a patch size that divides both sides"
+    )]
+    ImageNotDivisible { side: &'static str, pixels: usize, patch: usize },
+    #[error(
+        "block_size ({block_size}) is not the vision transformer's {tokens} tokens (the class token and one \
+         per patch): set block_size to {tokens}"
+    )]
+    ImageTokens { block_size: usize, tokens: usize },
+    #[error("a vision transformer reads its patches both ways: set attention.bidirectional to true")]
+    ImageNeedsBothWays,
+    #[error("a vision transformer has no token embedding to tie its class head to: set tie_embeddings to false")]
+    ImageTied,
+    #[error("this configuration has no image section: a vision transformer needs the shape of the images it reads")]
+    NotAVit,
+    #[error(
+        "this is a vision transformer's configuration (it has an image section): it reads images, not text, so it cannot be used as a GPT"
+    )]
+    NotAGpt,
     #[error("the configuration is not valid JSON for a GptConfig: {0}")]
     Json(#[source] JsonError),
 }
@@ -177,7 +237,40 @@ impl GptConfig {
         {
             return Err(ConfigError::Scale(scale));
         }
+        if let Some(image) = &self.image {
+            self.validate_image(image)?;
+        }
         Ok(())
+    }
+
+    fn validate_image(&self, image: &ImageInput) -> Result<(), ConfigError> {
+        for (field, value) in
+            [("image.height", image.height), ("image.width", image.width), ("image.channels", image.channels), ("image.patch", image.patch)]
+        {
+            if value == 0 {
+                return Err(ConfigError::Zero { field });
+            }
+        }
+        for (side, pixels) in [("height", image.height), ("width", image.width)] {
+            if !pixels.is_multiple_of(image.patch) {
+                return Err(ConfigError::ImageNotDivisible { side, pixels, patch: image.patch });
+            }
+        }
+        if self.block_size != image.tokens() {
+            return Err(ConfigError::ImageTokens { block_size: self.block_size, tokens: image.tokens() });
+        }
+        if !self.attention.bidirectional {
+            return Err(ConfigError::ImageNeedsBothWays);
+        }
+        if self.tie_embeddings {
+            return Err(ConfigError::ImageTied);
+        }
+        Ok(())
+    }
+
+    /// Whether this is a vision transformer's config.
+    pub fn is_vision(&self) -> bool {
+        self.image.is_some()
     }
 
     /// Parses and validates a JSON configuration.
@@ -232,7 +325,42 @@ mod tests {
             mlp_skip: true,
             shared_layers: false,
             attention: AttentionConfig::new(AttentionVariant::Standard),
+            image: None,
         }
+    }
+
+    fn vision() -> GptConfig {
+        let image = ImageInput { height: 8, width: 8, channels: 1, patch: 2 };
+        let mut config = GptConfig { vocab_size: 10, block_size: image.tokens(), tie_embeddings: false, image: Some(image), ..tiny() };
+        config.attention.bidirectional = true;
+        config
+    }
+
+    #[test]
+    fn a_vision_config_is_checked_for_what_a_vit_needs() {
+        vision().validate().unwrap();
+        assert_eq!(vision().block_size, 17, "the class token and 16 patches");
+        let mut c = vision();
+        c.image.as_mut().unwrap().patch = 3;
+        let err = c.validate().unwrap_err();
+        assert_eq!(err, ConfigError::ImageNotDivisible { side: "height", pixels: 8, patch: 3 });
+        assert!(err.to_string().contains("divides both sides"), "{err}");
+        let mut c = vision();
+        c.block_size = 16;
+        assert!(c.validate().unwrap_err().to_string().contains("set block_size to 17"));
+        let mut c = vision();
+        c.attention.bidirectional = false;
+        assert_eq!(c.validate(), Err(ConfigError::ImageNeedsBothWays));
+        let mut c = vision();
+        c.tie_embeddings = true;
+        assert_eq!(c.validate(), Err(ConfigError::ImageTied));
+        let mut c = vision();
+        c.image.as_mut().unwrap().channels = 0;
+        assert_eq!(c.validate(), Err(ConfigError::Zero { field: "image.channels" }));
+        // A GPT's saved config says nothing of images, and reads back without them.
+        assert!(!serde_json::to_string(&tiny()).unwrap().contains("image"));
+        let text = serde_json::to_string(&vision()).unwrap();
+        assert_eq!(GptConfig::from_json(&text).unwrap(), vision());
     }
 
     #[test]

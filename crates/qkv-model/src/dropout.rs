@@ -66,6 +66,11 @@ impl Dropout {
         Self { prob, seeds: seeds.clone() }
     }
 
+    /// The same rate, its masks drawn from `seeds`.
+    pub fn reseeded(&self, seeds: &SeedStream) -> Self {
+        Self::new(self.prob, seeds)
+    }
+
     pub fn seeds(&self) -> &SeedStream {
         &self.seeds
     }

@@ -11,7 +11,7 @@ use crate::config::{ConfigError, GptConfig, Norm};
 use crate::dropout::{Dropout, SeedStream};
 use crate::random::InitialWeights;
 
-const INIT_STD: f64 = 0.02;
+pub(crate) const INIT_STD: f64 = 0.02;
 /// LayerNorm's ε (Burn's and PyTorch's default). Burn's module keeps its ε private, so the model
 /// names it here for the fused layer norm.
 const LAYER_NORM_EPSILON: f64 = 1e-5;
@@ -39,7 +39,7 @@ impl Mlp {
     }
 }
 
-fn new_layer_norm(config: &GptConfig, device: &Device) -> Option<LayerNorm> {
+pub(crate) fn new_layer_norm(config: &GptConfig, device: &Device) -> Option<LayerNorm> {
     match config.norm {
         Norm::LayerNorm => Some(LayerNormConfig::new(config.n_embd).with_bias(config.bias).with_epsilon(LAYER_NORM_EPSILON).init(device)),
         Norm::None => None,
@@ -65,7 +65,7 @@ pub struct Block {
 }
 
 impl Block {
-    fn new(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
+    pub(crate) fn new(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
         Self {
             ln_1: new_layer_norm(config, device),
             attn: CausalSelfAttention::new(config, init, seeds, device),
@@ -73,6 +73,13 @@ impl Block {
             mlp: Mlp::new(config, init, seeds, device),
             mlp_skip: config.mlp_skip,
         }
+    }
+
+    /// The block drawing its dropout masks from `seeds`.
+    pub(crate) fn with_seeds(mut self, seeds: &SeedStream) -> Self {
+        self.attn.resid_dropout = self.attn.resid_dropout.reseeded(seeds);
+        self.mlp.dropout = self.mlp.dropout.reseeded(seeds);
+        self
     }
 
     /// The block's output and, when asked, its attention.
@@ -149,6 +156,9 @@ impl Gpt {
     /// same dropout masks in the same order.
     pub fn new_seeded(config: &GptConfig, device: &Device, seed: u64) -> Result<Self, ConfigError> {
         config.validate()?;
+        if config.is_vision() {
+            return Err(ConfigError::NotAGpt);
+        }
         let (init, seeds) = (InitialWeights::new(seed), SeedStream::new(seed));
         let embedding = |rows: usize| Embedding { weight: init.normal([rows, config.n_embd], INIT_STD, device) };
         Ok(Self {
@@ -171,12 +181,8 @@ impl Gpt {
     /// The model drawing its dropout masks from `seeds` (e.g. [`SeedStream::shard`]'s, for the
     /// copy that trains one shard of a batch).
     pub fn with_seeds(mut self, seeds: &SeedStream) -> Self {
-        let site = |dropout: &Dropout| Dropout::new(dropout.prob, seeds);
-        self.drop = site(&self.drop);
-        for block in &mut self.blocks {
-            block.attn.resid_dropout = site(&block.attn.resid_dropout);
-            block.mlp.dropout = site(&block.mlp.dropout);
-        }
+        self.drop = self.drop.reseeded(seeds);
+        self.blocks = self.blocks.into_iter().map(|block| block.with_seeds(seeds)).collect();
         self
     }
 
@@ -279,6 +285,7 @@ pub(crate) mod tests {
             mlp_skip: true,
             shared_layers: false,
             attention: AttentionConfig::new(variant),
+            image: None,
         }
     }
 

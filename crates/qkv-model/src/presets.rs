@@ -93,6 +93,7 @@ impl Preset {
             mlp_skip: true,
             shared_layers: false,
             attention: AttentionConfig::new(AttentionVariant::Standard),
+            image: None,
         };
         match self {
             Preset::Gpt2Small => gpt(GPT2_VOCAB_PADDED, 1024, 12, 12, 768, false, 0.0),

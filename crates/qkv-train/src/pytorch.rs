@@ -356,6 +356,7 @@ fn infer_config(tensors: &Tensors, gpt2_config: Option<&str>, name: &str) -> Res
         mlp_skip: true,
         shared_layers: false,
         attention: AttentionConfig::new(AttentionVariant::Standard),
+        image: None,
     })
 }
 
