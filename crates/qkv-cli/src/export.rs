@@ -47,7 +47,7 @@ pub fn run(args: &ExportArgs) -> Result<(), Failure> {
     let checkpoint = Checkpoint::read(&args.checkpoint)?;
     let config = checkpoint.header.spec.model.clone();
     let model = checkpoint.into_model(&Device::flex())?;
-    let bytes = to_safetensors(&model, &config, layout)?;
+    let bytes = to_safetensors(&model.into_gpt()?, &config, layout)?;
     let out = args.out.clone().unwrap_or_else(|| args.checkpoint.with_extension("safetensors"));
     if let Some(folder) = out.parent().filter(|folder| !folder.as_os_str().is_empty()) {
         std::fs::create_dir_all(folder).map_err(|e| format!("cannot create {}: {e}", folder.display()))?;

@@ -73,7 +73,7 @@ pub fn run(args: &ImportArgs) -> Result<(), Failure> {
     }
     let stem = args.file.file_stem().map_or("imported".into(), |s| s.to_string_lossy().into_owned());
     let spec = RunSpec { name: stem, model: config.clone(), training };
-    let run = Run::starting_from(spec, model, &dataset, &device)?;
+    let run = Run::starting_from(spec, qkv_model::Model::Gpt(model), &dataset, &device)?;
     let checkpoint = to_bytes(&run, &dataset, &args.data.to_string()).block_on()?;
     let out = args.out.clone().unwrap_or_else(|| args.file.with_extension("qkv"));
     write_atomically(&out, &checkpoint)?;

@@ -19,8 +19,13 @@ fn percent(value: f64, reference: f64) -> String {
     format!("{:+.2}%", 100.0 * (value - reference) / reference)
 }
 
-/// The comparison table in markdown; the first run is the reference for the Δ columns.
-pub fn summary_table(summaries: &[RunSummary]) -> String {
+/// The comparison table in markdown; the first run is the reference for the Δ columns. Vision
+/// runs (`images`) have no KV cache to count and one answer an image, so their table gives images
+/// a second and the held-out accuracy instead.
+pub fn summary_table(summaries: &[RunSummary], images: bool) -> String {
+    if images {
+        return image_table(summaries);
+    }
     let reference = &summaries[0];
     let synthetic = summaries.iter().any(|s| s.accuracy.is_some());
     let mut out =
@@ -53,11 +58,39 @@ pub fn summary_table(summaries: &[RunSummary]) -> String {
     out
 }
 
-/// The title and explanation of a report's diagnostics section.
-pub fn diagnostics_heading() -> String {
+fn image_table(summaries: &[RunSummary]) -> String {
+    let reference = &summaries[0];
+    let mut out = String::from(
+        "| variant | params | Δparams | final val loss | best val loss | Δloss (best) | images/s | held-out accuracy | status |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for s in summaries {
+        let delta_loss = match (s.best_val_loss, reference.best_val_loss) {
+            (Some(v), Some(r)) => percent(v, r),
+            _ => "-".into(),
+        };
+        out += &format!(
+            "| {} | {:.3} M | {} | {} | {} | {} | {:.0} | {} | {} |\n",
+            s.name,
+            s.total_params as f64 / 1e6,
+            percent(s.total_params as f64, reference.total_params as f64),
+            fmt_loss(s.final_val_loss),
+            fmt_loss(s.best_val_loss),
+            delta_loss,
+            s.tokens_per_sec,
+            s.accuracy.map_or("-".into(), |v| format!("{:.2}%", 100.0 * v)),
+            s.status
+        );
+    }
+    out
+}
+
+/// The title and explanation of a report's diagnostics section, its logits measured on
+/// validation `inputs` ("text", "images").
+pub fn diagnostics_heading(inputs: &str) -> String {
     format!(
         "## Attention diagnostics\n\n\
-    Of the trained models, means over layers, logits measured on validation text: the cosine of \
+    Of the trained models, means over layers, logits measured on validation {inputs}: the cosine of \
     two projections' weights (paper 2 reports cos(W_K, W_V) = {PAPER2_KEY_VALUE_COSINE} in trained standard models), \
     which a change of basis that leaves every output as it is can move; the K/V overlap, how much \
     of the input each head's keys and values read in common, which it cannot (1: the same \
@@ -98,10 +131,13 @@ pub struct ReportContext {
     pub backend: String,
     pub data: String,
     pub wall_secs: f64,
+    /// The runs are vision transformers.
+    pub images: bool,
 }
 
 pub fn report_markdown(summaries: &[RunSummary], context: &ReportContext) -> String {
-    let diagnostics = diagnostics_table(summaries).map_or(String::new(), |table| format!("\n{}\n\n{table}", diagnostics_heading()));
+    let inputs = if context.images { "images" } else { "text" };
+    let diagnostics = diagnostics_table(summaries).map_or(String::new(), |table| format!("\n{}\n\n{table}", diagnostics_heading(inputs)));
     format!(
         "# QKV Lab comparison\n\n\
          - command: `{}`\n- data: {}\n- backend: {}\n- wall time: {:.1} s\n\n\
@@ -113,7 +149,7 @@ pub fn report_markdown(summaries: &[RunSummary], context: &ReportContext) -> Str
         context.backend,
         context.wall_secs,
         summaries[0].name,
-        summary_table(summaries),
+        summary_table(summaries, context.images),
         diagnostics
     )
 }
@@ -255,9 +291,18 @@ mod tests {
                 "| old | - | - | - | - | - |"
             ]
         );
-        let context = ReportContext { command: "qkv compare".into(), backend: "flex".into(), data: "text".into(), wall_secs: 1.0 };
+        let mut context =
+            ReportContext { command: "qkv compare".into(), backend: "flex".into(), data: "text".into(), wall_secs: 1.0, images: false };
         assert!(report_markdown(&summaries, &context).contains("## Attention diagnostics"));
         assert!(!report_markdown(&summaries[2..], &context).contains("diagnostics"), "no section without figures");
+
+        // Vision runs: no KV cache column, their held-out accuracy, logits on images.
+        context.images = true;
+        let mut vision = summaries.clone();
+        vision[0].accuracy = Some(0.9866);
+        let markdown = report_markdown(&vision, &context);
+        assert!(markdown.contains("| images/s | held-out accuracy |") && markdown.contains("| 98.66% |"), "{markdown}");
+        assert!(!markdown.contains("KV cache") && markdown.contains("measured on validation images"), "{markdown}");
     }
 
     #[test]

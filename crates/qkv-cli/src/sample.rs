@@ -43,7 +43,7 @@ pub fn run(args: &SampleArgs) -> Result<(), Failure> {
     let checkpoint = Checkpoint::read(&args.checkpoint)?;
     let tokenizer = checkpoint.header.tokenizer.clone();
     let device = pollster::block_on(args.backend.device())?;
-    let model = checkpoint.into_model(&device)?;
+    let model = checkpoint.into_model(&device)?.into_gpt()?;
     let options = SampleOptions {
         max_new_tokens: args.tokens,
         temperature: args.temperature,

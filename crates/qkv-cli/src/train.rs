@@ -29,8 +29,9 @@ pub struct TrainArgs {
     #[arg(long)]
     pub preset: Preset,
     /// Data: shakespeare (embedded), synthetic:TASK[:L][:encoder] (copy, reverse, sort, swap, sub, rotate; :encoder
-    /// reads the list with attention both ways and answers at every position), a path to a UTF-8 text file, or
-    /// nanoGPT's token files (path/to/train.bin, uint16 ids, val.bin beside it).
+    /// reads the list with attention both ways and answers at every position), digits (embedded 8×8 handwritten digits,
+    /// for a vision preset), a path to a UTF-8 text file, or nanoGPT's token files (path/to/train.bin, uint16 ids,
+    /// val.bin beside it).
     #[arg(long, default_value = "shakespeare")]
     pub data: DataSource,
     /// Tokenizer: char, bpe:N (byte-level BPE with N tokens, trained on the text), or a Hugging Face tokenizer.json
@@ -299,8 +300,10 @@ fn finish_train(trained: &Trained, to: &Outputs) -> Result<(), Failure> {
     let (experiment, wall) = (&trained.experiment, trained.wall);
     let summaries = write_outputs(to, experiment)?;
     let s = &summaries[0];
+    // A ViT's "tokens" are its images: one answer each.
+    let (unit, accuracy) = if experiment.runs[0].spec.model.is_vision() { ("images", "held-out accuracy") } else { ("tokens", "accuracy") };
     println!(
-        "{}: {} steps, {} tokens in {wall:.1} s ({:.0} tokens/s); final train loss {}, final val loss {}, best val loss {}{}",
+        "{}: {} steps, {} {unit} in {wall:.1} s ({:.0} {unit}/s); final train loss {}, final val loss {}, best val loss {}{}",
         s.name,
         s.steps,
         s.tokens,
@@ -308,7 +311,7 @@ fn finish_train(trained: &Trained, to: &Outputs) -> Result<(), Failure> {
         report::fmt_loss(s.final_train_loss),
         report::fmt_loss(s.final_val_loss),
         report::fmt_loss(s.best_val_loss),
-        s.accuracy.map(|a| format!(", accuracy {:.2}%", 100.0 * a)).unwrap_or_default()
+        s.accuracy.map(|a| format!(", {accuracy} {:.2}%", 100.0 * a)).unwrap_or_default()
     );
     let wrote = format!("{}/{{metrics.csv, summary.json, checkpoint.qkv}}", to.out.display());
     println!("wrote {wrote}");
@@ -342,11 +345,12 @@ fn finish_compare(trained: &Trained, to: &Outputs, invocation: &str, backend: Ba
         backend: backend.name().to_string(),
         data: to.data.clone(),
         wall_secs: wall,
+        images: experiment.runs[0].spec.model.is_vision(),
     };
     let markdown = report::report_markdown(&summaries, &context);
     std::fs::write(out.join("report.md"), &markdown).map_err(|e| format!("cannot write report.md: {e}"))?;
     report::loss_svg(&experiment.runs.iter().map(report::LossCurve::of).collect::<Vec<_>>(), &out.join("loss.svg"))?;
-    print!("{}", report::summary_table(&summaries));
+    print!("{}", report::summary_table(&summaries, context.images));
     let wrote = format!("{}/{{report.md, metrics.csv, summary.json, loss.svg, *.qkv}}", out.display());
     println!("wrote {wrote}");
     trained.outcome(wrote)

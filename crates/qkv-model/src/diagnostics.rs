@@ -10,16 +10,18 @@
 //! - how many directions each projection uses, its effective rank;
 //! - how large the logits are, which the scale 1/√d_k (or paper 1's 1/(2√d_k)) sets at the start.
 //!
-//! The weight figures need only the model; the logit figures need input tokens. Every read from
+//! The weight figures need only the model; the logit figures need an input (tokens, or images
+//! for a ViT). Every read from
 //! the device is awaited, so that the browser (which cannot block on its GPU) can compute them.
 
 use burn::module::Param;
 use burn::nn::Linear;
-use burn::tensor::{Int, Tensor};
+use burn::tensor::Tensor;
 use serde::{Deserialize, Serialize};
 
 use crate::attention::CausalSelfAttention;
-use crate::gpt::{Gpt, normalise};
+use crate::gpt::normalise;
+use crate::model::{Input, Model};
 use crate::variant::Projection;
 
 /// One layer's diagnostics.
@@ -94,11 +96,11 @@ async fn weights(layer: &Linear) -> Result<Weights, DiagnosticsError> {
     Ok(Weights { dims: weight.val().dims(), values: read(weight.val()).await? })
 }
 
-/// Diagnostics of every layer of `model`, the logit figures measured on `tokens` [batch, time].
-/// Pass the model as it is evaluated (`valid()`, without dropout), or the figures of the later
-/// layers vary with dropout's masks.
-pub async fn diagnose(model: &Gpt, tokens: Tensor<2, Int>) -> Result<ModelDiagnostics, DiagnosticsError> {
-    diagnose_with(model, tokens, Ranks::Computed).await
+/// Diagnostics of every layer of `model`, the logit figures measured on `input`. Pass the model
+/// as it is evaluated (`valid()`, without dropout), or the figures of the later layers vary with
+/// dropout's masks.
+pub async fn diagnose(model: &Model, input: Input) -> Result<ModelDiagnostics, DiagnosticsError> {
+    diagnose_with(model, input, Ranks::Computed).await
 }
 
 /// Whether to compute the effective ranks, the one figure whose cost grows as d³ (a singular
@@ -110,11 +112,11 @@ pub enum Ranks {
 }
 
 /// [`diagnose`], with the effective ranks computed or left empty.
-pub async fn diagnose_with(model: &Gpt, tokens: Tensor<2, Int>, ranks: Ranks) -> Result<ModelDiagnostics, DiagnosticsError> {
-    if tokens.dims().contains(&0) {
+pub async fn diagnose_with(model: &Model, input: Input, ranks: Ranks) -> Result<ModelDiagnostics, DiagnosticsError> {
+    if input.is_empty() {
         return Err(DiagnosticsError::NoTokens);
     }
-    let mut x = model.embed(tokens, 0);
+    let mut x = model.embed(input);
     let mut layers = Vec::new();
     for block in model.layers() {
         let attention_input = normalise(&block.ln_1, x.clone());
@@ -424,19 +426,25 @@ fn tridiagonal_eigenvalues(d: &mut [f64], e: &mut [f64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpt::Gpt;
     use crate::gpt::tests::tiny_config;
     use crate::variant::AttentionVariant;
     use burn::tensor::Device;
+    use burn::tensor::Int;
 
     fn tokens(device: &Device) -> Tensor<2, Int> {
         Tensor::from_data(burn::tensor::TensorData::new((0..16).map(|i| (i * 5 % 13) as i64).collect::<Vec<_>>(), [2, 8]), device)
+    }
+
+    fn diagnose_gpt(model: &Gpt, device: &Device) -> ModelDiagnostics {
+        pollster::block_on(diagnose(&Model::Gpt(model.clone()), Input::Tokens(tokens(device)))).unwrap()
     }
 
     fn diagnose_config(variant: AttentionVariant, edit: impl FnOnce(&mut Gpt)) -> ModelDiagnostics {
         let device = Device::flex();
         let mut model = Gpt::new_seeded(&tiny_config(variant), &device, 3).unwrap();
         edit(&mut model);
-        pollster::block_on(diagnose(&model, tokens(&device))).unwrap()
+        diagnose_gpt(&model, &device)
     }
 
     #[test]
@@ -506,10 +514,7 @@ mod tests {
         let logits = |m: &Gpt| m.forward(tokens(&device)).into_data().try_to_vec::<f32>().unwrap();
         let largest = logits(&model).iter().zip(logits(&changed)).fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
         assert!(largest < 1e-4, "the change of basis changes no output: {largest}");
-        let (before, after) = (
-            pollster::block_on(diagnose(&model, tokens(&device))).unwrap(),
-            pollster::block_on(diagnose(&changed, tokens(&device))).unwrap(),
-        );
+        let (before, after) = (diagnose_gpt(&model, &device), diagnose_gpt(&changed, &device));
         for (b, a) in before.layers.iter().zip(&after.layers) {
             let (overlap_before, overlap_after) = (b.key_value_overlap.unwrap(), a.key_value_overlap.unwrap());
             // The same up to the rounding of the changed weights to f32.

@@ -71,6 +71,16 @@ impl Model {
         }
     }
 
+    /// The first block's input: embedded tokens at positions 0.., or the class token and the
+    /// embedded patches.
+    pub fn embed(&self, input: Input) -> Tensor<3> {
+        match (self, input) {
+            (Model::Gpt(gpt), Input::Tokens(tokens)) => gpt.embed(tokens, 0),
+            (Model::Vit(vit), Input::Pixels(pixels)) => vit.embed(pixels),
+            (model, input) => panic!("{} given {}", model.reads(), input.kind()),
+        }
+    }
+
     /// Logits [batch, time, outputs] for `input`, through the fused attention.
     ///
     /// # Panics
@@ -102,6 +112,14 @@ impl Model {
 }
 
 impl Input {
+    /// No rows, or rows of nothing.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Input::Tokens(tokens) => tokens.dims().contains(&0),
+            Input::Pixels(pixels) => pixels.dims().contains(&0),
+        }
+    }
+
     fn kind(&self) -> &'static str {
         match self {
             Input::Tokens(_) => "tokens",

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{AttentionConfig, GptConfig, Norm};
+use crate::config::{AttentionConfig, GptConfig, ImageInput, Norm};
 use crate::variant::AttentionVariant;
 
 /// GPT-2's BPE vocabulary (50257) padded to a multiple of 64, as nanoGPT and both papers do.
@@ -34,10 +34,12 @@ pub enum Preset {
     Synthetic,
     #[serde(rename = "theory")]
     Theory,
+    #[serde(rename = "vision-digits")]
+    VisionDigits,
 }
 
 impl Preset {
-    pub const ALL: [Preset; 9] = [
+    pub const ALL: [Preset; 10] = [
         Preset::Gpt2Small,
         Preset::Gpt2SmallRealloc,
         Preset::Paper2_300m,
@@ -47,6 +49,7 @@ impl Preset {
         Preset::Classroom,
         Preset::Synthetic,
         Preset::Theory,
+        Preset::VisionDigits,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,6 +63,7 @@ impl Preset {
             Preset::Classroom => "classroom",
             Preset::Synthetic => "synthetic",
             Preset::Theory => "theory",
+            Preset::VisionDigits => "vision-digits",
         }
     }
 
@@ -74,7 +78,13 @@ impl Preset {
             Preset::Classroom => "2×4×64, context 64: shows learning within seconds, even in a browser",
             Preset::Synthetic => "2×4×128, context 128: the digit-list tasks (copy, reverse, sort, swap, sub)",
             Preset::Theory => "2×2×32, no normalisation, untied: the setting of paper 1's exact W_Q elimination",
+            Preset::VisionDigits => "a ViT for the 8×8 digits: 2×2 patches, 3×4×64, class token, 10 classes",
         }
+    }
+
+    /// Whether the preset is a vision transformer's.
+    pub fn is_vision(self) -> bool {
+        self.config().is_vision()
     }
 
     /// The preset's architecture (with its own default variant).
@@ -113,6 +123,17 @@ impl Preset {
             // Digits 0-9 and the separator.
             Preset::Synthetic => gpt(11, 128, 2, 4, 128, true, 0.0),
             Preset::Theory => GptConfig { norm: Norm::None, tie_embeddings: false, ..gpt(SHAKESPEARE_CHARS, 32, 2, 2, 32, false, 0.0) },
+            Preset::VisionDigits => {
+                let image = ImageInput { height: 8, width: 8, channels: 1, patch: 2 };
+                let mut config = GptConfig {
+                    tie_embeddings: false,
+                    image: Some(image),
+                    mlp_hidden: 128,
+                    ..gpt(10, image.tokens(), 3, 4, 64, true, 0.1)
+                };
+                config.attention.bidirectional = true;
+                config
+            }
         }
     }
 }

@@ -87,6 +87,8 @@ impl ReparamCase {
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ReparamError {
+    #[error("cannot convert: the model is a vision transformer; paper 1's change of basis is built here for the GPT only")]
+    Vision,
     #[error("cannot convert: the model has LayerNorm, and LN(XΘ) ≠ LN(X)Θ: no exact conversion exists; use the approximate mode")]
     HasLayerNorm,
     #[error("cannot convert: the model has no LayerNorm: use the exact conversion")]

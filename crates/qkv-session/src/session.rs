@@ -1,6 +1,7 @@
 //! The session: one experiment at most, driven by [`Command`]s and answered with [`Message`]s.
 
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::activation::softmax;
+use burn::tensor::{Device, Tensor};
 use web_time::Instant;
 
 use qkv_model::Norm;
@@ -10,11 +11,11 @@ use qkv_model::reparam::ReparamCase;
 use qkv_train::Problem;
 use qkv_train::checkpoint::{self, Checkpoint};
 use qkv_train::cpu_copy::model_on_cpu;
-use qkv_train::dataset::{DataSource, Dataset, Upload};
+use qkv_train::dataset::{DataSource, Dataset, Inputs, Upload};
 use qkv_train::experiment::{Experiment, RunEvent};
 use qkv_train::generate::{SampleOptions, answer_list, generate};
 use qkv_train::plan::ExperimentPlan;
-use qkv_train::run::Run;
+use qkv_train::run::{Run, RunError};
 use qkv_train::synthetic::{Framing, SEP, Split};
 use qkv_train::theory::{TheoryCase, continue_converted, convert_and_measure};
 
@@ -243,10 +244,27 @@ impl Session {
         messages
     }
 
+    /// What the attention maps read (one row) and a label for each of its positions.
+    fn attention_input(&self, experiment: &Experiment) -> Result<(Inputs, Vec<String>), SessionError> {
+        let tokens = |(ids, labels): (Vec<u32>, Vec<String>)| (Inputs::Tokens(ids.into_iter().map(i64::from).collect()), labels);
+        match experiment.dataset() {
+            // The first held-out image: the class token, then the patches row by row.
+            Dataset::Images(images) => {
+                let patches = experiment.runs.first().and_then(|r| r.spec.model.image).map_or(0, |image| image.patches());
+                let columns = experiment.runs.first().and_then(|r| r.spec.model.image).map_or(1, |image| image.width / image.patch);
+                let labels =
+                    std::iter::once("class".to_string()).chain((0..patches).map(|p| format!("r{}c{}", p / columns, p % columns))).collect();
+                Ok((Inputs::Pixels(images.val.image(0).to_vec()), labels))
+            }
+            _ => self.attention_tokens(experiment).map(tokens),
+        }
+    }
+
     /// The prompt tokens of the attention maps and their labels.
     fn attention_tokens(&self, experiment: &Experiment) -> Result<(Vec<u32>, Vec<String>), SessionError> {
         let block_size = experiment.runs.iter().map(|r| r.spec.model.block_size).min().unwrap_or(1);
         match experiment.dataset() {
+            Dataset::Images(_) => unreachable!("images are read by attention_input"),
             Dataset::Synthetic(data) => {
                 // One validation example in full: the maps show how the answer reads the input (an
                 // encoder reads the list alone).
@@ -282,16 +300,14 @@ impl Session {
 
     async fn attention(&self) -> Result<AttentionMaps, SessionError> {
         let Some(experiment) = &self.experiment else { return Err(SessionError::NothingLoaded) };
-        let (tokens, labels) = self.attention_tokens(experiment)?;
-        let time = tokens.len();
-        let ids: Vec<i64> = tokens.iter().map(|&t| t as i64).collect();
+        let (inputs, labels) = self.attention_input(experiment)?;
+        let time = labels.len();
         let (mut runs, mut logits) = (Vec::new(), Vec::new());
         let mut diagnostics = Vec::new();
         for run in &experiment.runs {
             let model = burn::module::Module::valid(run.model());
             let device = run.device().clone().without_autodiff();
-            let input = Tensor::<2, Int>::from_data(TensorData::new(ids.clone(), [1, time]), &device);
-            let output = model.forward_with_attention(input);
+            let output = model.forward_with_attention(inputs.to_input(1, &device));
             let n_layer = output.attention.len();
             let n_head = output.attention.first().map_or(0, |l| l.dims()[1]);
             // Probabilities then logits, in one read.
@@ -305,8 +321,7 @@ impl Session {
             runs.push(maps(probabilities));
             logits.push(maps(logit_values));
             let ranks = if run.spec.model.n_embd <= LIVE_RANKS_MAX_WIDTH { Ranks::Computed } else { Ranks::Skipped };
-            let input = Tensor::<2, Int>::from_data(TensorData::new(ids.clone(), [1, time]), &device);
-            diagnostics.push(diagnose_with(&model, input, ranks).await?);
+            diagnostics.push(diagnose_with(&model, inputs.to_input(1, &device), ranks).await?);
         }
         Ok(AttentionMaps { step: experiment.step, tokens: labels, ids: self.ids.clone(), runs, logits, diagnostics })
     }
@@ -318,13 +333,13 @@ impl Session {
             Dataset::Text(data) => {
                 let prompt = if prompt.is_empty() { data.tokenizer.default_prompt() } else { prompt };
                 let ids = data.tokenizer.encode(prompt)?;
-                let generation = generate(&model, &ids, options).await?;
+                let generation = generate(&model.into_gpt().map_err(RunError::from)?, &ids, options).await?;
                 data.tokenizer.continued(prompt, &generation.tokens)
             }
             Dataset::Synthetic(data) => {
                 // Answer a validation list.
                 let (input, expected) = data.lists(Split::Val, options.seed as usize % Split::Val.examples());
-                let answer = answer_list(&model, &input).await?;
+                let answer = answer_list(&model.into_gpt().map_err(RunError::from)?, &input).await?;
                 let digits = |t: &[u32]| t.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" ");
                 let right = answer.iter().zip(&expected).filter(|(a, b)| a == b).count();
                 format!(
@@ -334,6 +349,18 @@ impl Session {
                     digits(&expected),
                     data.length
                 )
+            }
+            Dataset::Images(images) => {
+                // Classify a held-out image.
+                let index = options.seed as usize % images.val.len();
+                let device = experiment.runs[self.position(run)?].device().clone().without_autodiff();
+                let pixels = Inputs::Pixels(images.val.image(index).to_vec()).to_input(1, &device);
+                let probabilities = qkv_kernels::read_floats(softmax(model.forward(pixels), 2).reshape([-1])).await?;
+                let (predicted, p) =
+                    probabilities.iter().enumerate().fold((0, 0f32), |best, (class, &p)| if p > best.1 { (class, p) } else { best });
+                let name = |class: usize| images.class_names[class].clone();
+                let label = usize::from(images.val.label(index));
+                format!("held-out image {index}: {}, the model says {} ({:.0}%)", name(label), name(predicted), 100.0 * p)
             }
         };
         Ok(vec![Message::Sampled { run, text }])
@@ -543,7 +570,9 @@ pub(crate) mod tests {
         let (config, model) = from_safetensors(&bytes, "gpt2.safetensors", None, &device).unwrap();
         let mut training = qkv_train::TrainingConfig::for_preset(Preset::Classroom);
         training.batch_size = 4;
-        let run = Run::starting_from(RunSpec { name: "gpt2".into(), model: config, training }, model, &dataset, &device).unwrap();
+        let run =
+            Run::starting_from(RunSpec { name: "gpt2".into(), model: config, training }, qkv_model::Model::Gpt(model), &dataset, &device)
+                .unwrap();
         let checkpoint = qkv_train::checkpoint::to_bytes(&run, &dataset, "synthetic:reverse:6").block_on().unwrap();
 
         let mut session = Session::new(Device::flex(), "flex");

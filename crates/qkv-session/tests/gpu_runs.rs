@@ -7,7 +7,7 @@ use burn::module::Module;
 use burn::tensor::{Device, DeviceKind};
 use pollster::FutureExt as _;
 use qkv_kernels::Product;
-use qkv_model::{AttentionVariant, Gpt, Preset};
+use qkv_model::{AttentionVariant, Model, Preset};
 use qkv_session::{Command, Message, RunId, Session};
 use qkv_train::checkpoint::{self, Checkpoint};
 use qkv_train::cpu_copy::model_on_cpu;
@@ -28,7 +28,7 @@ fn wgpu_device() -> Device {
 }
 
 /// Every weight of `model`, in the module's order.
-fn weights(model: &Gpt) -> Vec<f32> {
+fn weights(model: &Model) -> Vec<f32> {
     let read = pollster::block_on(qkv_train::cpu_copy::read_weights(model)).expect("weights read back");
     read.into_iter().flat_map(|(_, data)| data.iter::<f32>().collect::<Vec<_>>()).collect()
 }

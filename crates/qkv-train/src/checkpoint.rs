@@ -8,6 +8,7 @@
 use burn::module::Module;
 use burn::store::{BurnpackStore, ModuleSnapshot};
 use burn::tensor::{Bytes, Device};
+use qkv_model::Model;
 use serde::{Deserialize, Serialize};
 
 use crate::cpu_copy::model_on_cpu;
@@ -111,7 +112,11 @@ pub async fn to_bytes(run: &Run, dataset: &Dataset, data: &str) -> Result<Vec<u8
     };
     let header = serde_json::to_vec(&header).map_err(|e| failed(cause(e)))?;
     let mut store = BurnpackStore::from_bytes(None);
-    model_on_cpu(run.model()).await.map_err(|e| failed(cause(e)))?.save_into(&mut store).map_err(|e| failed(cause(e)))?;
+    let saved = match model_on_cpu(run.model()).await.map_err(|e| failed(cause(e)))? {
+        Model::Gpt(gpt) => gpt.save_into(&mut store),
+        Model::Vit(vit) => vit.save_into(&mut store),
+    };
+    saved.map_err(|e| failed(cause(e)))?;
     let weights = store.get_bytes().map_err(|e| failed(cause(e)))?;
     let optimiser = run.optimiser().to_bytes().await.map_err(|e| failed(cause(e)))?;
 
@@ -205,9 +210,14 @@ impl Checkpoint {
 
     /// Puts the saved weights (and their parameter ids) into `model`, which must have every
     /// tensor the file has and no other.
-    fn load_weights(&self, model: &mut qkv_model::Gpt) -> Result<(), CheckpointError> {
+    fn load_weights(&self, model: &mut Model) -> Result<(), CheckpointError> {
         let mut store = BurnpackStore::from_bytes(Some(Bytes::from_bytes_vec(self.weights.clone())));
-        let applied = model.load_from(&mut store).map_err(|e| self.mismatch(e))?;
+        // The file holds the GPT's or the ViT's own tensors, named as in a GPT saved alone.
+        let applied = match model {
+            Model::Gpt(gpt) => gpt.load_from(&mut store),
+            Model::Vit(vit) => vit.load_from(&mut store),
+        }
+        .map_err(|e| self.mismatch(e))?;
         if !applied.is_success() || !applied.missing.is_empty() || !applied.unused.is_empty() {
             return Err(CheckpointError::WeightsDiffer {
                 name: self.name.clone(),
@@ -237,8 +247,8 @@ impl Checkpoint {
     }
 
     /// Only the model, for sampling and export (no optimiser, no dataset needed).
-    pub fn into_model(self, device: &Device) -> Result<qkv_model::Gpt, CheckpointError> {
-        let mut model = qkv_model::Gpt::new(&self.header.spec.model, device).map_err(|e| self.mismatch(e))?;
+    pub fn into_model(self, device: &Device) -> Result<Model, CheckpointError> {
+        let mut model = Model::new_seeded(&self.header.spec.model, device, 0).map_err(|e| self.mismatch(e))?;
         self.load_weights(&mut model)?;
         Ok(model.valid())
     }

@@ -78,6 +78,15 @@ pub enum DataError {
          {block_size}: raise block_size or shorten the lists"
     )]
     ListsTooLong { length: usize, needed: usize, block_size: usize },
+    #[error("{name} holds images: train a vision transformer on them (a vision preset, e.g. --preset vision-digits)")]
+    ImagesNeedVit { name: String },
+    #[error("this model is a vision transformer: it reads images, so give it images to train on (e.g. --data digits)")]
+    TokensNeedGpt,
+    #[error(
+        "{name}'s images are {data} but the model reads {model}: train a model of their shape (a vision preset's patch \
+         size must divide both sides)"
+    )]
+    ImageShape { name: String, data: crate::images::ImageShape, model: crate::images::ImageShape },
 }
 
 /// A named text.

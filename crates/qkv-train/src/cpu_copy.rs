@@ -9,8 +9,6 @@ use std::collections::HashMap;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::tensor::{Device, Tensor, TensorData};
 
-use qkv_model::Gpt;
-
 /// A read of the weights back from their device that failed (e.g. a lost GPU).
 #[derive(Debug, thiserror::Error)]
 #[error("reading the model's weights: {0}")]
@@ -18,7 +16,7 @@ pub struct WeightsReadError(#[from] pub qkv_kernels::ReadBackError);
 
 /// Every weight of `model`, in the order the module visits them, flattened and awaited from its
 /// device.
-pub async fn read_weights(model: &Gpt) -> Result<Vec<(ParamId, TensorData)>, WeightsReadError> {
+pub async fn read_weights<M: Module>(model: &M) -> Result<Vec<(ParamId, TensorData)>, WeightsReadError> {
     struct Flattened(Vec<(ParamId, Tensor<1>)>);
     impl ModuleVisitor for Flattened {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
@@ -38,7 +36,7 @@ pub async fn read_weights(model: &Gpt) -> Result<Vec<(ParamId, TensorData)>, Wei
 
 /// `model` in validation mode on flex, with the same parameter ids (which checkpoints and the
 /// optimiser state are keyed by).
-pub async fn model_on_cpu(model: &Gpt) -> Result<Gpt, WeightsReadError> {
+pub async fn model_on_cpu<M: Module>(model: &M) -> Result<M, WeightsReadError> {
     let model = model.valid();
     let cpu = Device::flex();
     if model.devices().iter().all(|d| *d == cpu) {

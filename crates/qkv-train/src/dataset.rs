@@ -7,13 +7,15 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::corpus::{DataError, TextCorpus};
+use crate::images::{ImageData, ImageShape, ImageSource, ImageSplit};
 use crate::rng::Rng;
 use crate::synthetic::{self, Framing, Split, SyntheticData, SyntheticTask};
 use crate::tokenizer::{Tokenizer, TokenizerKind};
 use crate::tokens::Tokens;
 
-/// Where the data comes from, as the user names it: `shakespeare`, `synthetic:TASK[:L][:encoder]`
-/// or a file path; or a text the user handed over (an upload), which carries its text with it.
+/// Where the data comes from, as the user names it: `shakespeare`, `synthetic:TASK[:L][:encoder]`,
+/// `digits` or a file path; or a text the user handed over (an upload), which carries its text
+/// with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DataSource {
     Shakespeare,
@@ -28,6 +30,8 @@ pub enum DataSource {
     /// split, with `val.bin` beside it; [`crate::tokens`]).
     File(String),
     Upload(Upload),
+    /// Images to classify, for a vision transformer.
+    Images(ImageSource),
 }
 
 /// A text the user handed over as bytes (dropped on the window, picked in the browser), known by
@@ -79,6 +83,7 @@ impl fmt::Display for DataSource {
             DataSource::Synthetic { task, length, framing: Framing::Encoder } => write!(f, "synthetic:{task}:{length}:encoder"),
             DataSource::File(path) => f.write_str(path),
             DataSource::Upload(upload) => f.write_str(&upload.name),
+            DataSource::Images(images) => images.fmt(f),
         }
     }
 }
@@ -92,7 +97,7 @@ pub enum DataSourceError {
     ListLength(String),
     #[error("'{0}' after the list length is not a framing: leave it out (a decoder) or write encoder, e.g. synthetic:rotate:8:encoder")]
     Framing(String),
-    #[error("empty data source: use shakespeare, synthetic:TASK[:L][:encoder] or a path to a UTF-8 text file")]
+    #[error("empty data source: use shakespeare, synthetic:TASK[:L][:encoder], digits or a path to a UTF-8 text file")]
     Empty,
 }
 
@@ -102,6 +107,9 @@ impl FromStr for DataSource {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s == "shakespeare" {
             return Ok(DataSource::Shakespeare);
+        }
+        if s == "digits" {
+            return Ok(DataSource::Images(ImageSource::Digits));
         }
         if let Some(rest) = s.strip_prefix("synthetic:") {
             let mut parts = rest.split(':');
@@ -138,23 +146,90 @@ pub struct TextData {
 pub enum Dataset {
     Text(TextData),
     Synthetic(SyntheticData),
+    Images(ImageData),
+}
+
+/// What a batch's rows hold: tokens [rows, time], or images [rows, values].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inputs {
+    Tokens(Vec<i64>),
+    Pixels(Vec<f32>),
+}
+
+impl Inputs {
+    /// The tokens, unless these are images.
+    pub fn tokens(&self) -> Option<&[i64]> {
+        match self {
+            Inputs::Tokens(tokens) => Some(tokens),
+            Inputs::Pixels(_) => None,
+        }
+    }
+
+    /// As a model reads them, in `rows` rows: tokens [rows, time], images [rows, values].
+    pub fn to_input(&self, rows: usize, device: &burn::tensor::Device) -> qkv_model::Input {
+        use burn::tensor::{Tensor, TensorData};
+        match self {
+            Inputs::Tokens(tokens) => {
+                qkv_model::Input::Tokens(Tensor::from_data(TensorData::new(tokens.clone(), [rows, tokens.len() / rows.max(1)]), device))
+            }
+            Inputs::Pixels(pixels) => {
+                qkv_model::Input::Pixels(Tensor::from_data(TensorData::new(pixels.clone(), [rows, pixels.len() / rows.max(1)]), device))
+            }
+        }
+    }
+
+    /// Rows `rows` of inputs that hold `total` rows.
+    pub fn rows(&self, rows: std::ops::Range<usize>, total: usize) -> Inputs {
+        fn cut<T: Clone>(values: &[T], rows: std::ops::Range<usize>, total: usize) -> Vec<T> {
+            let width = values.len() / total.max(1);
+            values[rows.start * width..rows.end * width].to_vec()
+        }
+        match self {
+            Inputs::Tokens(tokens) => Inputs::Tokens(cut(tokens, rows, total)),
+            Inputs::Pixels(pixels) => Inputs::Pixels(cut(pixels, rows, total)),
+        }
+    }
 }
 
 /// One batch, row-major [rows, time]. `loss_mask` is 1 where the loss counts (the answer of a
-/// synthetic example) and absent when every position counts.
+/// synthetic example; every image) and absent when every position counts. An image's row has
+/// one position, its label.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
     pub rows: usize,
     pub time: usize,
-    pub inputs: Vec<i64>,
+    pub inputs: Inputs,
     pub targets: Vec<i64>,
     pub loss_mask: Option<Vec<f32>>,
+}
+
+impl Batch {
+    /// The first `rows` rows.
+    pub fn first_rows(&self, rows: usize) -> Batch {
+        let rows = rows.min(self.rows);
+        let cells = 0..rows * self.time;
+        Batch {
+            rows,
+            time: self.time,
+            inputs: self.inputs.rows(0..rows, self.rows),
+            targets: self.targets[cells.clone()].to_vec(),
+            loss_mask: self.loss_mask.as_ref().map(|mask| mask[cells].to_vec()),
+        }
+    }
 }
 
 impl Dataset {
     /// Lists read whole by a bidirectional model (a synthetic task's encoder framing).
     pub fn is_encoder(&self) -> bool {
         matches!(self, Dataset::Synthetic(data) if data.framing == Framing::Encoder)
+    }
+
+    /// Images to classify, for a vision transformer.
+    pub fn images(&self) -> Option<&ImageData> {
+        match self {
+            Dataset::Images(images) => Some(images),
+            _ => None,
+        }
     }
 
     /// Tokenizes a text corpus with a tokenizer trained on its training split.
@@ -209,6 +284,7 @@ impl Dataset {
             DataSource::Synthetic { task, length, framing } => {
                 Ok(Dataset::Synthetic(SyntheticData { task: *task, length: *length, seed, framing: *framing }))
             }
+            DataSource::Images(source) => Ok(Dataset::Images(ImageData::load(*source))),
         }
     }
 
@@ -216,13 +292,14 @@ impl Dataset {
         match self {
             Dataset::Text(text) => text.tokenizer.vocab_size(),
             Dataset::Synthetic(_) => synthetic::VOCAB_SIZE,
+            Dataset::Images(images) => images.classes,
         }
     }
 
     pub fn tokenizer(&self) -> Option<&Tokenizer> {
         match self {
             Dataset::Text(text) => Some(&text.tokenizer),
-            Dataset::Synthetic(_) => None,
+            Dataset::Synthetic(_) | Dataset::Images(_) => None,
         }
     }
 
@@ -231,6 +308,8 @@ impl Dataset {
         match self {
             Dataset::Text(_) => block_size,
             Dataset::Synthetic(data) => data.time(),
+            // One label per image.
+            Dataset::Images(_) => 1,
         }
     }
 
@@ -248,7 +327,25 @@ impl Dataset {
             Dataset::Synthetic(data) if data.time() > block_size => {
                 Err(DataError::ListsTooLong { length: data.length, needed: data.time(), block_size })
             }
-            Dataset::Synthetic(_) => Ok(()),
+            Dataset::Synthetic(_) | Dataset::Images(_) => Ok(()),
+        }
+    }
+
+    /// Checks that `model` reads this data: images for a vision transformer of their shape,
+    /// tokens for a GPT.
+    pub fn check_model(&self, model: &qkv_model::GptConfig) -> Result<(), DataError> {
+        match (self, &model.image) {
+            (Dataset::Images(images), None) => Err(DataError::ImagesNeedVit { name: images.name() }),
+            (Dataset::Images(images), Some(input)) => {
+                let reads = ImageShape { height: input.height, width: input.width, channels: input.channels };
+                if reads == images.shape {
+                    Ok(())
+                } else {
+                    Err(DataError::ImageShape { name: images.name(), data: images.shape, model: reads })
+                }
+            }
+            (_, Some(_)) => Err(DataError::TokensNeedGpt),
+            (_, None) => Ok(()),
         }
     }
 
@@ -257,6 +354,7 @@ impl Dataset {
         match self {
             Dataset::Text(text) => text_batch(&text.train, rows, block_size, |n| rng.below(n)),
             Dataset::Synthetic(data) => synthetic_batch(data, Split::Train, rows, |n| rng.below(n)),
+            Dataset::Images(images) => image_batch(&images.train, rows, |n| rng.below(n)),
         }
     }
 
@@ -282,6 +380,17 @@ impl Dataset {
                     })
                     .collect()
             }
+            // The whole held-out set, in order.
+            Dataset::Images(images) => (0..images.val.len())
+                .step_by(rows.max(1))
+                .map(|start| {
+                    let mut next = start;
+                    image_batch(&images.val, rows.min(images.val.len() - start), |_| {
+                        next += 1;
+                        next - 1
+                    })
+                })
+                .collect(),
         }
     }
 }
@@ -298,32 +407,43 @@ fn text_batch(tokens: &Tokens, rows: usize, block_size: usize, mut pick: impl Fn
         inputs.extend(tokens.iter_from(start).take(block_size).map(i64::from));
         targets.extend(tokens.iter_from(start + 1).take(block_size).map(i64::from));
     }
-    Batch { rows, time: block_size, inputs, targets, loss_mask: None }
+    Batch { rows, time: block_size, inputs: Inputs::Tokens(inputs), targets, loss_mask: None }
+}
+
+/// `rows` images `pick`ed from `split`, their labels the targets; every row counts.
+fn image_batch(split: &ImageSplit, rows: usize, mut pick: impl FnMut(usize) -> usize) -> Batch {
+    let mut pixels = Vec::with_capacity(rows * split.image(0).len());
+    let mut targets = Vec::with_capacity(rows);
+    for _ in 0..rows {
+        let index = pick(split.len());
+        pixels.extend_from_slice(split.image(index));
+        targets.push(i64::from(split.label(index)));
+    }
+    // A mask of ones: the loss is the same, and the run counts the answers it got right.
+    Batch { rows, time: 1, inputs: Inputs::Pixels(pixels), targets, loss_mask: Some(vec![1.0; rows]) }
 }
 
 fn synthetic_batch(data: &SyntheticData, split: Split, rows: usize, mut pick: impl FnMut(usize) -> usize) -> Batch {
     let time = data.time();
     let answer = data.answer_positions();
-    let mut batch = Batch {
-        rows,
-        time,
-        inputs: Vec::with_capacity(rows * time),
-        targets: Vec::with_capacity(rows * time),
-        loss_mask: Some(Vec::with_capacity(rows * time)),
-    };
+    let (mut tokens, mut targets, mut mask) =
+        (Vec::with_capacity(rows * time), Vec::with_capacity(rows * time), Vec::with_capacity(rows * time));
     for _ in 0..rows {
-        let (inputs, targets) = data.input_and_targets(split, pick(split.examples()));
-        batch.inputs.extend(inputs.iter().map(|&t| t as i64));
-        batch.targets.extend(targets.iter().map(|&t| t as i64));
-        let mask = batch.loss_mask.as_mut().expect("synthetic batches are masked");
+        let (inputs, answers) = data.input_and_targets(split, pick(split.examples()));
+        tokens.extend(inputs.iter().map(|&t| t as i64));
+        targets.extend(answers.iter().map(|&t| t as i64));
         mask.extend((0..time).map(|t| if answer.contains(&t) { 1.0 } else { 0.0 }));
     }
-    batch
+    Batch { rows, time, inputs: Inputs::Tokens(tokens), targets, loss_mask: Some(mask) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tokens(batch: &Batch) -> &[i64] {
+        batch.inputs.tokens().expect("a batch of tokens")
+    }
 
     #[test]
     fn an_upload_carries_its_text_and_a_restored_one_asks_for_it_again() {
@@ -375,9 +495,9 @@ mod tests {
         let corpus = TextCorpus::from_bytes("t", "abcdefghijklmnopqrstuvwxyz".repeat(20).as_bytes()).unwrap();
         let data = Dataset::from_text(&corpus, &TokenizerKind::Char).unwrap();
         let batch = data.train_batch(&mut Rng::new(1), 3, 8);
-        assert_eq!(batch.inputs.len(), 24);
+        assert_eq!(tokens(&batch).len(), 24);
         for r in 0..3 {
-            assert_eq!(&batch.inputs[r * 8 + 1..r * 8 + 8], &batch.targets[r * 8..r * 8 + 7]);
+            assert_eq!(&tokens(&batch)[r * 8 + 1..r * 8 + 8], &batch.targets[r * 8..r * 8 + 7]);
         }
         assert_eq!(batch, data.train_batch(&mut Rng::new(1), 3, 8));
         assert_eq!(data.val_batches(2, 3, 8), data.val_batches(2, 3, 8));
@@ -403,7 +523,7 @@ mod tests {
         assert_eq!(data.vocab_size(), 42, "the largest id of either split, plus one");
         let batch = data.train_batch(&mut Rng::new(3), 2, 8);
         let Dataset::Text(text) = &data else { panic!("token data") };
-        let start = (0..train.len()).find(|&s| train[s..s + 8].iter().map(|&t| t as i64).eq(batch.inputs[..8].iter().copied()));
+        let start = (0..train.len()).find(|&s| train[s..s + 8].iter().map(|&t| t as i64).eq(tokens(&batch)[..8].iter().copied()));
         let start = start.expect("each row is a window of the training file");
         assert_eq!(batch.targets[..8], train[start + 1..start + 9].iter().map(|&t| t as i64).collect::<Vec<_>>()[..]);
         // Without a tokenizer, prompts and samples are ids.
@@ -451,10 +571,10 @@ mod tests {
         let data = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Copy, length: 4, seed: 0, framing: Framing::Decoder });
         let batch = data.train_batch(&mut Rng::new(2), 2, 64);
         assert_eq!(batch.time, 8);
-        let mask = batch.loss_mask.unwrap();
+        let mask = batch.loss_mask.clone().unwrap();
         assert_eq!(&mask[..8], &[0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]);
         // Where the loss counts, the target is the copied digit.
-        assert_eq!(&batch.targets[4..8], &batch.inputs[0..4]);
+        assert_eq!(&batch.targets[4..8], &tokens(&batch)[0..4]);
         let val = data.val_batches(1, 64, 64);
         assert_eq!(val.iter().map(|b| b.rows).sum::<usize>(), synthetic::VAL_EXAMPLES);
         // Another seed trains on other examples but is validated on the same ones.
@@ -466,9 +586,9 @@ mod tests {
         // An encoder reads the list alone and is scored at every position.
         let encoder = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Copy, length: 4, seed: 0, framing: Framing::Encoder });
         let batch = encoder.train_batch(&mut Rng::new(2), 2, 64);
-        assert_eq!((batch.time, batch.inputs.len()), (4, 8));
-        assert!(batch.loss_mask.unwrap().iter().all(|&m| m == 1.0));
-        assert_eq!(batch.targets, batch.inputs, "copy");
+        assert_eq!((batch.time, tokens(&batch).len()), (4, 8));
+        assert!(batch.loss_mask.as_ref().unwrap().iter().all(|&m| m == 1.0));
+        assert_eq!(batch.targets, tokens(&batch), "copy");
         assert!(encoder.check_fits(4).is_ok() && encoder.check_fits(3).is_err());
     }
 }

@@ -14,6 +14,7 @@ pub mod dataset;
 pub mod experiment;
 pub mod folder_lock;
 pub mod generate;
+pub mod images;
 pub mod loss;
 pub mod optimiser;
 pub mod papers;
@@ -33,8 +34,9 @@ pub mod tokens;
 
 pub use cause::{Cause, cause};
 pub use corpus::{DataError, TextCorpus};
-pub use dataset::{Batch, DataSource, Dataset, Upload};
+pub use dataset::{Batch, DataSource, Dataset, Inputs, Upload};
 pub use experiment::{Experiment, RunEvent};
+pub use images::{ImageData, ImageShape, ImageSource};
 pub use plan::{ExperimentPlan, PlanError, RunPlan, StartError};
 pub use problem::Problem;
 pub use recipe::{TrainingConfig, TrainingConfigError};

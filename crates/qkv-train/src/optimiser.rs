@@ -18,7 +18,7 @@ use burn::store::burn_pack::{self, Scalar};
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 
 use qkv_kernels::{AdamWStep, SumOfSquares, adamw_update};
-use qkv_model::Gpt;
+use qkv_model::Model;
 
 use crate::recipe::TrainingConfig;
 
@@ -92,7 +92,7 @@ impl Optimiser {
     /// Clips `grads` to the configured global norm and applies one AdamW step at `lr`. Returns
     /// the updated model and the gradient norm before clipping (a [1] tensor, not read back, so
     /// that no step waits on the device).
-    pub fn step(&mut self, model: Gpt, grads: GradientsParams, lr: f64) -> (Gpt, Tensor<1>) {
+    pub fn step(&mut self, model: Model, grads: GradientsParams, lr: f64) -> (Model, Tensor<1>) {
         let norm = global_norm(&model, &grads);
         // scale = max_norm / max(norm, max_norm): 1 when the norm is within bounds.
         let scale = self.grad_clip.map(|max_norm| norm.clone().clamp_min(max_norm).recip() * max_norm);
@@ -150,7 +150,7 @@ impl Optimiser {
 
     /// Whether every saved moment belongs to a parameter of `model` and has its size: a state
     /// from another model would otherwise fail at the next step instead of at loading.
-    pub fn check_fits(&self, model: &Gpt) -> Result<(), OptimiserStateError> {
+    pub fn check_fits(&self, model: &Model) -> Result<(), OptimiserStateError> {
         struct Sizes(BTreeMap<u64, usize>);
         impl ModuleVisitor for Sizes {
             fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
@@ -219,7 +219,7 @@ fn is_decayed(dims: &[usize], min_rank: usize) -> bool {
 }
 
 /// √(Σ‖g‖²) over every parameter's gradient, as a [1] tensor.
-pub fn global_norm(model: &Gpt, grads: &GradientsParams) -> Tensor<1> {
+pub fn global_norm(model: &Model, grads: &GradientsParams) -> Tensor<1> {
     struct Squares<'a> {
         grads: &'a GradientsParams,
         sum: SumOfSquares,
@@ -250,7 +250,7 @@ mod tests {
     use crate::run::tests::{tiny_spec, tiny_text};
 
     /// Burn's AdamW with the same decay groups, as QKV Lab ran before it had its own.
-    fn burns_adamw(model: &Gpt, config: &TrainingConfig) -> ModuleOptimizer {
+    fn burns_adamw(model: &Model, config: &TrainingConfig) -> ModuleOptimizer {
         let adamw = |weight_decay: f64| {
             AdamWConfig::new()
                 .with_beta_1(config.beta1 as f32)
@@ -281,12 +281,12 @@ mod tests {
     }
 
     /// Every weight of `model`, in the module's order.
-    fn weights(model: &Gpt) -> Vec<f32> {
+    fn weights(model: &Model) -> Vec<f32> {
         let read = pollster::block_on(crate::cpu_copy::read_weights(model)).expect("weights read back");
         read.into_iter().flat_map(|(_, data)| data.iter::<f32>().collect::<Vec<_>>()).collect()
     }
 
-    fn largest_difference(a: &Gpt, b: &Gpt) -> f32 {
+    fn largest_difference(a: &Model, b: &Model) -> f32 {
         weights(a).iter().zip(weights(b)).fold(0.0, |m, (x, y)| m.max((x - y).abs()))
     }
 
@@ -296,11 +296,11 @@ mod tests {
         let spec = tiny_spec(AttentionVariant::Standard, &dataset);
         let config = TrainingConfig { grad_clip: None, weight_decay: 0.1, ..spec.training.clone() };
         let device = Device::flex().autodiff();
-        let grads = |model: &Gpt, seed: u64| {
+        let grads = |model: &Model, seed: u64| {
             let (inputs, targets, mask) = batch_tensors(&dataset.train_batch(&mut Rng::new(seed), 8, 16), &device);
             GradientsParams::from_grads(cross_entropy(model.forward(inputs), targets, mask).backward(), model)
         };
-        let start = Gpt::new_seeded(&spec.model, &device, 7).unwrap();
+        let start = Model::new_seeded(&spec.model, &device, 7).unwrap();
         let (mut ours, mut theirs) = (start.clone(), start.clone());
         let mut optimiser = Optimiser::new(&config);
         let mut burn = burns_adamw(&start, &config);

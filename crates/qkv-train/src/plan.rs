@@ -200,8 +200,13 @@ impl ExperimentPlan {
     fn spec(&self, run: &RunPlan, name: String, dataset: &Dataset) -> Result<RunSpec, PlanError> {
         let mut model = self.model.applied_to(self.preset.config()).with_variant(run.variant);
         model.vocab_size = dataset.vocab_size();
-        // An encoder's lists are read whole: its attention sees both ways.
-        model.attention.bidirectional = dataset.is_encoder();
+        // An encoder's lists are read whole, a ViT's patches too: their attention sees both ways.
+        model.attention.bidirectional = dataset.is_encoder() || model.is_vision();
+        // A vision preset reads the data's images whatever their size, in its own patches.
+        if let (Some(input), Some(images)) = (&mut model.image, dataset.images()) {
+            (input.height, input.width, input.channels) = (images.shape.height, images.shape.width, images.shape.channels);
+            model.block_size = input.tokens();
+        }
         model.mlp_hidden = run.mlp_hidden.unwrap_or(model.mlp_hidden);
         model.attention.kv_heads = run.kv_heads;
         model.attention.scale = run.scale;

@@ -83,6 +83,8 @@ impl TrainingConfig {
             Preset::Classroom => TrainingConfig { lr: 3e-3, min_lr: 3e-4, warmup_steps: 20, eval_interval: 50, ..shakespeare(500, 16, 4) },
             Preset::Synthetic => TrainingConfig { eval_interval: 200, batch_size: 64, ..shakespeare(3000, 64, 1) },
             Preset::Theory => TrainingConfig { warmup_steps: 20, eval_interval: 50, ..shakespeare(500, 16, 4) },
+            // 1,498 training digits: 2,000 steps of 64 is about 85 passes over them.
+            Preset::VisionDigits => TrainingConfig { warmup_steps: 100, eval_interval: 100, ..shakespeare(2000, 64, 1) },
             Preset::Gpt2Small | Preset::Gpt2SmallRealloc => gpt(6e-4, 2000),
             Preset::Paper2_300m => gpt(2e-4, 500),
             Preset::Paper2_1_2b => gpt(6e-5, 1000),

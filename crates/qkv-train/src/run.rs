@@ -10,7 +10,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use web_time::Instant;
 
 use qkv_model::diagnostics::{DiagnosticsError, ModelDiagnostics, diagnose};
-use qkv_model::{ConfigError, Gpt};
+use qkv_model::{ConfigError, Input, Model};
 
 use crate::corpus::DataError;
 use crate::dataset::{Batch, Dataset};
@@ -58,7 +58,7 @@ pub enum RunError {
 
 pub struct Run {
     pub spec: RunSpec,
-    model: Option<Gpt>,
+    model: Option<Model>,
     optimiser: Optimiser,
     /// The autodiff device the model trains on.
     device: Device,
@@ -86,9 +86,9 @@ struct PendingEval {
     with_accuracy: bool,
 }
 
-pub(crate) fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>, Option<Tensor<2>>) {
+pub(crate) fn batch_tensors(batch: &Batch, device: &Device) -> (Input, Tensor<2, Int>, Option<Tensor<2>>) {
     let shape = [batch.rows, batch.time];
-    let inputs = Tensor::from_data(TensorData::new(batch.inputs.clone(), shape), device);
+    let inputs = batch.inputs.to_input(batch.rows, device);
     let targets = Tensor::from_data(TensorData::new(batch.targets.clone(), shape), device);
     let mask = batch.loss_mask.as_ref().map(|m| Tensor::from_data(TensorData::new(m.clone(), shape), device));
     (inputs, targets, mask)
@@ -96,7 +96,7 @@ pub(crate) fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, 
 
 /// Each batch's mean loss under `model`, in order, with its accuracy counts where it has a loss
 /// mask ([`accuracy_counts`]).
-fn evaluate_batches(model: &Gpt, batches: &[Batch], device: &Device) -> Vec<(Tensor<1>, Option<Tensor<1>>)> {
+fn evaluate_batches(model: &Model, batches: &[Batch], device: &Device) -> Vec<(Tensor<1>, Option<Tensor<1>>)> {
     batches
         .iter()
         .map(|batch| {
@@ -116,7 +116,7 @@ fn read_values(data: TensorData) -> Result<Vec<f64>, RunError> {
 impl Run {
     /// Builds the model (seeded by the training seed) on `device` with autodiff.
     pub fn new(spec: RunSpec, dataset: &Dataset, device: &Device) -> Result<Self, RunError> {
-        Self::with_model(spec, dataset, device, |spec, device| Ok(Gpt::new_seeded(&spec.model, device, spec.training.seed)?))
+        Self::with_model(spec, dataset, device, |spec, device| Ok(Model::new_seeded(&spec.model, device, spec.training.seed)?))
     }
 
     /// The run of `spec` on `device` (with autodiff), its model made by `model` once the spec
@@ -125,7 +125,7 @@ impl Run {
         spec: RunSpec,
         dataset: &Dataset,
         device: &Device,
-        model: impl FnOnce(&RunSpec, &Device) -> Result<Gpt, RunError>,
+        model: impl FnOnce(&RunSpec, &Device) -> Result<Model, RunError>,
     ) -> Result<Self, RunError> {
         spec.training.validate()?;
         spec.model.validate()?;
@@ -133,6 +133,7 @@ impl Run {
             return Err(RunError::VocabTooSmall { model: spec.model.vocab_size, data: dataset.vocab_size() });
         }
         dataset.check_fits(spec.model.block_size)?;
+        dataset.check_model(&spec.model)?;
         let device = device.clone().autodiff();
         let model = model(&spec, &device)?;
         let optimiser = Optimiser::new(&spec.training);
@@ -153,7 +154,7 @@ impl Run {
     /// A run that trains `model` (e.g. a converted one, in validation mode) from where
     /// `previous` stopped: step, tokens, time and metrics carry over so that curves continue; the
     /// optimiser starts fresh.
-    pub fn from_model(spec: RunSpec, model: Gpt, previous: &Run, dataset: &Dataset) -> Result<Self, RunError> {
+    pub fn from_model(spec: RunSpec, model: Model, previous: &Run, dataset: &Dataset) -> Result<Self, RunError> {
         let mut run = Self::starting_from(spec, model, dataset, &previous.device.clone().without_autodiff())?;
         run.restore(previous.step, previous.tokens, previous.wall_secs, previous.metrics.clone());
         run.replicas = previous.replicas.clone();
@@ -162,11 +163,11 @@ impl Run {
 
     /// A run at step 0 whose model starts from `model`'s weights (e.g. an imported GPT-2) instead
     /// of a fresh initialisation; the optimiser starts fresh.
-    pub fn starting_from(spec: RunSpec, model: Gpt, dataset: &Dataset, device: &Device) -> Result<Self, RunError> {
+    pub fn starting_from(spec: RunSpec, model: Model, dataset: &Dataset, device: &Device) -> Result<Self, RunError> {
         Self::with_model(spec, dataset, device, |_, device| Ok(model.fork(device).train()))
     }
 
-    pub fn model(&self) -> &Gpt {
+    pub fn model(&self) -> &Model {
         self.model.as_ref().expect("the model is only taken during a step")
     }
 
@@ -203,7 +204,7 @@ impl Run {
     /// step's), without waiting for its results.
     fn launch_step(&mut self, batches: &[Batch], ahead: usize) -> Result<PendingStep, RunError> {
         let model = self.model.take().expect("the model is present between steps");
-        let mut accumulator = GradientsAccumulator::<Gpt>::new();
+        let mut accumulator = GradientsAccumulator::<Model>::new();
         let mut loss_sum: Option<Tensor<1>> = None;
         let micro = batches.len() as f64;
         let parts = self.shards_per_batch();
@@ -241,8 +242,8 @@ impl Run {
     /// Each shard's weighted loss (not tracked) and gradients, in order, on the run's device;
     /// shards beyond the first run on threads of their own, on devices of their own when the run
     /// is spread over several ([`Run::spread_over`]).
-    fn shard_steps(&self, model: &Gpt, shards: &[Shard], micro: f64) -> Vec<(Tensor<1>, GradientsParams)> {
-        let step = |model: &Gpt, shard: &Shard, device: &Device| {
+    fn shard_steps(&self, model: &Model, shards: &[Shard], micro: f64) -> Vec<(Tensor<1>, GradientsParams)> {
+        let step = |model: &Model, shard: &Shard, device: &Device| {
             let (inputs, targets, mask) = batch_tensors(&shard.batch, device);
             let loss = cross_entropy(model.forward(inputs), targets, mask) * (shard.weight / micro);
             let grads = GradientsParams::from_grads(loss.backward(), model);
@@ -256,7 +257,7 @@ impl Run {
             // Each also draws its dropout masks from a shard of the model's seed stream, which
             // masks its rows as the whole batch would be masked.
             let devices: Vec<&Device> = (0..shards.len()).map(|i| self.shard_device(i)).collect();
-            let forks: Vec<Gpt> = shards
+            let forks: Vec<Model> = shards
                 .iter()
                 .zip(&devices)
                 .map(|(shard, device)| model.clone().fork(device).with_seeds(&model.seeds().shard(shard.first_row)))
@@ -413,12 +414,10 @@ impl Run {
     pub async fn diagnose(&self, val: &[Batch]) -> Result<ModelDiagnostics, DiagnosticsError> {
         /// Rows of the batch the logit figures average over: enough text, little time.
         const ROWS: usize = 4;
-        let batch = val.first().ok_or(DiagnosticsError::NoTokens)?;
-        let rows = batch.rows.min(ROWS);
-        let inputs = batch.inputs[..rows * batch.time].to_vec();
+        let batch = val.first().ok_or(DiagnosticsError::NoTokens)?.first_rows(ROWS);
         let device = self.device.clone().without_autodiff();
-        let tokens = Tensor::<2, Int>::from_data(TensorData::new(inputs, [rows, batch.time]), &device);
-        diagnose(&self.model().valid(), tokens).await
+        let (input, _, _) = batch_tensors(&batch, &device);
+        diagnose(&self.model().valid(), input).await
     }
 
     /// Whether an evaluation is due after the step just taken.
@@ -426,7 +425,7 @@ impl Run {
         self.step > 0 && (self.step.is_multiple_of(self.spec.training.eval_interval) || self.step >= self.spec.training.steps)
     }
 
-    pub(crate) fn parts_mut(&mut self) -> (&mut Option<Gpt>, &mut Optimiser) {
+    pub(crate) fn parts_mut(&mut self) -> (&mut Option<Model>, &mut Optimiser) {
         (&mut self.model, &mut self.optimiser)
     }
 
@@ -482,6 +481,67 @@ pub(crate) mod tests {
         }
         .for_variant(variant);
         RunSpec { name: variant.name().into(), model, training }
+    }
+
+    /// Every variant, with GQA and MQA where the variant allows them, learns to tell the digits
+    /// apart as a ViT, all on the same batches.
+    #[test]
+    fn a_vit_learns_the_digits_in_every_variant() {
+        use crate::images::ImageSource;
+        use crate::plan::{ExperimentPlan, RunPlan, TrainingOverrides};
+        let mut runs: Vec<RunPlan> = AttentionVariant::ALL.into_iter().map(RunPlan::new).collect();
+        runs.extend([
+            RunPlan::new(AttentionVariant::Standard).with_kv_heads(2),
+            RunPlan::new(AttentionVariant::SharedKeyValue).with_kv_heads(1),
+        ]);
+        let plan = ExperimentPlan {
+            preset: Preset::VisionDigits,
+            data: crate::DataSource::Images(ImageSource::Digits),
+            training: TrainingOverrides {
+                steps: Some(200),
+                batch_size: Some(32),
+                warmup_steps: Some(10),
+                eval_interval: Some(200),
+                ..Default::default()
+            },
+            runs,
+            ..Default::default()
+        };
+        let mut experiment = plan.experiment(&Device::flex()).unwrap();
+        assert_eq!(experiment.runs[0].spec.model.block_size, 17, "the class token and 16 patches of 2×2");
+        while !experiment.is_done() {
+            for event in experiment.step().block_on() {
+                assert!(matches!(event, RunEvent::Stepped { .. }), "{event:?}");
+            }
+        }
+        for run in &experiment.runs {
+            let accuracy = run.metrics.evals.last().unwrap().accuracy.unwrap();
+            // Chance is 10%; after 200 steps each is at 59% or more.
+            assert!(accuracy > 0.4, "{} kv_heads {}: held-out accuracy {accuracy}", run.spec.name, run.spec.model.kv_heads());
+        }
+        let diagnostics = experiment.runs[0].diagnose(experiment.val_batches()).block_on().unwrap();
+        assert_eq!(diagnostics.layers.len(), 3);
+    }
+
+    /// Images need a ViT, and a ViT needs images of its shape: each mismatch says how to fix it.
+    #[test]
+    fn images_and_tokens_go_to_the_model_that_reads_them() {
+        use crate::images::ImageSource;
+        let digits = Dataset::load(&crate::DataSource::Images(ImageSource::Digits), &crate::TokenizerKind::Char, 1).unwrap();
+        let text = tiny_text();
+        let mut gpt_on_images = tiny_spec(AttentionVariant::Standard, &text);
+        gpt_on_images.model.vocab_size = 10;
+        let error = Run::new(gpt_on_images, &digits, &Device::flex()).err().unwrap().to_string();
+        assert!(error.contains("holds images") && error.contains("vision-digits"), "{error}");
+        let vit = Preset::VisionDigits.config();
+        let spec = |model| RunSpec { name: "vit".into(), model, training: TrainingConfig::for_preset(Preset::VisionDigits) };
+        let error =
+            Run::new(spec(qkv_model::GptConfig { vocab_size: 80, ..vit.clone() }), &text, &Device::flex()).err().unwrap().to_string();
+        assert!(error.contains("give it images"), "{error}");
+        let mut other_shape = vit;
+        other_shape.image = Some(qkv_model::ImageInput { height: 4, width: 16, channels: 1, patch: 2 });
+        let error = Run::new(spec(other_shape), &digits, &Device::flex()).err().unwrap().to_string();
+        assert!(error.contains("images are 8×8 but the model reads 4×16"), "{error}");
     }
 
     #[test]
@@ -721,10 +781,10 @@ pub(crate) mod tests {
         spec.model.bias = true;
         spec.training.weight_decay = 0.5;
         let mut run = Run::new(spec, &dataset, &Device::flex()).unwrap();
-        let gain_before = run.model().blocks[0].ln_1.as_ref().unwrap().gamma.val().into_data();
+        let gain_before = run.model().layers().next().unwrap().ln_1.as_ref().unwrap().gamma.val().into_data();
         let batch = dataset.train_batch(&mut crate::rng::Rng::new(0), 4, 16);
         run.train_step(&[batch]).block_on().unwrap();
-        let gain_after = run.model().blocks[0].ln_1.as_ref().unwrap().gamma.val().into_data();
+        let gain_after = run.model().layers().next().unwrap().ln_1.as_ref().unwrap().gamma.val().into_data();
         // AdamW moves every parameter by ~lr·sign(grad); decay would add lr·wd·1 on top. The
         // update of a gain of 1 is then at most lr (plus rounding), never lr·(1 + wd).
         let lr = run.spec.training.lr_at(0);

@@ -44,7 +44,7 @@ pub(crate) fn split(batch: &Batch, parts: usize) -> Vec<Shard> {
             let shard = Batch {
                 rows: rows.len(),
                 time: batch.time,
-                inputs: batch.inputs[cells.clone()].to_vec(),
+                inputs: batch.inputs.rows(rows.clone(), batch.rows),
                 targets: batch.targets[cells.clone()].to_vec(),
                 loss_mask: batch.loss_mask.as_ref().map(|mask| mask[cells].to_vec()),
             };
@@ -56,10 +56,11 @@ pub(crate) fn split(batch: &Batch, parts: usize) -> Vec<Shard> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dataset::Inputs;
 
     fn batch(rows: usize, time: usize, mask: Option<Vec<f32>>) -> Batch {
         let cells = (0..(rows * time) as i64).collect::<Vec<_>>();
-        Batch { rows, time, inputs: cells.clone(), targets: cells.iter().map(|c| c + 100).collect(), loss_mask: mask }
+        Batch { rows, time, inputs: Inputs::Tokens(cells.clone()), targets: cells.iter().map(|c| c + 100).collect(), loss_mask: mask }
     }
 
     #[test]
@@ -67,7 +68,10 @@ mod tests {
         let whole = batch(5, 3, None);
         let shards = split(&whole, 2);
         assert_eq!(shards.iter().map(|s| s.batch.rows).collect::<Vec<_>>(), [3, 2]);
-        assert_eq!(shards.iter().flat_map(|s| s.batch.inputs.clone()).collect::<Vec<_>>(), whole.inputs);
+        assert_eq!(
+            shards.iter().flat_map(|s| s.batch.inputs.tokens().unwrap().to_vec()).collect::<Vec<_>>(),
+            whole.inputs.tokens().unwrap()
+        );
         assert_eq!(shards.iter().flat_map(|s| s.batch.targets.clone()).collect::<Vec<_>>(), whole.targets);
         assert_eq!(shards.iter().map(|s| s.weight).collect::<Vec<_>>(), [0.6, 0.4]);
         assert_eq!(shards.iter().map(|s| s.first_row).collect::<Vec<_>>(), [0, 3]);

@@ -9,7 +9,7 @@ use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
 use qkv_model::reparam::{Conversion, Eliminated, ReparamCase, ReparamError, eliminate_in_layer, eliminate_query, eliminate_query_approx};
-use qkv_model::{Gpt, GptConfig, Norm, ParamReport, Preset};
+use qkv_model::{Gpt, GptConfig, Model, Norm, ParamReport, Preset};
 
 use crate::dataset::{Batch, Dataset};
 use crate::loss::cross_entropy;
@@ -118,7 +118,7 @@ pub struct Agreement {
 }
 
 /// Logit differences and losses of two (validation-mode) models on `batches`.
-pub fn compare(a: &Gpt, b: &Gpt, batches: &[Batch], device: &Device) -> Agreement {
+pub fn compare(a: &Model, b: &Model, batches: &[Batch], device: &Device) -> Agreement {
     let (mut max, mut sum, mut count, mut loss_a, mut loss_b) = (0.0f64, 0.0f64, 0usize, 0.0, 0.0);
     for batch in batches {
         let (inputs, targets, mask) = crate::run::batch_tensors(batch, device);
@@ -172,10 +172,16 @@ pub struct ReparamReport {
 
 /// Converts `original`, the run's model in validation mode (on its own device or a copy on the
 /// CPU), and measures the conversion on `val`.
-pub fn convert_and_measure(case: TheoryCase, run: &Run, original: Gpt, val: &[Batch]) -> Result<(Conversion, ReparamReport), ReparamError> {
-    let conversion = case.convert(&original, &run.spec.model)?;
+pub fn convert_and_measure(
+    case: TheoryCase,
+    run: &Run,
+    original: Model,
+    val: &[Batch],
+) -> Result<(Conversion, ReparamReport), ReparamError> {
+    let Model::Gpt(gpt) = &original else { return Err(ReparamError::Vision) };
+    let conversion = case.convert(gpt, &run.spec.model)?;
     let device = original.devices().first().cloned().unwrap_or_else(|| run.device().clone().without_autodiff());
-    let agreement = compare(&original, &conversion.model, val, &device);
+    let agreement = compare(&original, &Model::Gpt(conversion.model.clone()), val, &device);
     let report = ReparamReport {
         case,
         layer: case.layer(&run.spec.model),
@@ -198,7 +204,7 @@ pub fn convert_and_measure(case: TheoryCase, run: &Run, original: Gpt, val: &[Ba
 /// the original's metrics so curves continue, a fresh optimiser.
 pub fn continue_converted(original: &Run, conversion: Conversion, name: &str, dataset: &Dataset) -> Result<Run, RunError> {
     let spec = RunSpec { name: name.to_string(), model: conversion.config, training: original.spec.training.clone() };
-    Run::from_model(spec, conversion.model, original, dataset)
+    Run::from_model(spec, Model::Gpt(conversion.model), original, dataset)
 }
 
 #[cfg(test)]

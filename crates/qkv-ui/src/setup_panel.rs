@@ -8,7 +8,7 @@ use qkv_model::{AttentionVariant, Preset};
 use qkv_train::dataset::DEFAULT_SYNTHETIC_LENGTH;
 use qkv_train::plan::{ExperimentPlan, RunPlan};
 use qkv_train::recipe::TrainingConfig;
-use qkv_train::{DataSource, Framing, SyntheticTask, TokenizerKind};
+use qkv_train::{DataSource, Framing, ImageSource, SyntheticTask, TokenizerKind};
 
 use crate::palette;
 
@@ -107,6 +107,7 @@ impl SetupPanel {
         let recipe = TrainingConfig::for_preset(plan.preset);
 
         let mut data_action = SetupAction::None;
+        let before = (plan.preset, plan.data.clone());
         Grid::new("setup_base").num_columns(2).spacing([8.0, 4.0]).show(ui, |ui| {
             ui.label("preset");
             ComboBox::from_id_salt("preset")
@@ -123,8 +124,9 @@ impl SetupPanel {
             ui.label("data");
             ui.horizontal(|ui| data_action = data_ui(ui, &mut plan.data, self.paths));
             ui.end_row();
+            match_preset_and_data(plan, before);
 
-            if !matches!(plan.data, DataSource::Synthetic { .. }) {
+            if matches!(plan.data, DataSource::Shakespeare | DataSource::File(_) | DataSource::Upload(_)) {
                 ui.label("tokenizer");
                 ui.horizontal(|ui| {
                     let is_bpe = matches!(plan.tokenizer, TokenizerKind::Bpe { .. });
@@ -259,6 +261,21 @@ impl SetupPanel {
     }
 }
 
+/// Images need a vision preset and a vision preset needs images: the one the user just changed
+/// brings the other along (a vision preset picks the digits, a text preset Shakespeare, images
+/// the digits' ViT, and anything else the classroom GPT).
+fn match_preset_and_data(plan: &mut ExperimentPlan, (preset, data): (Preset, DataSource)) {
+    let images = matches!(plan.data, DataSource::Images(_));
+    if images == plan.preset.is_vision() {
+        return;
+    }
+    if plan.preset != preset {
+        plan.data = if plan.preset.is_vision() { DataSource::Images(ImageSource::Digits) } else { DataSource::Shakespeare };
+    } else if plan.data != data {
+        plan.preset = if images { Preset::VisionDigits } else { Preset::Classroom };
+    }
+}
+
 /// The data row; says whether the user asked for a text (uploaded, or by path in a dialog).
 fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
     let upload_button = |ui: &mut Ui| {
@@ -269,6 +286,7 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
         DataSource::Shakespeare => "Shakespeare (embedded)",
         DataSource::Synthetic { .. } => "synthetic task",
         DataSource::File(_) | DataSource::Upload(_) => "my own text file",
+        DataSource::Images(_) => "images (8×8 digits)",
     };
     let own_text = matches!(data, DataSource::File(_) | DataSource::Upload(_));
     let combo = ComboBox::from_id_salt("data").selected_text(label).show_ui(ui, |ui| {
@@ -283,10 +301,18 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
         if ui.selectable_label(own_text, "my own text file").clicked() && !own_text {
             *data = DataSource::File(String::new());
         }
+        let images = matches!(data, DataSource::Images(_));
+        if ui
+            .selectable_label(images, "images (8×8 digits)")
+            .on_hover_text("handwritten digits to classify, with a vision transformer")
+            .clicked()
+        {
+            *data = DataSource::Images(ImageSource::Digits);
+        }
     });
     let _ = combo.response.accessible_name("data");
     match data {
-        DataSource::Shakespeare => {}
+        DataSource::Shakespeare | DataSource::Images(_) => {}
         DataSource::Synthetic { task, length, framing } => {
             ComboBox::from_id_salt("task")
                 .selected_text(task.name())

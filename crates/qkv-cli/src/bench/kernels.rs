@@ -93,7 +93,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
 
         // Generating n and 2n tokens: the difference is n tokens' steady cost, the prompt's and
         // the first token's excluded.
-        let model = run.model().valid();
+        let model = run.model().valid().into_gpt()?;
         let options = |max_new_tokens| SampleOptions { max_new_tokens, ..Default::default() };
         let before = counter.tally();
         generate(&model, &[0], &options(tokens)).block_on()?;

@@ -225,7 +225,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             train_steps(run, &batch, args.steps, args.read_back_every)?;
             train_rates[index].push(tokens_per_step * args.steps as f64 / started.elapsed().as_secs_f64());
 
-            let model = run.model().valid();
+            let model = run.model().valid().into_gpt()?;
             let options = SampleOptions { max_new_tokens: args.gen_tokens, seed: round as u64, ..Default::default() };
             generate(&model, &prompt, &SampleOptions { max_new_tokens: 4, ..options.clone() }).block_on()?;
             let started = Instant::now();

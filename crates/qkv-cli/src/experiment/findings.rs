@@ -95,7 +95,7 @@ pub(super) fn diagnostics_section(outcomes: &[Outcome]) -> String {
     }
     let mut out = format!(
         "{}\n\n| study | run | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | logit symmetry | logit RMS |\n|---|---|---:|---:|---:|---:|---:|\n",
-        crate::report::diagnostics_heading()
+        crate::report::diagnostics_heading("text")
     );
     for study in studies_of(outcomes) {
         for (name, list) in by_run(outcomes, study) {

@@ -1,0 +1,48 @@
+//! `qkv train --preset vision-digits --data digits` as a user runs it: a ViT on the embedded
+//! digits, its held-out accuracy printed and in summary.json; and what a mismatch of model and
+//! data says.
+
+use std::process::{Command, Output};
+
+fn qkv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_qkv")).args(args).output().expect("qkv runs")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_vit_trains_on_the_digits_and_reports_its_held_out_accuracy() {
+    let dir = std::env::temp_dir().join(format!("qkv-vision-cli-{}", std::process::id()));
+    let out = dir.join("run").display().to_string();
+    let trained =
+        qkv(&["train", "--preset", "vision-digits", "--data", "digits", "--variant", "wq-identity", "--steps", "40", "--out", &out]);
+    assert!(trained.status.success(), "{}", stderr(&trained));
+    let said = String::from_utf8_lossy(&trained.stdout);
+    assert!(said.contains("images in") && said.contains("held-out accuracy"), "{said}");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("run/summary.json")).unwrap()).unwrap();
+    let accuracy = summary["accuracy"].as_f64().expect("an accuracy");
+    // 40 steps: above chance (10%), far from done.
+    assert!((0.2..=1.0).contains(&accuracy), "{summary}");
+    assert_eq!(summary["steps"], 40);
+
+    // A ViT has no text to continue.
+    let checkpoint = dir.join("run/checkpoint.qkv").display().to_string();
+    let sampled = qkv(&["sample", "--checkpoint", &checkpoint]);
+    assert_eq!(sampled.status.code(), Some(2), "a command that cannot be");
+    assert!(stderr(&sampled).contains("vision transformer"), "{}", stderr(&sampled));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn model_and_data_that_do_not_go_together_say_how_to_fix_it() {
+    let out = std::env::temp_dir().join(format!("qkv-vision-cli-mismatch-{}", std::process::id())).display().to_string();
+    let text_to_vit = qkv(&["train", "--preset", "vision-digits", "--steps", "1", "--out", &out]);
+    assert_eq!(text_to_vit.status.code(), Some(1));
+    assert!(stderr(&text_to_vit).contains("--data digits"), "{}", stderr(&text_to_vit));
+    let images_to_gpt = qkv(&["train", "--preset", "classroom", "--data", "digits", "--steps", "1", "--out", &out]);
+    assert_eq!(images_to_gpt.status.code(), Some(1));
+    assert!(stderr(&images_to_gpt).contains("--preset vision-digits"), "{}", stderr(&images_to_gpt));
+    std::fs::remove_dir_all(&out).ok();
+}
