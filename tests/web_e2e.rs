@@ -534,9 +534,11 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
         return;
     }
 
-    // The second page opens a shared link: the default demo's setup with its first run renamed.
-    let default_setup = r#"{"plan":{"runs":[{"variant":"standard"},{"variant":"wq-identity"}]}}"#;
-    let mut setup: serde_json::Value = serde_json::from_str(default_setup).unwrap();
+    // The second page opens a shared link: ViTs on the embedded digits (the first page trained
+    // the default demo's GPTs), the first run renamed.
+    let vision_setup = r#"{"plan":{"preset":"vision-digits","data":{"Images":"digits"},"training":{"warmup_steps":10},
+        "runs":[{"variant":"standard"},{"variant":"wq-identity"}]}}"#;
+    let mut setup: serde_json::Value = serde_json::from_str(vision_setup).unwrap();
     setup["plan"]["runs"][0]["name"] = "from-the-link".into();
     // Once trained, the page reloads: the second load must come from the service worker's cache.
     // QKV_WEB_IN_PAGE=1 trains on the page's own thread (`?worker=0`), for web/bench.sh's comparison.

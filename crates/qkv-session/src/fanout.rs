@@ -308,19 +308,22 @@ impl Fanout {
         }
         let mut runs: Vec<_> = parts
             .iter()
-            .flat_map(|part| part.ids.iter().zip(&part.runs).zip(&part.logits).zip(&part.diagnostics))
-            .map(|(((&id, maps), logits), diagnosis)| (id, maps.clone(), logits.clone(), diagnosis.clone()))
+            .flat_map(|part| {
+                (part.ids.iter().zip(&part.runs).zip(&part.logits).zip(&part.diagnostics).enumerate())
+                    .map(move |(i, (((&id, maps), logits), diagnosis))| (id, maps, logits, diagnosis, part.predictions.get(i)))
+            })
             .collect();
         runs.sort_by_key(|(id, ..)| *id);
         let ids: Vec<RunId> = runs.iter().map(|(id, ..)| *id).collect();
         if !self.are_every_run(&ids) {
             return None;
         }
-        let (mut maps, mut logits, mut diagnostics) = (Vec::new(), Vec::new(), Vec::new());
-        for (_, run_maps, run_logits, diagnosis) in runs {
-            maps.push(run_maps);
-            logits.push(run_logits);
-            diagnostics.push(diagnosis);
+        let (mut maps, mut logits, mut diagnostics, mut predictions) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (_, run_maps, run_logits, diagnosis, predicted) in runs {
+            maps.push(run_maps.clone());
+            logits.push(run_logits.clone());
+            diagnostics.push(diagnosis.clone());
+            predictions.extend(predicted.cloned());
         }
         Some(AttentionMaps {
             step: parts.iter().map(|p| p.step).max().unwrap_or(0),
@@ -329,6 +332,8 @@ impl Fanout {
             runs: maps,
             logits,
             diagnostics,
+            images: parts[0].images.clone(),
+            predictions,
         })
     }
 

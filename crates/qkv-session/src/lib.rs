@@ -21,5 +21,5 @@ pub mod wire;
 
 pub use channel::{FrontEndGone, News, SessionHandle, SessionRelay, SessionTask, Turn, channel};
 pub use error::SessionError;
-pub use protocol::{AttentionMaps, CheckpointFile, Command, LIVE_RANKS_MAX_WIDTH, Message, RunId, RunInfo, Share};
+pub use protocol::{AttentionMaps, CheckpointFile, Command, HeldOutImages, LIVE_RANKS_MAX_WIDTH, Message, RunId, RunInfo, Share};
 pub use session::Session;

@@ -144,6 +144,28 @@ pub struct AttentionMaps {
     /// Per run: its attention diagnostics on the same prompt (effective ranks only for models
     /// up to [`LIVE_RANKS_MAX_WIDTH`] wide).
     pub diagnostics: Vec<ModelDiagnostics>,
+    /// Vision runs: the held-out images they classify, the maps' the first of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<HeldOutImages>,
+    /// Per run, laid out as `runs`: the class it gives each of `images` (none without images).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub predictions: Vec<Vec<usize>>,
+}
+
+/// The first held-out images of a vision experiment, as the app draws them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldOutImages {
+    pub height: usize,
+    pub width: usize,
+    pub channels: usize,
+    /// Pixels a patch is wide: the maps' tokens after the class token are the patches, row by
+    /// row.
+    pub patch: usize,
+    /// Each image's values in [0, 1], pixel by pixel (HWC).
+    pub pixels: Vec<Vec<f32>>,
+    /// Each image's true class.
+    pub labels: Vec<usize>,
+    pub class_names: Vec<String>,
 }
 
 /// The widest model whose effective ranks the live view computes: a singular value

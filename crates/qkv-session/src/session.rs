@@ -20,7 +20,7 @@ use qkv_train::synthetic::{Framing, SEP, Split};
 use qkv_train::theory::{TheoryCase, continue_converted, convert_and_measure};
 
 use crate::pace::steps_per_read_back;
-use crate::{AttentionMaps, CheckpointFile, Command, LIVE_RANKS_MAX_WIDTH, Message, RunId, RunInfo, SessionError, Share};
+use crate::{AttentionMaps, CheckpointFile, Command, HeldOutImages, LIVE_RANKS_MAX_WIDTH, Message, RunId, RunInfo, SessionError, Share};
 
 /// Prompt tokens shown in the attention maps of text data: enough to read, few enough to see.
 const ATTENTION_PROMPT_TOKENS: usize = 32;
@@ -304,9 +304,17 @@ impl Session {
         let time = labels.len();
         let (mut runs, mut logits) = (Vec::new(), Vec::new());
         let mut diagnostics = Vec::new();
+        let images = held_out_images(experiment);
+        let mut predictions = Vec::new();
         for run in &experiment.runs {
             let model = burn::module::Module::valid(run.model());
             let device = run.device().clone().without_autodiff();
+            if let Some(images) = &images {
+                let pixels = Inputs::Pixels(images.pixels.concat()).to_input(images.pixels.len(), &device);
+                let classes = model.forward(pixels).argmax(2).reshape([-1]);
+                let classes = qkv_kernels::read_back(classes).await?.iter::<i64>().map(|c| c as usize).collect();
+                predictions.push(classes);
+            }
             let output = model.forward_with_attention(inputs.to_input(1, &device));
             let n_layer = output.attention.len();
             let n_head = output.attention.first().map_or(0, |l| l.dims()[1]);
@@ -323,7 +331,7 @@ impl Session {
             let ranks = if run.spec.model.n_embd <= LIVE_RANKS_MAX_WIDTH { Ranks::Computed } else { Ranks::Skipped };
             diagnostics.push(diagnose_with(&model, inputs.to_input(1, &device), ranks).await?);
         }
-        Ok(AttentionMaps { step: experiment.step, tokens: labels, ids: self.ids.clone(), runs, logits, diagnostics })
+        Ok(AttentionMaps { step: experiment.step, tokens: labels, ids: self.ids.clone(), runs, logits, diagnostics, images, predictions })
     }
 
     async fn sample(&self, run: RunId, prompt: &str, options: &SampleOptions) -> Result<Vec<Message>, SessionError> {
@@ -428,6 +436,25 @@ impl Session {
     }
 }
 
+/// Held-out images the app shows each vision run's answers for.
+const HELD_OUT_SHOWN: usize = 8;
+
+/// The first held-out images of a vision experiment (the maps read the first), or none.
+fn held_out_images(experiment: &Experiment) -> Option<HeldOutImages> {
+    let images = experiment.dataset().images()?;
+    let input = experiment.runs.first()?.spec.model.image?;
+    let shown = 0..HELD_OUT_SHOWN.min(images.val.len());
+    Some(HeldOutImages {
+        height: images.shape.height,
+        width: images.shape.width,
+        channels: images.shape.channels,
+        patch: input.patch,
+        pixels: shown.clone().map(|i| images.val.image(i).to_vec()).collect(),
+        labels: shown.map(|i| usize::from(images.val.label(i))).collect(),
+        class_names: images.class_names.clone(),
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use std::time::Duration;
@@ -448,6 +475,33 @@ pub(crate) mod tests {
             runs: vec![RunPlan::new(AttentionVariant::Standard), RunPlan::new(AttentionVariant::SharedQueryKey)],
             ..ExperimentPlan::default()
         }
+    }
+
+    /// A vision experiment's maps read the first held-out image, and come with a strip of
+    /// held-out images and every run's answer for each; a sample classifies one.
+    #[test]
+    fn a_vision_experiment_shows_its_images_and_each_runs_answers() {
+        let mut session = Session::new(Device::flex(), "flex");
+        let plan = ExperimentPlan {
+            preset: Preset::VisionDigits,
+            data: "digits".parse().unwrap(),
+            training: TrainingOverrides { steps: Some(3), batch_size: Some(8), ..Default::default() },
+            runs: vec![RunPlan::new(AttentionVariant::Standard), RunPlan::new(AttentionVariant::SharedQueryKeyRel)],
+            ..ExperimentPlan::default()
+        };
+        session.handle(Command::Load(plan)).block_on();
+        let messages = session.handle(Command::AttentionPrompt(String::new())).block_on();
+        let Some(Message::Attention(maps)) = messages.iter().find(|m| matches!(m, Message::Attention(_))) else { panic!("{messages:?}") };
+        assert_eq!(maps.tokens.len(), 17);
+        assert_eq!((maps.tokens[0].as_str(), maps.tokens[16].as_str()), ("class", "r3c3"));
+        let images = maps.images.as_ref().expect("held-out images");
+        assert_eq!((images.pixels.len(), images.pixels[0].len(), images.patch), (8, 64, 2));
+        assert_eq!(maps.predictions.len(), 2, "one row of answers per run");
+        assert!(maps.predictions.iter().all(|answers| answers.len() == 8 && answers.iter().all(|&c| c < 10)));
+        let sampled =
+            session.handle(Command::Sample { run: RunId(0), prompt: String::new(), options: SampleOptions::default() }).block_on();
+        let Some(Message::Sampled { text, .. }) = sampled.first() else { panic!("{sampled:?}") };
+        assert!(text.starts_with("held-out image ") && text.contains("the model says"), "{text}");
     }
 
     #[test]

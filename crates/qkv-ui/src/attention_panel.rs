@@ -216,13 +216,17 @@ impl AttentionPanel {
 
     pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> AttentionRequest {
         let mut request = AttentionRequest::None;
+        // A vision experiment's maps read its first held-out image: there is no prompt to type.
+        let images = view.attention().is_some_and(|maps| maps.images.is_some());
         ui.horizontal(|ui| {
-            ui.label("prompt");
-            let edit = ui
-                .add(egui::TextEdit::singleline(&mut self.prompt).hint_text("a line of the validation text").desired_width(320.0))
-                .accessible_name("attention prompt");
-            if edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) || ui.button("show").clicked() {
-                request = AttentionRequest::Prompt(self.prompt.clone());
+            if !images {
+                ui.label("prompt");
+                let edit = ui
+                    .add(egui::TextEdit::singleline(&mut self.prompt).hint_text("a line of the validation text").desired_width(320.0))
+                    .accessible_name("attention prompt");
+                if edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) || ui.button("show").clicked() {
+                    request = AttentionRequest::Prompt(self.prompt.clone());
+                }
             }
             ui.label("refresh every");
             let refresh = ui.add(egui::DragValue::new(&mut self.refresh_every).range(1..=10_000).suffix(" steps"));

@@ -14,6 +14,7 @@ pub mod figures;
 pub mod files;
 pub mod files_panel;
 pub mod frame_timer;
+pub mod images_panel;
 pub mod lessons;
 pub mod loss_panel;
 pub mod news;

@@ -154,11 +154,12 @@ impl LossPanel {
                 }
             });
         if has_accuracy {
+            let images = view.runs.first().is_some_and(|run| run.info.spec.model.is_vision());
             Plot::new("accuracy_plot")
                 .legend(Legend::default())
                 .height(ui.available_height().max(100.0))
                 .x_axis_label(self.x_axis.label())
-                .y_axis_label("val accuracy per token")
+                .y_axis_label(if images { "held-out accuracy" } else { "val accuracy per token" })
                 .include_y(0.0)
                 .include_y(1.0)
                 .show(ui, |plot| {

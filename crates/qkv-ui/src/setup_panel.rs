@@ -262,8 +262,8 @@ impl SetupPanel {
 }
 
 /// Images need a vision preset and a vision preset needs images: the one the user just changed
-/// brings the other along (a vision preset picks the digits, a text preset Shakespeare, images
-/// the digits' ViT, and anything else the classroom GPT).
+/// brings the other along (a vision preset picks the digits, a text preset Shakespeare; images
+/// pick the digits' ViT, a list task the synthetic preset, a text the classroom GPT).
 fn match_preset_and_data(plan: &mut ExperimentPlan, (preset, data): (Preset, DataSource)) {
     let images = matches!(plan.data, DataSource::Images(_));
     if images == plan.preset.is_vision() {
@@ -272,7 +272,11 @@ fn match_preset_and_data(plan: &mut ExperimentPlan, (preset, data): (Preset, Dat
     if plan.preset != preset {
         plan.data = if plan.preset.is_vision() { DataSource::Images(ImageSource::Digits) } else { DataSource::Shakespeare };
     } else if plan.data != data {
-        plan.preset = if images { Preset::VisionDigits } else { Preset::Classroom };
+        plan.preset = match plan.data {
+            DataSource::Images(_) => Preset::VisionDigits,
+            DataSource::Synthetic { .. } => Preset::Synthetic,
+            _ => Preset::Classroom,
+        };
     }
 }
 
@@ -366,6 +370,32 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn images_and_a_vision_preset_bring_each_other_along() {
+        let mut plan = ExperimentPlan::default();
+        let before = (plan.preset, plan.data.clone());
+        plan.data = DataSource::Images(ImageSource::Digits);
+        match_preset_and_data(&mut plan, before);
+        assert_eq!(plan.preset, Preset::VisionDigits, "images chose the ViT");
+        let before = (plan.preset, plan.data.clone());
+        plan.preset = Preset::ShakespeareCharCpu;
+        match_preset_and_data(&mut plan, before);
+        assert_eq!(plan.data, DataSource::Shakespeare, "a text preset chose text");
+        let before = (plan.preset, plan.data.clone());
+        plan.preset = Preset::VisionDigits;
+        match_preset_and_data(&mut plan, before);
+        assert_eq!(plan.data, DataSource::Images(ImageSource::Digits), "the ViT chose images");
+        let before = (plan.preset, plan.data.clone());
+        plan.data = "synthetic:reverse".parse().unwrap();
+        match_preset_and_data(&mut plan, before);
+        assert_eq!(plan.preset, Preset::Synthetic, "a list task chose a GPT for lists");
+        // A link that names both keeps both.
+        let setup: Setup =
+            serde_json::from_str(r#"{"plan":{"preset":"vision-digits","data":{"Images":"digits"},"runs":[{"variant":"standard"}]}}"#)
+                .unwrap();
+        assert_eq!((setup.plan.preset, setup.plan.data), (Preset::VisionDigits, DataSource::Images(ImageSource::Digits)));
+    }
 
     #[test]
     fn a_link_may_give_only_part_of_a_setup() {

@@ -195,7 +195,16 @@ mod tests {
 
     fn maps_at(step: usize) -> AttentionMaps {
         let one_map = vec![vec![vec![vec![0.5]]]];
-        AttentionMaps { step, tokens: vec!["a".into()], ids: Vec::new(), runs: one_map.clone(), logits: one_map, diagnostics: Vec::new() }
+        AttentionMaps {
+            step,
+            tokens: vec!["a".into()],
+            ids: Vec::new(),
+            runs: one_map.clone(),
+            logits: one_map,
+            diagnostics: Vec::new(),
+            images: None,
+            predictions: Vec::new(),
+        }
     }
 
     #[test]

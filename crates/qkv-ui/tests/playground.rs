@@ -140,7 +140,7 @@ fn run_until(harness: &mut Harness<'_, State>, what: &str, done: impl Fn(&Playgr
 /// narrower ones) does not move the mask's edge.
 fn mask_timings(harness: &mut Harness<'_, State>) {
     const WIDTH: f32 = 360.0;
-    for label in ["frame ", "tokens/s"] {
+    for label in ["frame ", "tokens/s", "images/s"] {
         let rects: Vec<_> = harness.query_all_by_label_contains(label).map(|node| node.rect()).collect();
         for rect in rects {
             harness.mask(egui::Rect::from_min_size(rect.min, egui::vec2(rect.width().max(WIDTH), rect.height())));
@@ -223,6 +223,38 @@ fn stepping_the_default_demo_fills_every_panel() {
 
     mask_timings(&mut harness);
     harness.snapshot_options("default_demo_after_5_steps", &SnapshotOptions::new().max_failed_pixels(200));
+}
+
+/// Picking images as the data brings the vision preset along; the playground then trains ViTs
+/// and shows held-out digits with each run's answers, where each class token looks, and the
+/// held-out accuracy.
+#[test]
+fn the_images_choice_trains_vits_and_shows_their_answers() {
+    let mut harness = harness();
+    harness.run_steps(2);
+    harness.get_by_role_and_label(egui::accesskit::Role::ComboBox, "data").click();
+    harness.run_steps(2);
+    harness.get_by_label("images (8×8 digits)").click();
+    harness.run_steps(2);
+    let setup = &harness.state_mut().as_mut().unwrap().setup_mut().plan;
+    assert_eq!((setup.preset.name(), setup.data.to_string()), ("vision-digits", "digits".to_string()));
+    harness.get_by_label_contains("Apply setup").click();
+    run_until(&mut harness, "the untrained maps", |p| p.view().attention().is_some_and(|maps| maps.images.is_some()));
+    harness.get_by_label("Step").click();
+    run_until(&mut harness, "the first step", |p| p.view().step() >= 1);
+    harness.run_steps(3);
+
+    let app = playground(&harness);
+    assert_eq!(app.drawn().attention_maps, 2 * 3 * 4, "2 runs × 3 layers × 4 heads");
+    for text in ["Held-out images", "Where the class token looks: last layer, mean over heads", "held-out accuracy"] {
+        assert!(harness.query_all_by_label_contains(text).count() >= 1, "{text} is on screen");
+    }
+    let maps = app.view().attention().unwrap();
+    assert_eq!(maps.predictions.len(), 2);
+    // The strip names each image's class: the first held-out digit is a 5.
+    let first = maps.images.as_ref().unwrap().labels[0];
+    assert!(harness.query_all_by_label(&first.to_string()).count() >= 1);
+    assert!(harness.query_by_label("attention prompt").is_none(), "the maps read a held-out image, not a prompt");
 }
 
 #[test]

@@ -227,9 +227,12 @@ impl Playground {
                 ui.label("no runs yet");
             }
             for run in &self.view.runs {
-                let rate = run.recent_tokens_per_sec().map_or("–".into(), |r| format!("{r:.0} tokens/s"));
+                // A ViT's tokens are its images, and its accuracy is on held-out ones.
+                let (unit, accuracy) =
+                    if run.info.spec.model.is_vision() { ("images", "held-out accuracy") } else { ("tokens", "accuracy") };
+                let rate = run.recent_tokens_per_sec().map_or("–".into(), |r| format!("{r:.0} {unit}/s"));
                 let val = run.evals.last().map_or("–".into(), |e| format!("{:.4}", e.val_loss));
-                let accuracy = run.evals.last().and_then(|e| e.accuracy).map(|a| format!(", accuracy {:.1}%", 100.0 * a));
+                let accuracy = run.evals.last().and_then(|e| e.accuracy).map(|a| format!(", {accuracy} {:.1}%", 100.0 * a));
                 ui.colored_label(run.colour, format!("{}: {rate}, val loss {val}{}", run.name(), accuracy.unwrap_or_default()));
             }
             if !self.view.backend.is_empty() {
@@ -315,6 +318,11 @@ impl Playground {
             });
         });
         ui.separator();
+        if self.view.attention().is_some_and(|maps| maps.images.is_some()) {
+            ui.label(RichText::new("Held-out images").strong());
+            self.panels.images.ui(ui, &self.view);
+            ui.separator();
+        }
         ui.label(RichText::new("Attention maps").strong());
         match self.panels.attention.ui(ui, &self.view) {
             AttentionRequest::None => {}

@@ -17,6 +17,7 @@ use crate::compute_trial::Trial;
 use crate::costs_panel::CostsPanel;
 use crate::files_panel::FilesPanel;
 use crate::frame_timer::FrameTimer;
+use crate::images_panel::ImagesPanel;
 use crate::lessons::LESSONS;
 use crate::loss_panel::LossPanel;
 use crate::news::NewsPacing;
@@ -55,6 +56,7 @@ struct Panels {
     loss: LossPanel,
     costs: CostsPanel,
     attention: AttentionPanel,
+    images: ImagesPanel,
     samples: SamplesPanel,
     variants: ParamsPanel,
     /// Export and import (the export folder and the checkpoint path on the desktop).
@@ -70,6 +72,7 @@ impl Panels {
             loss: LossPanel::default(),
             costs: CostsPanel::default(),
             attention: AttentionPanel::default(),
+            images: ImagesPanel::default(),
             samples: SamplesPanel::default(),
             variants: ParamsPanel::default(),
             files: FilesPanel { paths: folder.is_some(), folder: folder.unwrap_or_default(), import_path: String::new() },
