@@ -161,6 +161,32 @@ def paper2_synthetic(rows):
     return table
 
 
+def paper2_vision(rows):
+    """One table per study: loss and held-out accuracy, each paired against its first run."""
+    table = []
+    for study in studies(rows):
+        runs = by_run(rows, study)
+        reference = runs[0][1]
+        for i, (name, list_) in enumerate(runs):
+            if i == 0:
+                loss, accuracy = "reference", "reference"
+            else:
+                loss = paired_cell(paired("loss", list_, reference, "best_val_loss"))
+                change = paired("accuracy", list_, reference, "accuracy")
+                accuracy = "-" if change is None else (
+                    f"{signed(change[0])} pt ± {change[1]:.2f}" if change[2] > 1 else f"{signed(change[0])} pt"
+                )
+            stat = mean_std(number(r["accuracy"]) for r in list_)
+            held_out = "-" if stat is None else (
+                f"{100.0 * stat[0]:.2f} ± {100.0 * stat[1]:.2f}%" if stat[2] > 1 else f"{100.0 * stat[0]:.2f}%"
+            )
+            table.append(
+                f"| {name} | {list_[0]['total_params']} | {pm(mean_std(number(r['best_val_loss']) for r in list_))} "
+                f"| {loss} | {held_out} | {accuracy} |"
+            )
+    return table
+
+
 def t_central(t, df):
     """P(|T| < t) for Student's t with integer df >= 1 (Abramowitz & Stegun 26.7.3-4)."""
     theta = math.atan(t / math.sqrt(df))
@@ -189,7 +215,7 @@ def p_value(tested, stat):
         if std == 0.0:
             return 1.0 if mean == 0.0 else 0.0
         return 2.0 * upper_tail(abs(mean) / (std / math.sqrt(n)), n - 1)
-    margin = float(tested[len("within ±") : -1])
+    margin = float(tested[len("within ±") :].removesuffix("%").removesuffix(" pt"))
     if std == 0.0:
         return 0.0 if abs(mean) < margin else 1.0
     error = std / math.sqrt(n)
@@ -205,9 +231,10 @@ def holm(p_values):
     return adjusted
 
 
-def corrected_tests(report, rows, unit):
+def corrected_tests(report, rows, unit, column="best_val_loss"):
     """The report's table of tests corrected together: each test named in it (A against B, what
-    it tests) computed again from results.csv, then Holm's correction over all of them."""
+    it tests) computed again from results.csv (`column`'s changes in `unit`), then Holm's
+    correction over all of them."""
     tests = []
     for line in report.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -220,7 +247,7 @@ def corrected_tests(report, rows, unit):
     stats = []
     for comparison, tested in tests:
         first, second = comparison.split(" against ")
-        stats.append(paired(unit, runs[first], runs[second], "best_val_loss"))
+        stats.append(paired(unit, runs[first], runs[second], column))
     adjusted = holm([p_value(tested, stat) for (_, tested), stat in zip(tests, stats)])
     return [
         f"| {comparison} | {tested} | {p_value(tested, stat):.4f} | {corrected:.4f} | {'yes' if corrected < 0.05 else 'no'} |"
@@ -232,6 +259,7 @@ KINDS = {
     "paper1": lambda report, rows: paper1(rows) + corrected_tests(report, rows, "loss"),
     "paper2": lambda report, rows: paper2(rows) + corrected_tests(report, rows, "perplexity"),
     "paper2-synthetic": lambda report, rows: paper2_synthetic(rows),
+    "paper2-vision": lambda report, rows: paper2_vision(rows) + corrected_tests(report, rows, "accuracy", "accuracy"),
 }
 
 

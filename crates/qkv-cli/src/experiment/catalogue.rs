@@ -3,7 +3,7 @@
 
 use qkv_model::{AttentionVariant, GptConfig, ParamReport, Preset};
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
-use qkv_train::{DataSource, Framing, SyntheticTask, TrainingConfig};
+use qkv_train::{DataSource, Framing, ImageSource, SyntheticTask, TrainingConfig};
 
 use super::{ExperimentArgs, ExperimentKind, Scale};
 use crate::Failure;
@@ -180,6 +180,7 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
     let steps = args.steps.or(args.scale.default_steps());
     let data = match (&args.data, args.scale) {
         (Some(data), _) => data.clone(),
+        (None, _) if args.paper == ExperimentKind::Paper2Vision => DataSource::Images(ImageSource::Digits),
         (None, Scale::Gpu) => {
             return Err(
                 "--scale gpu trains GPT-2 small on your own data: give --data PATH (a text with --tokenizer bpe:N, or nanoGPT's train.bin)"
@@ -223,6 +224,13 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
                 }
             }
             studies
+        }
+        // Every variant of paper 2's text study, and (Q=K-V)+rel, as ViTs on images.
+        ExperimentKind::Paper2Vision => {
+            let preset = Preset::VisionDigits;
+            let mut runs = paper2_runs(preset.config().n_head);
+            runs.insert(3, RunPlan::new(AttentionVariant::SharedQueryKeyRel).named("(Q=K-V)+rel"));
+            vec![Study { name: data.to_string(), plan: plan(preset, data, runs) }]
         }
         // The list tasks at one short length measure nothing (every variant solves them):
         // paper2-synthetic sweeps them over the lengths where the variants part ways.

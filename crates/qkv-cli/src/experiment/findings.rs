@@ -11,7 +11,7 @@ use super::stats::{Direction, Family, PairedChange, Unit, mean_std, signed};
 
 /// Mean ± std; losses near zero (solved synthetic tasks) in scientific notation, where four
 /// decimals would print them all as 0.0001.
-fn pm(stat: Option<(f64, f64, usize)>) -> String {
+pub(super) fn pm(stat: Option<(f64, f64, usize)>) -> String {
     stat.map_or("-".into(), |(m, s, n)| match (n > 1, m.abs() < 0.01) {
         (true, false) => format!("{m:.4} ± {s:.4}"),
         (false, false) => format!("{m:.4}"),
@@ -25,12 +25,12 @@ fn change(value: f64, reference: f64) -> String {
 }
 
 /// A run's best validation loss in each seed that has one.
-fn best_losses(list: &[&Outcome]) -> Vec<(u64, f64)> {
+pub(super) fn best_losses(list: &[&Outcome]) -> Vec<(u64, f64)> {
     list.iter().filter_map(|o| Some((o.seed, o.summary.best_val_loss?))).collect()
 }
 
 /// A table cell: the paired mean change ± its std over seeds, "-" where there is none.
-fn paired_cell(change: Option<&PairedChange>) -> String {
+pub(super) fn paired_cell(change: Option<&PairedChange>) -> String {
     change.map_or("-".into(), |c| match c.stats() {
         (m, s, n) if n > 1 => format!("{} ± {s:.2}%", signed(m)),
         (m, _, _) => format!("{}%", signed(m)),
@@ -89,13 +89,13 @@ fn verdict(change: &PairedChange, claim: Claim) -> String {
 /// The trained models' attention diagnostics by study and run: mean ± std over seeds of each
 /// figure's mean over layers, ending in a blank line. Empty when no outcome has them (seeds saved
 /// before they existed).
-pub(super) fn diagnostics_section(outcomes: &[Outcome]) -> String {
+pub(super) fn diagnostics_section(outcomes: &[Outcome], inputs: &str) -> String {
     if outcomes.iter().all(|o| o.summary.diagnostics.is_none()) {
         return String::new();
     }
     let mut out = format!(
         "{}\n\n| study | run | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | logit symmetry | logit RMS |\n|---|---|---:|---:|---:|---:|---:|\n",
-        crate::report::diagnostics_heading("text")
+        crate::report::diagnostics_heading(inputs)
     );
     for study in studies_of(outcomes) {
         for (name, list) in by_run(outcomes, study) {
@@ -116,7 +116,7 @@ pub(super) fn diagnostics_section(outcomes: &[Outcome]) -> String {
 }
 
 /// Runs of a study in plan order, with every seed's outcome.
-fn by_run<'a>(outcomes: &'a [Outcome], study: &str) -> Vec<(String, Vec<&'a Outcome>)> {
+pub(super) fn by_run<'a>(outcomes: &'a [Outcome], study: &str) -> Vec<(String, Vec<&'a Outcome>)> {
     let mut rows: Vec<(String, Vec<&Outcome>)> = Vec::new();
     for o in outcomes.iter().filter(|o| o.study == study) {
         match rows.iter_mut().find(|(name, _)| *name == o.summary.name) {
@@ -522,14 +522,14 @@ pub(super) mod tests {
             outcome
         };
         let old = [finished("standard", 0, 1.5), finished("standard", 1, 1.5)];
-        assert_eq!(diagnostics_section(&old), "", "seeds saved before diagnostics: no section");
+        assert_eq!(diagnostics_section(&old, "text"), "", "seeds saved before diagnostics: no section");
         let outcomes = [
             with(finished("standard", 0, 1.5), Some(0.5)),
             with(finished("standard", 1, 1.5), Some(0.7)),
             with(finished("wq-identity", 0, 1.5), Some(0.1)),
             finished("wq-identity", 1, 1.5),
         ];
-        let section = diagnostics_section(&outcomes);
+        let section = diagnostics_section(&outcomes, "text");
         assert!(
             section.contains("| text | standard | 0.6000 ± 0.1414 | 0.3000 ± 0.0707 | - | 0.6000 ± 0.0000 | 2.0000 ± 0.0000 |"),
             "{section}"

@@ -1,4 +1,4 @@
-//! `qkv experiment paper1|paper2`: the two papers' comparisons at a chosen scale, several seeds,
+//! `qkv experiment paper1|paper2|paper2-synthetic|paper2-vision`: the two papers' comparisons at a chosen scale, several seeds,
 //! every run of a seed on identical batches, with a report that records how it was made and
 //! says where the result differs from the paper.
 
@@ -10,6 +10,7 @@ mod seeds;
 mod stats;
 mod sweep;
 mod training;
+mod vision;
 
 use std::path::PathBuf;
 
@@ -35,6 +36,9 @@ pub enum ExperimentKind {
     Paper2,
     /// Paper 2's synthetic list tasks swept over the list length, where the variants part ways.
     Paper2Synthetic,
+    /// Paper 2's vision domain: ViTs of every variant on images (the embedded 8×8 digits unless
+    /// --data says otherwise).
+    Paper2Vision,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -59,7 +63,8 @@ pub struct ExperimentArgs {
     /// Optimiser steps per run [default: the scale's].
     #[arg(long)]
     pub steps: Option<usize>,
-    /// Text data or nanoGPT token files (train.bin) [default: shakespeare; required at gpu scale].
+    /// Text data or nanoGPT token files (train.bin) [default: shakespeare; required at gpu scale]; images for
+    /// paper2-vision [default: digits].
     #[arg(long)]
     pub data: Option<DataSource>,
     /// char, bpe:N or a Hugging Face tokenizer.json (see `qkv train --help`).
@@ -168,6 +173,7 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
         ExperimentKind::Paper1 => paper1_report(&outcomes),
         ExperimentKind::Paper2 => paper2_report(&outcomes, &studies) + &paper2_against_paper(&outcomes),
         ExperimentKind::Paper2Synthetic => sweep::sweep_report(&outcomes, &studies) + &sweep::accuracy_plots(&outcomes, &studies, out)?,
+        ExperimentKind::Paper2Vision => vision::vision_report(&outcomes, &studies) + &vision::vision_against_paper(&outcomes, &studies),
     } + &convergence::convergence_section(&outcomes);
     write("report.md", &report_markdown(args, invocation, &settings, &trained, &body, &plots))?;
     println!("{body}");
@@ -245,6 +251,21 @@ mod tests {
         assert_eq!(text.plan.model.n_head, Some(8));
         let names: Vec<&str> = text.plan.runs.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["Q-K-V", "Q=K-V", "(Q=K-V)+", "Q-K=V", "Q=K=V", "GQA 2/8", "MQA 1/8", "Q-K=V + GQA 2/8", "Q-K=V + MQA 1/8"]);
+    }
+
+    #[test]
+    fn paper2_vision_trains_every_variant_as_a_vit_on_the_digits() {
+        let studies = studies(&laptop_args(ExperimentKind::Paper2Vision)).unwrap();
+        assert_eq!(studies.len(), 1);
+        let digits = &studies[0];
+        assert_eq!((digits.name.as_str(), digits.plan.preset), ("digits", Preset::VisionDigits));
+        let names: Vec<&str> = digits.plan.runs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["Q-K-V", "Q=K-V", "(Q=K-V)+", "(Q=K-V)+rel", "Q-K=V", "Q=K=V", "GQA 2/4", "MQA 1/4", "Q-K=V + GQA 2/4", "Q-K=V + MQA 1/4"]
+        );
+        let specs = digits.plan.specs(&digits.plan.dataset().unwrap()).unwrap();
+        assert!(specs.iter().all(|spec| spec.model.is_vision() && spec.training.steps == 2000));
     }
 
     #[test]

@@ -80,7 +80,8 @@ pub(super) fn report_markdown(
     let Trained { studies, outcomes, provenance, wall_secs, training_secs } = trained;
     let (paper, scale, compute, seeds) = (args.paper.name(), &settings.scale, settings.compute.describe(), settings.seeds);
     let preset = studies[0].plan.preset;
-    let diagnostics = diagnostics_section(outcomes);
+    let inputs = if args.paper == ExperimentKind::Paper2Vision { "images" } else { "text" };
+    let diagnostics = diagnostics_section(outcomes, inputs);
     let mut heads = studies[0].plan.model.n_head.map_or(String::new(), |n| {
         format!(" with {n} heads (d_k {}) so that GQA can share key/value heads 4 to 1 as paper 2 does", preset.config().n_embd / n)
     });

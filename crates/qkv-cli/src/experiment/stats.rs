@@ -266,7 +266,11 @@ impl Family {
     /// "`change` lies within ±margin", by two one-sided tests (nothing with one seed).
     pub(super) fn equivalence(&mut self, compared: &str, reference: &str, change: &PairedChange, margin: f64) {
         if let Some(p) = change.equivalence_p(margin) {
-            self.tests.push((Self::name(compared, reference), format!("within ±{margin}%"), p));
+            let within = match change.unit {
+                Unit::Accuracy => format!("within ±{margin} pt"),
+                Unit::Loss | Unit::Perplexity => format!("within ±{margin}%"),
+            };
+            self.tests.push((Self::name(compared, reference), within, p));
         }
     }
 
