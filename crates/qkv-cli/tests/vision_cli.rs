@@ -46,3 +46,35 @@ fn model_and_data_that_do_not_go_together_say_how_to_fix_it() {
     assert!(stderr(&images_to_gpt).contains("--preset vision-digits"), "{}", stderr(&images_to_gpt));
     std::fs::remove_dir_all(&out).ok();
 }
+
+/// MNIST's files as a user unpacks them, here 4×6 images: the preset takes their size.
+#[test]
+fn a_vit_trains_on_idx_files_of_another_size() {
+    let dir = std::env::temp_dir().join(format!("qkv-vision-cli-idx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let idx = |magic: u32, sizes: &[u32], data: Vec<u8>| {
+        let mut bytes = magic.to_be_bytes().to_vec();
+        sizes.iter().for_each(|s| bytes.extend(s.to_be_bytes()));
+        bytes.extend(data);
+        bytes
+    };
+    for (prefix, count) in [("train", 40u32), ("t10k", 10)] {
+        // Label l: a bright column at l % 6.
+        let labels: Vec<u8> = (0..count).map(|i| (i % 6) as u8).collect();
+        let pixels: Vec<u8> = labels.iter().flat_map(|&l| (0..24).map(move |p| if p % 6 == l as usize { 255 } else { 0 })).collect();
+        std::fs::write(dir.join(format!("{prefix}-images-idx3-ubyte")), idx(0x803, &[count, 4, 6], pixels)).unwrap();
+        std::fs::write(dir.join(format!("{prefix}-labels-idx1-ubyte")), idx(0x801, &[count], labels)).unwrap();
+    }
+    let data = format!("mnist:{}", dir.display());
+    let out = dir.join("run").display().to_string();
+    let trained = qkv(&["train", "--preset", "vision-digits", "--data", &data, "--steps", "3", "--batch", "8", "--out", &out]);
+    assert!(trained.status.success(), "{}", stderr(&trained));
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("run/summary.json")).unwrap()).unwrap();
+    assert!(summary["accuracy"].as_f64().is_some(), "{summary}");
+
+    std::fs::remove_file(dir.join("t10k-labels-idx1-ubyte")).unwrap();
+    let missing = qkv(&["train", "--preset", "vision-digits", "--data", &data, "--steps", "1", "--out", &out]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).contains("t10k-labels-idx1-ubyte") && stderr(&missing).contains("unpacked"), "{}", stderr(&missing));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -87,6 +87,8 @@ pub enum DataError {
          size must divide both sides)"
     )]
     ImageShape { name: String, data: crate::images::ImageShape, model: crate::images::ImageShape },
+    #[error("cannot read {name} as images: {what}")]
+    ImageFile { name: String, what: String },
 }
 
 /// A named text.

@@ -97,7 +97,10 @@ pub enum DataSourceError {
     ListLength(String),
     #[error("'{0}' after the list length is not a framing: leave it out (a decoder) or write encoder, e.g. synthetic:rotate:8:encoder")]
     Framing(String),
-    #[error("empty data source: use shakespeare, synthetic:TASK[:L][:encoder], digits or a path to a UTF-8 text file")]
+    #[error(
+        "empty data source: use shakespeare, synthetic:TASK[:L][:encoder], digits, mnist:DIR, fashion-mnist:DIR, cifar10:DIR \
+         or a path to a UTF-8 text file"
+    )]
     Empty,
 }
 
@@ -110,6 +113,9 @@ impl FromStr for DataSource {
         }
         if s == "digits" {
             return Ok(DataSource::Images(ImageSource::Digits));
+        }
+        if let Some(images) = ImageSource::parse(s) {
+            return Ok(DataSource::Images(images));
         }
         if let Some(rest) = s.strip_prefix("synthetic:") {
             let mut parts = rest.split(':');
@@ -284,7 +290,7 @@ impl Dataset {
             DataSource::Synthetic { task, length, framing } => {
                 Ok(Dataset::Synthetic(SyntheticData { task: *task, length: *length, seed, framing: *framing }))
             }
-            DataSource::Images(source) => Ok(Dataset::Images(ImageData::load(*source))),
+            DataSource::Images(source) => Ok(Dataset::Images(ImageData::load(source)?)),
         }
     }
 

@@ -1,10 +1,15 @@
 //! Images to classify, for the vision transformer: the 8×8 handwritten digits embedded in every
-//! build (so vision works offline and in the browser), with a fixed held-out split.
+//! build (so vision works offline and in the browser), with a fixed held-out split, and the sets
+//! a user has on disk ([`crate::image_files`]).
 
 use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+use crate::corpus::DataError;
+use crate::image_files::{self, ImageFiles};
+use std::path::Path;
 
 /// 1,797 digits of 8×8 pixels (0..16) with their labels, 65 bytes each, in scikit-learn's order
 /// (`scripts/build_digits.py`; licences in `assets/README.md`).
@@ -17,19 +22,42 @@ const DIGIT_MAX: f32 = 16.0;
 /// 98.0% on this split), so a split by position would measure something else.
 const DIGITS_HELD_OUT_EVERY: usize = 6;
 
-/// A set of images the user names: `digits`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A set of images the user names: `digits`, `mnist:DIR`, `fashion-mnist:DIR`, `cifar10:DIR`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ImageSource {
     /// The embedded 8×8 digits.
     Digits,
+    /// MNIST's IDX files in a folder.
+    Mnist(String),
+    /// Fashion-MNIST's IDX files (MNIST's format and names) in a folder.
+    FashionMnist(String),
+    /// CIFAR-10's binary batches in a folder.
+    Cifar10(String),
+}
+
+impl ImageSource {
+    /// `name:DIR` for a set on disk, or None.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (kind, dir) = text.split_once(':')?;
+        let dir = dir.to_string();
+        match kind {
+            "mnist" => Some(ImageSource::Mnist(dir)),
+            "fashion-mnist" => Some(ImageSource::FashionMnist(dir)),
+            "cifar10" => Some(ImageSource::Cifar10(dir)),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for ImageSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ImageSource::Digits => "digits",
-        })
+        match self {
+            ImageSource::Digits => f.write_str("digits"),
+            ImageSource::Mnist(dir) => write!(f, "mnist:{dir}"),
+            ImageSource::FashionMnist(dir) => write!(f, "fashion-mnist:{dir}"),
+            ImageSource::Cifar10(dir) => write!(f, "cifar10:{dir}"),
+        }
     }
 }
 
@@ -66,6 +94,11 @@ pub struct ImageSplit {
 }
 
 impl ImageSplit {
+    /// Images of `pixels.len() / labels.len()` values each, with their labels.
+    pub fn new(pixels: Vec<f32>, labels: Vec<u8>) -> Self {
+        Self { pixels: pixels.into(), labels: labels.into() }
+    }
+
     pub fn len(&self) -> usize {
         self.labels.len()
     }
@@ -98,10 +131,22 @@ pub struct ImageData {
 }
 
 impl ImageData {
-    pub fn load(source: ImageSource) -> Self {
-        match source {
+    pub fn load(source: &ImageSource) -> Result<Self, DataError> {
+        let from_files = |files: ImageFiles, names: &[&str]| ImageData {
+            source: source.clone(),
+            shape: files.shape,
+            classes: names.len(),
+            class_names: names.iter().map(|name| name.to_string()).collect(),
+            train: files.train,
+            val: files.val,
+        };
+        const DIGITS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+        Ok(match source {
             ImageSource::Digits => Self::digits(),
-        }
+            ImageSource::Mnist(dir) => from_files(image_files::mnist(Path::new(dir))?, &DIGITS),
+            ImageSource::FashionMnist(dir) => from_files(image_files::mnist(Path::new(dir))?, &image_files::FASHION_CLASSES),
+            ImageSource::Cifar10(dir) => from_files(image_files::cifar10(Path::new(dir))?, &image_files::CIFAR10_CLASSES),
+        })
     }
 
     fn digits() -> Self {
@@ -136,7 +181,7 @@ mod tests {
 
     #[test]
     fn the_digits_are_whole_and_held_out_apart() {
-        let digits = ImageData::load(ImageSource::Digits);
+        let digits = ImageData::load(&ImageSource::Digits).unwrap();
         assert_eq!((digits.train.len(), digits.val.len()), (1498, 299));
         assert_eq!(digits.shape.values(), 64);
         assert_eq!(digits.train.image(0).len(), 64);
@@ -151,5 +196,16 @@ mod tests {
         // scikit-learn's first digit is a 0 with an empty border column.
         assert_eq!(digits.train.label(0), 0);
         assert_eq!(digits.train.image(0)[..8], [0.0, 0.0, 5.0 / 16.0, 13.0 / 16.0, 9.0 / 16.0, 1.0 / 16.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn sets_on_disk_are_named_by_kind_and_folder() {
+        for text in ["mnist:data/mnist", "fashion-mnist:/data/fashion", "cifar10:C:/cifar-10-batches-bin"] {
+            assert_eq!(ImageSource::parse(text).unwrap().to_string(), text);
+        }
+        assert_eq!(ImageSource::parse("cifar100:x"), None);
+        assert_eq!(ImageSource::parse("digits"), None, "the embedded set has no folder");
+        let error = ImageData::load(&ImageSource::Cifar10("no/such/folder".into())).unwrap_err().to_string();
+        assert!(error.contains("data_batch_1.bin"), "{error}");
     }
 }

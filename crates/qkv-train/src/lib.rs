@@ -14,6 +14,7 @@ pub mod dataset;
 pub mod experiment;
 pub mod folder_lock;
 pub mod generate;
+mod image_files;
 pub mod images;
 pub mod loss;
 pub mod optimiser;

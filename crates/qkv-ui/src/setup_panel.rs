@@ -290,7 +290,9 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
         DataSource::Shakespeare => "Shakespeare (embedded)",
         DataSource::Synthetic { .. } => "synthetic task",
         DataSource::File(_) | DataSource::Upload(_) => "my own text file",
-        DataSource::Images(_) => "images (8×8 digits)",
+        DataSource::Images(ImageSource::Digits) => "images (8×8 digits)",
+        // A set on disk comes from the command line or a link: shown by its name.
+        DataSource::Images(other) => &other.to_string(),
     };
     let own_text = matches!(data, DataSource::File(_) | DataSource::Upload(_));
     let combo = ComboBox::from_id_salt("data").selected_text(label).show_ui(ui, |ui| {
