@@ -30,7 +30,7 @@ pub struct TrainArgs {
     pub preset: Preset,
     /// Data: shakespeare (embedded), synthetic:TASK[:L][:encoder] (copy, reverse, sort, swap, sub, rotate; :encoder
     /// reads the list with attention both ways and answers at every position), digits (embedded 8×8 handwritten digits,
-    /// for a vision preset), mnist:DIR, fashion-mnist:DIR or cifar10:DIR (their published files in DIR, unpacked; the
+    /// for a vision preset), relations (generated images: where a bright square is from a dim one), mnist:DIR, fashion-mnist:DIR or cifar10:DIR (their published files in DIR, unpacked; the
     /// test files are held out), a path to a UTF-8 text file, or nanoGPT's token files (path/to/train.bin, uint16
     /// ids, val.bin beside it).
     #[arg(long, default_value = "shakespeare")]

@@ -98,7 +98,7 @@ pub enum DataSourceError {
     #[error("'{0}' after the list length is not a framing: leave it out (a decoder) or write encoder, e.g. synthetic:rotate:8:encoder")]
     Framing(String),
     #[error(
-        "empty data source: use shakespeare, synthetic:TASK[:L][:encoder], digits, mnist:DIR, fashion-mnist:DIR, cifar10:DIR \
+        "empty data source: use shakespeare, synthetic:TASK[:L][:encoder], digits, relations, mnist:DIR, fashion-mnist:DIR, cifar10:DIR \
          or a path to a UTF-8 text file"
     )]
     Empty,
@@ -113,6 +113,9 @@ impl FromStr for DataSource {
         }
         if s == "digits" {
             return Ok(DataSource::Images(ImageSource::Digits));
+        }
+        if s == "relations" {
+            return Ok(DataSource::Images(ImageSource::Relations));
         }
         if let Some(images) = ImageSource::parse(s) {
             return Ok(DataSource::Images(images));

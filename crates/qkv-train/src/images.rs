@@ -22,12 +22,15 @@ const DIGIT_MAX: f32 = 16.0;
 /// 98.0% on this split), so a split by position would measure something else.
 const DIGITS_HELD_OUT_EVERY: usize = 6;
 
-/// A set of images the user names: `digits`, `mnist:DIR`, `fashion-mnist:DIR`, `cifar10:DIR`.
+/// A set of images the user names: `digits`, `relations`, `mnist:DIR`, `fashion-mnist:DIR`,
+/// `cifar10:DIR`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ImageSource {
     /// The embedded 8×8 digits.
     Digits,
+    /// Where a bright square is from a dim one, generated ([`crate::relations`]).
+    Relations,
     /// MNIST's IDX files in a folder.
     Mnist(String),
     /// Fashion-MNIST's IDX files (MNIST's format and names) in a folder.
@@ -54,6 +57,7 @@ impl fmt::Display for ImageSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ImageSource::Digits => f.write_str("digits"),
+            ImageSource::Relations => f.write_str("relations"),
             ImageSource::Mnist(dir) => write!(f, "mnist:{dir}"),
             ImageSource::FashionMnist(dir) => write!(f, "fashion-mnist:{dir}"),
             ImageSource::Cifar10(dir) => write!(f, "cifar10:{dir}"),
@@ -143,6 +147,10 @@ impl ImageData {
         const DIGITS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
         Ok(match source {
             ImageSource::Digits => Self::digits(),
+            ImageSource::Relations => {
+                let (train, val) = crate::relations::splits();
+                from_files(ImageFiles { shape: crate::relations::shape(), train, val }, &crate::relations::CLASSES)
+            }
             ImageSource::Mnist(dir) => from_files(image_files::mnist(Path::new(dir))?, &DIGITS),
             ImageSource::FashionMnist(dir) => from_files(image_files::mnist(Path::new(dir))?, &image_files::FASHION_CLASSES),
             ImageSource::Cifar10(dir) => from_files(image_files::cifar10(Path::new(dir))?, &image_files::CIFAR10_CLASSES),

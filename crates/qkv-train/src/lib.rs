@@ -24,6 +24,7 @@ pub mod problem;
 pub mod pytorch;
 pub mod recipe;
 pub mod records;
+mod relations;
 pub mod rng;
 pub mod run;
 mod shards;

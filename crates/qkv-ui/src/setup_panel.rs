@@ -291,6 +291,7 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
         DataSource::Synthetic { .. } => "synthetic task",
         DataSource::File(_) | DataSource::Upload(_) => "my own text file",
         DataSource::Images(ImageSource::Digits) => "images (8×8 digits)",
+        DataSource::Images(ImageSource::Relations) => "images (relations)",
         // A set on disk comes from the command line or a link: shown by its name.
         DataSource::Images(other) => &other.to_string(),
     };
@@ -307,13 +308,18 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
         if ui.selectable_label(own_text, "my own text file").clicked() && !own_text {
             *data = DataSource::File(String::new());
         }
-        let images = matches!(data, DataSource::Images(_));
-        if ui
-            .selectable_label(images, "images (8×8 digits)")
-            .on_hover_text("handwritten digits to classify, with a vision transformer")
-            .clicked()
-        {
-            *data = DataSource::Images(ImageSource::Digits);
+        for (images, label, hover) in [
+            (ImageSource::Digits, "images (8×8 digits)", "handwritten digits to classify, with a vision transformer"),
+            (
+                ImageSource::Relations,
+                "images (relations)",
+                "where a bright square is from a dim one, generated: a class that runs one way, for a vision transformer",
+            ),
+        ] {
+            let chosen = matches!(data, DataSource::Images(source) if *source == images);
+            if ui.selectable_label(chosen, label).on_hover_text(hover).clicked() {
+                *data = DataSource::Images(images);
+            }
         }
     });
     let _ = combo.response.accessible_name("data");
