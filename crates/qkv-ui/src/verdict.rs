@@ -37,6 +37,11 @@ fn paper_figure(run: &RunView, reference: &RunView) -> Option<(String, &'static 
     {
         return None;
     }
+    // The papers' figures are of language models; on vision paper 2 reports one finding.
+    if model(run).is_vision() {
+        let shares_key_value = model(run).attention.variant == AttentionVariant::SharedKeyValue && full_heads(run);
+        return shares_key_value.then(|| ("paper 2: competitive on vision".to_string(), PAPER2_SOURCE));
+    }
     if model(run).attention.variant == AttentionVariant::QueryIdentity && full_heads(run) {
         return Some(("paper 1: on par".to_string(), PAPER1_SOURCE));
     }
@@ -57,10 +62,15 @@ pub fn verdict(view: &SessionView) -> Vec<VerdictLine> {
             }
             let loss = 100.0 * (ours.val_loss / theirs.val_loss - 1.0);
             let perplexity = 100.0 * ((ours.val_loss - theirs.val_loss).exp() - 1.0);
+            // A classifier is judged by how many images it gets right, not by a perplexity.
+            let here = match (run.info.spec.model.is_vision(), ours.accuracy, theirs.accuracy) {
+                (true, Some(ours), Some(theirs)) => format!("{:+.1} pt held-out accuracy", 100.0 * (ours - theirs)),
+                _ => format!("{perplexity:+.1}% perplexity"),
+            };
             Some(VerdictLine {
                 colour: run.colour,
                 run: run.name().to_string(),
-                here: format!("{perplexity:+.1}% perplexity"),
+                here,
                 against: format!("{loss:+.1}% in validation loss against {} at step {}", reference.name(), ours.step),
                 paper: paper_figure(run, reference),
             })
@@ -126,5 +136,29 @@ mod tests {
         assert_eq!(lines[0].paper.as_ref().map(|p| p.0.as_str()), Some("paper 1: on par"));
         assert!(lines[1].against.starts_with("+5.6% in validation loss") && lines[1].against.ends_with("step 20"), "{}", lines[1].against);
         assert_eq!(lines[1].paper.as_ref().map(|p| p.0.as_str()), Some("paper 2: +4.9% (Q-K=V + MQA 1/16)"));
+    }
+
+    /// ViTs are set against each other by held-out accuracy, beside paper 2's vision finding.
+    #[test]
+    fn vision_runs_compare_accuracy_and_only_q_k_v_shared_has_a_paper_finding() {
+        let vit = |name: &str, variant: AttentionVariant, accuracy: f64| {
+            let mut view = run(name, variant, None, &[(0, 2.3), (100, 0.2)]);
+            view.info.spec.model = Preset::VisionDigits.config().with_variant(variant);
+            view.evals[1].accuracy = Some(accuracy);
+            view.evals[0].accuracy = Some(0.1);
+            view
+        };
+        let view = SessionView {
+            runs: vec![
+                vit("standard", AttentionVariant::Standard, 0.97),
+                vit("shared-kv", AttentionVariant::SharedKeyValue, 0.955),
+                vit("wq-identity", AttentionVariant::QueryIdentity, 0.98),
+            ],
+            ..SessionView::default()
+        };
+        let lines = verdict(&view);
+        assert_eq!(lines[0].here, "-1.5 pt held-out accuracy");
+        assert_eq!(lines[0].paper.as_ref().map(|p| p.0.as_str()), Some("paper 2: competitive on vision"));
+        assert_eq!((lines[1].here.as_str(), lines[1].paper.is_none()), ("+1.0 pt held-out accuracy", true), "paper 1 is of language");
     }
 }
