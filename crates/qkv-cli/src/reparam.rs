@@ -124,6 +124,12 @@ fn text(r: &ReparamReport) -> String {
     out += &format!("cond₁(W_Q)        {}\n", conditions.join(", "));
     out += &format!("max |Δ logit|     {:.3e} (mean {:.3e}) on the val batches\n", r.max_abs_logit_diff, r.mean_abs_logit_diff);
     out += &format!("val loss          {:.4} → {:.4}\n", r.val_loss_before, r.val_loss_after);
+    if let Some(plain) = &r.without_fit {
+        out += &format!(
+            "without the fit   {:.4} (max |Δ logit| {:.3e}): each head's basis fitted first brings W_Q nearer the identity\n",
+            plain.val_loss_after, plain.max_abs_logit_diff
+        );
+    }
     if let (Some(steps), Some(loss)) = (r.finetune_steps, r.val_loss_after_finetune) {
         out += &format!("after fine-tune   {loss:.4} ({steps} steps)\n");
     }

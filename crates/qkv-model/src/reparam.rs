@@ -194,6 +194,29 @@ impl Matrix {
         self
     }
 
+    fn transpose(&self) -> Matrix {
+        let data = (0..self.cols).flat_map(|j| (0..self.rows).map(move |i| self.data[i * self.cols + j])).collect();
+        Matrix { rows: self.cols, cols: self.rows, data }
+    }
+
+    /// Columns `from..from + n`.
+    fn columns(&self, from: usize, n: usize) -> Matrix {
+        let data = self.data.chunks(self.cols).flat_map(|row| row[from..from + n].iter().copied()).collect();
+        Matrix { rows: self.rows, cols: n, data }
+    }
+
+    /// Rows `from..from + n`.
+    fn rows_of(&self, from: usize, n: usize) -> Matrix {
+        Matrix { rows: n, cols: self.cols, data: self.data[from * self.cols..(from + n) * self.cols].to_vec() }
+    }
+
+    /// Columns `from..` replaced by `block`'s.
+    fn set_columns(&mut self, from: usize, block: &Matrix) {
+        for (row, new) in self.data.chunks_mut(self.cols).zip(block.data.chunks(block.cols)) {
+            row[from..from + block.cols].copy_from_slice(new);
+        }
+    }
+
     /// Largest column sum of absolute values.
     fn norm1(&self) -> f64 {
         (0..self.cols).map(|j| (0..self.rows).map(|i| self.data[i * self.cols + j].abs()).sum::<f64>()).fold(0.0, f64::max)
@@ -410,6 +433,66 @@ pub fn eliminate_query(model: &Gpt, config: &GptConfig) -> Result<Conversion, Re
     eliminate(model, config, Eliminated::Query)
 }
 
+/// The same model with each head's queries and keys in a basis of their own choosing: W_Q^h A_h
+/// and W_K^h A_h^-T (their biases alike), which leaves every logit q·k as it was, LayerNorm or
+/// not, since it acts after the norm and inside the head.
+///
+/// Which A_h: once W_Q is eliminated, head h's query can only read its own channels, through
+/// some d_k×d_k matrix M (its query weight is E_h M, E_h the head's slice of the identity, and the
+/// LayerNorm gain and W_K absorb the rest). The M nearest W_Q^h in least squares,
+/// argmin ‖W_Q^h − E_h M‖, is W_Q^h's own rows for those channels, S_h; A_h = S_h⁻¹ turns that block
+/// into the identity, which the elimination then keeps exactly, and leaves in W_Q^h A_h only the
+/// rows that read other heads' channels: what no change of basis inside the head can move.
+pub fn fit_query_heads(model: &Gpt, config: &GptConfig) -> Result<Gpt, ReparamError> {
+    check_standard(config, Eliminated::Query, false)?;
+    let (d, d_k) = (config.n_embd, config.head_dim());
+    if config.kv_heads() != config.n_head {
+        // A key head serves several query heads, each of which would want a basis of its own.
+        return Err(ReparamError::NotSquare { projection: "W_K", rows: d, cols: config.kv_heads() * d_k });
+    }
+    let device = model.wte.weight.device();
+    let mut fitted = model.clone();
+    for (layer, block) in fitted.blocks.iter_mut().enumerate() {
+        let attn = &mut block.attn;
+        let (mut w_q, mut w_k) = (linear_weight(attn.w_q.as_ref().expect("standard")), linear_weight(attn.w_k.as_ref().expect("standard")));
+        let bias = |linear: &Option<Linear>| linear.as_ref().and_then(|l| l.bias.as_ref()).map(|b| Matrix::read(b.val()));
+        let (mut b_q, mut b_k) = (bias(&attn.w_q), bias(&attn.w_k));
+        for head in 0..config.n_head {
+            let from = head * d_k;
+            let q = w_q.columns(from, d_k);
+            let own_rows = q.rows_of(from, d_k);
+            let a = own_rows.inverse().ok_or(ReparamError::Singular { projection: "W_Q", layer })?;
+            let a_inverse_t = own_rows.transpose();
+            w_q.set_columns(from, &q.matmul(&a));
+            w_k.set_columns(from, &w_k.columns(from, d_k).matmul(&a_inverse_t));
+            if let Some(b) = &mut b_q {
+                b.set_columns(from, &b.columns(from, d_k).matmul(&a));
+            }
+            if let Some(b) = &mut b_k {
+                b.set_columns(from, &b.columns(from, d_k).matmul(&a_inverse_t));
+            }
+        }
+        for (slot, weight, bias) in [(&mut attn.w_q, w_q, b_q), (&mut attn.w_k, w_k, b_k)] {
+            let linear = slot.as_mut().expect("standard");
+            set_weight(linear, &weight, &device);
+            if let Some(bias) = bias {
+                linear.bias = Some(Param::from_tensor(bias.tensor(&device)));
+            }
+        }
+    }
+    Ok(fitted)
+}
+
+/// [`eliminate_query_approx`] after [`fit_query_heads`]: the query loses only what no change of
+/// basis inside its heads could move onto the identity's slices.
+/// With shared key/value heads there is no basis per head to fit: the plain approximation.
+pub fn eliminate_query_fitted(model: &Gpt, config: &GptConfig) -> Result<Conversion, ReparamError> {
+    if config.kv_heads() != config.n_head {
+        return eliminate_query_approx(model, config);
+    }
+    eliminate_query_approx(&fit_query_heads(model, config)?, config)
+}
+
 /// W_Q = I for a model with LayerNorm, where no exact conversion exists. Each layer's attention
 /// input LN(x) would have to become LN(x)·Θ_l, which LayerNorm's elementwise gain and bias cannot
 /// hold. They can hold its diagonal d = diag(Θ_l): with gain γ∘d and bias β∘d the attention input
@@ -588,6 +671,58 @@ mod tests {
         layer_norm.norm = Norm::LayerNorm;
         let err = eliminate_in_layer(&Gpt::new(&layer_norm, &device).unwrap(), &layer_norm, Eliminated::Query, 0).err().unwrap();
         assert!(err.to_string().contains("approximate"), "{err}");
+    }
+
+    /// The fit changes no logit, with LayerNorm and biases; and where each head's W_Q reads its
+    /// own channels only (block diagonal), it brings W_Q onto the identity, so that the
+    /// elimination after it is exact where the one without it is not.
+    #[test]
+    fn fitting_each_heads_basis_keeps_the_logits_and_can_make_the_elimination_exact() {
+        let device = Device::flex();
+        let mut config = theory_config(2, true, false);
+        (config.norm, config.bias, config.tie_embeddings) = (Norm::LayerNorm, true, true);
+        let model = Gpt::new_seeded(&config, &device, 5).unwrap();
+        let fitted = fit_query_heads(&model, &config).unwrap();
+        let difference = max_abs_diff(&logits(&model, &device), &logits(&fitted, &device));
+        assert!(difference < 1e-4, "the fit moved the logits by {difference}");
+
+        // Each head's W_Q a random invertible block on its own channels, every other entry 0;
+        // weights 50 times larger than at initialisation, so that the logits are of order 1.
+        let (d, d_k) = (config.n_embd, config.head_dim());
+        let mut block_diagonal = model.clone();
+        for block in &mut block_diagonal.blocks {
+            let w_q = block.attn.w_q.as_mut().unwrap();
+            let random = Matrix::read(w_q.weight.val());
+            let mut weight = Matrix { rows: d, cols: d, data: vec![0.0; d * d] };
+            for i in 0..d {
+                for j in (i / d_k) * d_k..(i / d_k + 1) * d_k {
+                    weight.data[i * d + j] = 50.0 * random.data[i * d + j] + if i == j { 1.0 } else { 0.0 };
+                }
+            }
+            set_weight(w_q, &weight, &device);
+            let w_k = block.attn.w_k.as_mut().unwrap();
+            let larger = Matrix::read(w_k.weight.val()).scale_rows(&vec![50.0; d]);
+            set_weight(w_k, &larger, &device);
+        }
+        // Each layer's attention logits on the same input, before and after.
+        let x = model.embed(tokens(&[&[1, 2, 3, 4, 5, 6, 7, 8]], &device), 0);
+        let layer_logits = |model: &Gpt| -> Vec<f32> {
+            model.blocks.iter().flat_map(|b| values(b.attn.logits(&b.attn.project(crate::gpt::normalise(&b.ln_1, x.clone())), 0))).collect()
+        };
+        let original = layer_logits(&block_diagonal);
+        let plain = eliminate_query_approx(&block_diagonal, &config).unwrap();
+        let fitted = eliminate_query_fitted(&block_diagonal, &config).unwrap();
+        let (plain_error, fitted_error) =
+            (max_abs_diff(&original, &layer_logits(&plain.model)), max_abs_diff(&original, &layer_logits(&fitted.model)));
+        let largest = original.iter().fold(0f32, |m, v| m.max(v.abs()));
+        assert!(largest > 0.5 && plain_error > 0.05 * largest, "without the fit the off-diagonal part is lost: {plain_error} of {largest}");
+        // (W_Q's bias, dropped by either, starts at zero.)
+        assert!(fitted_error < 1e-4 * largest, "with it nothing is: {fitted_error} of {largest}");
+
+        let mut gqa = config.clone();
+        gqa.attention.kv_heads = Some(1);
+        let model = Gpt::new_seeded(&gqa, &device, 5).unwrap();
+        assert!(matches!(fit_query_heads(&model, &gqa), Err(ReparamError::NotSquare { projection: "W_K", .. })));
     }
 
     #[test]

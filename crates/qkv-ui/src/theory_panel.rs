@@ -63,6 +63,12 @@ impl TheoryPanel {
                 ui.label("val loss");
                 ui.label(format!("{:.4} -> {:.4}", report.val_loss_before, report.val_loss_after));
                 ui.end_row();
+                if let Some(plain) = &report.without_fit {
+                    ui.label("without the fit");
+                    ui.label(format!("{:.4} (max |logit difference| {:.2e})", plain.val_loss_after, plain.max_abs_logit_diff))
+                        .on_hover_text("the same conversion without fitting each head's basis to bring W_Q near the identity first");
+                    ui.end_row();
+                }
                 ui.label("condition of W_Q");
                 ui.label(report.condition_numbers.iter().map(|c| format!("{c:.1}")).collect::<Vec<_>>().join(", "));
                 ui.end_row();
