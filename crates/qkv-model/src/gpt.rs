@@ -97,6 +97,35 @@ impl Block {
     }
 }
 
+/// A model's blocks: one per layer, or a single one every layer reuses (`shared_layers`).
+pub(crate) fn new_blocks(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Vec<Block> {
+    (0..if config.shared_layers { 1 } else { config.n_layer }).map(|_| Block::new(config, init, seeds, device)).collect()
+}
+
+/// The block applied at each of `n_layer` layers, in order.
+pub(crate) fn layers(blocks: &[Block], n_layer: usize) -> impl Iterator<Item = &Block> {
+    (0..n_layer).map(|layer| &blocks[layer % blocks.len()])
+}
+
+/// `x` through `layers`, and each layer's attention when asked: what the last layer wrote, then
+/// every layer's probabilities and logits ([`AttentionTrace`]).
+pub(crate) fn run_layers<'a>(
+    layers: impl Iterator<Item = &'a Block>,
+    mut x: Tensor<3>,
+    traced: bool,
+) -> (Tensor<3>, Vec<Tensor<4>>, Vec<Tensor<4>>) {
+    let (mut attention, mut attention_logits) = (Vec::new(), Vec::new());
+    for block in layers {
+        let (y, trace) = block.run(x, traced);
+        x = y;
+        if let Some(AttentionTrace { logits, probabilities }) = trace {
+            attention.push(probabilities);
+            attention_logits.push(logits);
+        }
+    }
+    (x, attention, attention_logits)
+}
+
 /// The KV cache of a whole model, one [`LayerCache`] per block.
 #[derive(Debug, Clone, Default)]
 pub struct KvCache {
@@ -165,7 +194,7 @@ impl Gpt {
             wte: embedding(config.vocab_size),
             wpe: embedding(config.block_size),
             drop: Dropout::new(config.dropout, &seeds),
-            blocks: (0..if config.shared_layers { 1 } else { config.n_layer }).map(|_| Block::new(config, &init, &seeds, device)).collect(),
+            blocks: new_blocks(config, &init, &seeds, device),
             ln_f: new_layer_norm(config, device),
             lm_head: (!config.tie_embeddings).then(|| init_linear(&init, config.n_embd, config.vocab_size, false, INIT_STD, device)),
             block_size: config.block_size,
@@ -188,7 +217,7 @@ impl Gpt {
 
     /// The block applied at each layer, in order (the same one throughout for shared layers).
     pub fn layers(&self) -> impl Iterator<Item = &Block> {
-        (0..self.n_layer).map(|layer| &self.blocks[layer % self.blocks.len()])
+        layers(&self.blocks, self.n_layer)
     }
 
     /// Token plus position embeddings for positions `offset..offset + time`.
@@ -216,16 +245,7 @@ impl Gpt {
     }
 
     fn run(&self, tokens: Tensor<2, Int>, with_attention: bool) -> GptOutput {
-        let mut x = self.embed(tokens, 0);
-        let (mut attention, mut attention_logits) = (Vec::new(), Vec::new());
-        for block in self.layers() {
-            let (y, trace) = block.run(x, with_attention);
-            x = y;
-            if let Some(AttentionTrace { logits, probabilities }) = trace {
-                attention.push(probabilities);
-                attention_logits.push(logits);
-            }
-        }
+        let (x, attention, attention_logits) = run_layers(self.layers(), self.embed(tokens, 0), with_attention);
         GptOutput { logits: self.head(x), attention, attention_logits }
     }
 

@@ -6,10 +6,10 @@ use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, Linear};
 use burn::tensor::{Device, Tensor};
 
-use crate::attention::{AttentionTrace, apply_linear, init_linear};
+use crate::attention::{apply_linear, init_linear};
 use crate::config::{ConfigError, GptConfig, ImageInput};
 use crate::dropout::{Dropout, SeedStream};
-use crate::gpt::{Block, GptOutput, INIT_STD, new_layer_norm, normalise};
+use crate::gpt::{Block, GptOutput, INIT_STD, layers, new_blocks, new_layer_norm, normalise, run_layers};
 use crate::random::InitialWeights;
 
 /// A ViT classifier. Built only from a validated [`GptConfig`] with an `image` section.
@@ -45,7 +45,7 @@ impl Vit {
             class_token: init.normal([1, d], INIT_STD, device),
             positions: init.normal([image.tokens(), d], INIT_STD, device),
             drop: Dropout::new(config.dropout, &seeds),
-            blocks: (0..if config.shared_layers { 1 } else { config.n_layer }).map(|_| Block::new(config, &init, &seeds, device)).collect(),
+            blocks: new_blocks(config, &init, &seeds, device),
             ln_f: new_layer_norm(config, device),
             head: init_linear(&init, d, config.vocab_size, config.bias, INIT_STD, device),
             image,
@@ -66,7 +66,7 @@ impl Vit {
 
     /// The block applied at each layer, in order.
     pub fn layers(&self) -> impl Iterator<Item = &Block> {
-        (0..self.n_layer).map(|layer| &self.blocks[layer % self.blocks.len()])
+        layers(&self.blocks, self.n_layer)
     }
 
     /// Images [batch, height·width·channels] (HWC) → patches [batch, patches, patch_values],
@@ -93,16 +93,7 @@ impl Vit {
     }
 
     fn run(&self, pixels: Tensor<2>, with_attention: bool) -> GptOutput {
-        let mut x = self.embed(pixels);
-        let (mut attention, mut attention_logits) = (Vec::new(), Vec::new());
-        for block in self.layers() {
-            let (y, trace) = block.run(x, with_attention);
-            x = y;
-            if let Some(AttentionTrace { logits, probabilities }) = trace {
-                attention.push(probabilities);
-                attention_logits.push(logits);
-            }
-        }
+        let (x, attention, attention_logits) = run_layers(self.layers(), self.embed(pixels), with_attention);
         let [batch, _, d] = x.dims();
         let class = normalise(&self.ln_f, x.slice([0..batch, 0..1, 0..d]));
         GptOutput { logits: apply_linear(&self.head, class), attention, attention_logits }
