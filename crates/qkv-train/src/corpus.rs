@@ -86,7 +86,7 @@ pub enum DataError {
         "{name}'s images are {data} but the model reads {model}: train a model of their shape (a vision preset's patch \
          size must divide both sides)"
     )]
-    ImageShape { name: String, data: crate::images::ImageShape, model: crate::images::ImageShape },
+    ImageShape { name: String, data: crate::image_split::ImageShape, model: crate::image_split::ImageShape },
     #[error("cannot read {name} as images: {what}")]
     ImageFile { name: String, what: String },
 }

@@ -7,15 +7,16 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::corpus::{DataError, TextCorpus};
-use crate::images::{ImageData, ImageShape, ImageSource, ImageSplit};
+use crate::image_split::{ImageShape, ImageSplit};
+use crate::images::{ImageData, ImageSource};
 use crate::rng::Rng;
 use crate::synthetic::{self, Framing, Split, SyntheticData, SyntheticTask};
 use crate::tokenizer::{Tokenizer, TokenizerKind};
 use crate::tokens::Tokens;
 
 /// Where the data comes from, as the user names it: `shakespeare`, `synthetic:TASK[:L][:encoder]`,
-/// `digits` or a file path; or a text the user handed over (an upload), which carries its text
-/// with it.
+/// images (`digits`, `relations`, `mnist:DIR` and the other sets of [`ImageSource`]) or a file
+/// path; or a text the user handed over (an upload), which carries its text with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DataSource {
     Shakespeare,

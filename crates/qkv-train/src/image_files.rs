@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::corpus::DataError;
-use crate::images::{ImageShape, ImageSplit};
+use crate::image_split::{ImageShape, ImageSplit};
 
 const IDX_IMAGES: u32 = 0x0803;
 const IDX_LABELS: u32 = 0x0801;

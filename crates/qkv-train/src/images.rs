@@ -3,12 +3,12 @@
 //! a user has on disk ([`crate::image_files`]).
 
 use std::fmt;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::corpus::DataError;
 use crate::image_files::{self, ImageFiles};
+use crate::image_split::{ImageShape, ImageSplit};
 use std::path::Path;
 
 /// 1,797 digits of 8×8 pixels (0..16) with their labels, 65 bytes each, in scikit-learn's order
@@ -65,63 +65,6 @@ impl fmt::Display for ImageSource {
     }
 }
 
-/// An image's size: `height` × `width` pixels of `channels` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ImageShape {
-    pub height: usize,
-    pub width: usize,
-    pub channels: usize,
-}
-
-impl ImageShape {
-    /// Values in one image.
-    pub fn values(&self) -> usize {
-        self.height * self.width * self.channels
-    }
-}
-
-impl fmt::Display for ImageShape {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}×{}", self.height, self.width)?;
-        if self.channels > 1 {
-            write!(f, "×{}", self.channels)?;
-        }
-        Ok(())
-    }
-}
-
-/// Images with their labels, pixels in [0, 1], each image's values HWC.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ImageSplit {
-    pixels: Arc<[f32]>,
-    labels: Arc<[u8]>,
-}
-
-impl ImageSplit {
-    /// Images of `pixels.len() / labels.len()` values each, with their labels.
-    pub fn new(pixels: Vec<f32>, labels: Vec<u8>) -> Self {
-        Self { pixels: pixels.into(), labels: labels.into() }
-    }
-
-    pub fn len(&self) -> usize {
-        self.labels.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty()
-    }
-
-    /// Image `index`'s values.
-    pub fn image(&self, index: usize) -> &[f32] {
-        let values = self.pixels.len() / self.len();
-        &self.pixels[index * values..(index + 1) * values]
-    }
-
-    pub fn label(&self, index: usize) -> u8 {
-        self.labels[index]
-    }
-}
-
 /// A labelled image set split for training and held-out evaluation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImageData {
@@ -163,10 +106,10 @@ impl ImageData {
             let records = || {
                 DIGITS.chunks(record).enumerate().filter(move |(i, _)| (i % DIGITS_HELD_OUT_EVERY == DIGITS_HELD_OUT_EVERY - 1) == held_out)
             };
-            ImageSplit {
-                pixels: records().flat_map(|(_, r)| r[..record - 1].iter().map(|&p| f32::from(p) / DIGIT_MAX)).collect(),
-                labels: records().map(|(_, r)| r[record - 1]).collect(),
-            }
+            ImageSplit::new(
+                records().flat_map(|(_, r)| r[..record - 1].iter().map(|&p| f32::from(p) / DIGIT_MAX)).collect(),
+                records().map(|(_, r)| r[record - 1]).collect(),
+            )
         };
         ImageData {
             source: ImageSource::Digits,
@@ -194,10 +137,10 @@ mod tests {
         assert_eq!(digits.shape.values(), 64);
         assert_eq!(digits.train.image(0).len(), 64);
         for split in [&digits.train, &digits.val] {
-            assert!(split.pixels.iter().all(|p| (0.0..=1.0).contains(p)));
+            assert!((0..split.len()).all(|i| split.image(i).iter().all(|p| (0.0..=1.0).contains(p))));
             // Every class is in both splits, within a third of a tenth of it.
             for class in 0..10 {
-                let count = split.labels.iter().filter(|&&l| l == class).count();
+                let count = (0..split.len()).filter(|&i| split.label(i) == class).count();
                 assert!(count * 30 > split.len() * 2 && count * 30 < split.len() * 4, "class {class}: {count} of {}", split.len());
             }
         }

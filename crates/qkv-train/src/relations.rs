@@ -8,7 +8,7 @@
 //! same both ways, so this is where it may fall behind, as the list tasks that run one way do.
 //! Generated in code, the same on every platform (offline and in the browser).
 
-use crate::images::{ImageShape, ImageSplit};
+use crate::image_split::{ImageShape, ImageSplit};
 use crate::rng::Rng;
 
 /// Image side in pixels, and the squares' side (a ViT of 2×2 patches sees each in one patch).
