@@ -77,6 +77,10 @@ fn idx_split(dir: &Path, (images, labels): (&str, &str)) -> Result<(ImageShape, 
     let (images_path, labels_path) = (dir.join(images), dir.join(labels));
     let (sizes, pixels) = idx(&images_path, IDX_IMAGES, 3)?;
     let (counts, labels) = idx(&labels_path, IDX_LABELS, 1)?;
+    if sizes[0] == 0 {
+        // Nothing to draw a batch from, or to hold out.
+        return Err(bad(&images_path, "it holds no images".into()));
+    }
     if counts[0] != sizes[0] {
         return Err(bad(&labels_path, format!("it labels {} images but {} holds {}", counts[0], images, sizes[0])));
     }
@@ -179,6 +183,8 @@ mod tests {
         assert!(mnist(&dir).err().unwrap().to_string().contains("labels 3 images but train-images-idx3-ubyte holds 4"));
         std::fs::write(dir.join("train-images-idx3-ubyte"), idx_file(IDX_IMAGES, &[4, 2, 3], &[0; 10])).unwrap();
         assert!(mnist(&dir).err().unwrap().to_string().contains("promises 24 bytes of data but it holds 10"));
+        std::fs::write(dir.join("train-images-idx3-ubyte"), idx_file(IDX_IMAGES, &[0, 2, 3], &[])).unwrap();
+        assert!(mnist(&dir).err().unwrap().to_string().contains("holds no images"));
         std::fs::write(dir.join("train-images-idx3-ubyte"), [0, 0]).unwrap();
         assert!(mnist(&dir).err().unwrap().to_string().contains("ends inside its header"));
         std::fs::remove_dir_all(&dir).unwrap();
