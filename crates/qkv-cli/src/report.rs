@@ -19,6 +19,19 @@ fn percent(value: f64, reference: f64) -> String {
     format!("{:+.2}%", 100.0 * (value - reference) / reference)
 }
 
+/// A run's best validation loss against the reference run's, in %.
+fn best_loss_change(run: &RunSummary, reference: &RunSummary) -> String {
+    match (run.best_val_loss, reference.best_val_loss) {
+        (Some(v), Some(r)) => percent(v, r),
+        _ => "-".into(),
+    }
+}
+
+/// A share (an accuracy) as a percentage, "-" where there is none.
+fn fmt_share(share: Option<f64>) -> String {
+    share.map_or("-".into(), |v| format!("{:.2}%", 100.0 * v))
+}
+
 /// The comparison table in markdown; the first run is the reference for the Δ columns. Vision
 /// runs (`images`) have no KV cache to count and one answer an image, so their table gives images
 /// a second and the held-out accuracy instead.
@@ -34,10 +47,6 @@ pub fn summary_table(summaries: &[RunSummary], images: bool) -> String {
     out += "|---|---:|---:|---:|---:|---:|---:|---:|";
     out += if synthetic { "---:|---:|---|\n" } else { "---|\n" };
     for s in summaries {
-        let delta_loss = match (s.best_val_loss, reference.best_val_loss) {
-            (Some(v), Some(r)) => percent(v, r),
-            _ => "-".into(),
-        };
         out += &format!(
             "| {} | {:.3} M | {} | {} B | {} | {} | {} | {:.0} |",
             s.name,
@@ -46,12 +55,11 @@ pub fn summary_table(summaries: &[RunSummary], images: bool) -> String {
             s.kv_cache_bytes_per_token,
             fmt_loss(s.final_val_loss),
             fmt_loss(s.best_val_loss),
-            delta_loss,
+            best_loss_change(s, reference),
             s.tokens_per_sec
         );
         if synthetic {
-            let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2}%", 100.0 * v));
-            out += &format!(" {} | {} |", pct(s.accuracy), pct(s.sequence_accuracy));
+            out += &format!(" {} | {} |", fmt_share(s.accuracy), fmt_share(s.sequence_accuracy));
         }
         out += &format!(" {} |\n", s.status);
     }
@@ -65,10 +73,6 @@ fn image_table(summaries: &[RunSummary]) -> String {
          |---|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for s in summaries {
-        let delta_loss = match (s.best_val_loss, reference.best_val_loss) {
-            (Some(v), Some(r)) => percent(v, r),
-            _ => "-".into(),
-        };
         out += &format!(
             "| {} | {:.3} M | {} | {} | {} | {} | {:.0} | {} | {} |\n",
             s.name,
@@ -76,9 +80,9 @@ fn image_table(summaries: &[RunSummary]) -> String {
             percent(s.total_params as f64, reference.total_params as f64),
             fmt_loss(s.final_val_loss),
             fmt_loss(s.best_val_loss),
-            delta_loss,
+            best_loss_change(s, reference),
             s.tokens_per_sec,
-            s.accuracy.map_or("-".into(), |v| format!("{:.2}%", 100.0 * v)),
+            fmt_share(s.accuracy),
             s.status
         );
     }

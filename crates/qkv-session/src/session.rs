@@ -246,31 +246,22 @@ impl Session {
 
     /// What the attention maps read (one row) and a label for each of its positions.
     fn attention_input(&self, experiment: &Experiment) -> Result<(Inputs, Vec<String>), SessionError> {
-        let tokens = |(ids, labels): (Vec<u32>, Vec<String>)| (Inputs::Tokens(ids.into_iter().map(i64::from).collect()), labels);
-        match experiment.dataset() {
+        let block_size = experiment.runs.iter().map(|r| r.spec.model.block_size).min().unwrap_or(1);
+        let (tokens, labels): (Vec<u32>, Vec<String>) = match experiment.dataset() {
             // The first held-out image: the class token, then the patches row by row.
             Dataset::Images(images) => {
-                let patches = experiment.runs.first().and_then(|r| r.spec.model.image).map_or(0, |image| image.patches());
-                let columns = experiment.runs.first().and_then(|r| r.spec.model.image).map_or(1, |image| image.width / image.patch);
+                let image = experiment.runs.first().and_then(|r| r.spec.model.image);
+                let (patches, columns) = image.map_or((0, 1), |image| (image.patches(), image.width / image.patch));
                 let labels =
                     std::iter::once("class".to_string()).chain((0..patches).map(|p| format!("r{}c{}", p / columns, p % columns))).collect();
-                Ok((Inputs::Pixels(images.val.image(0).to_vec()), labels))
+                return Ok((Inputs::Pixels(images.val.image(0).to_vec()), labels));
             }
-            _ => self.attention_tokens(experiment).map(tokens),
-        }
-    }
-
-    /// The prompt tokens of the attention maps and their labels.
-    fn attention_tokens(&self, experiment: &Experiment) -> Result<(Vec<u32>, Vec<String>), SessionError> {
-        let block_size = experiment.runs.iter().map(|r| r.spec.model.block_size).min().unwrap_or(1);
-        match experiment.dataset() {
-            Dataset::Images(_) => unreachable!("images are read by attention_input"),
             Dataset::Synthetic(data) => {
                 // One validation example in full: the maps show how the answer reads the input (an
                 // encoder reads the list alone).
                 let example = if data.framing == Framing::Encoder { data.lists(Split::Val, 0).0 } else { data.example(Split::Val, 0) };
                 let labels = example.iter().map(|&t| if t == SEP { "|".to_string() } else { t.to_string() }).collect();
-                Ok((example, labels))
+                (example, labels)
             }
             Dataset::Text(text) => {
                 let tokens = if self.attention_prompt.is_empty() {
@@ -286,9 +277,10 @@ impl Session {
                 }
                 let tokens: Vec<u32> = tokens.into_iter().take(block_size.min(64)).collect();
                 let labels = tokens.iter().map(|&t| text.tokenizer.decode(&[t])).collect();
-                Ok((tokens, labels))
+                (tokens, labels)
             }
-        }
+        };
+        Ok((Inputs::Tokens(tokens.into_iter().map(i64::from).collect()), labels))
     }
 
     /// The attention maps of the models as they stand, as a message (a failed read says why:
