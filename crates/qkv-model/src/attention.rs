@@ -24,8 +24,9 @@ pub(crate) fn apply_linear(layer: &Linear, x: Tensor<3>) -> Tensor<3> {
 }
 
 /// nanoGPT's initialisation: N(0, std) weights (the next in `init`), zero biases.
-pub(crate) fn init_linear(init: &InitialWeights, d_in: usize, d_out: usize, bias: bool, std: f64, device: &Device) -> Linear {
-    Linear { weight: init.normal([d_in, d_out], std, device), bias: bias.then(|| Initializer::Zeros.init([d_out], device)) }
+pub(crate) fn init_linear(init: &InitialWeights, name: &str, d_in: usize, d_out: usize, bias: bool, std: f64, device: &Device) -> Linear {
+    let weight = init.within(name).normal("weight", [d_in, d_out], std, device);
+    Linear { weight, bias: bias.then(|| Initializer::Zeros.init([d_out], device)) }
 }
 
 /// The learned asymmetric logit term of (Q=K-V)+: `a'_ij = Linear_10→1(a_ij·1 + p_ij)`, one per
@@ -173,8 +174,9 @@ pub struct CausalSelfAttention {
 }
 
 impl CausalSelfAttention {
-    /// Builds the layer of a validated config, its weights drawn from `init`; its dropout draws
-    /// from `seeds`.
+    /// Builds the layer of a validated config, its weights drawn from `init` (the layer's own
+    /// part of the model, e.g. `blocks.0.attn`) and named after its projections (`W_K`: the
+    /// same tensor in every variant that has it); its dropout draws from `seeds`.
     pub fn new(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
         let d = config.n_embd;
         let std = 0.02;
@@ -188,7 +190,7 @@ impl CausalSelfAttention {
             w_qkv: None,
             // Residual projections start smaller so the residual stream's variance does not grow
             // with depth (GPT-2).
-            w_o: init_linear(init, d, d, config.bias, std / (2.0 * config.n_layer as f64).sqrt(), device),
+            w_o: init_linear(init, "W_O", d, d, config.bias, std / (2.0 * config.n_layer as f64).sqrt(), device),
             asymmetry: None,
             relative: None,
             resid_dropout: Dropout::new(config.dropout, seeds),
@@ -200,7 +202,8 @@ impl CausalSelfAttention {
             bidirectional: config.attention.bidirectional,
         };
         for &projection in variant.projections() {
-            *layer.slot(projection) = Some(init_linear(init, d, projection_width(config, projection), config.bias, std, device));
+            *layer.slot(projection) =
+                Some(init_linear(init, projection.name(), d, projection_width(config, projection), config.bias, std, device));
         }
         if variant == AttentionVariant::SharedQueryKeyAsym {
             layer.asymmetry = Some(AsymmetricLogits::new(device));

@@ -497,7 +497,19 @@ mod tests {
     fn the_key_value_overlap_survives_a_change_of_basis_that_moves_the_cosine() {
         let device = Device::flex();
         let config = tiny_config(AttentionVariant::Standard);
-        let model = Gpt::new_seeded(&config, &device, 3).unwrap();
+        let fresh = Gpt::new_seeded(&config, &device, 3).unwrap();
+        for layer in &diagnose_gpt(&fresh, &device).layers {
+            // Independently drawn 4-dimensional subspaces of 16 dimensions: about 4/16.
+            let overlap = layer.key_value_overlap.unwrap();
+            assert!((0.1..0.45).contains(&overlap), "near chance at initialisation: {overlap}");
+        }
+        // A model whose values read exactly what its keys read (W_V = W_K: cosine 1), so that
+        // the change of basis below moves the cosine by far more than chance would.
+        let mut model = fresh.clone();
+        for block in &mut model.blocks {
+            let w_k = block.attn.w_k.clone().unwrap();
+            block.attn.w_v = Some(w_k);
+        }
         let mut changed = model.clone();
         let head_dim = config.n_embd / config.n_head;
         let (r, inverse) = mixing_basis(config.n_head, head_dim, &device);
@@ -519,9 +531,9 @@ mod tests {
             let (overlap_before, overlap_after) = (b.key_value_overlap.unwrap(), a.key_value_overlap.unwrap());
             // The same up to the rounding of the changed weights to f32.
             assert!((overlap_before - overlap_after).abs() < 1e-6, "{overlap_before} → {overlap_after}");
-            assert!((b.key_value_cosine.unwrap() - a.key_value_cosine.unwrap()).abs() > 0.05, "the raw cosine moves: {b:?} {a:?}");
-            // Independently drawn 4-dimensional subspaces of 16 dimensions: about 4/16.
-            assert!((0.1..0.45).contains(&overlap_before), "near chance at initialisation: {overlap_before}");
+            assert!((overlap_before - 1.0).abs() < 1e-6, "values read what keys read: {overlap_before}");
+            let (cosine_before, cosine_after) = (b.key_value_cosine.unwrap(), a.key_value_cosine.unwrap());
+            assert!((cosine_before - 1.0).abs() < 1e-6 && cosine_after.abs() < 0.5, "the raw cosine moves: {b:?} {a:?}");
         }
     }
 

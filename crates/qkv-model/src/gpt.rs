@@ -28,8 +28,8 @@ impl Mlp {
     fn new(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
         let residual_std = INIT_STD / (2.0 * config.n_layer as f64).sqrt();
         Self {
-            c_fc: init_linear(init, config.n_embd, config.mlp_hidden, config.bias, INIT_STD, device),
-            c_proj: init_linear(init, config.mlp_hidden, config.n_embd, config.bias, residual_std, device),
+            c_fc: init_linear(init, "c_fc", config.n_embd, config.mlp_hidden, config.bias, INIT_STD, device),
+            c_proj: init_linear(init, "c_proj", config.mlp_hidden, config.n_embd, config.bias, residual_std, device),
             dropout: Dropout::new(config.dropout, seeds),
         }
     }
@@ -68,9 +68,9 @@ impl Block {
     pub(crate) fn new(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
         Self {
             ln_1: new_layer_norm(config, device),
-            attn: CausalSelfAttention::new(config, init, seeds, device),
+            attn: CausalSelfAttention::new(config, &init.within("attn"), seeds, device),
             ln_2: new_layer_norm(config, device),
-            mlp: Mlp::new(config, init, seeds, device),
+            mlp: Mlp::new(config, &init.within("mlp"), seeds, device),
             mlp_skip: config.mlp_skip,
         }
     }
@@ -97,9 +97,11 @@ impl Block {
     }
 }
 
-/// A model's blocks: one per layer, or a single one every layer reuses (`shared_layers`).
+/// A model's blocks: one per layer, or a single one every layer reuses (`shared_layers`); block
+/// i's weights are named `blocks.i.…`.
 pub(crate) fn new_blocks(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Vec<Block> {
-    (0..if config.shared_layers { 1 } else { config.n_layer }).map(|_| Block::new(config, init, seeds, device)).collect()
+    let blocks = init.within("blocks");
+    (0..if config.shared_layers { 1 } else { config.n_layer }).map(|i| Block::new(config, &blocks.within(i), seeds, device)).collect()
 }
 
 /// The block applied at each of `n_layer` layers, in order.
@@ -182,21 +184,24 @@ impl Gpt {
 
     /// Validates `config` and builds the model with nanoGPT's initialisation on `device`: the
     /// same seed gives the same weights (on every backend, whatever else runs beside it) and the
-    /// same dropout masks in the same order.
+    /// same dropout masks in the same order. Each tensor is drawn from the seed and its name
+    /// ([`InitialWeights`]), so the variants of one seed share every tensor they have in common.
     pub fn new_seeded(config: &GptConfig, device: &Device, seed: u64) -> Result<Self, ConfigError> {
         config.validate()?;
         if config.is_vision() {
             return Err(ConfigError::NotAGpt);
         }
         let (init, seeds) = (InitialWeights::new(seed), SeedStream::new(seed));
-        let embedding = |rows: usize| Embedding { weight: init.normal([rows, config.n_embd], INIT_STD, device) };
+        let embedding =
+            |name: &str, rows: usize| Embedding { weight: init.within(name).normal("weight", [rows, config.n_embd], INIT_STD, device) };
         Ok(Self {
-            wte: embedding(config.vocab_size),
-            wpe: embedding(config.block_size),
+            wte: embedding("wte", config.vocab_size),
+            wpe: embedding("wpe", config.block_size),
             drop: Dropout::new(config.dropout, &seeds),
             blocks: new_blocks(config, &init, &seeds, device),
             ln_f: new_layer_norm(config, device),
-            lm_head: (!config.tie_embeddings).then(|| init_linear(&init, config.n_embd, config.vocab_size, false, INIT_STD, device)),
+            lm_head: (!config.tie_embeddings)
+                .then(|| init_linear(&init, "lm_head", config.n_embd, config.vocab_size, false, INIT_STD, device)),
             block_size: config.block_size,
             n_layer: config.n_layer,
         })
@@ -288,7 +293,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::accounting::ParamReport;
     use crate::config::AttentionConfig;
-    use crate::variant::AttentionVariant;
+    use crate::variant::{AttentionVariant, Projection};
 
     pub(crate) fn tiny_config(variant: AttentionVariant) -> GptConfig {
         GptConfig {
@@ -337,6 +342,39 @@ pub(crate) mod tests {
         assert_eq!(a.len(), b.len());
         // NaN counts as an infinite difference: f32::max would silently drop it.
         a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, |m, d| if d.is_nan() { f32::INFINITY } else { m.max(d) })
+    }
+
+    #[test]
+    fn variants_of_one_seed_start_every_tensor_they_share_from_the_same_values() {
+        let device = Device::flex();
+        let untied = |variant| GptConfig { tie_embeddings: false, ..tiny_config(variant) };
+        let build = |config: &GptConfig| Gpt::new_seeded(config, &device, 5).unwrap();
+        let standard = build(&untied(AttentionVariant::Standard));
+        let no_query = build(&untied(AttentionVariant::QueryIdentity));
+        // Paper 1's wider MLP: W_Q's parameters spent on the MLP, so its tensors change shape.
+        let wide = build(&GptConfig { mlp_hidden: 32, ..untied(AttentionVariant::QueryIdentity) });
+        let shared_kv = build(&untied(AttentionVariant::SharedKeyValue).with_kv_heads(2));
+        let same = |a: &Linear, b: &Linear| values(a.weight.val()) == values(b.weight.val());
+        let projection = |gpt: &Gpt, layer: usize, p: Projection| gpt.blocks[layer].attn.projection(p).unwrap().clone();
+        assert_eq!(values(standard.wte.weight.val()), values(no_query.wte.weight.val()));
+        assert_eq!(values(standard.wpe.weight.val()), values(wide.wpe.weight.val()));
+        assert!(same(standard.lm_head.as_ref().unwrap(), no_query.lm_head.as_ref().unwrap()));
+        for layer in 0..2 {
+            let (s, n, w) = (&standard.blocks[layer], &no_query.blocks[layer], &wide.blocks[layer]);
+            for p in [Projection::Key, Projection::Value] {
+                assert!(same(&projection(&standard, layer, p), &projection(&no_query, layer, p)), "layer {layer}: {}", p.name());
+                assert!(same(&projection(&standard, layer, p), &projection(&wide, layer, p)), "layer {layer}: {}", p.name());
+            }
+            assert!(same(&s.attn.w_o, &n.attn.w_o) && same(&s.attn.w_o, &w.attn.w_o), "layer {layer}: W_O");
+            assert!(same(&s.mlp.c_fc, &n.mlp.c_fc) && same(&s.mlp.c_proj, &n.mlp.c_proj), "layer {layer}: the MLP");
+            // Tensors of another shape are not in common: the wider MLP's, and K=V's with two
+            // key/value heads.
+            assert!(!same(&s.mlp.c_fc, &w.mlp.c_fc));
+            assert!(same(&s.attn.w_o, &shared_kv.blocks[layer].attn.w_o));
+        }
+        // Each tensor is its own draw: layers differ, and so do W_K and W_V.
+        assert!(!same(&projection(&standard, 0, Projection::Key), &projection(&standard, 1, Projection::Key)));
+        assert!(!same(&projection(&standard, 0, Projection::Key), &projection(&standard, 0, Projection::Value)));
     }
 
     #[test]

@@ -3,8 +3,6 @@
 //! the app); the model draws from its seed instead: the same seed gives the same weights on every
 //! backend and whatever runs beside it.
 
-use std::cell::Cell;
-
 use burn::module::{Param, ParamId};
 use burn::tensor::{Device, Tensor, TensorData};
 
@@ -16,34 +14,65 @@ pub(crate) fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A model's initial weights, drawn on the host tensor after tensor from one seed: the n-th
-/// tensor asked for is a function of the seed and n only, whenever it is drawn.
-#[derive(Debug)]
+/// Which way initial weights are drawn: 1, tensor after tensor in the order the model asks for
+/// them; 2, each from its name and shape ([`InitialWeights`]). Saved results say which they were
+/// trained with, so that results from different schemes are never paired.
+pub const INITIAL_WEIGHTS_SCHEME: u32 = 2;
+
+/// A model's initial weights, each tensor drawn from the seed and its own name and shape: two
+/// models of one seed start every tensor they have in common (same name, same shape) from the
+/// same values, whatever else either of them has. Variants of a seed are then paired in their
+/// weights as well as in their batches: removing W_Q does not move the draws of W_K, W_V, the
+/// MLP or the embeddings.
+#[derive(Debug, Clone)]
 pub struct InitialWeights {
     seed: u64,
-    /// Tensors asked for so far: the next one's n.
-    issued: Cell<u64>,
+    /// Where in the model the tensors asked for sit ("blocks.2.attn"), before their own names.
+    path: String,
 }
 
 impl InitialWeights {
     pub fn new(seed: u64) -> Self {
-        Self { seed, issued: Cell::new(0) }
+        Self { seed, path: String::new() }
     }
 
-    /// The next tensor: `shape` filled with N(0, std) values, on `device`. Drawn when first read
-    /// (Burn's lazy parameters), not here: a checkpoint or an import loaded into a new model
+    /// The weights of the part `name` of the model: its tensors are named under it.
+    pub fn within(&self, name: impl std::fmt::Display) -> Self {
+        let path = if self.path.is_empty() { name.to_string() } else { format!("{}.{name}", self.path) };
+        Self { seed: self.seed, path }
+    }
+
+    /// The tensor `name`: `shape` filled with N(0, std) values, on `device`. Drawn when first
+    /// read (Burn's lazy parameters), not here: a checkpoint or an import loaded into a new model
     /// replaces every weight, and a model of a billion parameters need not draw them first. The
-    /// values are a function of the seed and the tensor's place in the order only, so when they
-    /// are drawn does not change them.
-    pub fn normal<const D: usize>(&self, shape: [usize; D], std: f64, device: &Device) -> Param<Tensor<D>> {
-        let index = self.issued.replace(self.issued.get() + 1);
-        let seed = splitmix64(self.seed ^ splitmix64(index));
+    /// values are a function of the seed, the tensor's full name and its shape only (`std`
+    /// scales them), so neither the order nor the time they are drawn in changes them.
+    pub fn normal<const D: usize>(&self, name: &str, shape: [usize; D], std: f64, device: &Device) -> Param<Tensor<D>> {
+        let seed = splitmix64(self.seed ^ splitmix64(name_key(&self.path, name, &shape)));
         let draw = move |device: &Device, require_grad: bool| {
             let values = normal_values(seed, shape.iter().product(), std);
             Tensor::from_data(TensorData::new(values, shape), device).set_require_grad(require_grad)
         };
         Param::uninitialized(ParamId::new(), draw, device.clone(), true, shape.into())
     }
+}
+
+/// A tensor's key: FNV-1a over its full name and its shape (a fixed hash, unlike std's, so the
+/// same name draws the same values in every build and on every platform).
+fn name_key(path: &str, name: &str, shape: &[usize]) -> u64 {
+    let mut hash = 0xCBF2_9CE4_8422_2325u64;
+    let mut eat = |bytes: &[u8]| {
+        for &byte in bytes {
+            hash = (hash ^ byte as u64).wrapping_mul(0x0000_0100_0000_01B3);
+        }
+    };
+    eat(path.as_bytes());
+    eat(b".");
+    eat(name.as_bytes());
+    for &dim in shape {
+        eat(&(dim as u64).to_le_bytes());
+    }
+    hash
 }
 
 /// Values per chunk: each chunk has a seed of its own, so chunks fill on every core and the values
@@ -87,20 +116,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_same_seed_draws_the_same_tensors_and_each_tensor_differs() {
+    fn a_tensor_is_a_function_of_the_seed_its_name_and_its_shape() {
         let device = Device::flex();
-        let values = |weights: &InitialWeights| weights.normal([3, 5], 1.0, &device).val().into_data().iter::<f32>().collect::<Vec<_>>();
+        let values = |weights: &InitialWeights, name: &str, shape: [usize; 2]| {
+            weights.normal(name, shape, 1.0, &device).val().into_data().iter::<f32>().collect::<Vec<_>>()
+        };
         let (a, b) = (InitialWeights::new(7), InitialWeights::new(7));
-        let (a1, a2) = (values(&a), values(&a));
-        assert_eq!(a1, values(&b));
-        assert_eq!(a2, values(&b));
-        assert_ne!(a1, a2);
-        assert_ne!(a1, values(&InitialWeights::new(8)));
+        let first = values(&a, "w", [3, 5]);
+        // Whatever was drawn before it.
+        values(&b, "other", [3, 5]);
+        assert_eq!(first, values(&b, "w", [3, 5]), "the same seed, name and shape");
+        assert_ne!(first, values(&a, "v", [3, 5]), "another name");
+        assert_ne!(first[..5], values(&a, "w", [5, 3])[..5], "another shape");
+        assert_ne!(first, values(&InitialWeights::new(8), "w", [3, 5]), "another seed");
+        assert_eq!(values(&a.within("blocks").within(0), "w", [3, 5]), values(&a.within("blocks.0"), "w", [3, 5]));
+        assert_ne!(values(&a.within("blocks.0"), "w", [3, 5]), values(&a.within("blocks.1"), "w", [3, 5]));
     }
 
     #[test]
     fn tensors_are_drawn_when_first_read() {
-        let param = InitialWeights::new(7).normal([3, 5], 1.0, &Device::flex());
+        let param = InitialWeights::new(7).normal("w", [3, 5], 1.0, &Device::flex());
         assert!(!param.is_initialized());
         assert_eq!(param.val().dims(), [3, 5]);
         assert!(param.is_initialized());

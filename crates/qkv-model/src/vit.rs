@@ -41,13 +41,13 @@ impl Vit {
         let (init, seeds) = (InitialWeights::new(seed), SeedStream::new(seed));
         let d = config.n_embd;
         Ok(Self {
-            patch_embedding: init_linear(&init, image.patch_values(), d, config.bias, INIT_STD, device),
-            class_token: init.normal([1, d], INIT_STD, device),
-            positions: init.normal([image.tokens(), d], INIT_STD, device),
+            patch_embedding: init_linear(&init, "patch_embedding", image.patch_values(), d, config.bias, INIT_STD, device),
+            class_token: init.normal("class_token", [1, d], INIT_STD, device),
+            positions: init.normal("positions", [image.tokens(), d], INIT_STD, device),
             drop: Dropout::new(config.dropout, &seeds),
             blocks: new_blocks(config, &init, &seeds, device),
             ln_f: new_layer_norm(config, device),
-            head: init_linear(&init, d, config.vocab_size, config.bias, INIT_STD, device),
+            head: init_linear(&init, "head", d, config.vocab_size, config.bias, INIT_STD, device),
             image,
             n_layer: config.n_layer,
         })

@@ -431,8 +431,13 @@ mod tests {
         assert_eq!(two[1].experiment().unwrap().runs.len(), 1, "run 1");
         heard.extend(play_to_end(&mut fanout, &mut two));
 
-        assert_eq!(losses(&heard, 3), losses(&heard_alone, 3), "each run trains on the same batches from the same seed");
-        assert!(losses(&heard, 3).iter().all(|l| l.len() == 4));
+        // Each run trains on the same batches from the same seed: the same losses, to float
+        // noise (a run alone in its session splits its products over threads differently).
+        let (spread, whole) = (losses(&heard, 3), losses(&heard_alone, 3));
+        assert!(spread.iter().all(|l| l.len() == 4));
+        for (a, b) in spread.iter().flatten().zip(whole.iter().flatten()) {
+            assert!((a - b).abs() < 1e-5, "{spread:?} against {whole:?}");
+        }
         let maps = |heard: &[Message]| heard.iter().find_map(|m| if let Message::Attention(maps) = m { Some(maps.clone()) } else { None });
         let (maps, maps_alone) = (maps(&heard).expect("maps"), maps(&heard_alone).expect("maps"));
         assert_eq!(maps.step, maps_alone.step);

@@ -16,7 +16,10 @@
 //! was rewritten when (Q=K-V)+'s 10 → 1 mix stopped being decayed (its case moved by up to 0.018;
 //! every other case by under 2e-5, the composed ops' rounding), and again when the initial
 //! weights moved from Burn's process-wide generator to the model's own (`qkv_model::random`):
-//! every case starts from other weights, so every loss moved.
+//! every case starts from other weights, so every loss moved. It was rewritten once more when
+//! each initial tensor came to be drawn from the seed and its name rather than its place in the
+//! order (so a seed's variants share the tensors they have in common): again every case starts
+//! from other weights.
 
 use std::collections::BTreeMap;
 
