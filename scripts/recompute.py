@@ -100,8 +100,9 @@ def studies(rows):
 
 
 def paper1(rows):
-    """The main table: the text study's runs and the scale study's, paired against standard."""
-    runs = by_run(rows, "text") + by_run(rows, "scale")
+    """The main table: the headline study's runs (standard first), then the ablations' ("text")
+    and the scale study's, all paired against standard seed by seed (where both have the seed)."""
+    runs = by_run(rows, "headline") + by_run(rows, "text") + by_run(rows, "scale")
     reference = runs[0][1]
     reference_params = float(reference[0]["total_params"])
     table = []

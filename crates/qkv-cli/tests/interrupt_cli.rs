@@ -125,7 +125,7 @@ fn an_experiment_stopped_by_a_signal_resumes_from_its_checkpoints() {
     let out = std::env::temp_dir().join(format!("qkv-interrupt-experiment-{}", std::process::id()));
     std::fs::remove_dir_all(&out).ok();
     let experiment = ["experiment", "paper1", "--scale", "tiny", "--seeds", "1", "--steps", "100000"];
-    let seed_dir = "checkpoints/text/seed-1337";
+    let seed_dir = "checkpoints/headline/seed-1337";
     let (status, stderr) = until_signalled(&experiment, &format!("{seed_dir}/standard.qkv"), "-INT", &out);
     assert_eq!(status, Some(130), "{stderr}");
     let said = stderr.lines().find(|l| l.starts_with("qkv: stopped by Ctrl-C")).unwrap_or_else(|| panic!("{stderr}"));
@@ -137,7 +137,8 @@ fn an_experiment_stopped_by_a_signal_resumes_from_its_checkpoints() {
     let resumed = BufReader::new(again.stderr.take().unwrap())
         .lines()
         .map_while(Result::ok)
-        .find(|l| l.contains("resuming at step"))
+        // The headline study trains two seeds for the one asked: the line of the seed stopped.
+        .find(|l| l.contains("resuming at step") && l.contains(seed_dir))
         .expect("the second run resumes");
     again.kill().ok();
     again.wait().ok();

@@ -17,6 +17,19 @@ pub(super) fn study_name(task: SyntheticTask, length: usize) -> String {
 pub(super) struct Study {
     pub(super) name: String,
     pub(super) plan: ExperimentPlan,
+    /// The study trains this many times the seeds asked for (a headline that needs the power).
+    pub(super) seed_multiple: usize,
+}
+
+impl Study {
+    pub(super) fn new(name: impl Into<String>, plan: ExperimentPlan) -> Self {
+        Self { name: name.into(), plan, seed_multiple: 1 }
+    }
+
+    /// The seeds this study trains when `seeds` are asked for.
+    pub(super) fn seeds(&self, seeds: usize) -> usize {
+        seeds * self.seed_multiple
+    }
 }
 
 impl Scale {
@@ -90,28 +103,48 @@ pub(super) fn mlp_matching(config: &GptConfig, variant: AttentionVariant, target
     (1..=config.mlp_hidden * 2).min_by_key(|&h| params(h).abs_diff(target)).expect("a non-empty range")
 }
 
-/// Paper 1's comparison and its ablations: W_Q = I against standard, with the freed parameters
-/// moved to the MLP and the standard model shrunk to the same count; W_Q = I at the standard
-/// scale (the halved scale alone); W_K = I and W_V = I instead of W_Q; and a short weight-decay
+/// The width of the MLP that spends W_Q's parameters: wq-identity's model at standard's count.
+fn wide_mlp(config: &GptConfig) -> usize {
+    let standard = ParamReport::new(&config.clone().with_variant(AttentionVariant::Standard)).total_params;
+    mlp_matching(config, AttentionVariant::QueryIdentity, standard)
+}
+
+/// Paper 1's headline, at twice the seeds of the rest (its changes are a fraction of a percent):
+/// W_Q = I against standard at both attention scales, its own halved 1/(2√d_k) and standard's
+/// 1/√d_k, and with the freed parameters moved to the MLP at 1/√d_k.
+pub(super) fn paper1_headline_runs(preset: Preset) -> Vec<RunPlan> {
+    use AttentionVariant::*;
+    let config = preset.config();
+    let standard_scale = Some(Standard.default_scale(config.head_dim()));
+    vec![
+        RunPlan::new(Standard).named("standard"),
+        RunPlan::new(QueryIdentity).named("wq-identity"),
+        RunPlan { scale: standard_scale, ..RunPlan::new(QueryIdentity) }.named(STANDARD_SCALE_RUN),
+        RunPlan { scale: standard_scale, mlp_hidden: Some(wide_mlp(&config)), ..RunPlan::new(QueryIdentity) }
+            .named(WIDE_STANDARD_SCALE_RUN),
+    ]
+}
+
+/// The study of [`paper1_headline_runs`].
+pub(super) const PAPER1_HEADLINE_STUDY: &str = "headline";
+
+/// Paper 1's ablations of the headline, paired seed by seed with it (same seeds, data and batch
+/// shape, so the same batches and every tensor the runs share drawn the same): the freed
+/// parameters moved to the MLP at the identity's own scale, as the paper does, and the standard
+/// model shrunk to the same count; W_K = I and W_V = I instead of W_Q; and a short weight-decay
 /// sweep of standard and W_Q = I, each trying the other's decay and none.
 pub(super) fn paper1_runs(preset: Preset) -> Vec<RunPlan> {
     use AttentionVariant::*;
     let config = preset.config();
-    let standard = ParamReport::new(&config.clone().with_variant(Standard)).total_params;
     let identity = ParamReport::new(&config.clone().with_variant(QueryIdentity)).total_params;
-    let wide = mlp_matching(&config, QueryIdentity, standard);
     let narrow = mlp_matching(&config, Standard, identity);
-    let standard_scale = Standard.default_scale(config.head_dim());
     let decay = |variant: AttentionVariant| TrainingConfig::for_preset(preset).for_variant(variant).weight_decay;
     let swept = |variant: AttentionVariant, other: AttentionVariant| {
         [0.0, decay(other)].map(move |wd| RunPlan { weight_decay: Some(wd), ..RunPlan::new(variant) }.named(format!("{variant} wd={wd}")))
     };
     [
-        RunPlan::new(Standard).named("standard"),
-        RunPlan::new(QueryIdentity).named("wq-identity"),
-        RunPlan { mlp_hidden: Some(wide), ..RunPlan::new(QueryIdentity) }.named("wq-identity-wide-mlp"),
+        RunPlan { mlp_hidden: Some(wide_mlp(&config)), ..RunPlan::new(QueryIdentity) }.named("wq-identity-wide-mlp"),
         RunPlan { mlp_hidden: Some(narrow), ..RunPlan::new(Standard) }.named("standard-narrow-mlp"),
-        RunPlan { scale: Some(standard_scale), ..RunPlan::new(QueryIdentity) }.named(STANDARD_SCALE_RUN),
         RunPlan::new(KeyIdentity).named("wk-identity"),
         RunPlan::new(ValueIdentity).named("wv-identity"),
     ]
@@ -124,7 +157,10 @@ pub(super) fn paper1_runs(preset: Preset) -> Vec<RunPlan> {
 /// wq-identity at standard's attention scale 1/√d_k instead of its 1/(2√d_k).
 pub(super) const STANDARD_SCALE_RUN: &str = "wq-identity at standard scale";
 
-/// The study of [`paper1_scale_runs`], beside the main one ("text").
+/// wq-identity with the MLP widened to standard's parameter count, at standard's scale 1/√d_k.
+pub(super) const WIDE_STANDARD_SCALE_RUN: &str = "wq-identity-wide-mlp at standard scale";
+
+/// The study of [`paper1_scale_runs`], beside the ablations ("text").
 pub(super) const PAPER1_SCALE_STUDY: &str = "scale";
 
 /// wk-identity at standard's scale 1/√d_k instead of its 1/(2√d_k).
@@ -200,8 +236,9 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
     let preset = args.scale.preset();
     Ok(match args.paper {
         ExperimentKind::Paper1 => vec![
-            Study { name: "text".into(), plan: plan(preset, data.clone(), paper1_runs(preset)) },
-            Study { name: PAPER1_SCALE_STUDY.into(), plan: plan(preset, data, paper1_scale_runs(preset)) },
+            Study { seed_multiple: 2, ..Study::new(PAPER1_HEADLINE_STUDY, plan(preset, data.clone(), paper1_headline_runs(preset))) },
+            Study::new("text", plan(preset, data.clone(), paper1_runs(preset))),
+            Study::new(PAPER1_SCALE_STUDY, plan(preset, data, paper1_scale_runs(preset))),
         ],
         ExperimentKind::Paper2Synthetic => {
             let defaults = args.scale.sweep();
@@ -220,7 +257,7 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
                         TrainingOverrides { steps: args.steps.or(defaults.steps), batch_size: defaults.batch_size, ..Default::default() };
                     let data = DataSource::Synthetic { task, length, framing: Framing::Decoder };
                     let plan = ExperimentPlan { model, training, ..plan(preset, data, paper2_projection_runs()) };
-                    studies.push(Study { name: study_name(task, length), plan });
+                    studies.push(Study::new(study_name(task, length), plan));
                 }
             }
             studies
@@ -230,7 +267,7 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
             let preset = Preset::VisionDigits;
             let mut runs = paper2_runs(preset.config().n_head);
             runs.insert(3, RunPlan::new(AttentionVariant::SharedQueryKeyRel).named("(Q=K-V)+rel"));
-            vec![Study { name: data.to_string(), plan: plan(preset, data, runs) }]
+            vec![Study::new(data.to_string(), plan(preset, data, runs))]
         }
         // The list tasks at one short length measure nothing (every variant solves them):
         // paper2-synthetic sweeps them over the lengths where the variants part ways.
@@ -238,7 +275,7 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
             let model = ModelOverrides { n_head: args.scale.paper2_heads(), ..Default::default() };
             let heads = model.n_head.unwrap_or(preset.config().n_head);
             let text = ExperimentPlan { model, ..plan(preset, data, paper2_runs(heads)) };
-            vec![Study { name: "text".into(), plan: text }]
+            vec![Study::new("text", text)]
         }
     })
 }

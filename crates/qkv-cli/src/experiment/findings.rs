@@ -5,7 +5,10 @@ use qkv_model::ModelDiagnostics;
 use qkv_train::RunStatus;
 use qkv_train::papers::{PAPER1_STANDARD_LOSS, PAPER1_WIDE_MLP_LOSS, PAPER2_PPL, PAPER2_STANDARD_PPL, paper2_ppl};
 
-use super::catalogue::{PAPER1_SCALE_STUDY, STANDARD_SCALE_RUN, Study, WK_STANDARD_SCALE_RUN, WV_HALVED_SCALE_RUN};
+use super::catalogue::{
+    PAPER1_HEADLINE_STUDY, PAPER1_SCALE_STUDY, STANDARD_SCALE_RUN, Study, WIDE_STANDARD_SCALE_RUN, WK_STANDARD_SCALE_RUN,
+    WV_HALVED_SCALE_RUN,
+};
 use super::seeds::{Outcome, studies_of};
 use super::stats::{Direction, Family, PairedChange, Unit, mean_std, signed};
 
@@ -128,8 +131,10 @@ pub(super) fn by_run<'a>(outcomes: &'a [Outcome], study: &str) -> Vec<(String, V
 }
 
 pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
-    // The scale study's runs saw the main study's batches seed by seed: one table.
-    let mut rows = by_run(outcomes, "text");
+    // The ablations' and the scale study's runs saw the headline's batches seed by seed: one
+    // table, standard first.
+    let mut rows = by_run(outcomes, PAPER1_HEADLINE_STUDY);
+    rows.extend(by_run(outcomes, "text"));
     rows.extend(by_run(outcomes, PAPER1_SCALE_STUDY));
     let Some((_, reference)) = rows.first() else { return String::new() };
     let reference_losses = best_losses(reference);
@@ -156,8 +161,8 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
     let row = |name: &str| rows.iter().find(|(n, _)| n == name).map(|(_, l)| l.as_slice());
     let against = |a: &str, b: &str| PairedChange::of(Unit::Loss, &best_losses(row(a)?), &best_losses(row(b)?));
     let mut trends = String::from(
-        "\n## Against the paper\n\nChanges are in validation loss, paired by seed (each seed's runs saw the same batches; \
-         every seed is validated on the same batches): mean ± std over seeds, the 95% Student-t interval of the mean, \
+        "\n## Against the paper\n\nChanges are in validation loss, paired by seed (each seed's runs saw the same batches \
+         and started every tensor they share from the same values; every seed is validated on the same batches): mean ± std over seeds, the 95% Student-t interval of the mean, \
          the t-statistic, and each seed's change.\n\n",
     );
     let mut family = Family::default();
@@ -169,12 +174,28 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
             verdict(&identity, Claim::OnPar)
         );
     }
+    if let Some(scale) = against(STANDARD_SCALE_RUN, "standard") {
+        family.difference(STANDARD_SCALE_RUN, "standard", &scale);
+        family.equivalence(STANDARD_SCALE_RUN, "standard", &scale, EQUIVALENCE_MARGIN);
+        trends += &format!(
+            "- The same claim at standard's attention scale 1/√d_k (paper 1 halves it): {STANDARD_SCALE_RUN} against standard: \
+             {scale}: {}.\n",
+            verdict(&scale, Claim::OnPar)
+        );
+    }
     if let Some(wide) = against("wq-identity-wide-mlp", "standard") {
         family.difference("wq-identity-wide-mlp", "standard", &wide);
         trends += &format!(
             "- Paper 1: spending the freed parameters on a wider MLP beats the original ({PAPER1_WIDE_MLP_LOSS} vs \
              {PAPER1_STANDARD_LOSS}, {:.1}% in loss). Here wq-identity-wide-mlp against standard: {wide}: {}.\n",
             100.0 * (PAPER1_WIDE_MLP_LOSS / PAPER1_STANDARD_LOSS - 1.0),
+            verdict(&wide, Claim::Lower)
+        );
+    }
+    if let Some(wide) = against(WIDE_STANDARD_SCALE_RUN, "standard") {
+        family.difference(WIDE_STANDARD_SCALE_RUN, "standard", &wide);
+        trends += &format!(
+            "- The wider MLP at standard's scale 1/√d_k: {WIDE_STANDARD_SCALE_RUN} against standard: {wide}: {}.\n",
             verdict(&wide, Claim::Lower)
         );
     }
@@ -420,6 +441,32 @@ pub(super) mod tests {
         assert!(identity_line.contains("on par here too: within ±0.5%") && !identity_line.contains("differs"), "{identity_line}");
         let wide_line = line(&on_par, "wider MLP");
         assert!(wide_line.contains("the opposite of the paper") && wide_line.contains("differs"), "{wide_line}");
+    }
+
+    #[test]
+    fn the_paper1_headline_pairs_its_six_seeds_and_the_ablations_pair_the_seeds_they_share() {
+        let headline = |name: &str, seed: u64, loss: f64| Outcome { study: PAPER1_HEADLINE_STUDY.into(), ..finished(name, seed, loss) };
+        let mut outcomes = Vec::new();
+        for seed in 1..=6u64 {
+            let base = 2.0 + 0.01 * seed as f64;
+            outcomes.push(headline("standard", seed, base));
+            outcomes.push(headline("wq-identity", seed, base * 1.02));
+            // ±0.1 %, seed by seed: within ±0.5 % by two one-sided tests at six seeds.
+            outcomes.push(headline(STANDARD_SCALE_RUN, seed, base * if seed % 2 == 0 { 1.001 } else { 0.999 }));
+            outcomes.push(headline(WIDE_STANDARD_SCALE_RUN, seed, base * 0.99));
+        }
+        for seed in 1..=3u64 {
+            outcomes.push(finished("wq-identity-wide-mlp", seed, (2.0 + 0.01 * seed as f64) * 1.01));
+        }
+        let report = paper1_report(&outcomes);
+        let line = |key: &str| report.lines().find(|l| l.contains(key)).unwrap_or_else(|| panic!("{key}: {report}")).to_string();
+        assert!(line("| standard |").ends_with("| reference | 0/6 |"), "standard heads the table: {report}");
+        assert!(line("| wq-identity-wide-mlp |").ends_with("| +1.00 ± 0.00% | 0/3 |"), "paired on the three seeds both have");
+        let scale = line("The same claim at standard's attention scale");
+        assert!(scale.contains("per seed: -0.10%, +0.10%, -0.10%, +0.10%, -0.10%, +0.10%"), "{scale}");
+        assert!(scale.contains("on par here too: within ±0.5%"), "{scale}");
+        let wide = line(&format!("{WIDE_STANDARD_SCALE_RUN} against standard"));
+        assert!(wide.contains("-1.00 ± 0.00% in loss") && wide.contains("the same direction as the paper"), "{wide}");
     }
 
     #[test]

@@ -152,7 +152,7 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
     let mut outcomes = Vec::new();
     let mut provenance = String::new();
     for study in &studies {
-        let (study_outcomes, study_provenance) = trainer.seeds(study, settings.seeds)?;
+        let (study_outcomes, study_provenance) = trainer.seeds(study, study.seeds(settings.seeds))?;
         outcomes.extend(study_outcomes);
         provenance += &study_provenance;
     }
@@ -186,7 +186,7 @@ mod tests {
     use qkv_model::{AttentionVariant, ParamReport, Preset};
     use qkv_train::plan::RunPlan;
 
-    use super::catalogue::{paper1_runs, paper1_scale_runs};
+    use super::catalogue::{STANDARD_SCALE_RUN, WIDE_STANDARD_SCALE_RUN, paper1_headline_runs, paper1_runs, paper1_scale_runs};
     use super::output::utc_date;
     use super::seeds::SeedResult;
     use super::training::in_parallel;
@@ -194,6 +194,7 @@ mod tests {
 
     #[test]
     fn the_matched_mlp_widths_balance_the_parameter_counts() {
+        let headline = paper1_headline_runs(Preset::Gpt2Small);
         let runs = paper1_runs(Preset::Gpt2Small);
         let config = Preset::Gpt2Small.config();
         let params = |run: &RunPlan| {
@@ -201,15 +202,19 @@ mod tests {
             c.mlp_hidden = run.mlp_hidden.unwrap_or(c.mlp_hidden);
             ParamReport::new(&c).total_params
         };
+        // The headline: standard, and W_Q = I at its halved scale and at standard's 1/√d_k
+        // (GPT-2 small: d_k 64), alone and with the reallocated MLP.
+        let names: Vec<&str> = headline.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["standard", "wq-identity", STANDARD_SCALE_RUN, WIDE_STANDARD_SCALE_RUN]);
+        assert_eq!((headline[2].scale, headline[3].scale), (Some(1.0 / 8.0), Some(1.0 / 8.0)));
         // GPT-2 small: the reallocated MLP is 3072 + 768/2 wide, as in paper 1.
-        assert_eq!(runs[2].mlp_hidden, Some(3456));
-        assert_eq!(params(&runs[2]), params(&runs[0]));
-        assert_eq!(params(&runs[3]), params(&runs[1]));
-        // The ablations: the halved scale undone, and the identity moved to the key or the value.
-        assert_eq!(runs[4].scale, Some(1.0 / 8.0));
-        assert_eq!((runs[5].variant, runs[6].variant), (AttentionVariant::KeyIdentity, AttentionVariant::ValueIdentity));
+        assert_eq!((runs[0].mlp_hidden, headline[3].mlp_hidden), (Some(3456), Some(3456)));
+        assert_eq!(params(&runs[0]), params(&headline[0]));
+        assert_eq!(params(&runs[1]), params(&headline[1]));
+        // The ablations: the identity moved to the key or the value.
+        assert_eq!((runs[2].variant, runs[3].variant), (AttentionVariant::KeyIdentity, AttentionVariant::ValueIdentity));
         // Each of standard and wq-identity without decay and with the other's.
-        let sweep: Vec<(&str, Option<f64>)> = runs[7..].iter().map(|r| (r.name.as_str(), r.weight_decay)).collect();
+        let sweep: Vec<(&str, Option<f64>)> = runs[4..].iter().map(|r| (r.name.as_str(), r.weight_decay)).collect();
         assert_eq!(
             sweep,
             [
@@ -328,7 +333,8 @@ mod tests {
         };
         run(&args(2), "qkv experiment paper1 --scale tiny --seeds 1 --steps 2").unwrap();
         let results = std::fs::read_to_string(out.join("results.csv")).unwrap();
-        assert_eq!(results.lines().count(), 1 + 11 + 2, "{results}");
+        // The headline's 4 runs at twice the seed, the 8 ablations and the 2 runs at the other scales.
+        assert_eq!(results.lines().count(), 1 + 4 * 2 + 8 + 2, "{results}");
         let seed_file = SeedResult::path(&out, "text", qkv_train::TrainingConfig::for_preset(Preset::Classroom).seed);
         assert!(seed_file.exists());
 
@@ -340,9 +346,16 @@ mod tests {
         assert!(!out.join("checkpoints").exists(), "the finished seed trained again");
         assert!(std::fs::read_to_string(out.join("report.md")).unwrap().contains("wq-identity"));
 
-        // Another plan is not mixed with it, and a damaged file is named, not trusted.
+        // Another plan is not mixed with it, nor a seed whose weights were drawn another way (a
+        // file from before the scheme was recorded), and a damaged file is named, not trusted.
         let error = run(&args(3), "other steps").unwrap_err().to_string();
         assert!(error.contains("another plan") && error.contains("seed-"), "{error}");
+        let saved = std::fs::read_to_string(&seed_file).unwrap();
+        let mut older: serde_json::Value = serde_json::from_str(&saved).unwrap();
+        older.as_object_mut().unwrap().remove("initial_weights");
+        std::fs::write(&seed_file, older.to_string()).unwrap();
+        let error = run(&args(2), "older").unwrap_err().to_string();
+        assert!(error.contains("drawn another way (scheme 1, now 2)"), "{error}");
         std::fs::write(&seed_file, "{ not json").unwrap();
         let error = run(&args(2), "damaged").unwrap_err().to_string();
         assert!(error.contains("delete it to train that seed again"), "{error}");

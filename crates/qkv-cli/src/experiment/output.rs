@@ -78,7 +78,11 @@ pub(super) fn report_markdown(
     plots: &str,
 ) -> String {
     let Trained { studies, outcomes, provenance, wall_secs, training_secs } = trained;
-    let (paper, scale, compute, seeds) = (args.paper.name(), &settings.scale, settings.compute.describe(), settings.seeds);
+    let (paper, scale, compute) = (args.paper.name(), &settings.scale, settings.compute.describe());
+    let seeds = match studies.iter().find(|study| study.seed_multiple > 1) {
+        Some(study) => format!("{} seeds ({} for the {} study)", settings.seeds, study.seeds(settings.seeds), study.name),
+        None => format!("{} seeds", settings.seeds),
+    };
     let preset = studies[0].plan.preset;
     let inputs = if args.paper == ExperimentKind::Paper2Vision { "images" } else { "text" };
     let diagnostics = diagnostics_section(outcomes, inputs);
@@ -92,7 +96,7 @@ pub(super) fn report_markdown(
     format!(
         "# QKV Lab: {paper} at {scale} scale\n\n\
          - command: `{invocation}`\n- date: {}\n- backend: {compute}\n- wall time: {wall_secs:.0} s this invocation (finished seeds are reported from seeds/, not trained again); {training_secs:.0} s of training in all (the runs' own clocks, across resumes)\n\
-         - model: {} ({}){heads}, {seeds} seeds; every run of a seed trains on the same batches, and every seed is validated on the same batches\n\
+         - model: {} ({}){heads}, {seeds}; every run of a seed trains on the same batches and starts every tensor it has in common with another run (same name and shape) from the same values, and every seed is validated on the same batches\n\
          - recompute: `python3 scripts/recompute.py {}` (in QKV Lab's repository) rebuilds this report's tables from results.csv alone and checks them against this file\n\n\
          Losses are mean ± standard deviation over seeds of each run's validation loss.\n\n{body}\n{plots}\n{diagnostics}\
          ## Seeds\n\nEach seed's results are in `seeds/`; a rerun reports a finished seed from there.\n\n{provenance}",

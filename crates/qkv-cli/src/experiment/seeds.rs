@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use qkv_model::random::INITIAL_WEIGHTS_SCHEME;
 use qkv_train::checkpoint::write_atomically;
 use qkv_train::plan::ExperimentPlan;
 use qkv_train::{Batch, Run};
@@ -47,7 +48,15 @@ pub(super) struct SeedResult {
     pub(super) finished: String,
     pub(super) compute: String,
     pub(super) command: String,
+    /// How the seed's initial weights were drawn ([`INITIAL_WEIGHTS_SCHEME`]; files written
+    /// before it was recorded drew them in order, scheme 1).
+    #[serde(default = "first_scheme")]
+    pub(super) initial_weights: u32,
     pub(super) outcomes: Vec<Outcome>,
+}
+
+fn first_scheme() -> u32 {
+    1
 }
 
 impl SeedResult {
@@ -64,6 +73,15 @@ impl SeedResult {
         };
         let saved: SeedResult = serde_json::from_str(&text)
             .map_err(|e| format!("{} is not a finished seed's results ({e}): delete it to train that seed again", path.display()))?;
+        if saved.initial_weights != INITIAL_WEIGHTS_SCHEME {
+            return Err(format!(
+                "{} holds a seed whose initial weights were drawn another way (scheme {}, now {INITIAL_WEIGHTS_SCHEME}): its runs \
+                 would not pair with new ones; give another --out, or delete it to train that seed again",
+                path.display(),
+                saved.initial_weights
+            )
+            .into());
+        }
         if saved.plan != *plan {
             return Err(format!(
                 "{} holds a seed trained with another plan (other steps, data or runs): give another --out, \

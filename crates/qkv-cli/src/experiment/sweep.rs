@@ -215,7 +215,7 @@ mod tests {
             training: Default::default(),
             runs: paper2_projection_runs(),
         };
-        Study { name: study_name(task, length), plan }
+        Study::new(study_name(task, length), plan)
     }
 
     /// Every variant's accuracy in three seeds, Q-K-V's `reference`; `symmetric` is subtracted

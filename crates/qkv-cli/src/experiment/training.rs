@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use qkv_model::random::INITIAL_WEIGHTS_SCHEME;
 use qkv_session::Message;
 use qkv_train::checkpoint::{Checkpoint, to_bytes, write_atomically};
 use qkv_train::plan::{ExperimentPlan, TrainingOverrides};
@@ -131,6 +132,7 @@ impl Trainer<'_> {
                 finished: utc_date(),
                 compute: self.settings.compute.describe(),
                 command: self.invocation.to_string(),
+                initial_weights: INITIAL_WEIGHTS_SCHEME,
                 outcomes,
             };
             result.save(&results)?;

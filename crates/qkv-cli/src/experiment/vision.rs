@@ -116,7 +116,7 @@ mod tests {
 
     fn study() -> Study {
         let plan = qkv_train::ExperimentPlan { data: "digits".parse().unwrap(), ..Default::default() };
-        Study { name: "digits".into(), plan }
+        Study::new("digits", plan)
     }
 
     #[test]
