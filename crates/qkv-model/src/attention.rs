@@ -23,7 +23,7 @@ pub(crate) fn apply_linear(layer: &Linear, x: Tensor<3>) -> Tensor<3> {
     qkv_kernels::linear(x, layer.weight.val(), layer.bias.as_ref().map(|bias| bias.val()))
 }
 
-/// nanoGPT's initialisation: N(0, std) weights (the next in `init`), zero biases.
+/// nanoGPT's initialisation: N(0, std) weights (the tensor `name.weight` of `init`), zero biases.
 pub(crate) fn init_linear(init: &InitialWeights, name: &str, d_in: usize, d_out: usize, bias: bool, std: f64, device: &Device) -> Linear {
     let weight = init.within(name).normal("weight", [d_in, d_out], std, device);
     Linear { weight, bias: bias.then(|| Initializer::Zeros.init([d_out], device)) }
