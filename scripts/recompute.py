@@ -139,7 +139,8 @@ def paper2(rows):
 
 
 def paper2_synthetic(rows):
-    """Per task, accuracy by variant and length, with each variant's paired change in points."""
+    """Per task, accuracy by variant and length, with each variant's paired change in points; and,
+    where results.csv has them, whole lists, steps to 99% and symmetry."""
     tasks = {}
     for study in studies(rows):
         task, _, length = study.rpartition("-L")
@@ -159,7 +160,18 @@ def paper2_synthetic(rows):
                     cell += f" (Δ {signed(change[0])} pt)"
                 cells.append(cell)
             table.append(f"| {name} | " + " | ".join(cells) + " |")
+        if "sequence_accuracy" in rows[0]:
+            table += [f"| {name} | " + " | ".join(progress_cell(rows, study, name) for study in settings) + " |" for name in names]
     return table
+
+
+def progress_cell(rows, study, name):
+    """Whole lists right (mean over seeds) · each seed's step to 99% (– never) · mean symmetry."""
+    list_ = [r for r in rows if r["study"] == study and r["run"] == name]
+    sequence = mean_std(100.0 * a for a in (number(r["sequence_accuracy"]) for r in list_) if a is not None)
+    symmetry = mean_std(number(r["symmetry"]) for r in list_)
+    steps = "/".join(r["steps_to_99pct"] or "–" for r in list_)
+    return " · ".join(["-" if sequence is None else f"{sequence[0]:.2f}%", steps, "-" if symmetry is None else f"{symmetry[0]:.3f}"])
 
 
 def paper2_vision(rows):

@@ -71,6 +71,9 @@ pub(super) struct SweepDefaults {
     lengths: Vec<usize>,
     steps: Option<usize>,
     batch_size: Option<usize>,
+    /// Evaluations this often show when each run learned its task (steps to 99%), not only
+    /// where it ended.
+    eval_interval: Option<usize>,
 }
 
 impl Scale {
@@ -84,11 +87,27 @@ impl Scale {
     fn sweep(self) -> SweepDefaults {
         use SyntheticTask::*;
         match self {
-            Scale::Tiny => SweepDefaults { tasks: vec![Reverse, Swap], lengths: vec![8, 16], steps: Some(200), batch_size: None },
-            Scale::Laptop => SweepDefaults { tasks: vec![Reverse, Swap], lengths: vec![16, 64], steps: Some(300), batch_size: Some(16) },
-            Scale::Gpu => {
-                SweepDefaults { tasks: SyntheticTask::PAPERS.to_vec(), lengths: vec![16, 64, 128], steps: None, batch_size: None }
-            }
+            Scale::Tiny => SweepDefaults {
+                tasks: vec![Reverse, Swap],
+                lengths: vec![8, 16],
+                steps: Some(200),
+                batch_size: None,
+                eval_interval: Some(25),
+            },
+            Scale::Laptop => SweepDefaults {
+                tasks: vec![Reverse, Swap],
+                lengths: vec![16, 64],
+                steps: Some(300),
+                batch_size: Some(16),
+                eval_interval: Some(50),
+            },
+            Scale::Gpu => SweepDefaults {
+                tasks: SyntheticTask::PAPERS.to_vec(),
+                lengths: vec![16, 64, 128],
+                steps: None,
+                batch_size: None,
+                eval_interval: None,
+            },
         }
     }
 }
@@ -200,16 +219,44 @@ pub(super) fn paper2_runs(n_head: usize) -> Vec<RunPlan> {
     runs
 }
 
-/// Paper 2's projection variants, Q-K-V first (the reference every change is paired against).
+/// Paper 2's projection variants, Q-K-V first (the reference every change is paired against),
+/// and our pairwise (Q=K-V)+rel beside the paper's (Q=K-V)+: which of the two closes Q=K-V's gap.
 pub(super) fn paper2_projection_runs() -> Vec<RunPlan> {
     use AttentionVariant::*;
     vec![
         RunPlan::new(Standard).named("Q-K-V"),
         RunPlan::new(SharedQueryKey).named("Q=K-V"),
         RunPlan::new(SharedQueryKeyAsym).named("(Q=K-V)+"),
+        RunPlan::new(SharedQueryKeyRel).named("(Q=K-V)+rel"),
         RunPlan::new(SharedKeyValue).named("Q-K=V"),
         RunPlan::new(SharedAll).named("Q=K=V"),
     ]
+}
+
+/// The setting of [`symmetry_probe`]: a list of four digits rotated by one.
+const PROBE: (SyntheticTask, usize) = (SyntheticTask::Rotate, 4);
+
+/// Where a symmetric score is known to fail (the app's third lesson): a list of four digits
+/// rotated by one, read whole by an encoder of one layer and one head, so that each place must
+/// read its left neighbour around a cycle, which symmetric logits cannot order. The sweep's
+/// reverse and swap are involutions (i reads j exactly when j reads i), which a symmetric score
+/// serves as well as any; this setting shows which logit term closes the gap where there is one.
+/// The classroom recipe, as in the lesson; `base` gives the tokenizer.
+fn symmetry_probe(base: ExperimentPlan, steps: Option<usize>) -> ExperimentPlan {
+    let (task, length) = PROBE;
+    ExperimentPlan {
+        data: DataSource::Synthetic { task, length, framing: Framing::Encoder },
+        model: ModelOverrides { n_layer: Some(1), n_head: Some(1), ..Default::default() },
+        training: TrainingOverrides {
+            steps: Some(steps.unwrap_or(300)),
+            batch_size: Some(32),
+            warmup_steps: Some(50),
+            eval_interval: Some(50.min(steps.unwrap_or(300).max(1))),
+            ..Default::default()
+        },
+        runs: paper2_projection_runs(),
+        ..base
+    }
 }
 
 pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
@@ -253,21 +300,27 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
                     }
                     // The context holds exactly the list and its answer.
                     let model = ModelOverrides { block_size: Some(2 * length), ..Default::default() };
-                    let training =
-                        TrainingOverrides { steps: args.steps.or(defaults.steps), batch_size: defaults.batch_size, ..Default::default() };
+                    let steps = args.steps.or(defaults.steps);
+                    let training = TrainingOverrides {
+                        steps,
+                        batch_size: defaults.batch_size,
+                        eval_interval: defaults.eval_interval.map(|every| steps.map_or(every, |steps| every.min(steps.max(1)))),
+                        ..Default::default()
+                    };
                     let data = DataSource::Synthetic { task, length, framing: Framing::Decoder };
                     let plan = ExperimentPlan { model, training, ..plan(preset, data, paper2_projection_runs()) };
                     studies.push(Study::new(study_name(task, length), plan));
                 }
             }
+            if args.tasks.is_none() {
+                studies.push(Study::new(study_name(PROBE.0, PROBE.1), symmetry_probe(plan(Preset::Classroom, data, vec![]), args.steps)));
+            }
             studies
         }
-        // Every variant of paper 2's text study, and (Q=K-V)+rel, as ViTs on images.
+        // Every variant of paper 2's text study as ViTs on images.
         ExperimentKind::Paper2Vision => {
             let preset = Preset::VisionDigits;
-            let mut runs = paper2_runs(preset.config().n_head);
-            runs.insert(3, RunPlan::new(AttentionVariant::SharedQueryKeyRel).named("(Q=K-V)+rel"));
-            vec![Study::new(data.to_string(), plan(preset, data, runs))]
+            vec![Study::new(data.to_string(), plan(preset, data, paper2_runs(preset.config().n_head)))]
         }
         // The list tasks at one short length measure nothing (every variant solves them):
         // paper2-synthetic sweeps them over the lengths where the variants part ways.

@@ -392,6 +392,7 @@ pub(super) mod tests {
                 status: RunStatus::Finished,
             },
             curve: LossCurve { name: name.into(), train: vec![(1, 4.0)], val: vec![(2000, loss as f32)] },
+            accuracy: vec![],
         }
     }
 

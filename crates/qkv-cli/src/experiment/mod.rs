@@ -5,6 +5,7 @@
 mod catalogue;
 mod convergence;
 mod findings;
+mod learning;
 mod output;
 mod seeds;
 mod stats;
@@ -255,7 +256,10 @@ mod tests {
         assert_eq!((text.name.as_str(), &text.plan.data), ("text", &DataSource::Shakespeare));
         assert_eq!(text.plan.model.n_head, Some(8));
         let names: Vec<&str> = text.plan.runs.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(names, ["Q-K-V", "Q=K-V", "(Q=K-V)+", "Q-K=V", "Q=K=V", "GQA 2/8", "MQA 1/8", "Q-K=V + GQA 2/8", "Q-K=V + MQA 1/8"]);
+        assert_eq!(
+            names,
+            ["Q-K-V", "Q=K-V", "(Q=K-V)+", "(Q=K-V)+rel", "Q-K=V", "Q=K=V", "GQA 2/8", "MQA 1/8", "Q-K=V + GQA 2/8", "Q-K=V + MQA 1/8"]
+        );
     }
 
     #[test]
@@ -274,6 +278,20 @@ mod tests {
     }
 
     #[test]
+    fn the_default_sweep_ends_with_the_setting_where_a_symmetric_score_fails() {
+        let sweep = studies(&laptop_args(ExperimentKind::Paper2Synthetic)).unwrap();
+        let names: Vec<&str> = sweep.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["reverse-L16", "reverse-L64", "swap-L16", "swap-L64", "rotate-L4"]);
+        let probe = &sweep[4].plan;
+        assert_eq!(probe.data, DataSource::Synthetic { task: SyntheticTask::Rotate, length: 4, framing: qkv_train::Framing::Encoder });
+        assert_eq!((probe.preset, probe.model.n_layer, probe.model.n_head), (Preset::Classroom, Some(1), Some(1)));
+        let variants: Vec<AttentionVariant> = probe.runs.iter().map(|r| r.variant).collect();
+        assert!(variants.contains(&AttentionVariant::SharedQueryKeyAsym) && variants.contains(&AttentionVariant::SharedQueryKeyRel));
+        let specs = probe.specs(&probe.dataset().unwrap()).unwrap();
+        assert!(specs.iter().all(|spec| spec.model.attention.bidirectional && spec.training.steps == 300));
+    }
+
+    #[test]
     fn the_synthetic_sweep_gives_each_task_and_length_its_study_and_context() {
         let args = ExperimentArgs {
             lengths: Some(vec![16, 128]),
@@ -289,7 +307,8 @@ mod tests {
             DataSource::Synthetic { task: SyntheticTask::Reverse, length: 128, framing: qkv_train::Framing::Decoder }
         );
         assert_eq!((sweep[0].plan.training.steps, sweep[0].plan.training.batch_size), (Some(300), Some(16)));
-        assert_eq!(sweep[0].plan.runs.len(), 5);
+        assert_eq!(sweep[0].plan.runs.len(), 6);
+        assert_eq!(sweep[0].plan.training.eval_interval, Some(50), "often enough to see when each run learned its task");
 
         let too_short = ExperimentArgs { lengths: Some(vec![1]), ..args };
         let error = studies(&too_short).err().unwrap().to_string();

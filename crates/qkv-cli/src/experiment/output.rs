@@ -33,6 +33,9 @@ pub(super) fn results_csv(outcomes: &[Outcome]) -> String {
         "final_val_loss",
         "best_val_loss",
         "accuracy",
+        "sequence_accuracy",
+        "steps_to_99pct",
+        "symmetry",
         "status",
     ];
     let rows = outcomes.iter().map(|o| {
@@ -48,6 +51,9 @@ pub(super) fn results_csv(outcomes: &[Outcome]) -> String {
             csv::optional(o.summary.final_val_loss),
             csv::optional(o.summary.best_val_loss),
             csv::optional(o.summary.accuracy),
+            csv::optional(o.summary.sequence_accuracy),
+            o.steps_to_learn().map_or(String::new(), |step| step.to_string()),
+            csv::optional(o.symmetry()),
             o.summary.status.to_string(),
         ]
     });

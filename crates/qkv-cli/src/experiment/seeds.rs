@@ -23,7 +23,14 @@ pub(super) struct Outcome {
     pub(super) weight_decay: f64,
     pub(super) summary: RunSummary,
     pub(super) curve: LossCurve,
+    /// (step, held-out accuracy) at every evaluation that measured one (a task with answers);
+    /// empty in seeds saved before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) accuracy: Vec<(usize, f64)>,
 }
+
+/// The per-token accuracy a run must reach for a task to count as learned.
+pub(super) const LEARNED: f64 = 0.99;
 
 /// The studies `outcomes` belong to, in the order they first appear.
 pub(super) fn studies_of(outcomes: &[Outcome]) -> Vec<&str> {
@@ -112,6 +119,18 @@ impl Outcome {
             weight_decay: run.spec.training.weight_decay,
             summary: RunSummary::of(run, val),
             curve: LossCurve::of(run),
+            accuracy: run.metrics.evals.iter().filter_map(|e| Some((e.step, e.accuracy?))).collect(),
         }
+    }
+
+    /// The first evaluated step at which the run's accuracy reached [`LEARNED`]; None where it
+    /// never did (or measured none).
+    pub(super) fn steps_to_learn(&self) -> Option<usize> {
+        self.accuracy.iter().find(|(_, accuracy)| *accuracy >= LEARNED).map(|(step, _)| *step)
+    }
+
+    /// The trained model's symmetry score, mean over layers and heads (docs/diagnostics.md).
+    pub(super) fn symmetry(&self) -> Option<f64> {
+        self.summary.diagnostics.as_ref()?.mean_symmetry()
     }
 }

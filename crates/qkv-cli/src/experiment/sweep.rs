@@ -7,9 +7,10 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use qkv_train::{DataSource, SyntheticTask};
+use qkv_train::{DataSource, Framing, SyntheticTask};
 
 use super::catalogue::Study;
+use super::learning::{PARTS_BY, Setting, gap_section, progress_cell, progress_legend, trails};
 use super::seeds::Outcome;
 use super::stats::{PairedChange, Unit, mean_std};
 use crate::Failure;
@@ -21,11 +22,6 @@ fn setting(study: &Study) -> Option<(SyntheticTask, usize)> {
         _ => None,
     }
 }
-
-/// How far, in points, a variant's accuracy must differ from Q-K-V's, the same way in every seed,
-/// for the report to say they part ways. Accuracy is bounded (a variant at the ceiling has no
-/// spread at all), so no t-interval is put on it: the report counts seeds instead.
-const PARTS_BY: f64 = 1.0;
 
 /// "lower in 3 of 3 seeds (per seed: -55.20 pt, …)", and whether the change is the same way, by
 /// [`PARTS_BY`] points or more, in every seed of two or more.
@@ -60,9 +56,45 @@ fn tasks(studies: &[Study]) -> Vec<(SyntheticTask, Vec<(usize, &Study)>)> {
     tasks
 }
 
+/// What sets a study apart from the sweep's decoders (the symmetry probe's encoder and model),
+/// said under its task's heading; empty for the sweep's own settings.
+fn setting_note(study: &Study) -> String {
+    let Some((task, length)) = setting(study) else { return String::new() };
+    let encoder = matches!(study.plan.data, DataSource::Synthetic { framing: Framing::Encoder, .. });
+    let model = &study.plan.model;
+    if !encoder && model.n_layer.is_none() && model.n_head.is_none() {
+        return String::new();
+    }
+    let config = model.applied_to(study.plan.preset.config());
+    format!(
+        "Lists of {length} read {} by a model of {} and {} (the {} preset{}){}\n\n",
+        if encoder { "whole, with attention both ways," } else { "left to right" },
+        count(config.n_layer, "layer"),
+        count(config.n_head, "head"),
+        study.plan.preset,
+        study.plan.training.batch_size.map_or(String::new(), |batch| format!(", batches of {batch}")),
+        if task == SyntheticTask::Rotate && encoder {
+            ": each place reads its left neighbour around a cycle, an order that symmetric logits cannot give."
+        } else {
+            "."
+        }
+    )
+}
+
+/// "1 layer", "2 layers".
+fn count(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// A run's outcomes in a study, in the order of their seeds.
+fn runs_of<'a>(outcomes: &'a [Outcome], study: &Study, name: &str) -> Vec<&'a Outcome> {
+    outcomes.iter().filter(|o| o.study == study.name && o.summary.name == name).collect()
+}
+
 /// Per task, a table of accuracy by variant and length, with each variant's paired change against
-/// Q-K-V; then every setting where a variant parts from Q-K-V beyond the seeds' interval, or the
-/// evidence that none does.
+/// Q-K-V, and one of whole lists, when each seed learned the task and the logits' symmetry; then
+/// every setting where a variant parts from Q-K-V (or learns later) the same way in every seed,
+/// or the evidence that none does; then which logit term closes Q=K-V's gap.
 pub(super) fn sweep_report(outcomes: &[Outcome], studies: &[Study]) -> String {
     let mut out = String::from(
         "Accuracy is per answer token on the 1,000 validation lists (the same for every seed), at the end of training: \
@@ -70,12 +102,14 @@ pub(super) fn sweep_report(outcomes: &[Outcome], studies: &[Study]) -> String {
          points, mean over seeds.\n",
     );
     let mut parted = Vec::new();
+    let mut later = Vec::new();
+    let mut settings_seen: Vec<Setting> = Vec::new();
     let mut reference_range = (f64::INFINITY, f64::NEG_INFINITY);
     let mut settings = 0;
     // Variant-settings paired against Q-K-V.
     let mut compared = 0;
     for (task, lengths) in tasks(studies) {
-        out += &format!("\n### {task}\n\n| variant |");
+        out += &format!("\n### {task}\n\n{}| variant |", lengths.first().map_or(String::new(), |(_, study)| setting_note(study)));
         for (length, _) in &lengths {
             out += &format!(" L = {length} |");
         }
@@ -84,8 +118,7 @@ pub(super) fn sweep_report(outcomes: &[Outcome], studies: &[Study]) -> String {
         for (row, name) in names.iter().enumerate() {
             out += &format!("| {name} |");
             for (length, study) in &lengths {
-                let of =
-                    |name: &str| -> Vec<&Outcome> { outcomes.iter().filter(|o| o.study == study.name && o.summary.name == name).collect() };
+                let of = |name: &str| runs_of(outcomes, study, name);
                 let list = of(name);
                 let cell = match mean_std(list.iter().map(|o| o.summary.accuracy.map(|a| 100.0 * a))) {
                     Some((m, s, n)) if n > 1 => format!("{m:.2}% ± {s:.2}"),
@@ -109,12 +142,28 @@ pub(super) fn sweep_report(outcomes: &[Outcome], studies: &[Study]) -> String {
                         let (counts, parts) = per_seed_counts(&change);
                         if parts {
                             parted.push(format!("- {task}, L = {length}: {name} against Q-K-V: {counts}"));
+                        } else if let Some(how) = trails(&list, &of(&names[0])) {
+                            later.push(format!("- {task}, L = {length}: {name} {how}"));
                         }
                     }
                     None => out += &format!(" {cell} |"),
                 }
             }
             out += "\n";
+        }
+        let every = lengths.first().and_then(|(_, study)| study.plan.training.eval_interval);
+        out += &format!("\n{}\n\n| variant |", progress_legend(every));
+        for (length, _) in &lengths {
+            out += &format!(" L = {length} |");
+        }
+        out += &format!("\n|---|{}\n", "---:|".repeat(lengths.len()));
+        for name in &names {
+            let cells: Vec<String> = lengths.iter().map(|(_, study)| progress_cell(&runs_of(outcomes, study, name))).collect();
+            out += &format!("| {name} | {} |\n", cells.join(" | "));
+        }
+        for (length, study) in &lengths {
+            let runs = study.plan.runs.iter().map(|r| (r.name.clone(), r.variant, runs_of(outcomes, study, &r.name))).collect();
+            settings_seen.push(Setting { label: format!("{task}, L = {length}"), runs });
         }
     }
     out += "\n## Where the variants part ways\n\n";
@@ -142,7 +191,15 @@ pub(super) fn sweep_report(outcomes: &[Outcome], studies: &[Study]) -> String {
             parted.join("\n")
         );
     }
-    out
+    if !later.is_empty() {
+        out += &format!(
+            "\nWhere the final accuracies do not part, a variant learned the task (99% per token) at a later evaluation than \
+             Q-K-V, or not at all, in every seed; {} of {compared} variant-settings:\n\n{}\n",
+            later.len(),
+            later.join("\n")
+        );
+    }
+    out + &gap_section(&settings_seen)
 }
 
 /// accuracy-TASK.svg for each task: accuracy against list length, a line per variant (mean over
@@ -248,14 +305,21 @@ mod tests {
         assert!(report.contains("| variant | L = 16 | L = 64 |"), "{report}");
         assert!(report.contains("| Q-K-V | 100.00% ± 0.00 | 60.00% ± 2.00 |"), "{report}");
         assert!(report.contains("| Q=K-V | 100.00% ± 0.10 (Δ +0.00 pt) | 40.00% ± 1.90 (Δ -20.00 pt) |"), "{report}");
-        let parted: Vec<&str> = report.lines().filter(|l| l.starts_with("- reverse")).collect();
+        let parted: Vec<&str> = report.lines().filter(|l| l.starts_with("- reverse") && l.contains("against Q-K-V:")).collect();
         assert_eq!(parted.len(), 1, "{report}");
         assert!(
             parted[0].starts_with("- reverse, L = 64: Q=K-V against Q-K-V: -20.00 pt on average, lower by 1 point or more in 3 of 3 seeds"),
             "{report}"
         );
         assert!(!report.contains("95% interval"), "no t-interval on a bounded accuracy: {report}");
-        assert!(report.contains("1 of 8 variant-settings"), "{report}");
+        assert!(report.contains("1 of 10 variant-settings"), "{report}");
+        assert!(
+            report.contains(
+                "- reverse, L = 64: Q=K-V ends lower in 3 of 3 seeds (-20.00 pt, -20.10 pt, -19.90 pt); (Q=K-V)+ closes it; \
+                 (Q=K-V)+rel closes it."
+            ),
+            "{report}"
+        );
     }
 
     #[test]
