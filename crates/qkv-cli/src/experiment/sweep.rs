@@ -11,7 +11,7 @@ use qkv_train::{DataSource, Framing, SyntheticTask};
 
 use super::catalogue::Study;
 use super::learning::{PARTS_BY, Setting, gap_section, progress_cell, progress_legend, trails};
-use super::seeds::Outcome;
+use super::seeds::{LEARNED, Outcome};
 use super::stats::{PairedChange, Unit, mean_std};
 use crate::Failure;
 
@@ -193,8 +193,9 @@ pub(super) fn sweep_report(outcomes: &[Outcome], studies: &[Study]) -> String {
     }
     if !later.is_empty() {
         out += &format!(
-            "\nWhere the final accuracies do not part, a variant learned the task (99% per token) at a later evaluation than \
-             Q-K-V, or not at all, in every seed; {} of {compared} variant-settings:\n\n{}\n",
+            "\nWhere the final accuracies do not part, a variant learned the task ({:.0}% per token) at a later evaluation \
+             than Q-K-V, or not at all, in every seed; {} of {compared} variant-settings:\n\n{}\n",
+            100.0 * LEARNED,
             later.len(),
             later.join("\n")
         );
