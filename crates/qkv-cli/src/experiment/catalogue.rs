@@ -233,6 +233,11 @@ pub(super) fn paper2_projection_runs() -> Vec<RunPlan> {
     ]
 }
 
+/// Evaluations every `every` steps, or fewer where a run of `steps` would not reach one.
+fn at_least_once(every: usize, steps: Option<usize>) -> usize {
+    steps.map_or(every, |steps| every.min(steps.max(1)))
+}
+
 /// The setting of [`symmetry_probe`]: a list of four digits rotated by one.
 const PROBE: (SyntheticTask, usize) = (SyntheticTask::Rotate, 4);
 
@@ -244,14 +249,15 @@ const PROBE: (SyntheticTask, usize) = (SyntheticTask::Rotate, 4);
 /// The classroom recipe, as in the lesson; `base` gives the tokenizer.
 fn symmetry_probe(base: ExperimentPlan, steps: Option<usize>) -> ExperimentPlan {
     let (task, length) = PROBE;
+    let steps = steps.unwrap_or(300);
     ExperimentPlan {
         data: DataSource::Synthetic { task, length, framing: Framing::Encoder },
         model: ModelOverrides { n_layer: Some(1), n_head: Some(1), ..Default::default() },
         training: TrainingOverrides {
-            steps: Some(steps.unwrap_or(300)),
+            steps: Some(steps),
             batch_size: Some(32),
             warmup_steps: Some(50),
-            eval_interval: Some(50.min(steps.unwrap_or(300).max(1))),
+            eval_interval: Some(at_least_once(50, Some(steps))),
             ..Default::default()
         },
         runs: paper2_projection_runs(),
@@ -304,7 +310,7 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
                     let training = TrainingOverrides {
                         steps,
                         batch_size: defaults.batch_size,
-                        eval_interval: defaults.eval_interval.map(|every| steps.map_or(every, |steps| every.min(steps.max(1)))),
+                        eval_interval: defaults.eval_interval.map(|every| at_least_once(every, steps)),
                         ..Default::default()
                     };
                     let data = DataSource::Synthetic { task, length, framing: Framing::Decoder };
