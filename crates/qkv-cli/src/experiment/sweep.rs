@@ -87,6 +87,12 @@ fn count(n: usize, what: &str) -> String {
 }
 
 /// A run's outcomes in a study, in the order of their seeds.
+/// A table's header row and separator: the variant column, then one column per list length.
+fn length_header(lengths: &[(usize, &Study)]) -> String {
+    let columns: String = lengths.iter().map(|(length, _)| format!(" L = {length} |")).collect();
+    format!("| variant |{columns}\n|---|{}\n", "---:|".repeat(lengths.len()))
+}
+
 fn runs_of<'a>(outcomes: &'a [Outcome], study: &Study, name: &str) -> Vec<&'a Outcome> {
     outcomes.iter().filter(|o| o.study == study.name && o.summary.name == name).collect()
 }
@@ -109,11 +115,8 @@ pub(super) fn sweep_report(outcomes: &[Outcome], studies: &[Study]) -> String {
     // Variant-settings paired against Q-K-V.
     let mut compared = 0;
     for (task, lengths) in tasks(studies) {
-        out += &format!("\n### {task}\n\n{}| variant |", lengths.first().map_or(String::new(), |(_, study)| setting_note(study)));
-        for (length, _) in &lengths {
-            out += &format!(" L = {length} |");
-        }
-        out += &format!("\n|---|{}\n", "---:|".repeat(lengths.len()));
+        let note = lengths.first().map_or(String::new(), |(_, study)| setting_note(study));
+        out += &format!("\n### {task}\n\n{note}{}", length_header(&lengths));
         let names: Vec<String> = lengths.first().map_or(vec![], |(_, s)| s.plan.runs.iter().map(|r| r.name.clone()).collect());
         for (row, name) in names.iter().enumerate() {
             out += &format!("| {name} |");
@@ -152,11 +155,7 @@ pub(super) fn sweep_report(outcomes: &[Outcome], studies: &[Study]) -> String {
             out += "\n";
         }
         let every = lengths.first().and_then(|(_, study)| study.plan.training.eval_interval);
-        out += &format!("\n{}\n\n| variant |", progress_legend(every));
-        for (length, _) in &lengths {
-            out += &format!(" L = {length} |");
-        }
-        out += &format!("\n|---|{}\n", "---:|".repeat(lengths.len()));
+        out += &format!("\n{}\n\n{}", progress_legend(every), length_header(&lengths));
         for name in &names {
             let cells: Vec<String> = lengths.iter().map(|(_, study)| progress_cell(&runs_of(outcomes, study, name))).collect();
             out += &format!("| {name} | {} |\n", cells.join(" | "));
