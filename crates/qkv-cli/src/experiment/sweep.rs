@@ -86,13 +86,13 @@ fn count(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
-/// A run's outcomes in a study, in the order of their seeds.
 /// A table's header row and separator: the variant column, then one column per list length.
 fn length_header(lengths: &[(usize, &Study)]) -> String {
     let columns: String = lengths.iter().map(|(length, _)| format!(" L = {length} |")).collect();
     format!("| variant |{columns}\n|---|{}\n", "---:|".repeat(lengths.len()))
 }
 
+/// A run's outcomes in a study, in the order of their seeds.
 fn runs_of<'a>(outcomes: &'a [Outcome], study: &Study, name: &str) -> Vec<&'a Outcome> {
     outcomes.iter().filter(|o| o.study == study.name && o.summary.name == name).collect()
 }
