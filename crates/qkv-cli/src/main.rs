@@ -62,7 +62,11 @@ enum Command {
 fn main() -> ExitCode {
     qkv_allocator::keep_freed_pages();
     let cli = Cli::parse();
-    let invocation = std::env::args().collect::<Vec<_>>().join(" ");
+    // Reports quote this command, and they are read on other machines: the program is named
+    // by its file name, not by the path it was started from on this one.
+    let mut args = std::env::args();
+    let program = args.next().map(|path| program_name(&path)).unwrap_or_else(|| "qkv".into());
+    let invocation = std::iter::once(program).chain(args).collect::<Vec<_>>().join(" ");
     let result = match &cli.command {
         Command::Params(args) => params::run(args),
         Command::Train(command) => train::run_train(command),
@@ -89,5 +93,22 @@ fn main() -> ExitCode {
                 ExitCode::from(failure::exit_code(&failure))
             }
         },
+    }
+}
+
+/// `path`'s file name (`qkv` for `target/release/qkv`), or `path` itself when it has none.
+fn program_name(path: &str) -> String {
+    std::path::Path::new(path).file_name().map_or_else(|| path.to_owned(), |name| name.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::program_name;
+
+    #[test]
+    fn reports_name_the_program_not_the_path_it_ran_from() {
+        assert_eq!(program_name("/root/.cache/target/debug/qkv"), "qkv");
+        assert_eq!(program_name("qkv"), "qkv");
+        assert_eq!(program_name("/"), "/");
     }
 }
