@@ -1,8 +1,10 @@
 """PyTorch reference for `qkv bench`: the same GPT, the same recipe, the same step, timed alike.
 
 A nanoGPT-style model written here from the shapes QKV Lab trains (pre-LN blocks, LayerNorm
-without bias, tied embeddings, exact-erf GELU, causal scaled-dot-product attention), in two
-variants: `standard` (W_Q, W_K, W_V) and `wq-identity` (no W_Q: head h's query is channels
+without bias, tied embeddings, exact-erf GELU, causal scaled-dot-product attention), or with
+`--image` the ViT QKV Lab builds from the same blocks (patches of P x P pixels through one linear
+map, a class token, learned positions, attention both ways, biases, the class token's last state
+through the final norm to a class head, `--mlp-hidden` wide MLPs), in two variants: `standard` (W_Q, W_K, W_V) and `wq-identity` (no W_Q: head h's query is channels
 [h*d_k, (h+1)*d_k) of the block input, scale 1/(2*sqrt(d_k))). One training step is what QKV Lab's
 step is: forward, cross-entropy, backward, global-norm clipping to 1.0, AdamW (decay on matrices
 and embeddings only), and the loss read back to the host.
@@ -26,13 +28,13 @@ import torch.nn.functional as F
 
 
 class Attention(nn.Module):
-    def __init__(self, n_embd, n_head, variant):
+    def __init__(self, n_embd, n_head, variant, bias=False, causal=True):
         super().__init__()
-        self.n_head, self.head_dim, self.variant = n_head, n_embd // n_head, variant
+        self.n_head, self.head_dim, self.variant, self.causal = n_head, n_embd // n_head, variant, causal
         # The query projection exists only in the standard variant.
-        self.c_q = nn.Linear(n_embd, n_embd, bias=False) if variant == "standard" else None
-        self.c_kv = nn.Linear(n_embd, 2 * n_embd, bias=False)
-        self.c_proj = nn.Linear(n_embd, n_embd, bias=False)
+        self.c_q = nn.Linear(n_embd, n_embd, bias=bias) if variant == "standard" else None
+        self.c_kv = nn.Linear(n_embd, 2 * n_embd, bias=bias)
+        self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
         self.scale = 1 / math.sqrt(self.head_dim) if variant == "standard" else 1 / (2 * math.sqrt(self.head_dim))
 
     def forward(self, x):
@@ -40,20 +42,21 @@ class Attention(nn.Module):
         q = self.c_q(x) if self.c_q is not None else x
         k, v = self.c_kv(x).split(c, dim=2)
         heads = lambda y: y.view(b, t, self.n_head, self.head_dim).transpose(1, 2)
-        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True, scale=self.scale)
+        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=self.causal, scale=self.scale)
         return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
 
 
 class Block(nn.Module):
-    def __init__(self, n_embd, n_head, variant, dropout):
+    def __init__(self, n_embd, n_head, variant, dropout, bias=False, causal=True, mlp_hidden=None):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(n_embd, bias=False)
-        self.attn = Attention(n_embd, n_head, variant)
-        self.ln_2 = nn.LayerNorm(n_embd, bias=False)
+        mlp_hidden = mlp_hidden or 4 * n_embd
+        self.ln_1 = nn.LayerNorm(n_embd, bias=bias)
+        self.attn = Attention(n_embd, n_head, variant, bias, causal)
+        self.ln_2 = nn.LayerNorm(n_embd, bias=bias)
         self.mlp = nn.Sequential(
-            nn.Linear(n_embd, 4 * n_embd, bias=False),
+            nn.Linear(n_embd, mlp_hidden, bias=bias),
             nn.GELU(),
-            nn.Linear(4 * n_embd, n_embd, bias=False),
+            nn.Linear(mlp_hidden, n_embd, bias=bias),
             nn.Dropout(dropout),
         )
         self.attn_dropout = nn.Dropout(dropout)
@@ -82,6 +85,35 @@ class Gpt(nn.Module):
             x = block(x)
         logits = self.ln_f(x) @ self.wte.weight.t()
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+class Vit(nn.Module):
+    def __init__(self, image, classes, n_layer, n_head, n_embd, mlp_hidden, variant, dropout):
+        super().__init__()
+        self.height, self.width, self.channels, self.patch = image
+        patches = (self.height // self.patch) * (self.width // self.patch)
+        self.patch_embedding = nn.Linear(self.patch * self.patch * self.channels, n_embd)
+        self.class_token = nn.Parameter(torch.zeros(1, 1, n_embd))
+        self.positions = nn.Parameter(torch.zeros(1, 1 + patches, n_embd))
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            Block(n_embd, n_head, variant, dropout, bias=True, causal=False, mlp_hidden=mlp_hidden) for _ in range(n_layer)
+        )
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.head = nn.Linear(n_embd, classes)
+        for p in self.parameters():
+            if p.dim() >= 2:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, pixels, labels):
+        b, h, w, c, p = pixels.shape[0], self.height, self.width, self.channels, self.patch
+        # Row of patches by row, each patch's P*P*C values in HWC order, as QKV Lab cuts them.
+        patches = pixels.view(b, h // p, p, w // p, p * c).transpose(2, 3).reshape(b, -1, p * p * c)
+        x = torch.cat([self.class_token.expand(b, -1, -1), self.patch_embedding(patches)], dim=1)
+        x = self.drop(x + self.positions)
+        for block in self.blocks:
+            x = block(x)
+        return F.cross_entropy(self.head(self.ln_f(x[:, 0])), labels)
 
 
 # Ops that move no data: views, allocations and bookkeeping, which a GPU does not launch for.
@@ -118,11 +150,14 @@ def count_ops(step, device):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--corpus", required=True)
+    p.add_argument("--corpus", help="the text a GPT trains on (not with --image)")
+    p.add_argument("--image", help="a ViT on images of HxWxC cut in PxP patches, written H,W,C,P (e.g. 8,8,1,2)")
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--mlp-hidden", type=int, help="the ViT's MLP width [default: 4 x embd]")
     p.add_argument("--layers", type=int, required=True)
     p.add_argument("--heads", type=int, required=True)
     p.add_argument("--embd", type=int, required=True)
-    p.add_argument("--context", type=int, required=True)
+    p.add_argument("--context", type=int, help="tokens per row (a ViT's are its patches and class token)")
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--variants", default="standard,wq-identity")
@@ -135,17 +170,32 @@ def main():
     args = p.parse_args()
 
     torch.manual_seed(1337)
-    text = open(args.corpus, encoding="utf-8").read()
-    chars = sorted(set(text))
-    data = torch.tensor([chars.index(c) for c in text[:200_000]], dtype=torch.long)
     # One fixed batch, as `qkv bench` uses: the figure is the step's cost, not the data pipeline's.
-    starts = torch.randint(len(data) - args.context - 1, (args.batch,))
-    x = torch.stack([data[s : s + args.context] for s in starts]).to(args.device)
-    y = torch.stack([data[s + 1 : s + 1 + args.context] for s in starts]).to(args.device)
+    if args.image:
+        image = tuple(int(n) for n in args.image.split(","))
+        height, width, channels, patch = image
+        context = 1 + (height // patch) * (width // patch)
+        # Pixel values do not change what a step costs: random ones stand in for the digits.
+        x = torch.rand(args.batch, height * width * channels).to(args.device)
+        y = torch.randint(args.classes, (args.batch,)).to(args.device)
+        new_model = lambda variant: Vit(
+            image, args.classes, args.layers, args.heads, args.embd, args.mlp_hidden, variant, args.dropout
+        )
+    else:
+        if not (args.corpus and args.context):
+            p.error("a GPT needs --corpus and --context")
+        context = args.context
+        text = open(args.corpus, encoding="utf-8").read()
+        chars = sorted(set(text))
+        data = torch.tensor([chars.index(c) for c in text[:200_000]], dtype=torch.long)
+        starts = torch.randint(len(data) - context - 1, (args.batch,))
+        x = torch.stack([data[s : s + context] for s in starts]).to(args.device)
+        y = torch.stack([data[s + 1 : s + 1 + context] for s in starts]).to(args.device)
+        new_model = lambda variant: Gpt(len(chars), context, args.layers, args.heads, args.embd, variant, args.dropout)
 
     runs = []
     for variant in args.variants.split(","):
-        model = Gpt(len(chars), args.context, args.layers, args.heads, args.embd, variant, args.dropout).to(args.device)
+        model = new_model(variant).to(args.device)
         model.train()
         decay = [p for p in model.parameters() if p.dim() >= 2]
         no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -175,7 +225,7 @@ def main():
             print(json.dumps({"variant": variant, "torch": torch.__version__, **counts}))
         return
     rates = {variant: [] for variant, _, _ in runs}
-    tokens = args.batch * args.context * args.steps
+    tokens = args.batch * context * args.steps
     # Rounds interleave the variants, as `qkv bench` does, so that drift hits both alike.
     for _ in range(args.rounds):
         for variant, model, opt in runs:

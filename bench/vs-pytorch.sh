@@ -20,9 +20,12 @@ qkv="${CARGO_TARGET_DIR:-target}/release/qkv"
 # name, preset, layers, heads, embd, context, batch, dropout, steps, rounds. The CPU config's step
 # takes about 20 ms, so it times 30 steps per round (6 took about 0.1 s, which this VM's hiccups
 # could swing by a tenth either way), over 5 rounds; the GPU shape's takes about half a second.
+# The ViT on the 8x8 digits (17 tokens an image: 16 patches and the class token) is paper 2's
+# vision domain at the size QKV Lab trains it.
 configs=(
   "nanoGPT-cpu shakespeare-char-cpu 4 4 128 64 12 0.0 30 5"
   "nanoGPT-gpu-shape shakespeare-char 6 6 384 256 8 0.2 6 3"
+  "ViT-digits vision-digits 3 4 64 17 64 0.1 30 5"
 )
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
@@ -32,8 +35,12 @@ for config in "${configs[@]}"; do
   if [ -n "${QUICK:-}" ]; then steps=3 rounds=1; fi
   ours=$("$qkv" bench --preset "$preset" --variants standard,wq-identity --batch "$batch" \
     --steps "$steps" --rounds "$rounds" --warmup 2 --gen-tokens 8 --json 2> /dev/null)
-  theirs=$("${py[@]}" bench/pytorch_reference.py --corpus assets/shakespeare.txt --layers "$layers" \
-    --heads "$heads" --embd "$embd" --context "$context" --batch "$batch" --dropout "$dropout" \
+  case "$preset" in
+    vision-digits) shape=(--image 8,8,1,2 --mlp-hidden 128) ;;
+    *) shape=(--corpus assets/shakespeare.txt --context "$context") ;;
+  esac
+  theirs=$("${py[@]}" bench/pytorch_reference.py "${shape[@]}" --layers "$layers" \
+    --heads "$heads" --embd "$embd" --batch "$batch" --dropout "$dropout" \
     --steps "$steps" --rounds "$rounds" --warmup 2)
   OURS="$ours" THEIRS="$theirs" NAME="$name" "${py[@]}" - << 'EOF'
 import json, os

@@ -78,3 +78,17 @@ fn a_vit_trains_on_idx_files_of_another_size() {
     assert!(stderr(&missing).contains("t10k-labels-idx1-ubyte") && stderr(&missing).contains("unpacked"), "{}", stderr(&missing));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `qkv bench` on a ViT: training throughput on the digits, and no generation figure (a ViT does
+/// not continue a text), rather than an error or a made-up one.
+#[test]
+fn a_vit_is_benchmarked_on_the_digits_without_a_generation_figure() {
+    let output = qkv(&["bench", "--preset", "vision-digits", "--steps", "1", "--rounds", "1", "--warmup", "1", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("valid JSON");
+    assert_eq!(report["block"], 17, "16 patches and the class token: {report}");
+    for row in report["rows"].as_array().unwrap() {
+        assert!(row["train_tokens_per_sec"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["generate_tokens_per_sec"].is_null(), "{row}");
+    }
+}

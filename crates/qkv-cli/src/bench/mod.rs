@@ -1,5 +1,6 @@
 //! `qkv bench`: training and generation throughput per variant, warm-up excluded, with the model
-//! FLOPs they amount to and the process's memory. A benchmark reports ratios against the first
+//! FLOPs they amount to and the process's memory. A vision preset trains on the embedded digits
+//! and has no generation figure (a ViT classifies; it does not continue a text). A benchmark reports ratios against the first
 //! variant measured in the same process, never a verdict. `--kernels` counts instead of timing
 //! (`kernels`).
 
@@ -15,7 +16,7 @@ use qkv_model::accounting::training_flops_per_token;
 use qkv_model::burn::module::Module;
 use qkv_train::generate::{SampleOptions, generate};
 use qkv_train::rng::Rng;
-use qkv_train::{Batch, DataSource, Run, TokenizerKind};
+use qkv_train::{Batch, DataSource, ImageSource, Run, TokenizerKind};
 
 use crate::Failure;
 use crate::compute::{Adapter, Backend, Compute, SpreadArgs};
@@ -78,8 +79,9 @@ struct BenchRow {
     flops_per_token: f64,
     /// What the training rate amounts to in model FLOPs per second, in billions.
     train_gflops: f64,
-    generate_tokens_per_sec: f64,
-    generate_ratio: f64,
+    /// None for a ViT, which generates nothing.
+    generate_tokens_per_sec: Option<f64>,
+    generate_ratio: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -168,12 +170,12 @@ fn train_steps(run: &mut Run, batch: &Batch, steps: usize, read_back_every: usiz
     Ok(())
 }
 
-/// The training the benchmark's runs are planned with: the preset's recipe on the embedded text,
-/// for as many steps as the benchmark takes.
+/// The training the benchmark's runs are planned with: the preset's recipe on the embedded text
+/// (the embedded digits for a vision preset), for as many steps as the benchmark takes.
 fn train_args(args: &BenchArgs) -> TrainArgs {
     TrainArgs {
         preset: args.preset,
-        data: DataSource::Shakespeare,
+        data: if args.preset.is_vision() { DataSource::Images(ImageSource::Digits) } else { DataSource::Shakespeare },
         tokenizer: TokenizerKind::Char,
         steps: Some(args.warmup + args.steps * args.rounds + 1),
         batch: args.batch,
@@ -225,6 +227,9 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             train_steps(run, &batch, args.steps, args.read_back_every)?;
             train_rates[index].push(tokens_per_step * args.steps as f64 / started.elapsed().as_secs_f64());
 
+            if args.preset.is_vision() {
+                continue;
+            }
             let model = run.model().valid().into_gpt()?;
             let options = SampleOptions { max_new_tokens: args.gen_tokens, seed: round as u64, ..Default::default() };
             generate(&model, &prompt, &SampleOptions { max_new_tokens: 4, ..options.clone() }).block_on()?;
@@ -240,7 +245,8 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         _ => None,
     };
     let train: Vec<f64> = train_rates.into_iter().map(median).collect();
-    let generation: Vec<f64> = generate_rates.into_iter().map(median).collect();
+    // Empty for a ViT: no figure rather than a made-up one.
+    let generation: Vec<Option<f64>> = generate_rates.into_iter().map(|rates| (!rates.is_empty()).then(|| median(rates))).collect();
     let rows: Vec<BenchRow> = args
         .variants
         .iter()
@@ -254,7 +260,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
                 flops_per_token,
                 train_gflops: flops_per_token * train[i] / 1e9,
                 generate_tokens_per_sec: generation[i],
-                generate_ratio: generation[i] / generation[0],
+                generate_ratio: generation[i].zip(generation[0]).map(|(rate, reference)| rate / reference),
             }
         })
         .collect();
@@ -280,16 +286,17 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             "{:<16} {:>12} {:>8} {:>12} {:>10} {:>12} {:>8}",
             "variant", "train tok/s", "× ref", "MFLOP/tok", "GFLOP/s", "gen tok/s", "× ref"
         );
+        let or_dash = |figure: Option<f64>, decimals: usize| figure.map_or("-".to_string(), |f| format!("{f:.decimals$}"));
         for r in &rows {
             println!(
-                "{:<16} {:>12.0} {:>8.3} {:>12.2} {:>10.1} {:>12.1} {:>8.3}",
+                "{:<16} {:>12.0} {:>8.3} {:>12.2} {:>10.1} {:>12} {:>8}",
                 r.variant.name(),
                 r.train_tokens_per_sec,
                 r.train_ratio,
                 r.flops_per_token / 1e6,
                 r.train_gflops,
-                r.generate_tokens_per_sec,
-                r.generate_ratio
+                or_dash(r.generate_tokens_per_sec, 1),
+                or_dash(r.generate_ratio, 3)
             );
         }
         if let Some(m) = &memory {
