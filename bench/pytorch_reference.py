@@ -4,8 +4,9 @@ A nanoGPT-style model written here from the shapes QKV Lab trains (pre-LN blocks
 without bias, tied embeddings, exact-erf GELU, causal scaled-dot-product attention), or with
 `--image` the ViT QKV Lab builds from the same blocks (patches of P x P pixels through one linear
 map, a class token, learned positions, attention both ways, biases, the class token's last state
-through the final norm to a class head, `--mlp-hidden` wide MLPs), in two variants: `standard` (W_Q, W_K, W_V) and `wq-identity` (no W_Q: head h's query is channels
-[h*d_k, (h+1)*d_k) of the block input, scale 1/(2*sqrt(d_k))). One training step is what QKV Lab's
+through the final norm to a class head, `--mlp-hidden` wide MLPs), in two variants: `standard`
+(W_Q, W_K, W_V) and `wq-identity` (no W_Q: head h's query is channels [h*d_k, (h+1)*d_k) of the
+block input, scale 1/(2*sqrt(d_k))). One training step is what QKV Lab's
 step is: forward, cross-entropy, backward, global-norm clipping to 1.0, AdamW (decay on matrices
 and embeddings only), and the loss read back to the host.
 

@@ -1,8 +1,8 @@
 //! `qkv bench`: training and generation throughput per variant, warm-up excluded, with the model
 //! FLOPs they amount to and the process's memory. A vision preset trains on the embedded digits
-//! and has no generation figure (a ViT classifies; it does not continue a text). A benchmark reports ratios against the first
-//! variant measured in the same process, never a verdict. `--kernels` counts instead of timing
-//! (`kernels`).
+//! and has no generation figure (a ViT classifies; it does not continue a text). A benchmark
+//! reports ratios against the first variant measured in the same process, never a verdict.
+//! `--kernels` counts instead of timing (`kernels`).
 
 mod kernels;
 
