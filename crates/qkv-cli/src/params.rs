@@ -9,8 +9,8 @@ use qkv_model::{AttentionVariant, CacheDType, Component, GptConfig, ParamReport,
 
 #[derive(Args, Debug)]
 pub struct ParamsArgs {
-    /// Architecture preset (gpt2-small, gpt2-small-realloc, paper2-300m, paper2-1.2b,
-    /// shakespeare-char, shakespeare-char-cpu, classroom, synthetic, theory).
+    /// Architecture preset, e.g. gpt2-small, shakespeare-char or vision-digits (a name it does
+    /// not know is answered with every one it does).
     #[arg(long)]
     preset: Preset,
     /// Attention variant, or `all` for every variant side by side [default: the preset's own].
@@ -132,6 +132,13 @@ fn millions(n: usize) -> String {
     format!("{:.2}", n as f64 / 1e6)
 }
 
+/// How a side-by-side table writes its counts: in millions for models of ten million parameters
+/// and more, where the last two digits of a million are what tells variants apart, and whole for
+/// smaller ones, whose components would all read 0.00 million.
+fn count_format(largest: usize) -> (&'static str, fn(usize) -> String) {
+    if largest >= 10_000_000 { ("parameters in millions", millions) } else { ("parameters", grouped) }
+}
+
 fn grouped(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
@@ -223,16 +230,17 @@ fn side_by_side(rows: &[ParamsRow]) -> String {
         }
         s + "\n"
     };
-    let mut out = format!("{} — {}\nparameters in millions\n\n", rows[0].preset, describe(&standard.config));
+    let (unit, count) = count_format(rows.iter().map(|r| r.total_params).max().unwrap_or(0));
+    let mut out = format!("{} — {}\n{unit}\n\n", rows[0].preset, describe(&standard.config));
     out += &line("", rows.iter().map(|r| r.variant.name().to_string()).collect());
     out += &line("", rows.iter().map(|r| r.notation.to_string()).collect());
     for name in names {
-        out += &line(name, rows.iter().map(|r| r.params_of(name).map_or("-".into(), millions)).collect());
+        out += &line(name, rows.iter().map(|r| r.params_of(name).map_or("-".into(), count)).collect());
     }
     out += &format!("{}\n", "-".repeat(22 + width * rows.len()));
-    out += &line("total", rows.iter().map(|r| millions(r.total_params)).collect());
-    out += &line("non-embedding", rows.iter().map(|r| millions(r.non_embedding_params)).collect());
-    out += &line("attention", rows.iter().map(|r| millions(r.attention_params)).collect());
+    out += &line("total", rows.iter().map(|r| count(r.total_params)).collect());
+    out += &line("non-embedding", rows.iter().map(|r| count(r.non_embedding_params)).collect());
+    out += &line("attention", rows.iter().map(|r| count(r.attention_params)).collect());
     out += &line("Δ total vs standard", rows.iter().map(|r| percent_change(r.total_params, standard.total_params)).collect());
     out += &line("Δ attention", rows.iter().map(|r| percent_change(r.attention_params, standard.attention_params)).collect());
     out += &line(&format!("KV/token ({})", rows[0].dtype), rows.iter().map(|r| bytes(r.kv_cache_bytes_per_token)).collect());
@@ -253,5 +261,24 @@ mod tests {
         assert_eq!(bytes(512), "512 B");
         assert_eq!(bytes(73_728 * 1024), "72.00 MiB");
         assert_eq!(percent_change(117, 124), "-5.65%");
+    }
+
+    /// A small model's table gives whole counts (the digits ViT's class token is 64 parameters, which
+    /// reads 0.00 in millions); a large one's stays in millions.
+    #[test]
+    fn small_models_are_counted_whole_and_large_ones_in_millions() {
+        let rows = |preset: Preset| -> Vec<ParamsRow> {
+            AttentionVariant::ALL
+                .iter()
+                .map(|&variant| {
+                    let config = preset.config().with_variant(variant);
+                    ParamsRow::new(preset, config, preset.config().block_size, CacheDType::F32)
+                })
+                .collect()
+        };
+        let small = side_by_side(&rows(Preset::VisionDigits));
+        assert!(small.contains("\nparameters\n") && small.contains("102,666"), "{small}");
+        let large = side_by_side(&rows(Preset::Gpt2Small));
+        assert!(large.contains("parameters in millions") && large.contains("124.37"), "{large}");
     }
 }
