@@ -389,6 +389,12 @@ pub fn run_resume(command: &ResumeCommand, invocation: &str) -> Result<(), Failu
     let to = Outputs { out: folder.clone(), data: data.unwrap_or_default(), single };
     started_or_failed(answers)?;
     let step = session.experiment().map_or(0, |e| e.step);
+    // A folder whose runs have all ended is left as it is: training nothing would rewrite its
+    // outputs and report a rate over no time.
+    if session.experiment().is_some_and(Experiment::is_done) {
+        eprintln!("{}: every run had already ended (step {step}): nothing to resume; its outputs are as they were", folder.display());
+        return Ok(());
+    }
     eprintln!("resuming {} at step {step}", folder.display());
     let trained = play(session, started, &interrupts, |experiment: &Experiment| write_runs(&to, experiment))?;
     if single { finish_train(&trained, &to) } else { finish_compare(&trained, &to, invocation, command.backend) }

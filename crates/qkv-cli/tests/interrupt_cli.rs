@@ -82,6 +82,11 @@ fn a_stopped_run_resumes_to_the_losses_of_one_never_stopped() {
         let (expected, got) = (losses(&whole), losses(&stopped));
         assert!(stopped_at < expected.len(), "{}: the run was not stopped early ({stopped_at} rows)", args[0]);
         assert_eq!(got, expected, "{}: the resumed run's losses differ from the run never stopped", args[0]);
+        // A finished folder is left as it is.
+        let again = Command::new(env!("CARGO_BIN_EXE_qkv")).args(["resume", whole.to_str().unwrap()]).output().unwrap();
+        let said = String::from_utf8_lossy(&again.stderr);
+        assert!(again.status.success() && said.contains("nothing to resume"), "{said}");
+        assert_eq!(losses(&whole), expected, "{}: resuming a finished run changed its metrics", args[0]);
         for folder in [whole, stopped] {
             std::fs::remove_dir_all(folder).ok();
         }
