@@ -45,6 +45,12 @@ pub fn run(args: &ExportArgs) -> Result<(), Failure> {
         LayoutArg::Huggingface => Layout::HuggingFace,
     };
     let checkpoint = Checkpoint::read(&args.checkpoint)?;
+    if checkpoint.header.spec.model.is_vision() {
+        return Err(crate::usage(format!(
+            "{} holds a vision transformer: nanoGPT's and Hugging Face's GPT-2 layouts have no place for its patch embedding, class token and class head, so `qkv export` writes GPTs only",
+            args.checkpoint.display()
+        )));
+    }
     let config = checkpoint.header.spec.model.clone();
     let model = checkpoint.into_model(&Device::flex())?;
     let bytes = to_safetensors(&model.into_gpt()?, &config, layout)?;

@@ -41,6 +41,12 @@ pub fn run(args: &SampleArgs) -> Result<(), Failure> {
         return Err(crate::usage(format!("--temperature {} must be ≥ 0", args.temperature)));
     }
     let checkpoint = Checkpoint::read(&args.checkpoint)?;
+    if checkpoint.header.spec.model.is_vision() {
+        return Err(crate::usage(format!(
+            "{} holds a vision transformer: it classifies images and continues no text. Its held-out accuracy is in the summary.json beside it; `qkv sample` takes a GPT's checkpoint",
+            args.checkpoint.display()
+        )));
+    }
     let tokenizer = checkpoint.header.tokenizer.clone();
     let device = pollster::block_on(args.backend.device())?;
     let model = checkpoint.into_model(&device)?.into_gpt()?;

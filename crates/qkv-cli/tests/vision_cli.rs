@@ -31,7 +31,12 @@ fn a_vit_trains_on_the_digits_and_reports_its_held_out_accuracy() {
     let checkpoint = dir.join("run/checkpoint.qkv").display().to_string();
     let sampled = qkv(&["sample", "--checkpoint", &checkpoint]);
     assert_eq!(sampled.status.code(), Some(2), "a command that cannot be");
-    assert!(stderr(&sampled).contains("vision transformer"), "{}", stderr(&sampled));
+    assert!(stderr(&sampled).contains("holds a vision transformer") && stderr(&sampled).contains("summary.json"), "{}", stderr(&sampled));
+    // Nor a GPT-2 layout to be exported in.
+    let exported = qkv(&["export", "--checkpoint", &checkpoint]);
+    assert_eq!(exported.status.code(), Some(2), "a command that cannot be");
+    assert!(stderr(&exported).contains("writes GPTs only"), "{}", stderr(&exported));
+    assert!(!dir.join("run/checkpoint.safetensors").exists());
     std::fs::remove_dir_all(&dir).ok();
 }
 
