@@ -263,8 +263,8 @@ mod tests {
         assert_eq!(percent_change(117, 124), "-5.65%");
     }
 
-    /// A small model's table gives whole counts (the digits ViT's class token is 64 parameters, which
-    /// reads 0.00 in millions); a large one's stays in millions.
+    /// A small model's table gives whole counts (the digits ViT's class token is 64 parameters,
+    /// which reads 0.00 in millions); a large one's stays in millions.
     #[test]
     fn small_models_are_counted_whole_and_large_ones_in_millions() {
         let rows = |preset: Preset| -> Vec<ParamsRow> {
