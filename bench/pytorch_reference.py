@@ -67,6 +67,13 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
+def normal_matrices(model):
+    """GPT-2's initialisation, which both models take: every matrix from N(0, 0.02²)."""
+    for p in model.parameters():
+        if p.dim() >= 2:
+            nn.init.normal_(p, 0.0, 0.02)
+
+
 class Gpt(nn.Module):
     def __init__(self, vocab, context, n_layer, n_head, n_embd, variant, dropout):
         super().__init__()
@@ -75,9 +82,7 @@ class Gpt(nn.Module):
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(Block(n_embd, n_head, variant, dropout) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(n_embd, bias=False)
-        for p in self.parameters():
-            if p.dim() >= 2:
-                nn.init.normal_(p, 0.0, 0.02)
+        normal_matrices(self)
 
     def forward(self, idx, targets):
         t = idx.shape[1]
@@ -102,9 +107,7 @@ class Vit(nn.Module):
         )
         self.ln_f = nn.LayerNorm(n_embd)
         self.head = nn.Linear(n_embd, classes)
-        for p in self.parameters():
-            if p.dim() >= 2:
-                nn.init.normal_(p, 0.0, 0.02)
+        normal_matrices(self)
 
     def forward(self, pixels, labels):
         b, h, w, c, p = pixels.shape[0], self.height, self.width, self.channels, self.patch
