@@ -40,6 +40,24 @@ impl AttentionConfig {
     pub fn new(variant: AttentionVariant) -> Self {
         Self { variant, kv_heads: None, scale: None, bidirectional: false }
     }
+
+    /// The papers' name for this attention in a model of `n_head` heads: the variant's notation
+    /// ("Q-K=V"), with its head sharing after it ("Q-K=V + MQA"); standard attention with shared
+    /// heads is named by the sharing alone ("GQA-2", "MQA"), as the papers do.
+    pub fn notation(&self, n_head: usize) -> String {
+        let variant = self.variant.notation();
+        let heads = match self.kv_heads {
+            Some(k) if k < n_head => {
+                if k == 1 {
+                    "MQA".to_string()
+                } else {
+                    format!("GQA-{k}")
+                }
+            }
+            _ => return variant.to_string(),
+        };
+        if self.variant == AttentionVariant::Standard { heads } else { format!("{variant} + {heads}") }
+    }
 }
 
 fn default_true() -> bool {
@@ -334,6 +352,18 @@ mod tests {
         let mut config = GptConfig { vocab_size: 10, block_size: image.tokens(), tie_embeddings: false, image: Some(image), ..tiny() };
         config.attention.bidirectional = true;
         config
+    }
+
+    #[test]
+    fn attention_is_named_in_the_papers_notation_with_its_head_sharing() {
+        let named = |variant, kv_heads| AttentionConfig { kv_heads, ..AttentionConfig::new(variant) }.notation(4);
+        assert_eq!(named(AttentionVariant::Standard, None), "Q-K-V");
+        assert_eq!(named(AttentionVariant::Standard, Some(4)), "Q-K-V", "a key/value head per head is no sharing");
+        assert_eq!(named(AttentionVariant::Standard, Some(2)), "GQA-2");
+        assert_eq!(named(AttentionVariant::Standard, Some(1)), "MQA");
+        assert_eq!(named(AttentionVariant::SharedKeyValue, Some(1)), "Q-K=V + MQA");
+        assert_eq!(named(AttentionVariant::QueryIdentity, Some(2)), "Q=I + GQA-2");
+        assert_eq!(named(AttentionVariant::SharedQueryKeyRel, None), "(Q=K-V)+rel");
     }
 
     #[test]

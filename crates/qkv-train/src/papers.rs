@@ -66,6 +66,14 @@ pub fn paper2_change(name: &str) -> Option<(&'static str, f64)> {
     PAPER2_PPL.iter().find(|(ours, _, _)| *ours == name).map(|&(_, paper, ppl)| (paper, ppl / PAPER2_STANDARD_PPL - 1.0))
 }
 
+/// Paper 2's change for comparison `name` as a change in validation loss, the measure the app
+/// judges text by: a loss is the log of a perplexity, so ln(ppl) / ln(standard's) − 1. The paper's
+/// figures are per BPE token and ours per character, so this sets the two side by side by
+/// direction and order, not size (docs/papers.md).
+pub fn paper2_loss_change(name: &str) -> Option<(&'static str, f64)> {
+    PAPER2_PPL.iter().find(|(ours, _, _)| *ours == name).map(|&(_, paper, ppl)| (paper, ppl.ln() / PAPER2_STANDARD_PPL.ln() - 1.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +100,8 @@ mod tests {
         let (paper, change) = paper2_change("Q=K=V").unwrap();
         assert_eq!(paper, "Q=K=V");
         assert!((change - 0.2544).abs() < 1e-3, "{change}");
+        // ln 5.27 / ln 5.11 − 1: the same comparison in validation loss.
+        let (_, loss) = paper2_loss_change("Q-K=V").unwrap();
+        assert!((loss - 0.0189).abs() < 1e-4, "{loss}");
     }
 }

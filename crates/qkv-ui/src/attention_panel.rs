@@ -38,11 +38,13 @@ pub struct AttentionPanel {
     diff_texture: KeptTexture<DifferenceShown>,
     /// The enlarged head's logits.
     logits_texture: KeptTexture<(MapsShown, HeadIndex)>,
-    /// Presentation mode's map, the selected head over the last tokens only: of which maps, which
-    /// head.
-    window_texture: KeptTexture<(u64, HeadIndex)>,
+    /// Presentation mode's maps, one head of each run shown over the last tokens only: of which
+    /// maps, which head.
+    window_textures: Vec<KeptTexture<(u64, HeadIndex)>>,
     /// Heatmaps drawn in the last frame (for tests).
     pub maps_drawn: usize,
+    /// The runs whose maps presentation mode drew in the last frame, side by side (for tests).
+    pub presented: Vec<usize>,
     /// Where every run's maps were drawn in the last frame (what a PNG export crops).
     pub drawn_at: Option<Rect>,
 }
@@ -59,8 +61,9 @@ impl Default for AttentionPanel {
             scrubbed: None,
             diff_texture: KeptTexture::default(),
             logits_texture: KeptTexture::default(),
-            window_texture: KeptTexture::default(),
+            window_textures: Vec::new(),
             maps_drawn: 0,
+            presented: Vec::new(),
             drawn_at: None,
         }
     }
@@ -278,7 +281,7 @@ impl AttentionPanel {
                 for (r, layers) in maps.runs.iter().enumerate() {
                     let Some(run) = view.runs.get(r) else { continue };
                     ui.vertical(|ui| {
-                        ui.colored_label(run.colour, RichText::new(run.name()).strong());
+                        crate::widgets::coloured(ui, run.colour, RichText::new(run.label()).strong()).on_hover_text(run.name());
                         egui::Grid::new(("attention_grid", r)).spacing([3.0, 3.0]).show(ui, |ui| {
                             ui.label("");
                             for h in 0..layers.first().map_or(0, Vec::len) {
@@ -317,7 +320,7 @@ impl AttentionPanel {
                 let beside = 2 + usize::from(n_runs >= 2);
                 let size = (ui.available_height() - 36.0).min(ui.available_width() / beside as f32 - 48.0).clamp(120.0, 360.0);
                 ui.vertical(|ui| {
-                    ui.label(RichText::new(format!("{}: layer {l}, head {h}", view.runs[r].name())).strong());
+                    ui.label(RichText::new(format!("{}: layer {l}, head {h}", view.runs[r].label())).strong());
                     large_map(ui, &self.textures[r][l][h].clone(), &maps.runs[r][l][h], &maps.tokens, size, Labels::Fitted);
                     ui.label(RichText::new("probabilities: what each query reads").weak());
                 });
@@ -335,31 +338,56 @@ impl AttentionPanel {
         request
     }
 
-    /// Presentation mode's map: the selected head (at first the first run's last layer's first
-    /// head) over the last [`MAP_WINDOW`](crate::presentation::MAP_WINDOW) tokens, `size`
-    /// points square, its token labels at least [`LABEL_POINTS`] points.
-    pub fn presentation_ui(&mut self, ui: &mut Ui, view: &SessionView, size: f32) {
+    /// Presentation mode's maps: runs `runs`' maps of one head side by side, each `side` points
+    /// square over the last tokens ([`map_window`]), their token labels at least
+    /// [`LABEL_POINTS`] points, and a colour bar under them. The head is the one the user
+    /// clicked, else the one where the first two runs differ most ([`contrast_head`]), else the
+    /// last layer's first.
+    pub fn presentation_ui(&mut self, ui: &mut Ui, view: &SessionView, runs: &[usize], side: f32) {
         self.maps_drawn = 0;
+        self.presented.clear();
         let Some(maps) = view.attention() else {
             ui.label("The attention maps appear once the runs are ready.");
             return;
         };
-        let layers = maps.runs.first().map_or(0, Vec::len);
-        let (r, l, h) = self.selected.unwrap_or((0, layers.saturating_sub(1), 0));
-        let Some(map) = maps.runs.get(r).and_then(|ls| ls.get(l)).and_then(|hs| hs.get(h)) else { return };
-        let Some(run) = view.runs.get(r) else { return };
-        let window = map_window(maps.time());
+        let runs: Vec<usize> = runs.iter().copied().filter(|&r| r < maps.runs.len() && r < view.runs.len()).collect();
+        let Some(&first) = runs.first() else { return };
+        let window = map_window(maps.time(), side);
+        let has = |(l, h): (usize, usize)| runs.iter().all(|&r| maps.runs[r].get(l).is_some_and(|heads| h < heads.len()));
+        let clicked = self.selected.map(|(_, l, h)| (l, h)).filter(|&head| has(head));
+        let contrast = match runs[..] {
+            [a, b, ..] => contrast_head(maps, a, b, window.clone()),
+            _ => None,
+        };
+        let last_layer = (maps.runs[first].len().saturating_sub(1), 0);
+        let (l, h) = clicked.or(contrast).unwrap_or(last_layer);
+        if !has((l, h)) {
+            return;
+        }
+        let why = match (clicked, contrast) {
+            (Some(_), _) => "the head you chose",
+            (None, Some(_)) => "the head where they differ most",
+            (None, None) => "",
+        };
+        ui.label(format!("layer {l}, head {h}, step {}{}{why}", maps.step, if why.is_empty() { "" } else { ": " }));
         let tokens = &maps.tokens[window.clone()];
-        let windowed: Vec<f32> = window.clone().flat_map(|q| window.clone().map(move |k| map[q * maps.time() + k])).collect();
-        let texture = self
-            .window_texture
-            .of(ui, "attention window", (view.attention_version, (r, l, h)), || image(&windowed, tokens.len(), palette::heat));
-        ui.horizontal(|ui| {
-            ui.colored_label(run.colour, RichText::new(run.name()).strong());
-            ui.label(format!("layer {l}, head {h}, step {}", maps.step));
+        self.window_textures.resize_with(runs.len(), KeptTexture::default);
+        ui.horizontal_top(|ui| {
+            for (slot, &r) in runs.iter().enumerate() {
+                let map = &maps.runs[r][l][h];
+                let windowed: Vec<f32> = window.clone().flat_map(|q| window.clone().map(move |k| map[q * maps.time() + k])).collect();
+                let texture = self.window_textures[slot]
+                    .of(ui, "attention window", (view.attention_version, (r, l, h)), || image(&windowed, tokens.len(), palette::heat));
+                ui.vertical(|ui| {
+                    let run = &view.runs[r];
+                    crate::widgets::coloured(ui, run.colour, RichText::new(run.label()).strong()).on_hover_text(run.name());
+                    large_map(ui, &texture, &windowed, tokens, side, Labels::AtLeast(LABEL_POINTS));
+                });
+                self.maps_drawn += 1;
+                self.presented.push(r);
+            }
         });
-        large_map(ui, &texture, &windowed, tokens, size, Labels::AtLeast(LABEL_POINTS));
-        self.maps_drawn = 1;
+        colour_bar(ui, side.max(160.0), "0", "1", "probability a query (row) gives a key (column)", palette::heat);
     }
 
     /// The selected head's logits, before the softmax: a decoder's later keys masked, the rest
@@ -388,7 +416,7 @@ impl AttentionPanel {
     }
 
     fn diff_ui(&mut self, ui: &mut Ui, view: &SessionView, maps: &AttentionMaps, layer: usize, head: usize) {
-        let names: Vec<&str> = view.runs.iter().map(|r| r.name()).collect();
+        let names: Vec<&str> = view.runs.iter().map(|r| r.label()).collect();
         let n = names.len().min(maps.runs.len());
         self.diff = (self.diff.0.min(n - 1), self.diff.1.min(n - 1));
         ui.horizontal(|ui| {
@@ -422,6 +450,46 @@ impl AttentionPanel {
     }
 }
 
+/// The head (layer, head) where runs `a` and `b`'s maps differ most over the tokens `window`
+/// (queries and keys): the largest mean absolute difference of their probabilities. `None` where
+/// the two have no head in common.
+pub fn contrast_head(maps: &AttentionMaps, a: usize, b: usize, window: std::ops::Range<usize>) -> Option<(usize, usize)> {
+    let time = maps.time();
+    let (a, b) = (maps.runs.get(a)?, maps.runs.get(b)?);
+    let mut best: Option<((usize, usize), f32)> = None;
+    for (l, (heads_a, heads_b)) in a.iter().zip(b).enumerate() {
+        for (h, (map_a, map_b)) in heads_a.iter().zip(heads_b).enumerate() {
+            let difference: f32 = window
+                .clone()
+                .flat_map(|q| window.clone().map(move |k| q * time + k))
+                .map(|i| (map_a[i] - map_b[i]).abs())
+                .filter(|d| d.is_finite())
+                .sum();
+            if best.is_none_or(|(_, largest)| difference > largest) {
+                best = Some(((l, h), difference));
+            }
+        }
+    }
+    best.map(|(head, _)| head)
+}
+
+/// A colour bar `width` points wide: `colour` from 0 to 1, its two ends' values under its ends
+/// and what it measures after them.
+fn colour_bar(ui: &mut Ui, width: f32, low: &str, high: &str, what: &str, colour: impl Fn(f32) -> Color32) {
+    ui.horizontal(|ui| {
+        ui.label(low);
+        let (rect, _) = ui.allocate_exact_size(vec2(width * 0.6, 14.0), Sense::hover());
+        let steps = 32;
+        for i in 0..steps {
+            let x = |i: usize| rect.left() + rect.width() * i as f32 / steps as f32;
+            let cell = Rect::from_min_max(pos2(x(i), rect.top()), pos2(x(i + 1), rect.bottom()));
+            ui.painter().rect_filled(cell, 0.0, colour((i as f32 + 0.5) / steps as f32));
+        }
+        ui.label(high);
+    });
+    ui.label(RichText::new(what).weak());
+}
+
 /// How large a map's token labels are.
 #[derive(Clone, Copy)]
 enum Labels {
@@ -438,7 +506,9 @@ fn large_map(ui: &mut Ui, texture: &TextureHandle, map: &[f32], tokens: &[String
     let step = size / time.max(1) as f32;
     let points = match labels {
         Labels::Fitted => (step * 0.8).clamp(6.0, 12.0),
-        Labels::AtLeast(least) => (step * 0.8).max(least),
+        // Twice the least at most: a four-token map's rows are 70 points tall, and labels that
+        // size stood out of the map's top.
+        Labels::AtLeast(least) => (step * 0.8).clamp(least, 2.0 * least),
     };
     let font = egui::FontId::monospace(points);
     let colour = ui.visuals().text_color();
@@ -494,6 +564,28 @@ fn run_picker(ui: &mut Ui, purpose: &str, names: &[&str], selected: &mut usize) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_contrast_head_is_where_two_runs_maps_differ_most_within_the_window() {
+        let uniform = vec![0.5; 4];
+        let sharp = vec![1.0, 0.0, 0.0, 1.0];
+        let maps = AttentionMaps {
+            step: 10,
+            tokens: vec!["a".into(), "b".into()],
+            ids: Vec::new(),
+            // Two runs × 2 layers × 2 heads of 2×2 maps: they differ at layer 1, head 0 only.
+            runs: vec![
+                vec![vec![uniform.clone(), uniform.clone()], vec![uniform.clone(), uniform.clone()]],
+                vec![vec![uniform.clone(), uniform.clone()], vec![sharp, uniform.clone()]],
+            ],
+            logits: Vec::new(),
+            diagnostics: Vec::new(),
+            images: None,
+            predictions: Vec::new(),
+        };
+        assert_eq!(contrast_head(&maps, 0, 1, 0..2), Some((1, 0)));
+        assert_eq!(contrast_head(&maps, 0, 2, 0..2), None, "no third run");
+    }
 
     #[test]
     fn the_cell_under_the_pointer_is_query_row_key_column() {

@@ -189,7 +189,7 @@ impl Trial {
 /// Why a session cannot train the setup, where it cannot: a run stopped (a model that does not
 /// fit this device, a NaN) or the load failed.
 fn problem(view: &SessionView) -> Option<String> {
-    view.error.clone().or_else(|| view.runs.iter().find_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.name()))))
+    view.error.clone().or_else(|| view.runs.iter().find_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.label()))))
 }
 
 #[cfg(test)]

@@ -4,10 +4,10 @@
 
 use egui::{Color32, ComboBox, DragValue, Grid, RichText, Sense, Stroke, Ui, vec2};
 use qkv_model::accounting::kv_cache_bytes_per_token;
-use qkv_model::{AttentionVariant, CacheDType, ParamReport};
+use qkv_model::{CacheDType, ParamReport};
 
 use crate::palette;
-use crate::view::{RunView, SessionView};
+use crate::view::SessionView;
 
 /// Component groups of the bars, in drawing order.
 const GROUPS: [(&str, Color32, &[&str]); 8] = [
@@ -53,13 +53,6 @@ fn percent(value: usize, reference: usize) -> String {
     format!("{:+.2}%", 100.0 * (value as f64 - reference as f64) / reference as f64)
 }
 
-/// The run the others' changes are against: the standard run where there is one, else the first.
-fn reference(view: &SessionView) -> Option<&RunView> {
-    let standard =
-        |r: &&RunView| r.info.spec.model.attention.variant == AttentionVariant::Standard && r.info.spec.model.attention.kv_heads.is_none();
-    view.runs.iter().find(standard).or(view.runs.first())
-}
-
 /// The parameter bars' width in `ui`: what the name, total and change columns leave (300 points
 /// at egui's usual 12.5-point text, more at presentation mode's larger text).
 fn bar_width(ui: &Ui) -> f32 {
@@ -82,7 +75,7 @@ impl CostsPanel {
     /// Every run's parameters as a bar by component, its total, and the change against the
     /// reference run.
     pub fn params_ui(&mut self, ui: &mut Ui, view: &SessionView) {
-        let Some(reference) = reference(view) else { return };
+        let Some(reference) = view.reference() else { return };
         let widest = view.runs.iter().map(|r| r.info.params.total_params).max().unwrap_or(1).max(1);
 
         ui.horizontal_wrapped(|ui| {
@@ -97,10 +90,10 @@ impl CostsPanel {
             ui.label(RichText::new("run").weak());
             ui.label(RichText::new("parameters by component").weak());
             ui.label(RichText::new("total").weak());
-            ui.label(RichText::new(format!("vs {}", reference.name())).weak());
+            ui.label(RichText::new(format!("vs {}", reference.label())).weak());
             ui.end_row();
             for run in &view.runs {
-                ui.colored_label(run.colour, run.name());
+                crate::widgets::coloured(ui, run.colour, run.label()).on_hover_text(run.name());
                 let groups = group_params(&run.info.params);
                 let total = run.info.params.total_params;
                 let (rect, response) = ui.allocate_exact_size(vec2(bar_width, 18.0), Sense::hover());
@@ -133,7 +126,7 @@ impl CostsPanel {
 
     /// Every run's KV cache per token and per sequence at the chosen context and precision.
     pub fn kv_cache_ui(&mut self, ui: &mut Ui, view: &SessionView) {
-        let Some(reference) = reference(view) else { return };
+        let Some(reference) = view.reference() else { return };
         if view.runs.iter().all(|run| run.info.spec.model.attention.bidirectional) {
             ui.label(RichText::new("KV cache").strong());
             ui.label("none: these models are encoders, which read their whole input at once and generate nothing");
@@ -163,7 +156,7 @@ impl CostsPanel {
             ui.end_row();
             for run in &view.runs {
                 let per_token = kv_cache_bytes_per_token(&run.info.spec.model, self.dtype);
-                ui.colored_label(run.colour, run.name());
+                crate::widgets::coloured(ui, run.colour, run.label()).on_hover_text(run.name());
                 let (rect, _) = ui.allocate_exact_size(vec2(bar_width * 0.6, 14.0), Sense::hover());
                 let filled = egui::Rect::from_min_size(rect.min, vec2(rect.width() * per_token as f32 / widest as f32, rect.height()));
                 ui.painter().rect_filled(filled, 0.0, run.colour);
@@ -179,6 +172,7 @@ impl CostsPanel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qkv_model::AttentionVariant;
     use qkv_model::Preset;
 
     #[test]

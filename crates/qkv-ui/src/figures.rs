@@ -133,7 +133,7 @@ pub fn loss_svg(view: &SessionView, smoothing: f64) -> String {
     };
     for (run, (train, val)) in view.runs.iter().zip(&curves) {
         let colour = svg_colour(run.colour);
-        let name = escaped(run.name());
+        let name = escaped(run.label());
         let _ = writeln!(
             svg,
             r#"<polyline fill="none" stroke="{colour}" stroke-opacity="0.6" stroke-width="1.5" points="{}"><title>{name} training</title></polyline>"#,
@@ -154,7 +154,7 @@ pub fn loss_svg(view: &SessionView, smoothing: f64) -> String {
             lx + 24.0,
             svg_colour(run.colour)
         );
-        let _ = writeln!(svg, r#"<text x="{}" y="{}">{}</text>"#, lx + 32.0, ly + 5.0, escaped(run.name()));
+        let _ = writeln!(svg, r#"<text x="{}" y="{}">{}</text>"#, lx + 32.0, ly + 5.0, escaped(run.label()));
     }
     svg.push_str("</svg>\n");
     svg
@@ -187,7 +187,7 @@ pub fn maps_svg(maps: &AttentionMaps, view: &SessionView) -> String {
     );
     for (r, run_maps) in maps.runs.iter().enumerate() {
         let x0 = 10.0 + r as f64 * block;
-        let (name, colour) = view.runs.get(r).map_or(("?".to_string(), Color32::GRAY), |run| (escaped(run.name()), run.colour));
+        let (name, colour) = view.runs.get(r).map_or(("?".to_string(), Color32::GRAY), |run| (escaped(run.label()), run.colour));
         let _ = writeln!(svg, r#"<text x="{x0}" y="48" fill="{}" font-weight="bold">{name}</text>"#, svg_colour(colour));
         for (l, layer) in run_maps.iter().enumerate() {
             for (h, map) in layer.iter().enumerate() {

@@ -85,12 +85,12 @@ impl ImagesPanel {
             ui.end_row();
             for (r, answers) in maps.predictions.iter().enumerate() {
                 let Some(run) = view.runs.get(r) else { continue };
-                ui.colored_label(run.colour, RichText::new(run.name()).small());
+                crate::widgets::coloured(ui, run.colour, RichText::new(run.label()).small()).on_hover_text(run.name());
                 for (&answer, &label) in answers.iter().zip(&images.labels) {
                     let name = &images.class_names[answer];
                     // A wrong answer is struck through, so it reads without colour too.
                     let text = if answer == label { RichText::new(name) } else { RichText::new(name).strikethrough() };
-                    ui.colored_label(run.colour, text).on_hover_text(if answer == label { "right" } else { "wrong" });
+                    crate::widgets::coloured(ui, run.colour, text).on_hover_text(if answer == label { "right" } else { "wrong" });
                 }
                 ui.end_row();
             }
@@ -125,7 +125,7 @@ impl ImagesPanel {
                         "{:.0}% of the class token's attention is on the patches, the rest on itself",
                         100.0 * share
                     ));
-                    ui.colored_label(run.colour, RichText::new(run.name()).small());
+                    crate::widgets::coloured(ui, run.colour, RichText::new(run.label()).small()).on_hover_text(run.name());
                 });
             }
         });

@@ -4,18 +4,24 @@ use qkv_model::{AttentionVariant, Preset};
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
 use qkv_train::{DataSource, Framing, SyntheticTask};
 
-/// Which of the runs' costs a lesson is about (presentation mode shows that one only).
+/// What a lesson's presentation screen sets side by side beside its curves: its contrast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Costs {
-    Parameters,
+pub enum Screen {
+    /// The reference run's map and another run's, of the head where they differ most, and the
+    /// parameter bars.
+    Maps,
+    /// The KV-cache bars, large; no maps.
     KvCache,
+    /// The original run and the copy born from it by "Eliminate W_Q": their maps, the parameter
+    /// bars, and the step of the elimination marked on the chart.
+    Elimination,
 }
 
 pub struct Lesson {
     pub title: &'static str,
     /// What the class will see, in two or three lines (presentation mode shows only this).
     pub point: &'static str,
-    pub costs: Costs,
+    pub screen: Screen,
     pub explanation: &'static str,
     pub plan: fn() -> ExperimentPlan,
 }
@@ -45,12 +51,13 @@ fn classroom_training() -> TrainingOverrides {
 pub const LESSONS: [Lesson; 5] = [
     Lesson {
         title: "Does attention need W_Q?",
-        point: "Without W_Q each head's query is its slice of the input (W_Q = I): a d×d matrix fewer per layer. Watch the two loss curves: they stay within 6% of each other.",
-        costs: Costs::Parameters,
+        point: "Without W_Q each head's query is its slice of the input (Q=I): a d×d matrix fewer per layer. Watch the two loss curves: Q=I's validation loss ends within 6% of Q-K-V's.",
+        screen: Screen::Maps,
         explanation: "Paper 1 removes the query weight: each head's query is simply its slice of the layer's \
-            input (W_Q = I). The model loses a d×d matrix per layer. Train both on Shakespeare and watch whether \
-            the curves separate: in this tiny model the run without W_Q ends within 6% of the standard run's \
-            validation loss; the paper finds a GPT-2-small without W_Q within about 1% of the original.",
+            input (W_Q = I, written Q=I). The model loses a d×d matrix per layer. Train Q=I beside the standard \
+            Q-K-V on Shakespeare and watch whether the curves separate: in this tiny model Q=I's validation loss \
+            ends within 6% of Q-K-V's; paper 1 finds a GPT-2 small without W_Q on par with the original in \
+            validation loss.",
         plan: || {
             classroom(
                 DataSource::Shakespeare,
@@ -60,14 +67,14 @@ pub const LESSONS: [Lesson; 5] = [
     },
     Lesson {
         title: "Share K and V, halve the cache",
-        point: "With K = V a generating model caches one tensor per token instead of two: the KV bars halve. The loss notices a little: K=V's validation loss ends about 5% above standard's, Q=K=V's about 9%.",
-        costs: Costs::KvCache,
+        point: "With Q-K=V a generating model caches one tensor per token instead of two: the KV bars halve. The loss notices a little: Q-K=V's validation loss ends about 5% above Q-K-V's, Q=K=V's about 9%.",
+        screen: Screen::KvCache,
         explanation: "When keys and values come from one projection (Q-K=V) a generating model caches one \
             tensor per token instead of two: the KV bars below halve. Q=K=V goes further and shares the query \
             too, which saves parameters but no more cache. Does the loss notice? A little, in this tiny model: \
-            after 500 steps Q-K=V's validation loss ends 3-6% above the standard run's and Q=K=V's 7-10% above \
-            (on every seed we tried, 1 to 5 and 1337). Paper 2's 300M-parameter models order them the same way: \
-            perplexity 5.27 with K=V and 6.41 with Q=K=V, against the standard model's 5.11.",
+            after 500 steps Q-K=V's validation loss ends 3-6% above Q-K-V's and Q=K=V's 7-10% above. Paper 2's \
+            300M-parameter models order them the same way: +1.9% and +13.9% in validation loss (perplexity 5.27 \
+            and 6.41 against Q-K-V's 5.11).",
         plan: || {
             classroom(
                 DataSource::Shakespeare,
@@ -81,14 +88,13 @@ pub const LESSONS: [Lesson; 5] = [
     },
     Lesson {
         title: "Symmetric attention",
-        point: "With Q = K, token i scores j exactly as j scores i. One head must rotate a list of four digits, each place reading its left neighbour around a cycle: Q-K-V learns it within 50 steps, Q=K-V stalls near 55%.",
-        costs: Costs::Parameters,
+        point: "With Q=K-V, token i scores j exactly as j scores i. One head must rotate a list of four digits, each place reading its left neighbour around a cycle: Q-K-V learns it within 50 steps, Q=K-V stalls near 55% accuracy.",
+        screen: Screen::Maps,
         explanation: "With Q = K the score of token i for j equals that of j for i. Here a model of one layer with one \
             head reads a list of four digits at once (an encoder: attention both ways) and writes it rotated by one: \
             each place reads its left neighbour, and the first reads the last, around a cycle. With Q = K, place i \
             can score j above itself only if j's query is longer than its own, and lengths cannot grow all the way \
-            around a cycle. Q-K-V gets every digit within 50 steps; Q=K-V stalls near 55% (on every seed we tried, \
-            1 to 12, it was still there at step 300). (Q=K-V)+rel adds a learned bias for each distance i − j, a \
+            around a cycle. Q-K-V gets every digit within 50 steps; Q=K-V stalls near 55% accuracy. (Q=K-V)+rel adds a learned bias for each distance i − j, a \
             term of the pair that can prefer the left neighbour to the right one: it gets every digit by step 200. \
             The paper's (Q=K-V)+ adds a bias on each key's position instead: a length by another name, no help \
             around a cycle (add it as a run to see it stall with Q=K-V). With four heads, Q=K-V learns the \
@@ -108,28 +114,29 @@ pub const LESSONS: [Lesson; 5] = [
     },
     Lesson {
         title: "Fewer KV heads",
-        point: "GQA and MQA let query heads share key/value heads: the KV bars shrink by the group size, and the losses stay within 2% of MHA's.",
-        costs: Costs::KvCache,
-        explanation: "Grouped-query attention lets several query heads read one key/value head (GQA), or all of \
-            them read one (MQA): the cache shrinks by the group size. Sharing K and V on top of MQA shrinks it \
-            again by half. Here GQA and MQA end within 2% of MHA's validation loss; K=V on top of MQA costs \
-            clearly more.",
+        point: "GQA-2 and MQA let query heads share key/value heads: the KV bars shrink by the group size, and their validation loss ends within 2% of Q-K-V's. Q-K=V + MQA halves the cache again, at a clear cost.",
+        screen: Screen::KvCache,
+        explanation: "Grouped-query attention lets several query heads read one key/value head (GQA-2: two \
+            key/value heads for four query heads), or all of them read one (MQA): the cache shrinks by the group \
+            size. Sharing K and V on top of MQA (Q-K=V + MQA) shrinks it again by half. Here GQA-2 and MQA end \
+            within 2% of Q-K-V's validation loss, above or below it: in a model this small the seed decides \
+            which. Q-K=V + MQA costs clearly more.",
         plan: || {
             classroom(
                 DataSource::Shakespeare,
                 vec![
-                    RunPlan::new(AttentionVariant::Standard).named("MHA"),
-                    RunPlan::new(AttentionVariant::Standard).with_kv_heads(2).named("GQA-2"),
-                    RunPlan::new(AttentionVariant::Standard).with_kv_heads(1).named("MQA"),
-                    RunPlan::new(AttentionVariant::SharedKeyValue).with_kv_heads(1).named("K=V + MQA"),
+                    RunPlan::new(AttentionVariant::Standard),
+                    RunPlan::new(AttentionVariant::Standard).with_kv_heads(2),
+                    RunPlan::new(AttentionVariant::Standard).with_kv_heads(1),
+                    RunPlan::new(AttentionVariant::SharedKeyValue).with_kv_heads(1),
                 ],
             )
         },
     },
     Lesson {
         title: "Is W_Q needed? Watch it vanish",
-        point: "Train a while, then press Eliminate W_Q: a copy with W_Q = I joins with the same outputs. Yet its loss jumps on its first step, and takes a few dozen steps to catch up.",
-        costs: Costs::Parameters,
+        point: "Train a while, then press Eliminate W_Q: a copy with Q=I joins, computing the same outputs. Yet its loss jumps on its first step, and takes a few dozen steps to catch up.",
+        screen: Screen::Elimination,
         explanation: "Paper 1's theory: attention sees its input X only through XW_Q, XW_K and XW_V, so any \
             invertible Θ can move into the layer's input. Train this small model (no LayerNorm, no skip around \
             the MLP) for a while, then press 'Eliminate W_Q' below: a copy without W_Q joins with the same logits \
@@ -165,6 +172,11 @@ mod tests {
     use qkv_train::run::Run;
     use qkv_train::theory::{TheoryCase, continue_converted, convert_and_measure};
     use qkv_train::{Dataset, Experiment, RunEvent};
+
+    use crate::verdict::{Measure, Verdict, verdict};
+    use crate::view::{RunView, SessionView, run_label};
+    use qkv_model::ParamReport;
+    use qkv_session::{RunId, RunInfo};
 
     #[test]
     fn every_lesson_builds_valid_runs_that_evaluate_often() {
@@ -209,6 +221,44 @@ mod tests {
         largest
     }
 
+    /// The verdict the screen shows at the end of `experiment`: every run against the reference.
+    fn verdict_of(experiment: &Experiment) -> Verdict {
+        let runs = experiment
+            .runs
+            .iter()
+            .enumerate()
+            .map(|(i, run)| {
+                let info = RunInfo {
+                    id: RunId(i),
+                    spec: run.spec.clone(),
+                    params: ParamReport::new(&run.spec.model),
+                    steps: run.metrics.steps.clone(),
+                    evals: run.metrics.evals.clone(),
+                };
+                RunView::new(info, crate::palette::colour(i))
+            })
+            .collect();
+        verdict(&SessionView { runs, ..SessionView::default() }).expect("a reference run")
+    }
+
+    /// The verdict's change for the run labelled `label`.
+    fn change_of(verdict: &Verdict, label: &str) -> f64 {
+        verdict.lines.iter().find(|line| line.run == label).unwrap_or_else(|| panic!("no verdict line for {label}")).change
+    }
+
+    /// What a student reads for every run of every lesson is the papers' notation (README's table).
+    #[test]
+    fn every_lesson_labels_its_runs_in_the_papers_notation() {
+        let notation = ["Q-K-V", "Q=I", "Q-K=V", "Q=K-V", "Q=K=V", "(Q=K-V)+rel", "GQA-2", "MQA", "Q-K=V + MQA"];
+        for lesson in &LESSONS {
+            let plan = (lesson.plan)();
+            for spec in plan.specs(&plan.dataset().unwrap()).unwrap() {
+                let label = run_label(&spec.name, &spec.model);
+                assert!(notation.contains(&label.as_str()), "{}: {} is labelled {label}", lesson.title, spec.name);
+            }
+        }
+    }
+
     /// A run's KV cache per token, as the cost panel's bars show it.
     fn cache(run: &Run) -> usize {
         kv_cache_bytes_per_token(&run.spec.model, CacheDType::F32)
@@ -223,7 +273,7 @@ mod tests {
     #[test]
     fn lesson_1_trains_without_jumps_and_ends_as_its_text_says() {
         let lesson = &LESSONS[0];
-        assert!(lesson.explanation.contains("ends within 6% of the standard run's"));
+        assert!(lesson.point.contains("Q=I's validation loss ends within 6% of Q-K-V's"));
         let experiment = trained(lesson);
         let [standard, identity] = &experiment.runs[..] else { panic!("two runs") };
         for run in [standard, identity] {
@@ -231,19 +281,26 @@ mod tests {
             assert!(jump <= 0.15, "{}: a point {jump:.3} nats above its moving average", run.spec.name);
             assert!(run.metrics.evals.len() > 50, "validation every 10 steps");
         }
-        let gap = final_gap(identity, standard);
-        assert!(gap.abs() < 0.06, "W_Q = I ends {:.1}% from standard", 100.0 * gap);
+        let verdict = verdict_of(&experiment);
+        assert_eq!((verdict.measure, verdict.reference.as_str()), (Measure::ValidationLoss, "Q-K-V"));
+        let gap = change_of(&verdict, "Q=I");
+        assert_eq!(gap, final_gap(identity, standard), "the verdict sets the last evaluations side by side");
+        assert!(gap.abs() < 0.06, "Q=I ends {:.1}% from Q-K-V", 100.0 * gap);
     }
 
     #[test]
     fn lesson_2_halves_the_cache_and_costs_the_loss_its_text_states() {
         let lesson = &LESSONS[1];
-        assert!(lesson.point.contains("ends about 5% above standard's, Q=K=V's about 9%"));
-        assert!(lesson.explanation.contains("ends 3-6% above the standard run's and Q=K=V's 7-10% above"));
-        // The paper's figures as docs/papers.md and the reports have them.
+        assert!(lesson.point.contains("Q-K=V's validation loss ends about 5% above Q-K-V's, Q=K=V's about 9%"));
+        assert!(lesson.explanation.contains("Q-K=V's validation loss ends 3-6% above Q-K-V's and Q=K=V's 7-10% above"));
+        // The paper's figures as docs/papers.md has them, in the lesson's measure: as the
+        // verdict's paper line shows them.
         let paper = |name: &str| qkv_train::papers::paper2_ppl(name).unwrap();
+        let in_loss = |name: &str| Measure::ValidationLoss.format(qkv_train::papers::paper2_loss_change(name).unwrap().1);
         let quoted = format!(
-            "perplexity {} with K=V and {} with Q=K=V, against the standard model's {}",
+            "{} and {} in validation loss (perplexity {} and {} against Q-K-V's {})",
+            in_loss("Q-K=V"),
+            in_loss("Q=K=V"),
             paper("Q-K=V"),
             paper("Q=K=V"),
             qkv_train::papers::PAPER2_STANDARD_PPL
@@ -258,7 +315,14 @@ mod tests {
             let jump = largest_jump(run);
             assert!(jump <= 0.15, "{}: a point {jump:.3} nats above its moving average", run.spec.name);
         }
-        let (kv, all) = (final_gap(shared_kv, standard), final_gap(shared_all, standard));
+        let verdict = verdict_of(&experiment);
+        assert_eq!((verdict.measure, verdict.reference.as_str()), (Measure::ValidationLoss, "Q-K-V"));
+        for (label, paper) in [("Q-K=V", "Q-K=V"), ("Q=K=V", "Q=K=V")] {
+            let line = verdict.lines.iter().find(|line| line.run == label).unwrap();
+            assert_eq!(line.paper.as_ref().map(|p| p.0.clone()), Some(format!("paper 2: {}", in_loss(paper))));
+        }
+        let (kv, all) = (change_of(&verdict, "Q-K=V"), change_of(&verdict, "Q=K=V"));
+        assert_eq!((kv, all), (final_gap(shared_kv, standard), final_gap(shared_all, standard)));
         assert!((0.03..=0.06).contains(&kv), "Q-K=V ends {:.1}% above standard", 100.0 * kv);
         assert!((0.07..=0.10).contains(&all), "Q=K=V ends {:.1}% above standard", 100.0 * all);
     }
@@ -272,7 +336,7 @@ mod tests {
     #[test]
     fn lesson_3_shows_a_symmetric_head_stalling_where_an_asymmetric_one_learns() {
         let lesson = &LESSONS[2];
-        assert!(lesson.point.contains("Q-K-V learns it within 50 steps, Q=K-V stalls near 55%"));
+        assert!(lesson.point.contains("Q-K-V learns it within 50 steps, Q=K-V stalls near 55% accuracy"));
         assert!(lesson.explanation.contains("it gets every digit by step 200"));
         let experiment = trained(lesson);
         let [symmetric, asymmetric, pairwise] = &experiment.runs[..] else { panic!("three runs") };
@@ -285,6 +349,10 @@ mod tests {
         for ahead in [asymmetric, pairwise] {
             assert!(accuracy_at(ahead, end) - stalled >= 20.0, "Q=K-V against {}", ahead.spec.name);
         }
+        // The screen's verdict says the same, in accuracy points against Q-K-V.
+        let verdict = verdict_of(&experiment);
+        assert_eq!((verdict.measure, verdict.reference.as_str()), (Measure::Accuracy, "Q-K-V"));
+        assert!(change_of(&verdict, "Q=K-V") <= -0.2, "{}", change_of(&verdict, "Q=K-V"));
         assert!(accuracy_at(pairwise, 200) >= 99.0, "(Q=K-V)+rel by step 200: {}", accuracy_at(pairwise, 200));
         // What the softmax sees (docs/diagnostics.md): Q=K-V's logits are symmetric by
         // construction; (Q=K-V)+rel's learned term in i - j is what broke the symmetry.
@@ -298,7 +366,8 @@ mod tests {
     fn lesson_4_shrinks_the_cache_as_its_text_says_at_the_losses_it_states() {
         let lesson = &LESSONS[3];
         assert!(lesson.explanation.contains("shrinks by the group size") && lesson.explanation.contains("again by half"));
-        assert!(lesson.explanation.contains("GQA and MQA end within 2% of MHA's validation loss"));
+        assert!(lesson.point.contains("their validation loss ends within 2% of Q-K-V's"));
+        assert!(lesson.explanation.contains("GQA-2 and MQA end within 2% of Q-K-V's validation loss"));
         let experiment = trained(lesson);
         let [mha, gqa, mqa, shared_mqa] = &experiment.runs[..] else { panic!("four runs") };
         // As the cost panel's bars show it.
@@ -306,11 +375,14 @@ mod tests {
         assert_eq!(cache(gqa) * heads / 2, cache(mha), "GQA-2: shrunk by its group size");
         assert_eq!(cache(mqa) * heads, cache(mha), "MQA: shrunk by the number of heads");
         assert_eq!(cache(shared_mqa) * 2, cache(mqa), "K=V halves MQA's again");
-        for run in [gqa, mqa] {
-            let gap = final_gap(run, mha);
-            assert!(gap.abs() < 0.02, "{} ends {:.1}% from MHA", run.spec.name, 100.0 * gap);
+        let verdict = verdict_of(&experiment);
+        assert_eq!((verdict.measure, verdict.reference.as_str()), (Measure::ValidationLoss, "Q-K-V"));
+        for label in ["GQA-2", "MQA"] {
+            let gap = change_of(&verdict, label);
+            assert!(gap.abs() < 0.02, "{label} ends {:.1}% from Q-K-V", 100.0 * gap);
         }
-        let (shared, alone) = (final_gap(shared_mqa, mha), final_gap(mqa, mha));
+        let (shared, alone) = (change_of(&verdict, "Q-K=V + MQA"), change_of(&verdict, "MQA"));
+        assert_eq!(alone, final_gap(mqa, mha));
         assert!(shared > alone + 0.02, "K=V on MQA costs clearly more: {shared:.3} against {alone:.3}");
     }
 

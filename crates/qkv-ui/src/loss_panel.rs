@@ -2,7 +2,7 @@
 //! synthetic tasks.
 
 use egui::{ComboBox, RichText, Slider, Ui};
-use egui_plot::{ColorConflictHandling, Legend, Line, LineStyle, Plot, PlotPoint, PlotPoints};
+use egui_plot::{ColorConflictHandling, Legend, Line, LineStyle, Plot, PlotPoint, PlotPoints, VLine};
 use qkv_train::StepRecord;
 
 use crate::figures::{Export, Figure, decimals};
@@ -128,14 +128,31 @@ impl LossPanel {
             .iter()
             .zip(curves.iter_mut())
             .map(|(run, curve)| {
-                let first = run.steps.first().map(|s| (s.step, s.train_loss.to_bits()));
+                // A copy's curve starts where it was born: before, it is the original's.
+                let own = &run.steps[run.steps.partition_point(|s| s.step < run.born_at.unwrap_or(0))..];
+                let first = own.first().map(|s| (s.step, s.train_loss.to_bits()));
                 let key = CurveKey { smoothing, x_axis, log_y, first };
-                curve.update(&run.steps, key, |s, loss| PlotPoint::new(x_of(s.step, s.tokens, s.wall_secs), y(loss)))
+                curve.update(own, key, |s, loss| PlotPoint::new(x_of(s.step, s.tokens, s.wall_secs), y(loss)))
             })
             .collect();
+        let text = ui.visuals().text_color();
+        // Untrained models' losses lie within a hair of each other: a range that narrow gets
+        // ticks like 4.3596. Half a nat around them gives round ones until training spreads them.
+        let losses = view.runs.iter().flat_map(|r| r.evals.iter().map(|e| e.val_loss).chain(r.steps.iter().map(|s| s.train_loss)));
+        let (low, high) = losses.filter(|l| l.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), l| (lo.min(l), hi.max(l)));
+        let (pad_low, pad_high) = if low.is_finite() && high - low < 0.5 { (y(low - 0.25), y(high + 0.25)) } else { (f64::NAN, f64::NAN) };
+        // By steps the chart spans the whole of training from the start, so that the curves
+        // grow into it and its ticks are whole steps (one untrained point alone read "0.000").
+        let planned = view.runs.iter().map(|r| r.info.spec.training.steps).max().unwrap_or(0);
+        let span = if x_axis == XAxis::Steps { planned as f64 } else { 0.0 };
         Plot::new("loss_plot")
             .legend(Legend::default().color_conflict_handling(ColorConflictHandling::PickLast))
             .height(height.max(120.0))
+            .include_x(0.0)
+            .include_x(span)
+            .include_y(pad_low)
+            .include_y(pad_high)
+            .x_axis_formatter(move |mark, _| x_tick(x_axis, mark.value, mark.step_size))
             .x_axis_label(self.x_axis.label())
             .y_axis_label(if log_y { "loss (log10)" } else { "loss" })
             .y_axis_formatter(move |mark, _| {
@@ -143,23 +160,34 @@ impl LossPanel {
             })
             .show(ui, |plot| {
                 for (run, train_points) in view.runs.iter().zip(train_curves) {
+                    let born = run.born_at.unwrap_or(0);
                     let val_points: Vec<[f64; 2]> =
-                        run.evals.iter().map(|e| [x_of(e.step, e.tokens, e.wall_secs), y(e.val_loss)]).collect();
+                        run.evals.iter().filter(|e| e.step >= born).map(|e| [x_of(e.step, e.tokens, e.wall_secs), y(e.val_loss)]).collect();
                     points += train_points.len() + val_points.len();
-                    plot.line(Line::new(run.name(), PlotPoints::Borrowed(train_points)).color(run.colour.gamma_multiply(0.6)).width(1.5));
+                    plot.line(Line::new(run.label(), PlotPoints::Borrowed(train_points)).color(run.colour.gamma_multiply(0.6)).width(1.5));
                     // Last: the legend entry the two share takes its colour.
                     plot.line(
-                        Line::new(run.name(), PlotPoints::from(val_points)).color(run.colour).width(2.5).style(LineStyle::dashed_loose()),
+                        Line::new(run.label(), PlotPoints::from(val_points)).color(run.colour).width(2.5).style(LineStyle::dashed_loose()),
                     );
+                    // Where the copy was born, marked across the chart and named in the legend.
+                    if let Some(at) = run.steps.iter().find(|s| s.step == born).filter(|_| run.born_at.is_some()) {
+                        let marker = VLine::new("W_Q eliminated", x_of(at.step, at.tokens, at.wall_secs));
+                        plot.vline(marker.color(text).width(2.0).style(LineStyle::dotted_dense()));
+                    }
                 }
             });
         if has_accuracy {
             let images = view.runs.first().is_some_and(|run| run.info.spec.model.is_vision());
+            // No legend of its own: the loss chart's above names the same colours, and a second
+            // one covered the first in a short chart.
             Plot::new("accuracy_plot")
-                .legend(Legend::default())
                 .height(ui.available_height().max(100.0))
+                .include_x(0.0)
+                .include_x(span)
+                .x_axis_formatter(move |mark, _| x_tick(x_axis, mark.value, mark.step_size))
                 .x_axis_label(self.x_axis.label())
-                .y_axis_label(if images { "held-out accuracy" } else { "val accuracy per token" })
+                // Short: the two charts' titles stand one above the other, each within its chart.
+                .y_axis_label(if images { "held-out acc." } else { "accuracy" })
                 .include_y(0.0)
                 .include_y(1.0)
                 .show(ui, |plot| {
@@ -167,7 +195,7 @@ impl LossPanel {
                         let acc: Vec<[f64; 2]> =
                             run.evals.iter().filter_map(|e| e.accuracy.map(|a| [x_of(e.step, e.tokens, e.wall_secs), a])).collect();
                         points += acc.len();
-                        plot.line(Line::new(run.name(), PlotPoints::from(acc)).color(run.colour));
+                        plot.line(Line::new(run.label(), PlotPoints::from(acc)).color(run.colour));
                     }
                 });
         }
@@ -176,9 +204,28 @@ impl LossPanel {
     }
 }
 
+/// An x tick's label: steps and tokens are whole numbers, so only whole ticks are labelled;
+/// seconds with as many decimals as the ticks' spacing needs, so that no two read alike.
+fn x_tick(x_axis: XAxis, value: f64, spacing: f64) -> String {
+    match x_axis {
+        // Ticks are computed in floating point: 100 can arrive as 100.00000000000001.
+        XAxis::Steps | XAxis::Tokens if (value - value.round()).abs() > 1e-6 * value.abs().max(1.0) => String::new(),
+        XAxis::Steps | XAxis::Tokens => format!("{value:.0}"),
+        XAxis::Seconds => format!("{value:.*}", (-spacing.log10()).ceil().max(0.0) as usize),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steps_are_labelled_whole_and_seconds_with_the_decimals_their_spacing_needs() {
+        assert_eq!(x_tick(XAxis::Steps, 100.000_000_000_000_01, 100.0), "100");
+        assert_eq!(x_tick(XAxis::Steps, 2.5, 0.5), "", "no half steps");
+        assert_eq!(x_tick(XAxis::Seconds, 0.25, 0.05), "0.25");
+        assert_eq!(x_tick(XAxis::Seconds, 30.0, 10.0), "30");
+    }
     use crate::smoothing::smooth;
 
     fn steps(losses: &[f64]) -> Vec<StepRecord> {

@@ -48,6 +48,48 @@ pub fn heat(value: f32) -> Color32 {
     Color32::from_rgb(mix(0), mix(1), mix(2))
 }
 
+/// The contrast text needs against its background to be read (WCAG's level AA for body text).
+pub const TEXT_CONTRAST: f32 = 4.5;
+
+/// WCAG's relative luminance of an opaque colour, 0 (black) to 1 (white).
+pub fn luminance(colour: Color32) -> f32 {
+    let linear = |c: u8| {
+        let c = c as f32 / 255.0;
+        if c <= 0.04045 { c / 12.92 } else { ((c + 0.055) / 1.055).powf(2.4) }
+    };
+    0.2126 * linear(colour.r()) + 0.7152 * linear(colour.g()) + 0.0722 * linear(colour.b())
+}
+
+/// `colour` (premultiplied, maybe translucent) as it shows over the opaque `background`.
+pub fn over(colour: Color32, background: Color32) -> Color32 {
+    let keep = 1.0 - colour.a() as f32 / 255.0;
+    let mix = |c: u8, b: u8| (c as f32 + b as f32 * keep).round().min(255.0) as u8;
+    Color32::from_rgb(mix(colour.r(), background.r()), mix(colour.g(), background.g()), mix(colour.b(), background.b()))
+}
+
+/// WCAG's contrast ratio of text `colour` over `background`: 1 (none) to 21 (black on white).
+pub fn contrast(colour: Color32, background: Color32) -> f32 {
+    let (a, b) = (luminance(over(colour, background)), luminance(over(background, Color32::BLACK)));
+    (a.max(b) + 0.05) / (a.min(b) + 0.05)
+}
+
+/// `colour` as text on `background`: itself where it already reaches [`TEXT_CONTRAST`], else
+/// the nearest shade of it that does, darker on a light background and lighter on a dark one (a
+/// run's orange reads as dark orange on white, its blue as light blue on black).
+pub fn readable(colour: Color32, background: Color32) -> Color32 {
+    let colour = over(colour, background);
+    let towards = if luminance(background) > 0.18 { Color32::BLACK } else { Color32::WHITE };
+    (0..=20)
+        .map(|step| lerp(colour, towards, step as f32 / 20.0))
+        .find(|&shade| contrast(shade, background) >= TEXT_CONTRAST)
+        .unwrap_or(towards)
+}
+
+fn lerp(a: Color32, b: Color32, t: f32) -> Color32 {
+    let mix = |x: u8, y: u8| (x as f32 + (y as f32 - x as f32) * t).round() as u8;
+    Color32::from_rgb(mix(a.r(), b.r()), mix(a.g(), b.g()), mix(a.b(), b.b()))
+}
+
 /// A cell a map has no value for (a decoder's later keys): a grey apart from both ends of
 /// [`diverging`] and from its white middle.
 pub const MASKED: Color32 = Color32::from_rgb(150, 150, 150);
@@ -117,6 +159,30 @@ mod tests {
         }
         // The measure tells similar colours apart: W_Q's old vermilion and W_O's old orange.
         assert!(distance(Color32::from_rgb(213, 94, 0), Color32::from_rgb(230, 159, 0)) < MIN_DISTANCE);
+    }
+
+    #[test]
+    fn contrast_is_wcag_s_ratio_and_readable_shades_reach_it_in_the_run_s_own_hue() {
+        assert!((contrast(Color32::BLACK, Color32::WHITE) - 21.0).abs() < 1e-3);
+        assert!((contrast(Color32::WHITE, Color32::WHITE) - 1.0).abs() < 1e-6);
+        // The measurement: the runs' orange as text on white.
+        assert!((contrast(colour(1), Color32::WHITE) - 2.25).abs() < 0.05, "{}", contrast(colour(1), Color32::WHITE));
+        for background in [Color32::WHITE, Color32::from_gray(27), Color32::BLACK] {
+            for c in COLOURS {
+                let shade = readable(c, background);
+                assert!(contrast(shade, background) >= TEXT_CONTRAST, "{c:?} on {background:?}: {shade:?}");
+                // The same hue: the channels keep their order.
+                let order = |c: Color32| {
+                    let mut channels = [(c.r(), 0), (c.g(), 1), (c.b(), 2)];
+                    channels.sort();
+                    channels.map(|(_, i)| i)
+                };
+                if contrast(c, background) < TEXT_CONTRAST && c.r() != c.g() && c.g() != c.b() && c.r() != c.b() {
+                    assert_eq!(order(shade)[2], order(c)[2], "{c:?} on {background:?} keeps its strongest channel: {shade:?}");
+                }
+            }
+        }
+        assert_eq!(readable(Color32::BLACK, Color32::WHITE), Color32::BLACK, "a colour that reads is kept");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use egui::{Color32, FontFamily, FontId, Stroke, Style, TextStyle, Visuals};
 
+use crate::palette::readable;
+
 /// Body text and buttons in presentation mode, in points.
 pub const BODY_POINTS: f32 = 20.0;
 /// The smallest text presentation mode draws (axis, head and token labels), in points.
@@ -41,7 +43,26 @@ impl Look {
         if self.high_contrast {
             style.visuals = high_contrast();
         }
+        readable_text(&mut style.visuals);
         style
+    }
+}
+
+/// Every text colour of `visuals` in a shade that reads on its panels, at least
+/// [`TEXT_CONTRAST`]: egui's dark theme draws weak text at about 2.6:1 and errors in pure red at
+/// 4.3:1.
+fn readable_text(visuals: &mut Visuals) {
+    let panel = visuals.panel_fill;
+    visuals.weak_text_color = Some(readable(visuals.weak_text_color(), panel));
+    visuals.error_fg_color = readable(visuals.error_fg_color, panel);
+    visuals.warn_fg_color = readable(visuals.warn_fg_color, panel);
+    visuals.hyperlink_color = readable(visuals.hyperlink_color, panel);
+    match visuals.override_text_color {
+        Some(text) => visuals.override_text_color = Some(readable(text, panel)),
+        None => {
+            let text = &mut visuals.widgets.noninteractive.fg_stroke.color;
+            *text = readable(*text, panel);
+        }
     }
 }
 
@@ -64,15 +85,18 @@ pub fn high_contrast() -> Visuals {
     visuals
 }
 
-/// The tokens presentation mode's map shows of a prompt of `time` tokens: the last
-/// [`MAP_WINDOW`], where the model has the most context.
-pub fn map_window(time: usize) -> std::ops::Range<usize> {
-    time.saturating_sub(MAP_WINDOW)..time
+/// The tokens presentation mode's maps show of a prompt of `time` tokens on a map `side` points
+/// square: the last ones (where the model has the most context), as many as leave each row its
+/// [`LABEL_POINTS`], and at most [`MAP_WINDOW`].
+pub fn map_window(time: usize, side: f32) -> std::ops::Range<usize> {
+    let rows = ((side / LABEL_POINTS) as usize).clamp(4, MAP_WINDOW);
+    time.saturating_sub(rows)..time
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::palette::{TEXT_CONTRAST, contrast};
 
     #[test]
     fn presentation_mode_sizes_every_text_style_at_least_to_the_smallest_label() {
@@ -85,9 +109,52 @@ mod tests {
         assert_eq!(plain.text_styles, Style::default().text_styles, "outside presentation mode the style is the shell's");
     }
 
+    /// Every colour text is drawn in, against the backgrounds it is drawn on, in each theme the
+    /// app shows (egui's dark and light, and the high-contrast light theme), the runs' colours
+    /// in the shade [`crate::widgets::coloured`] draws them in.
+    #[test]
+    fn every_text_colour_reads_at_4_5_to_1_in_every_theme() {
+        for (theme, base) in [("dark", Visuals::dark()), ("light", Visuals::light())] {
+            for high_contrast in [false, true] {
+                let base = Style { visuals: base.clone(), ..Style::default() };
+                let visuals = Look { presenting: false, high_contrast }.style(&base).visuals;
+                let backgrounds = [("panel", visuals.panel_fill), ("window", visuals.window_fill)];
+                let mut texts = vec![
+                    ("text", visuals.text_color()),
+                    ("weak text", visuals.weak_text_color()),
+                    ("error", visuals.error_fg_color),
+                    ("warning", visuals.warn_fg_color),
+                    ("link", visuals.hyperlink_color),
+                ];
+                let runs: Vec<Color32> = (0..8).map(|i| readable(crate::palette::colour(i), visuals.panel_fill)).collect();
+                texts.extend(runs.iter().map(|&c| ("run colour", c)));
+                for (what, colour) in &texts {
+                    for (on, background) in backgrounds {
+                        let ratio = contrast(*colour, background);
+                        assert!(
+                            ratio >= TEXT_CONTRAST,
+                            "{theme} (high contrast {high_contrast}): {what} {colour:?} on the {on} is {ratio:.2}:1"
+                        );
+                    }
+                }
+                // Button labels on buttons, and Train's on its highlight.
+                let button = &visuals.widgets.inactive;
+                let pairs = [
+                    ("button", button.text_color(), button.weak_bg_fill),
+                    ("Train", visuals.selection.stroke.color, visuals.selection.bg_fill),
+                ];
+                for (what, text, background) in pairs {
+                    let ratio = contrast(text, background);
+                    assert!(ratio >= TEXT_CONTRAST, "{theme} (high contrast {high_contrast}): {what} at {ratio:.2}:1");
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_large_map_shows_the_last_tokens_when_presenting() {
-        assert_eq!(map_window(64), 32..64);
-        assert_eq!(map_window(17), 0..17);
+        assert_eq!(map_window(64, 512.0), 32..64);
+        assert_eq!(map_window(17, 512.0), 0..17);
+        assert_eq!(map_window(64, 282.0), 46..64, "a smaller map, fewer rows of 15 points");
     }
 }

@@ -40,7 +40,7 @@ impl SamplesPanel {
         egui::ScrollArea::vertical().id_salt("samples_scroll").show(ui, |ui| {
             for run in &view.runs {
                 ui.horizontal(|ui| {
-                    ui.colored_label(run.colour, RichText::new(run.name()).strong());
+                    crate::widgets::coloured(ui, run.colour, RichText::new(run.label()).strong()).on_hover_text(run.name());
                     if ui.small_button("generate").clicked() {
                         requests.push(run.info.id);
                     }

@@ -21,7 +21,7 @@ impl TheoryPanel {
         let mut convert = None;
         ui.horizontal_wrapped(|ui| {
             for run in view.runs.iter().filter(is_standard) {
-                if ui.button(format!("Eliminate W_Q from {}", run.name())).clicked() {
+                if ui.button(format!("Eliminate W_Q from {}", run.label())).clicked() {
                     convert = Some(run.info.id);
                 }
             }
@@ -43,7 +43,7 @@ impl TheoryPanel {
         }
         let convert = Self::buttons(ui, view);
         if let Some((from, report)) = &view.conversion {
-            let name = view.run(*from).map_or("?", |r| r.name());
+            let name = view.run(*from).map_or("?", |r| r.label());
             let change = 100.0 * (report.params_after as f64 - report.params_before as f64) / report.params_before as f64;
             egui::Grid::new("theory_report").num_columns(2).show(ui, |ui| {
                 ui.label("converted");

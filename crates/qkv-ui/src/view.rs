@@ -11,7 +11,13 @@ use crate::files::KeptRuns;
 
 pub struct RunView {
     pub info: RunInfo,
+    /// What a student reads for this run: the papers' notation ([`run_label`]); the run's own
+    /// name (the command line's) is shown on hover.
+    pub label: String,
     pub colour: Color32,
+    /// The step a copy was born at by "Eliminate W_Q": its metrics before are the original's,
+    /// which the chart draws once, as the original's.
+    pub born_at: Option<usize>,
     pub steps: Vec<StepRecord>,
     pub evals: Vec<EvalRecord>,
     /// Why the run stopped, when it did.
@@ -22,17 +28,55 @@ pub struct RunView {
 impl RunView {
     /// A run as the session announced it, with the metrics it already has.
     pub fn new(info: RunInfo, colour: Color32) -> Self {
-        Self { colour, steps: info.steps.clone(), evals: info.evals.clone(), error: None, sample: None, info }
+        Self {
+            label: run_label(&info.spec.name, &info.spec.model),
+            colour,
+            born_at: None,
+            steps: info.steps.clone(),
+            evals: info.evals.clone(),
+            error: None,
+            sample: None,
+            info,
+        }
     }
 
+    /// The run's name as the command line and its files have it ("shared-kv+mqa").
     pub fn name(&self) -> &str {
         &self.info.spec.name
+    }
+
+    /// The run as a student reads it: the papers' notation ("Q-K=V + MQA").
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Is the run standard attention with a key/value head per head: the reference the papers
+    /// set every variant against?
+    pub fn is_standard(&self) -> bool {
+        let model = &self.info.spec.model;
+        model.attention.variant == qkv_model::AttentionVariant::Standard && model.attention.kv_heads.is_none_or(|k| k >= model.n_head)
     }
 
     /// Tokens per second over the last few steps (the latest step alone jitters).
     pub fn recent_tokens_per_sec(&self) -> Option<f64> {
         let recent = &self.steps[self.steps.len().saturating_sub(10)..];
         (!recent.is_empty()).then(|| recent.iter().map(|s| s.tokens_per_sec).sum::<f64>() / recent.len() as f64)
+    }
+}
+
+/// A run's label in the papers' notation. A name the user gave it (one the plan would not have
+/// built from the variant and its heads) follows in brackets, so two runs of one variant stay
+/// apart; a name the plan built says nothing the notation does not.
+pub fn run_label(name: &str, model: &qkv_model::GptConfig) -> String {
+    use qkv_train::plan::RunPlan;
+    let notation = model.attention.notation(model.n_head);
+    let kv_heads = model.attention.kv_heads.filter(|&k| k < model.n_head);
+    let built = RunPlan { kv_heads, ..RunPlan::new(model.attention.variant) }.display_name();
+    match name.strip_prefix(built.as_str()) {
+        Some("") => notation,
+        // The plan numbers a second run of one name: "standard-2".
+        Some(rest) if rest.strip_prefix('-').is_some_and(|n| n.parse::<usize>().is_ok()) => format!("{notation} #{}", &rest[1..]),
+        _ => format!("{notation} ({name})"),
     }
 }
 
@@ -77,6 +121,13 @@ impl SessionView {
     /// The latest attention maps.
     pub fn attention(&self) -> Option<&AttentionMaps> {
         self.attention_history.last()
+    }
+
+    /// The run every other is set against, in the cost columns and the verdict: the first
+    /// standard one (Q-K-V with a key/value head per head, the papers' reference), else the
+    /// first.
+    pub fn reference(&self) -> Option<&RunView> {
+        self.runs.iter().find(|r| r.is_standard()).or(self.runs.first())
     }
 
     /// Run `id`, if there is one.
@@ -144,7 +195,13 @@ impl SessionView {
             }
             Message::Converted { from, info, report } => {
                 let used: Vec<Color32> = self.runs.iter().map(|r| r.colour).collect();
-                self.runs.push(RunView::new(*info, crate::palette::first_unused(&used)));
+                let mut copy = RunView::new(*info, crate::palette::first_unused(&used));
+                if let Some(original) = self.run(from) {
+                    let model = &copy.info.spec.model;
+                    copy.label = format!("{} (copy of {})", model.attention.notation(model.n_head), original.label);
+                }
+                copy.born_at = Some(report.steps);
+                self.runs.push(copy);
                 self.conversion = Some((from, *report));
                 self.error = None;
             }
@@ -205,6 +262,22 @@ mod tests {
             images: None,
             predictions: Vec::new(),
         }
+    }
+
+    #[test]
+    fn runs_are_labelled_in_the_papers_notation_with_the_user_s_own_names_after_it() {
+        let model = |variant, kv_heads| {
+            let mut model = qkv_model::Preset::Classroom.config().with_variant(variant);
+            model.attention.kv_heads = kv_heads;
+            model
+        };
+        use qkv_model::AttentionVariant::*;
+        assert_eq!(run_label("standard", &model(Standard, None)), "Q-K-V");
+        assert_eq!(run_label("standard-2", &model(Standard, None)), "Q-K-V #2");
+        assert_eq!(run_label("standard+gqa2", &model(Standard, Some(2))), "GQA-2");
+        assert_eq!(run_label("shared-kv+mqa", &model(SharedKeyValue, Some(1))), "Q-K=V + MQA");
+        assert_eq!(run_label("wq-identity", &model(QueryIdentity, None)), "Q=I");
+        assert_eq!(run_label("mine", &model(SharedKeyValue, None)), "Q-K=V (mine)");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Small widgets several panels share.
 
-use egui::Ui;
+use egui::{Color32, Response, RichText, Ui};
 
 use crate::figures::{Export, Figure};
 
@@ -10,6 +10,13 @@ pub(crate) fn wrapped(ui: &mut Ui, text: &str) {
         ui.set_max_width(400.0);
         ui.label(text);
     });
+}
+
+/// `text` in a run's `colour`, in the shade of it that reads on the panel (a run's own colour
+/// can be too light on the light theme, or too dark on the dark one).
+pub(crate) fn coloured(ui: &mut Ui, colour: Color32, text: impl Into<RichText>) -> Response {
+    let shade = crate::palette::readable(colour, ui.visuals().panel_fill);
+    ui.label(text.into().color(shade))
 }
 
 /// "SVG", "PNG" (and "CSV" where `csv`) buttons exporting `figure`; the one pressed.

@@ -373,7 +373,7 @@ fn eliminating_w_q_in_the_theory_lesson_adds_an_identical_run() {
         harness.get_by_label("Step").click();
         run_until(&mut harness, "a step", |p| p.view().step() > before);
     }
-    harness.get_by_label("Eliminate W_Q from standard").click();
+    harness.get_by_label("Eliminate W_Q from Q-K-V").click();
     run_until(&mut harness, "the conversion", |p| p.view().conversion.is_some());
     let app = playground(&harness);
     let (_, report) = app.view().conversion.as_ref().unwrap();
@@ -394,9 +394,9 @@ fn teach(harness: &mut Harness<'_, State>, index: usize, steps: usize) {
     harness.state_mut().as_mut().unwrap().load_lesson(index);
     harness.state_mut().as_mut().unwrap().train();
     run_until(harness, lesson.title, |p| p.view().step() >= steps || p.view().finished);
-    if harness.query_by_label("Eliminate W_Q from standard").is_some() {
+    if harness.query_by_label("Eliminate W_Q from Q-K-V").is_some() {
         run_until(harness, "100 steps before converting", |p| p.view().step() >= 100);
-        harness.get_by_label("Eliminate W_Q from standard").click();
+        harness.get_by_label("Eliminate W_Q from Q-K-V").click();
         run_until(harness, "the conversion", |p| p.view().conversion.is_some());
         let converted_at = playground(harness).view().step();
         run_until(harness, "training after it", |p| p.view().step() >= converted_at + 40 || p.view().finished);
@@ -609,7 +609,11 @@ fn drawn_text(harness: &Harness<'_, State>) -> Vec<(String, f32, egui::Pos2)> {
 /// included (they are sized per map). With $QKV_SCREENSHOTS set, each is saved there (for docs/).
 #[test]
 fn presentation_mode_is_readable_from_the_back_of_the_room_in_every_lesson() {
+    use qkv_ui::lessons::Screen;
     use qkv_ui::presentation::{BODY_POINTS, LABEL_POINTS, Look};
+    // The run each maps lesson sets beside Q-K-V: W_Q = I in lesson 1, Q = K in lesson 3.
+    const LESSON_CONTRAST: [&str; 5] = ["Q=I", "", "Q=K-V", "", ""];
+    let reference = "Q-K-V";
     let steps: usize = std::env::var("QKV_SCREENSHOT_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
     for (index, lesson) in qkv_ui::lessons::LESSONS.iter().enumerate() {
         let mut harness = harness_of_size(vec2(1280.0, 720.0));
@@ -628,7 +632,16 @@ fn presentation_mode_is_readable_from_the_back_of_the_room_in_every_lesson() {
         let size_of = |words: &str| text.iter().find(|(w, _, _)| w.starts_with(words)).map(|(_, size, _)| *size);
         assert!(size_of(&lesson.point[..30]).is_some_and(|s| s >= BODY_POINTS), "{}: the point at body size", lesson.title);
         assert!(size_of("Train").is_some_and(|s| s >= BODY_POINTS));
-        assert_eq!(playground(&harness).drawn().attention_maps, 1, "one map, large");
+        // What the lesson sets side by side: two runs' maps, or the KV bars and no map.
+        let presented = playground(&harness).drawn().presented_maps;
+        match lesson.screen {
+            Screen::Maps => assert_eq!(presented, [reference, LESSON_CONTRAST[index]], "{}", lesson.title),
+            Screen::KvCache => assert!(presented.is_empty(), "{}: no maps beside the KV bars", lesson.title),
+            Screen::Elimination => {
+                assert_eq!(presented, ["Q-K-V", "Q=I (copy of Q-K-V)"], "{}", lesson.title);
+                assert!(text.iter().any(|(w, _, _)| w == "W_Q eliminated"), "{}: the elimination marked on the chart", lesson.title);
+            }
+        }
         assert!(harness.query_by_label_contains("frame ").is_none(), "no frame-time readout");
         assert!(harness.query_by_label("Apply setup").is_none(), "no setup");
 
@@ -668,11 +681,13 @@ fn the_charts_and_maps_export_as_svg_png_and_csv() {
 
     let read = |name: &str| std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     let names: Vec<String> = playground(&harness).view().runs.iter().map(|r| r.name().to_string()).collect();
+    let labels: Vec<String> = playground(&harness).view().runs.iter().map(|r| r.label().to_string()).collect();
+    assert_eq!(labels, ["Q-K-V", "Q=I"], "the slides name the runs as the papers do");
     for svg in ["loss-step1.svg", "attention-maps-step1.svg"] {
         let text = String::from_utf8(read(svg)).unwrap();
         assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"), "{svg}");
-        for name in &names {
-            assert!(text.contains(&format!(">{name}")), "{svg} names {name}");
+        for label in &labels {
+            assert!(text.contains(&format!(">{label}")), "{svg} names {label}");
         }
         let colour = playground(&harness).view().runs[0].colour;
         assert!(text.contains(&format!("#{:02x}{:02x}{:02x}", colour.r(), colour.g(), colour.b())), "{svg}: the runs' colours");

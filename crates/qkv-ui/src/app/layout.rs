@@ -50,6 +50,7 @@ impl Playground {
         self.apply_look(ui.ctx());
         // Where the figures are drawn this frame: none until they are.
         (self.panels.loss.drawn_at, self.panels.attention.drawn_at) = (None, None);
+        self.panels.attention.presented.clear();
         self.qr_window(ui.ctx());
         if self.look.presenting {
             self.presentation_ui(ui);
@@ -107,6 +108,9 @@ impl Playground {
                     if self.computes.len() > 1 {
                         time_again = ui.button("time each on the next Train").clicked();
                     }
+                    // For whoever tunes the app, not for the class: out of the top bar.
+                    ui.separator();
+                    ui.checkbox(&mut self.show_readouts, "show the frame time");
                 })
                 .response
                 .accessible_name("compute device");
@@ -119,11 +123,29 @@ impl Playground {
             if time_again {
                 self.time_again();
             }
-            if let Some(mean) = self.frames.mean() {
+            ui.separator();
+            self.classroom_buttons(ui);
+            if self.show_readouts
+                && let Some(mean) = self.frames.mean()
+            {
                 ui.label(RichText::new(format!("frame {:.1} ms ({:.0} fps)", mean * 1e3, 1.0 / mean)).weak());
             }
         });
         self.news_ui(ui);
+    }
+
+    /// What the keys P, Q and ? do, as buttons: presentation mode, the QR code of the demo's
+    /// link, the list of keys.
+    fn classroom_buttons(&mut self, ui: &mut Ui) {
+        if ui.button("Present (P)").on_hover_text("large text and the lesson's point, for a projector").clicked() {
+            self.look.presenting = true;
+        }
+        if ui.button("QR code (Q)").on_hover_text("a QR code of this demo's link, for the class's phones").clicked() {
+            self.show_qr = !self.show_qr;
+        }
+        if ui.button("Keys (?)").on_hover_text("every key and what it does").clicked() {
+            self.show_keys = !self.show_keys;
+        }
     }
 
     /// What went wrong and what the app has to say, under the top bar: each stopped run's
@@ -131,7 +153,7 @@ impl Playground {
     pub(super) fn news_ui(&mut self, ui: &mut Ui) {
         for run in &self.view.runs {
             if let Some(error) = &run.error {
-                ui.colored_label(ui.visuals().error_fg_color, format!("{}: {error}", run.name()));
+                ui.colored_label(ui.visuals().error_fg_color, format!("{}: {error}", run.label()));
             }
         }
         let mut dismiss = false;
@@ -233,7 +255,11 @@ impl Playground {
                 let rate = run.recent_tokens_per_sec().map_or("–".into(), |r| format!("{r:.0} {unit}/s"));
                 let val = run.evals.last().map_or("–".into(), |e| format!("{:.4}", e.val_loss));
                 let accuracy = run.evals.last().and_then(|e| e.accuracy).map(|a| format!(", {accuracy} {:.1}%", 100.0 * a));
-                ui.colored_label(run.colour, format!("{}: {rate}, val loss {val}{}", run.name(), accuracy.unwrap_or_default()));
+                crate::widgets::coloured(
+                    ui,
+                    run.colour,
+                    format!("{}: {rate}, val loss {val}{}", run.label(), accuracy.unwrap_or_default()),
+                );
             }
             if !self.view.backend.is_empty() {
                 ui.label(RichText::new(format!("trained on {}; data: {}", self.view.backend, self.view.data)).weak());

@@ -47,6 +47,8 @@ pub struct Drawn {
     pub loss_points: usize,
     /// The link the QR code holds, when one was drawn.
     pub qr_link: Option<String>,
+    /// The runs whose maps presentation mode set side by side, by label.
+    pub presented_maps: Vec<String>,
 }
 
 /// The panels around the session, each with its own state: what the user set in it (the loss
@@ -109,6 +111,8 @@ pub struct Playground {
     open_theory: bool,
     /// The list of keys is open (`?`).
     show_keys: bool,
+    /// The developers' readouts (frame time) are shown in the top bar.
+    show_readouts: bool,
     /// The QR code of the demo's link is open (`Q`).
     show_qr: bool,
     /// The link the QR code drawn in the last frame holds (for tests).
@@ -182,6 +186,7 @@ impl Playground {
             frames: FrameTimer::default(),
             open_theory: false,
             show_keys: false,
+            show_readouts: false,
             show_qr: false,
             qr_shown: None,
             look: Look::default(),
@@ -283,6 +288,14 @@ impl Playground {
             attention_maps: self.panels.attention.maps_drawn,
             loss_points: self.panels.loss.points_drawn,
             qr_link: self.qr_shown.clone(),
+            presented_maps: self
+                .panels
+                .attention
+                .presented
+                .iter()
+                .filter_map(|&r| self.view.runs.get(r))
+                .map(|r| r.label().to_string())
+                .collect(),
         }
     }
 

@@ -1,5 +1,6 @@
 //! Presentation mode: what a class at the back of the room needs and nothing else. The lesson's
-//! point, the loss chart and the costs on the left, the selected head's map large on the right,
+//! point and the loss chart on the left; on the right what the lesson sets side by side (its
+//! [`Screen`]): two runs' maps of the head where they differ most, or the KV-cache bars large;
 //! Train highlighted; no setup and no frame-time readout. Sizes come from
 //! [`crate::presentation`].
 
@@ -8,12 +9,13 @@ use egui::{Ui, vec2};
 use qkv_session::Command;
 
 use super::Playground;
-use crate::lessons::{Costs, LESSONS};
+use crate::lessons::{LESSONS, Screen};
 use crate::presentation::MAP_WINDOW;
 use crate::qr;
 use crate::theory_panel::TheoryPanel;
+use crate::verdict::Measure;
 
-/// The large map's side, in points, at most: 32 rows of 16 points.
+/// A map's side, in points, at most: 32 rows of 16 points.
 const MAP_SIDE: f32 = 16.0 * MAP_WINDOW as f32;
 
 impl Playground {
@@ -38,25 +40,59 @@ impl Playground {
             });
             self.news_ui(ui);
         });
+        let screen = self.lesson.map_or(Screen::Maps, |i| LESSONS[i].screen);
         egui::CentralPanel::default().show(ui, |ui| {
             let (width, height) = (ui.available_width(), ui.available_height());
-            // The map as large as the height allows, up to 16 points a row; the rest for the
-            // lesson, the loss and the costs.
-            let map_side = (height - 90.0).min(width * 0.45).clamp(160.0, MAP_SIDE);
-            let left = (width - map_side - 110.0).max(200.0);
+            // The right half for the lesson's contrast, the rest for its point and the curves.
+            let right = (width * 0.5).max(300.0);
+            let left = (width - right - 16.0).max(200.0);
             ui.horizontal_top(|ui| {
                 ui.allocate_ui(vec2(left, height), |ui| {
                     ui.set_min_size(vec2(left, height));
                     ui.set_max_width(left);
-                    ui.vertical(|ui| self.presentation_story(ui, height));
+                    ui.vertical(|ui| self.presentation_story(ui, height, screen));
                 });
-                ui.add_space(8.0);
-                // A wide table on the left (a long run name) leaves the map less: it shrinks
-                // rather than run off the screen.
-                let side = map_side.min(ui.available_width() - 60.0).max(160.0);
-                ui.vertical(|ui| self.panels.attention.presentation_ui(ui, &self.view, side));
+                ui.add_space(16.0);
+                ui.vertical(|ui| {
+                    ui.set_max_width(right);
+                    match screen {
+                        Screen::KvCache => {
+                            (self.panels.attention.maps_drawn, self.panels.attention.presented) = (0, Vec::new());
+                            egui::ScrollArea::vertical()
+                                .id_salt("presentation_cache")
+                                .show(ui, |ui| self.panels.costs.kv_cache_ui(ui, &self.view));
+                        }
+                        Screen::Maps | Screen::Elimination => {
+                            let runs = self.compared_runs(screen);
+                            // Two maps and their token labels across the half, and under them a
+                            // caption, a colour bar and its legend.
+                            let beside = runs.len().max(1) as f32;
+                            let side = ((right - 40.0 * beside) / beside).min(height - 160.0).clamp(120.0, MAP_SIDE);
+                            self.panels.attention.presentation_ui(ui, &self.view, &runs, side);
+                        }
+                    }
+                });
             });
         });
+    }
+
+    /// The runs a maps screen sets side by side: the reference and the first other run, or the
+    /// original and its copy once W_Q was eliminated (the original alone before).
+    fn compared_runs(&self, screen: Screen) -> Vec<usize> {
+        let runs = &self.view.runs;
+        let index = |id| runs.iter().position(|r| r.info.id == id);
+        match (screen, &self.view.conversion) {
+            (Screen::Elimination, Some((from, _))) => {
+                let copy = runs.iter().rposition(|r| r.born_at.is_some());
+                index(*from).into_iter().chain(copy).collect()
+            }
+            (Screen::Elimination, None) => vec![0],
+            _ => {
+                let Some(reference) = self.view.reference().and_then(|r| index(r.info.id)) else { return Vec::new() };
+                let other = (0..runs.len()).find(|&i| i != reference);
+                std::iter::once(reference).chain(other).collect()
+            }
+        }
     }
 
     /// The QR code of the link a class should open, large, while it is asked for (Q); where the
@@ -77,9 +113,9 @@ impl Playground {
         });
     }
 
-    /// The lesson's point, its action (the theory lesson's button), the loss chart and the
-    /// costs, down the left column.
-    fn presentation_story(&mut self, ui: &mut Ui, height: f32) {
+    /// The lesson's point, its action (the theory lesson's button), the loss chart and, where
+    /// the screen is about parameters, their bars, down the left column.
+    fn presentation_story(&mut self, ui: &mut Ui, height: f32, screen: Screen) {
         let lesson = self.lesson.map(|i| &LESSONS[i]);
         if let Some(lesson) = lesson {
             ui.label(lesson.point);
@@ -94,20 +130,18 @@ impl Playground {
             ui.label("Preparing the runs…");
             return;
         }
-        // The costs below the chart: a row per run, and their header (the parameters' legend
-        // takes two rows more than the KV cache's settings).
-        let costs = lesson.map_or(Costs::Parameters, |l| l.costs);
-        let header_rows = if costs == Costs::Parameters { 4.0 } else { 3.0 };
-        let reserved = (self.view.runs.len() as f32 + header_rows) * 36.0;
+        // The parameter bars below the chart: a row per run and the header and legend rows. A
+        // task judged by accuracy gives their room to its second chart, the accuracy.
+        let params = screen != Screen::KvCache && Measure::of(&self.view) == Measure::ValidationLoss;
+        let reserved = if params { (self.view.runs.len() as f32 + 4.0) * 36.0 } else { 0.0 };
         let chart = (ui.available_height() - reserved).max(height * 0.4);
         ui.allocate_ui(vec2(ui.available_width(), chart), |ui| {
             ui.set_min_height(chart);
             self.panels.loss.chart(ui, &self.view);
         });
-        ui.separator();
-        egui::ScrollArea::vertical().id_salt("presentation_costs").show(ui, |ui| match costs {
-            Costs::Parameters => self.panels.costs.params_ui(ui, &self.view),
-            Costs::KvCache => self.panels.costs.kv_cache_ui(ui, &self.view),
-        });
+        if params {
+            ui.separator();
+            egui::ScrollArea::vertical().id_salt("presentation_costs").show(ui, |ui| self.panels.costs.params_ui(ui, &self.view));
+        }
     }
 }
