@@ -4,6 +4,8 @@ use qkv_model::{AttentionVariant, Preset};
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
 use qkv_train::{DataSource, Framing, SyntheticTask};
 
+use crate::view::SessionView;
+
 /// What a lesson's presentation screen sets side by side beside its curves: its contrast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Screen {
@@ -17,11 +19,41 @@ pub enum Screen {
     Elimination,
 }
 
+/// When a lesson pauses by itself for the class to discuss what the screen shows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Moment {
+    /// The reference run's validation accuracy reaches this share.
+    ReferenceAccuracy(f64),
+    /// Every run has trained this many steps.
+    Step(usize),
+}
+
+impl Moment {
+    /// Has training reached the moment?
+    pub fn reached(self, view: &SessionView) -> bool {
+        match self {
+            Moment::ReferenceAccuracy(share) => {
+                view.reference().and_then(|run| run.evals.last()).and_then(|eval| eval.accuracy).is_some_and(|accuracy| accuracy >= share)
+            }
+            Moment::Step(step) => view.is_loaded() && view.steps_done() >= step,
+        }
+    }
+}
+
+/// A pause for discussion: when, and what the screen says then (Space goes on).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pause {
+    pub when: Moment,
+    pub say: &'static str,
+}
+
 pub struct Lesson {
     pub title: &'static str,
     /// What the class will see, in two or three lines (presentation mode shows only this).
     pub point: &'static str,
     pub screen: Screen,
+    /// Where the lesson stops by itself for the class to discuss, once per run of it.
+    pub pause: Option<Pause>,
     pub explanation: &'static str,
     pub plan: fn() -> ExperimentPlan,
 }
@@ -53,6 +85,7 @@ pub const LESSONS: [Lesson; 5] = [
         title: "Does attention need W_Q?",
         point: "Without W_Q each head's query is its slice of the input (Q=I): a d×d matrix fewer per layer. Watch the two loss curves: Q=I's validation loss ends within 6% of Q-K-V's.",
         screen: Screen::Maps,
+        pause: None,
         explanation: "Paper 1 removes the query weight: each head's query is simply its slice of the layer's \
             input (W_Q = I, written Q=I). The model loses a d×d matrix per layer. Train Q=I beside the standard \
             Q-K-V on Shakespeare and watch whether the curves separate: in this tiny model Q=I's validation loss \
@@ -69,6 +102,7 @@ pub const LESSONS: [Lesson; 5] = [
         title: "Share K and V, halve the cache",
         point: "With Q-K=V a generating model caches one tensor per token instead of two: the KV bars halve. The loss notices a little: Q-K=V's validation loss ends about 5% above Q-K-V's, Q=K=V's about 9%.",
         screen: Screen::KvCache,
+        pause: None,
         explanation: "When keys and values come from one projection (Q-K=V) a generating model caches one \
             tensor per token instead of two: the KV bars below halve. Q=K=V goes further and shares the query \
             too, which saves parameters but no more cache. Does the loss notice? A little, in this tiny model: \
@@ -90,6 +124,11 @@ pub const LESSONS: [Lesson; 5] = [
         title: "Symmetric attention",
         point: "With Q=K-V, token i scores j exactly as j scores i. One head must rotate a list of four digits, each place reading its left neighbour around a cycle: Q-K-V learns it within 50 steps, Q=K-V stalls near 55% accuracy.",
         screen: Screen::Maps,
+        pause: Some(Pause {
+            when: Moment::ReferenceAccuracy(1.0),
+            say: "Paused: Q-K-V now gets every digit right, and its map shows each place reading its left neighbour. \
+                  Why can Q=K-V's map not do the same? Space goes on.",
+        }),
         explanation: "With Q = K the score of token i for j equals that of j for i. Here a model of one layer with one \
             head reads a list of four digits at once (an encoder: attention both ways) and writes it rotated by one: \
             each place reads its left neighbour, and the first reads the last, around a cycle. With Q = K, place i \
@@ -116,6 +155,7 @@ pub const LESSONS: [Lesson; 5] = [
         title: "Fewer KV heads",
         point: "GQA-2 and MQA let query heads share key/value heads: the KV bars shrink by the group size, and their validation loss ends within 2% of Q-K-V's. Q-K=V + MQA halves the cache again, at a clear cost.",
         screen: Screen::KvCache,
+        pause: None,
         explanation: "Grouped-query attention lets several query heads read one key/value head (GQA-2: two \
             key/value heads for four query heads), or all of them read one (MQA): the cache shrinks by the group \
             size. Sharing K and V on top of MQA (Q-K=V + MQA) shrinks it again by half. Here GQA-2 and MQA end \
@@ -137,6 +177,11 @@ pub const LESSONS: [Lesson; 5] = [
         title: "Is W_Q needed? Watch it vanish",
         point: "Train a while, then press Eliminate W_Q: a copy with Q=I joins, computing the same outputs. Yet its loss jumps on its first step, and takes a few dozen steps to catch up.",
         screen: Screen::Elimination,
+        // Past the warm-up, as the lesson's test converts: "train a while".
+        pause: Some(Pause {
+            when: Moment::Step(100),
+            say: "Paused after 100 steps: press Eliminate W_Q, then Space, and watch the copy's first steps.",
+        }),
         explanation: "Paper 1's theory: attention sees its input X only through XW_Q, XW_K and XW_V, so any \
             invertible Θ can move into the layer's input. Train this small model (no LayerNorm, no skip around \
             the MLP) for a while, then press 'Eliminate W_Q' below: a copy without W_Q joins with the same logits \

@@ -16,12 +16,20 @@ fn is_standard(run: &&RunView) -> bool {
 }
 
 impl TheoryPanel {
-    /// An "Eliminate W_Q" button per standard run; the run whose button was pressed.
-    pub fn buttons(ui: &mut Ui, view: &SessionView) -> Option<RunId> {
+    /// An "Eliminate W_Q" button per standard run, highlighted as Train is where `highlight`
+    /// (the lesson paused for it to be pressed); the run whose button was pressed.
+    pub fn buttons(ui: &mut Ui, view: &SessionView, highlight: bool) -> Option<RunId> {
         let mut convert = None;
         ui.horizontal_wrapped(|ui| {
             for run in view.runs.iter().filter(is_standard) {
-                if ui.button(format!("Eliminate W_Q from {}", run.label())).clicked() {
+                let text = format!("Eliminate W_Q from {}", run.label());
+                let visuals = ui.visuals();
+                let button = if highlight {
+                    egui::Button::new(RichText::new(text).strong().color(visuals.selection.stroke.color)).fill(visuals.selection.bg_fill)
+                } else {
+                    egui::Button::new(text)
+                };
+                if ui.add(button).clicked() {
                     convert = Some(run.info.id);
                 }
             }
@@ -30,7 +38,8 @@ impl TheoryPanel {
     }
 
     /// Returns the run whose W_Q the user asked to eliminate.
-    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Option<RunId> {
+    /// `highlight`: the lesson paused for the button to be pressed.
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView, highlight: bool) -> Option<RunId> {
         crate::widgets::wrapped(
             ui,
             "Any invertible matrix T can be folded into the layer's input: X becomes XT and each of W_Q, W_K, W_V \
@@ -41,7 +50,7 @@ impl TheoryPanel {
         if !standard {
             ui.label(RichText::new("No standard run to convert: add one, or open the lesson 'Is W_Q needed?'.").weak());
         }
-        let convert = Self::buttons(ui, view);
+        let convert = Self::buttons(ui, view, highlight);
         if let Some((from, report)) = &view.conversion {
             let name = view.run(*from).map_or("?", |r| r.label());
             let change = 100.0 * (report.params_after as f64 - report.params_before as f64) / report.params_before as f64;

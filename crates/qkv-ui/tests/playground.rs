@@ -386,23 +386,63 @@ fn eliminating_w_q_in_the_theory_lesson_adds_an_identical_run() {
     assert_eq!(app.drawn().attention_maps, 2 * 2 * 2, "both runs' maps: 2 layers × 2 heads");
 }
 
-/// Lesson `index` as a class sees it: trained for `steps` steps; in the theory lesson, W_Q
-/// eliminated after 100 ("train a while", as its text says and its test does) and 40 steps more,
-/// long enough to see the copy jump and catch up; then paused.
+/// Runs frames until `done` holds, going on as Space does wherever the lesson paused by itself
+/// for discussion.
+fn train_until(harness: &mut Harness<'_, State>, what: &str, done: impl Fn(&Playground) -> bool) {
+    loop {
+        run_until(harness, what, |p| done(p) || p.discussing());
+        if done(playground(harness)) {
+            return;
+        }
+        harness.state_mut().as_mut().unwrap().train();
+        run_until(harness, "training again after the pause", |p| p.view().playing || p.view().finished || done(p));
+    }
+}
+
+/// Lesson `index` as a class sees it: trained for `steps` steps, past its pause for
+/// discussion; in the theory lesson, W_Q eliminated where the lesson pauses for it, after 100
+/// steps ("train a while", as its text says and its test does), and 40 steps more, long enough
+/// to see the copy jump and catch up; then paused.
 fn teach(harness: &mut Harness<'_, State>, index: usize, steps: usize) {
     let lesson = &qkv_ui::lessons::LESSONS[index];
     harness.state_mut().as_mut().unwrap().load_lesson(index);
     harness.state_mut().as_mut().unwrap().train();
-    run_until(harness, lesson.title, |p| p.view().step() >= steps || p.view().finished);
-    if harness.query_by_label("Eliminate W_Q from Q-K-V").is_some() {
-        run_until(harness, "100 steps before converting", |p| p.view().step() >= 100);
+    if lesson.screen == qkv_ui::lessons::Screen::Elimination {
+        run_until(harness, "the pause before converting", |p| p.discussing());
+        assert!(playground(harness).view().step() >= 100, "the lesson pauses after 100 steps");
         harness.get_by_label("Eliminate W_Q from Q-K-V").click();
         run_until(harness, "the conversion", |p| p.view().conversion.is_some());
         let converted_at = playground(harness).view().step();
-        run_until(harness, "training after it", |p| p.view().step() >= converted_at + 40 || p.view().finished);
+        harness.state_mut().as_mut().unwrap().train();
+        train_until(harness, "training after it", |p| p.view().step() >= converted_at + 40 || p.view().finished);
+    } else {
+        train_until(harness, lesson.title, |p| p.view().step() >= steps || p.view().finished);
     }
     harness.state_mut().as_mut().unwrap().pause();
     run_until(harness, "the pause", |p| !p.view().playing);
+}
+
+/// Lesson 3 stops by itself when Q-K-V gets every digit right, says what to ask the room, and
+/// Space goes on; it does not stop there twice.
+#[test]
+fn a_lesson_pauses_by_itself_at_its_moment_to_discuss_and_space_goes_on() {
+    let mut harness = harness_of_size(vec2(1280.0, 720.0));
+    harness.run_steps(2);
+    harness.state_mut().as_mut().unwrap().load_lesson(2);
+    harness.state_mut().as_mut().unwrap().train();
+    run_until(&mut harness, "the pause for discussion", |p| p.discussing());
+    let app = playground(&harness);
+    let reference = app.view().reference().unwrap();
+    assert_eq!(reference.label(), "Q-K-V");
+    assert_eq!(reference.evals.last().and_then(|e| e.accuracy), Some(1.0), "paused when Q-K-V reached 100%");
+    let (notice, _) = app.notice().unwrap();
+    assert!(notice.starts_with("Paused: Q-K-V now gets every digit right") && notice.ends_with("Space goes on."), "{notice}");
+    let paused_at = app.view().step();
+    harness.key_press(egui::Key::Space);
+    run_until(&mut harness, "training on", |p| p.view().step() >= paused_at + 20);
+    assert!(!playground(&harness).discussing() && playground(&harness).view().playing, "one pause per lesson");
+    harness.state_mut().as_mut().unwrap().pause();
+    run_until(&mut harness, "the pause", |p| !p.view().playing);
 }
 
 /// Renders each classroom lesson after a few steps into $QKV_SCREENSHOTS (for docs/).
@@ -641,6 +681,17 @@ fn presentation_mode_is_readable_from_the_back_of_the_room_in_every_lesson() {
                 assert_eq!(presented, ["Q-K-V", "Q=I (copy of Q-K-V)"], "{}", lesson.title);
                 assert!(text.iter().any(|(w, _, _)| w == "W_Q eliminated"), "{}: the elimination marked on the chart", lesson.title);
             }
+        }
+        // The rotation worked through once, on the list the maps show: each digit moves one
+        // place right, the last comes first.
+        if index == 2 {
+            let example = text.iter().find_map(|(w, _, _)| w.strip_prefix("For example: ")).expect("a worked example");
+            let (list, rotated) = example.split_once(" becomes ").expect("a list and its answer");
+            let (list, rotated): (Vec<&str>, Vec<&str>) = (list.split(' ').collect(), rotated.split(' ').collect());
+            let tokens = &playground(&harness).view().attention().unwrap().tokens;
+            assert_eq!(list, tokens.iter().map(|t| t.trim()).collect::<Vec<_>>(), "the maps' own list");
+            assert_eq!(rotated[0], list[list.len() - 1]);
+            assert_eq!(rotated[1..], list[..list.len() - 1]);
         }
         assert!(harness.query_by_label_contains("frame ").is_none(), "no frame-time readout");
         assert!(harness.query_by_label("Apply setup").is_none(), "no setup");

@@ -184,7 +184,8 @@ impl Playground {
             None => {}
         }
         if let Some((notice, is_error)) = self.notice.clone() {
-            ui.horizontal(|ui| {
+            // Wrapped: a lesson's pause says a sentence or two, at presentation mode's size too.
+            ui.horizontal_wrapped(|ui| {
                 let colour = if is_error { ui.visuals().error_fg_color } else { ui.visuals().weak_text_color() };
                 ui.colored_label(colour, notice);
                 if ui.small_button("dismiss").clicked() {
@@ -270,7 +271,11 @@ impl Playground {
         });
         // The theory lesson opens its section once; after that the user decides.
         let open = std::mem::take(&mut self.open_theory).then_some(true);
-        let convert = egui::CollapsingHeader::new("Theory: eliminate W_Q").open(open).show(ui, |ui| self.panels.theory.ui(ui, &self.view));
+        // Pressing it is what the lesson paused for, until it is pressed.
+        let discussing = self.discussing() && self.view.conversion.is_none();
+        let convert = egui::CollapsingHeader::new("Theory: eliminate W_Q")
+            .open(open)
+            .show(ui, |ui| self.panels.theory.ui(ui, &self.view, discussing));
         if let Some(run) = convert.body_returned.flatten() {
             self.send(Command::EliminateQuery { run, into: self.view.unused_id() });
         }

@@ -40,6 +40,14 @@ pub enum Tab {
     AllVariants,
 }
 
+/// A lesson's pause for discussion: still ahead, now (paused, its words shown), or done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Discussion {
+    Ahead,
+    Now,
+    Done,
+}
+
 /// What the last frame drew (what the UI tests look at).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Drawn {
@@ -113,6 +121,8 @@ pub struct Playground {
     show_keys: bool,
     /// The developers' readouts (frame time) are shown in the top bar.
     show_readouts: bool,
+    /// Where the lesson is with its pause for discussion (it pauses once per load).
+    discussion: Discussion,
     /// The QR code of the demo's link is open (`Q`).
     show_qr: bool,
     /// The link the QR code drawn in the last frame holds (for tests).
@@ -187,6 +197,7 @@ impl Playground {
             open_theory: false,
             show_keys: false,
             show_readouts: false,
+            discussion: Discussion::Ahead,
             show_qr: false,
             qr_shown: None,
             look: Look::default(),
@@ -312,6 +323,7 @@ impl Playground {
         self.cancel_trial();
         self.view = SessionView { exports: std::mem::take(&mut self.view.exports), ..SessionView::default() };
         self.autosaved_at = 0;
+        self.discussion = Discussion::Ahead;
         self.send(Command::AttentionEvery(self.panels.attention.refresh_every));
         self.send(Command::Load(self.setup.plan.clone()));
         self.applied = Some(self.setup.clone());
@@ -325,6 +337,11 @@ impl Playground {
     }
 
     pub fn train(&mut self) {
+        // Going on ends the lesson's pause, and what it said.
+        if self.discussion == Discussion::Now {
+            self.discussion = Discussion::Done;
+            self.notice = None;
+        }
         // Train while another compute is timed: the user wants this one now.
         self.cancel_trial();
         self.ensure_loaded();
@@ -411,6 +428,24 @@ impl Playground {
         self.advance_trial();
         self.save_exports();
         self.autosave();
+        self.pause_for_discussion();
+    }
+
+    /// Pauses a playing lesson once, at its moment to discuss ([`crate::lessons::Pause`]), and
+    /// says why; Space (or Train) goes on.
+    fn pause_for_discussion(&mut self) {
+        let Some(pause) = self.lesson.and_then(|i| LESSONS[i].pause) else { return };
+        if self.discussion != Discussion::Ahead || !self.view.playing || !pause.when.reached(&self.view) {
+            return;
+        }
+        self.discussion = Discussion::Now;
+        self.pause();
+        self.tell(pause.say.to_string(), false);
+    }
+
+    /// The lesson is paused at its moment to discuss, waiting for the teacher to go on.
+    pub fn discussing(&self) -> bool {
+        self.discussion == Discussion::Now
     }
 
     /// Where the platform keeps runs: asks for every run's checkpoint each [`AUTOSAVE_EVERY`]

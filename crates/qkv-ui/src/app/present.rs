@@ -113,15 +113,29 @@ impl Playground {
         });
     }
 
+    /// One worked example of an encoder task, on the list the maps show: "for example: 7 9 8 3
+    /// becomes 3 7 9 8" (the task's own answer, not the model's).
+    fn worked_example(&self) -> Option<String> {
+        let qkv_train::DataSource::Synthetic { task, framing: qkv_train::Framing::Encoder, .. } = self.applied.as_ref()?.plan.data else {
+            return None;
+        };
+        let digits: Vec<u32> = self.view.attention()?.tokens.iter().map(|t| t.trim().parse().ok()).collect::<Option<_>>()?;
+        let list = |xs: &[u32]| xs.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
+        Some(format!("For example: {} becomes {}", list(&digits), list(&task.target(&digits))))
+    }
+
     /// The lesson's point, its action (the theory lesson's button), the loss chart and, where
     /// the screen is about parameters, their bars, down the left column.
     fn presentation_story(&mut self, ui: &mut Ui, height: f32, screen: Screen) {
         let lesson = self.lesson.map(|i| &LESSONS[i]);
         if let Some(lesson) = lesson {
             ui.label(lesson.point);
+            if let Some(example) = self.worked_example() {
+                ui.label(example);
+            }
             // The theory lesson's action: the setup it trains is the theory preset.
             if self.applied.as_ref().is_some_and(|setup| setup.plan.preset == qkv_model::Preset::Theory)
-                && let Some(run) = TheoryPanel::buttons(ui, &self.view)
+                && let Some(run) = TheoryPanel::buttons(ui, &self.view, self.discussing() && self.view.conversion.is_none())
             {
                 self.send(Command::EliminateQuery { run, into: self.view.unused_id() });
             }
