@@ -271,7 +271,9 @@ impl AttentionPanel {
         // Every run's grid side by side in the width there is, each map between 24 and 96 px.
         let heads = maps.runs.first().and_then(|r| r.first()).map_or(1, Vec::len);
         let layers = maps.runs.first().map_or(1, Vec::len);
-        let across = (n_runs * heads) as f32 + n_runs as f32 * 1.2;
+        // Each run's block is its heads, its "layer l" column and the gap to the next block:
+        // about two and a half cells.
+        let across = (n_runs * heads) as f32 + n_runs as f32 * 2.5;
         let by_width = ui.available_width() / across - 3.0;
         // Rows: the layers, the head labels and the two lines of diagnostics.
         let by_height = ui.available_height() * 0.5 / (layers as f32 + 1.6);
@@ -282,10 +284,12 @@ impl AttentionPanel {
                     let Some(run) = view.runs.get(r) else { continue };
                     ui.vertical(|ui| {
                         crate::widgets::coloured(ui, run.colour, RichText::new(run.label()).strong()).on_hover_text(run.name());
-                        egui::Grid::new(("attention_grid", r)).spacing([3.0, 3.0]).show(ui, |ui| {
-                            ui.label("");
+                        egui::Grid::new(("attention_grid", r)).spacing([3.0, 3.0]).min_col_width(0.0).show(ui, |ui| {
+                            // "head" once and the heads' numbers: a column as wide as its maps,
+                            // where "head 3" over each widened it past them.
+                            ui.label(RichText::new("head").small());
                             for h in 0..layers.first().map_or(0, Vec::len) {
-                                ui.label(RichText::new(format!("head {h}")).small());
+                                ui.label(RichText::new(h.to_string()).small());
                             }
                             ui.end_row();
                             for (l, heads) in layers.iter().enumerate() {

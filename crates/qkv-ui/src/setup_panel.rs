@@ -122,7 +122,9 @@ impl SetupPanel {
             ui.end_row();
 
             ui.label("data");
-            ui.horizontal(|ui| data_action = data_ui(ui, &mut plan.data, self.paths));
+            // Wrapped, as the rows below: a task's length and framing, or a reset button beside a
+            // field, would otherwise run past the panel's edge.
+            ui.horizontal_wrapped(|ui| data_action = data_ui(ui, &mut plan.data, self.paths));
             ui.end_row();
             match_preset_and_data(plan, before);
 
@@ -152,7 +154,7 @@ impl SetupPanel {
 
             // Two fields a row, so that the panel's default width shows every one of them.
             ui.label("model");
-            ui.horizontal(|ui| {
+            ui.horizontal_wrapped(|ui| {
                 ui.label("layers");
                 override_value(ui, "layers", &mut plan.model.n_layer, preset_config.n_layer, 0.05);
                 ui.label("heads");
@@ -160,7 +162,7 @@ impl SetupPanel {
             });
             ui.end_row();
             ui.label("");
-            ui.horizontal(|ui| {
+            ui.horizontal_wrapped(|ui| {
                 ui.label("width");
                 override_value(ui, "width", &mut plan.model.n_embd, preset_config.n_embd, 1.0);
                 ui.label("context");
@@ -169,7 +171,7 @@ impl SetupPanel {
             ui.end_row();
 
             ui.label("training");
-            ui.horizontal(|ui| {
+            ui.horizontal_wrapped(|ui| {
                 ui.label("steps");
                 override_value(ui, "steps", &mut plan.training.steps, recipe.steps, 5.0);
                 ui.label("batch");
@@ -179,7 +181,7 @@ impl SetupPanel {
             });
             ui.end_row();
             ui.label("");
-            ui.horizontal(|ui| {
+            ui.horizontal_wrapped(|ui| {
                 ui.label("lr");
                 override_value(ui, "learning rate", &mut plan.training.lr, recipe.lr, 1e-4);
                 ui.label("weight decay");

@@ -7,7 +7,8 @@ use crate::figures::{Export, Figure};
 /// A paragraph that wraps at the side panel's width (the panel scrolls sideways for its tables).
 pub(crate) fn wrapped(ui: &mut Ui, text: &str) {
     ui.scope(|ui| {
-        ui.set_max_width(400.0);
+        // No wider than the panel either: inside a collapsing section it has less than 400.
+        ui.set_max_width(ui.available_width().min(400.0));
         ui.label(text);
     });
 }

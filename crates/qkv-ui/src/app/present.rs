@@ -54,6 +54,8 @@ impl Playground {
                 });
                 ui.add_space(16.0);
                 ui.vertical(|ui| {
+                    // What the left column and the margins leave, which can be less than half.
+                    let right = ui.available_width().min(right);
                     ui.set_max_width(right);
                     match screen {
                         Screen::KvCache => {
