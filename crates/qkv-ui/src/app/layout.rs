@@ -271,11 +271,9 @@ impl Playground {
         });
         // The theory lesson opens its section once; after that the user decides.
         let open = std::mem::take(&mut self.open_theory).then_some(true);
-        // Pressing it is what the lesson paused for, until it is pressed.
-        let discussing = self.discussing() && self.view.conversion.is_none();
-        let convert = egui::CollapsingHeader::new("Theory: eliminate W_Q")
-            .open(open)
-            .show(ui, |ui| self.panels.theory.ui(ui, &self.view, discussing));
+        let highlight = self.awaits_elimination();
+        let convert =
+            egui::CollapsingHeader::new("Theory: eliminate W_Q").open(open).show(ui, |ui| self.panels.theory.ui(ui, &self.view, highlight));
         if let Some(run) = convert.body_returned.flatten() {
             self.send(Command::EliminateQuery { run, into: self.view.unused_id() });
         }

@@ -448,6 +448,12 @@ impl Playground {
         self.discussion == Discussion::Now
     }
 
+    /// The lesson paused for "Eliminate W_Q" to be pressed, and it has not been yet: the button
+    /// is highlighted.
+    fn awaits_elimination(&self) -> bool {
+        self.discussing() && self.view.conversion.is_none()
+    }
+
     /// Where the platform keeps runs: asks for every run's checkpoint each [`AUTOSAVE_EVERY`]
     /// steps and when training ends, and hands what comes back to the platform.
     fn autosave(&mut self) {

@@ -137,7 +137,7 @@ impl Playground {
             }
             // The theory lesson's action: the setup it trains is the theory preset.
             if self.applied.as_ref().is_some_and(|setup| setup.plan.preset == qkv_model::Preset::Theory)
-                && let Some(run) = TheoryPanel::buttons(ui, &self.view, self.discussing() && self.view.conversion.is_none())
+                && let Some(run) = TheoryPanel::buttons(ui, &self.view, self.awaits_elimination())
             {
                 self.send(Command::EliminateQuery { run, into: self.view.unused_id() });
             }
