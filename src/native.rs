@@ -35,6 +35,15 @@ struct ShellArgs {
     /// Open in presentation mode (key P): large text, the setup hidden.
     #[arg(long)]
     presentation: bool,
+    /// Hide controls not yet introduced: a comma-separated list of setup, compute, tabs,
+    /// classroom, files, theory, steps.
+    #[arg(long, value_name = "LIST", value_parser = hidden)]
+    hide: Option<String>,
+}
+
+/// A `--hide` list, checked before the window opens.
+fn hidden(text: &str) -> Result<String, String> {
+    qkv_ui::hidden::Hidden::parse(text).map(|_| text.to_string()).map_err(|e| e.to_string())
 }
 
 /// The window's size when the command line gives none.
@@ -226,6 +235,10 @@ pub fn run() -> eframe::Result {
             if args.presentation {
                 playground.set_look(qkv_ui::presentation::Look { presenting: true, ..playground.look() });
             }
+            if let Some(list) = &args.hide {
+                // Checked by the parser: the list is known.
+                let _ = playground.hide(list);
+            }
             let fit_to_screen = args.size.is_none();
             Ok(Box::new(Shell { playground, train_for: args.train_for, started: Instant::now(), smoke_started: false, fit_to_screen }))
         }),
@@ -243,8 +256,22 @@ mod tests {
 
     #[test]
     fn the_options_parse_into_what_the_shell_uses() {
-        let args = parse(&["--train-for", "8", "--lesson", "3", "--compute", "flex", "--size", "1280x720", "--presentation"]).unwrap();
+        let args = parse(&[
+            "--train-for",
+            "8",
+            "--lesson",
+            "3",
+            "--compute",
+            "flex",
+            "--size",
+            "1280x720",
+            "--presentation",
+            "--hide",
+            "setup,tabs",
+        ])
+        .unwrap();
         assert!(args.presentation);
+        assert_eq!(args.hide.as_deref(), Some("setup,tabs"));
         assert_eq!(args.train_for, Some(8.0));
         assert_eq!(args.lesson, Some(2), "lessons are counted from 1 on the command line");
         assert_eq!(args.compute, Some(Backend::Flex));
@@ -271,6 +298,7 @@ mod tests {
             (vec!["--lesson", &(lessons + 1).to_string()], format!("from 1 to {lessons}")),
             (vec!["--compute", "tpu"], "wgpu".to_string()),
             (vec!["--size", "12x9000"], "WIDTHxHEIGHT".to_string()),
+            (vec!["--hide", "setup,maps"], "setup, compute, tabs".to_string()),
             (vec!["--frobnicate"], "--frobnicate".to_string()),
         ] {
             let error = parse(&args).err().unwrap_or_default();

@@ -15,7 +15,8 @@
 //! a demo a class opens from one link;
 //! `?render=webgl` draws with WebGL and trains on a WebGPU device of its own, for browsers whose
 //! WebGPU computes but cannot draw to a canvas (headless Chromium without a GPU); `?worker=0`
-//! trains on the CPU inside the page instead of in a Web Worker (to compare the two).
+//! trains on the CPU inside the page instead of in a Web Worker (to compare the two);
+//! `?hide=setup,compute` hides controls a class has not met yet ([`qkv_ui::hidden`]).
 
 mod address;
 mod capabilities;
@@ -137,6 +138,10 @@ impl WebShell {
         }
         if query_value("present").is_some() {
             playground.set_look(qkv_ui::presentation::Look { presenting: true, ..playground.look() });
+        }
+        // A comma may arrive encoded (%2C) from a link that was copied through another page.
+        if let Some(Err(e)) = query_value("hide").map(|list| playground.hide(&list.replace("%2C", ","))) {
+            playground.tell(format!("the link's {e}"), true);
         }
         if let Some(why) = no_gpu.filter(|_| !forced_cpu) {
             playground.tell(format!("{why}: training runs on the CPU, slower. Chrome, Edge and Safari 26+ have WebGPU."), true);

@@ -221,7 +221,7 @@ impl AttentionPanel {
         let mut request = AttentionRequest::None;
         // A vision experiment's maps read its first held-out image: there is no prompt to type.
         let images = view.attention().is_some_and(|maps| maps.images.is_some());
-        ui.horizontal(|ui| {
+        ui.horizontal_wrapped(|ui| {
             if !images {
                 ui.label("prompt");
                 let edit = ui
@@ -249,7 +249,7 @@ impl AttentionPanel {
             return request;
         };
         self.refresh_textures(ui, maps, (view.attention_version, self.scrubbed));
-        ui.horizontal(|ui| {
+        ui.horizontal_wrapped(|ui| {
             ui.label(RichText::new(format!("step {}: {} tokens; rows are queries, columns keys", maps.step, maps.time())).weak());
             if history.len() > 1 {
                 // Back through every refresh since the runs were loaded.
@@ -275,10 +275,12 @@ impl AttentionPanel {
         // about two and a half cells.
         let across = (n_runs * heads) as f32 + n_runs as f32 * 2.5;
         let by_width = ui.available_width() / across - 3.0;
-        // Rows: the layers, the head labels and the two lines of diagnostics.
-        let by_height = ui.available_height() * 0.5 / (layers as f32 + 1.6);
+        // Rows: the run's label, the heads' numbers, the layers and two lines of diagnostics,
+        // which the scroll area's height must hold whole.
+        let grid_height = ui.available_height() * 0.55;
+        let by_height = (grid_height - 70.0) / layers as f32 - 3.0;
         let cell = by_width.min(by_height).clamp(24.0, 96.0);
-        let grids = egui::ScrollArea::both().id_salt("attention_scroll").max_height(ui.available_height() * 0.55).show(ui, |ui| {
+        let grids = egui::ScrollArea::both().id_salt("attention_scroll").max_height(grid_height).show(ui, |ui| {
             ui.horizontal_top(|ui| {
                 for (r, layers) in maps.runs.iter().enumerate() {
                     let Some(run) = view.runs.get(r) else { continue };

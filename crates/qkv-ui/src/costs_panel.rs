@@ -53,11 +53,16 @@ fn percent(value: usize, reference: usize) -> String {
     format!("{:+.2}%", 100.0 * (value as f64 - reference as f64) / reference as f64)
 }
 
-/// The parameter bars' width in `ui`: what the name, total and change columns leave (300 points
-/// at egui's usual 12.5-point text, more at presentation mode's larger text).
-fn bar_width(ui: &Ui) -> f32 {
+/// Below this width (a phone) the parameter table gives totals in millions only, the exact
+/// count on hover, so that its columns fit.
+const NARROW: f32 = 400.0;
+
+/// The width of a table's bars in `ui`: what its other columns leave, given as `columns` times
+/// the body text's size (300 points for the parameter table's at egui's usual 12.5-point text,
+/// more at presentation mode's larger text), and no less than `least`.
+fn bar_width(ui: &Ui, columns: f32, least: f32) -> f32 {
     let body = egui::TextStyle::Body.resolve(ui.style()).size;
-    (ui.available_width() - 24.0 * body).max(80.0)
+    (ui.available_width() - columns * body).max(least)
 }
 
 impl CostsPanel {
@@ -69,7 +74,7 @@ impl CostsPanel {
         }
         self.params_ui(ui, view);
         ui.separator();
-        self.kv_cache_ui(ui, view);
+        self.kv_cache_ui(ui, view, 14.0);
     }
 
     /// Every run's parameters as a bar by component, its total, and the change against the
@@ -85,7 +90,8 @@ impl CostsPanel {
                 ui.label(name);
             }
         });
-        let bar_width = bar_width(ui);
+        let narrow = ui.available_width() < NARROW;
+        let bar_width = if narrow { bar_width(ui, 18.0, 40.0) } else { bar_width(ui, 24.0, 80.0) };
         Grid::new("costs_bars").num_columns(4).spacing([10.0, 6.0]).show(ui, |ui| {
             ui.label(RichText::new("run").weak());
             ui.label(RichText::new("parameters by component").weak());
@@ -117,23 +123,28 @@ impl CostsPanel {
                         100.0 * groups[i] as f64 / total as f64
                     ));
                 }
-                ui.label(format!("{total} ({:.3} M)", total as f64 / 1e6));
+                if narrow {
+                    ui.label(format!("{:.3} M", total as f64 / 1e6)).on_hover_text(format!("{total} parameters"));
+                } else {
+                    ui.label(format!("{total} ({:.3} M)", total as f64 / 1e6));
+                }
                 ui.label(percent(total, reference.info.params.total_params));
                 ui.end_row();
             }
         });
     }
 
-    /// Every run's KV cache per token and per sequence at the chosen context and precision.
-    pub fn kv_cache_ui(&mut self, ui: &mut Ui, view: &SessionView) {
+    /// Every run's KV cache per token and per sequence at the chosen context and precision, as
+    /// bars `bar_height` points high (a lesson about the cache draws them large).
+    pub fn kv_cache_ui(&mut self, ui: &mut Ui, view: &SessionView, bar_height: f32) {
         let Some(reference) = view.reference() else { return };
         if view.runs.iter().all(|run| run.info.spec.model.attention.bidirectional) {
             ui.label(RichText::new("KV cache").strong());
             ui.label("none: these models are encoders, which read their whole input at once and generate nothing");
             return;
         }
-        let bar_width = bar_width(ui);
-        ui.horizontal(|ui| {
+        let bar_width = bar_width(ui, 26.0, 30.0);
+        ui.horizontal_wrapped(|ui| {
             ui.label(RichText::new("KV cache").strong());
             ui.label("at context");
             ui.add(DragValue::new(&mut self.context).range(1..=1_000_000)).accessible_name("context length");
@@ -157,7 +168,7 @@ impl CostsPanel {
             for run in &view.runs {
                 let per_token = kv_cache_bytes_per_token(&run.info.spec.model, self.dtype);
                 crate::widgets::coloured(ui, run.colour, run.label()).on_hover_text(run.name());
-                let (rect, _) = ui.allocate_exact_size(vec2(bar_width * 0.6, 14.0), Sense::hover());
+                let (rect, _) = ui.allocate_exact_size(vec2(bar_width, bar_height), Sense::hover());
                 let filled = egui::Rect::from_min_size(rect.min, vec2(rect.width() * per_token as f32 / widest as f32, rect.height()));
                 ui.painter().rect_filled(filled, 0.0, run.colour);
                 ui.label(human_bytes(per_token as f64));

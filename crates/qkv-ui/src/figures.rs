@@ -9,6 +9,7 @@ use qkv_session::AttentionMaps;
 
 use crate::palette;
 use crate::smoothing::smooth;
+use crate::ticks::ticks;
 use crate::view::SessionView;
 
 /// What can be exported.
@@ -54,17 +55,6 @@ fn svg_colour(colour: Color32) -> String {
 /// Text made safe inside an SVG element or attribute.
 fn escaped(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
-/// About five round tick values from `low` to `high`, at least `least` apart (1 for steps).
-fn ticks(low: f64, high: f64, least: f64) -> Vec<f64> {
-    let span = (high - low).max(1e-12);
-    let raw = (span / 5.0).max(least);
-    let magnitude = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * magnitude).find(|s| *s >= raw).unwrap_or(10.0 * magnitude);
-    let first = (low / step).ceil() as i64;
-    let last = (high / step).floor() as i64;
-    (first..=last).map(|i| i as f64 * step).collect()
 }
 
 /// Decimals enough to tell apart tick labels `step` apart, at least two (at step 0 the losses
@@ -242,15 +232,6 @@ pub fn png(screen: &ColorImage, rect: Rect, pixels_per_point: f32, figure: Figur
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ticks_are_round_and_inside_the_range() {
-        assert_eq!(ticks(0.0, 100.0, 1.0), [0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
-        assert_eq!(ticks(0.0, 1.0, 1.0), [0.0, 1.0], "whole steps only");
-        let close = ticks(4.331, 4.347, 0.0);
-        assert!(close.len() >= 3 && close.iter().all(|t| (4.331..=4.347).contains(t)), "{close:?}");
-        assert_eq!(decimals(close[1] - close[0]), 3);
-    }
 
     #[test]
     fn tick_labels_have_the_decimals_their_spacing_needs() {

@@ -19,6 +19,26 @@ pub enum Screen {
     Elimination,
 }
 
+/// The part of the screen a lesson's step talks about, which the step outlines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Panel {
+    /// The loss (and accuracy) chart and the verdict under its title.
+    Loss,
+    /// The parameter and KV-cache bars.
+    Costs,
+    /// The attention maps.
+    Maps,
+    /// The theory lesson's "Eliminate W_Q".
+    Theory,
+}
+
+/// One short step of a lesson: a sentence for the room and the panel it is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Card {
+    pub say: &'static str,
+    pub panel: Panel,
+}
+
 /// When a lesson pauses by itself for the class to discuss what the screen shows.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Moment {
@@ -54,6 +74,8 @@ pub struct Lesson {
     pub screen: Screen,
     /// Where the lesson stops by itself for the class to discuss, once per run of it.
     pub pause: Option<Pause>,
+    /// The lesson in three to five steps, one panel each, in the order a teacher shows them.
+    pub cards: &'static [Card],
     pub explanation: &'static str,
     pub plan: fn() -> ExperimentPlan,
 }
@@ -86,6 +108,21 @@ pub const LESSONS: [Lesson; 5] = [
         point: "Without W_Q each head's query is its slice of the input (Q=I): a d×d matrix fewer per layer. Watch the two loss curves: Q=I's validation loss ends within 6% of Q-K-V's.",
         screen: Screen::Maps,
         pause: None,
+        cards: &[
+            Card {
+                say: "Two models learn from the same batches of Shakespeare: Q-K-V, standard attention, and Q=I, which has no W_Q. Press Train.",
+                panel: Panel::Loss,
+            },
+            Card { say: "The parameter bars: Q=I's have no W_Q segment, a d×d matrix fewer in every layer.", panel: Panel::Costs },
+            Card {
+                say: "Ask the room: will the model without W_Q learn worse? Watch the dashed validation curves, and the verdict under the chart's title.",
+                panel: Panel::Loss,
+            },
+            Card {
+                say: "The maps: each row is a token, reading the tokens before it. Q=I's heads still learn where to look.",
+                panel: Panel::Maps,
+            },
+        ],
         explanation: "Paper 1 removes the query weight: each head's query is simply its slice of the layer's \
             input (W_Q = I, written Q=I). The model loses a d×d matrix per layer. Train Q=I beside the standard \
             Q-K-V on Shakespeare and watch whether the curves separate: in this tiny model Q=I's validation loss \
@@ -103,6 +140,17 @@ pub const LESSONS: [Lesson; 5] = [
         point: "With Q-K=V a generating model caches one tensor per token instead of two: the KV bars halve. The loss notices a little: Q-K=V's validation loss ends about 5% above Q-K-V's, Q=K=V's about 9%.",
         screen: Screen::KvCache,
         pause: None,
+        cards: &[
+            Card {
+                say: "The KV bars: what a generating model keeps per token. Q-K=V and Q=K=V keep one tensor instead of two.",
+                panel: Panel::Costs,
+            },
+            Card { say: "Press Train: the three models learn from the same batches.", panel: Panel::Loss },
+            Card {
+                say: "Ask the room: what does half the cache cost? The verdict under the chart's title gives each run's validation loss against Q-K-V's.",
+                panel: Panel::Loss,
+            },
+        ],
         explanation: "When keys and values come from one projection (Q-K=V) a generating model caches one \
             tensor per token instead of two: the KV bars below halve. Q=K=V goes further and shares the query \
             too, which saves parameters but no more cache. Does the loss notice? A little, in this tiny model: \
@@ -129,6 +177,21 @@ pub const LESSONS: [Lesson; 5] = [
             say: "Paused: Q-K-V now gets every digit right, and its map shows each place reading its left neighbour. \
                   Why can Q=K-V's map not do the same? Space goes on.",
         }),
+        cards: &[
+            Card {
+                say: "The task: a list of four digits comes back rotated by one, each place taking its left neighbour's digit, the first place the last's.",
+                panel: Panel::Maps,
+            },
+            Card { say: "Press Train and watch the accuracy: the lesson pauses when Q-K-V gets every digit right.", panel: Panel::Loss },
+            Card {
+                say: "Q-K-V's map: each row reads its left neighbour. Q=K-V's is symmetric: i scores j as j scores i, so it cannot prefer the left neighbour to the right one.",
+                panel: Panel::Maps,
+            },
+            Card {
+                say: "(Q=K-V)+rel adds a learned bias for each distance: watch its accuracy climb where Q=K-V's stalls.",
+                panel: Panel::Loss,
+            },
+        ],
         explanation: "With Q = K the score of token i for j equals that of j for i. Here a model of one layer with one \
             head reads a list of four digits at once (an encoder: attention both ways) and writes it rotated by one: \
             each place reads its left neighbour, and the first reads the last, around a cycle. With Q = K, place i \
@@ -156,6 +219,17 @@ pub const LESSONS: [Lesson; 5] = [
         point: "GQA-2 and MQA let query heads share key/value heads: the KV bars shrink by the group size, and their validation loss ends within 2% of Q-K-V's. Q-K=V + MQA halves the cache again, at a clear cost.",
         screen: Screen::KvCache,
         pause: None,
+        cards: &[
+            Card {
+                say: "The KV bars: GQA-2 lets two query heads share each key/value head, MQA all four share one. Q-K=V + MQA halves MQA's cache again.",
+                panel: Panel::Costs,
+            },
+            Card { say: "Press Train: the four models learn from the same batches.", panel: Panel::Loss },
+            Card {
+                say: "Ask the room: which cut of the cache costs loss? The verdict under the chart's title gives each against Q-K-V.",
+                panel: Panel::Loss,
+            },
+        ],
         explanation: "Grouped-query attention lets several query heads read one key/value head (GQA-2: two \
             key/value heads for four query heads), or all of them read one (MQA): the cache shrinks by the group \
             size. Sharing K and V on top of MQA (Q-K=V + MQA) shrinks it again by half. Here GQA-2 and MQA end \
@@ -182,6 +256,15 @@ pub const LESSONS: [Lesson; 5] = [
             when: Moment::Step(100),
             say: "Paused after 100 steps: press Eliminate W_Q, then Space, and watch the copy's first steps.",
         }),
+        cards: &[
+            Card { say: "One standard model, with W_Q. Press Train: the lesson pauses after 100 steps.", panel: Panel::Loss },
+            Card { say: "Press Eliminate W_Q: a copy without W_Q joins, computing the same outputs.", panel: Panel::Theory },
+            Card { say: "The copy's parameter bar is shorter: W_Q was folded into the layer's input.", panel: Panel::Costs },
+            Card {
+                say: "Press Space: both train on the same batches. Ask the room why the copy's loss jumps, though it computes the same function.",
+                panel: Panel::Loss,
+            },
+        ],
         explanation: "Paper 1's theory: attention sees its input X only through XW_Q, XW_K and XW_V, so any \
             invertible Θ can move into the layer's input. Train this small model (no LayerNorm, no skip around \
             the MLP) for a while, then press 'Eliminate W_Q' below: a copy without W_Q joins with the same logits \
@@ -222,6 +305,17 @@ mod tests {
     use crate::view::{RunView, SessionView, run_label};
     use qkv_model::ParamReport;
     use qkv_session::{RunId, RunInfo};
+
+    #[test]
+    fn every_lesson_is_three_to_five_short_steps() {
+        for lesson in &LESSONS {
+            assert!((3..=5).contains(&lesson.cards.len()), "{}: {} steps", lesson.title, lesson.cards.len());
+            for card in lesson.cards {
+                // Two lines at presentation size: a step is said, not read.
+                assert!(card.say.len() <= 170, "{}: {:?} is {} characters", lesson.title, card.say, card.say.len());
+            }
+        }
+    }
 
     #[test]
     fn every_lesson_builds_valid_runs_that_evaluate_often() {

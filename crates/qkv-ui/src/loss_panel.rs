@@ -2,11 +2,12 @@
 //! synthetic tasks.
 
 use egui::{ComboBox, RichText, Slider, Ui};
-use egui_plot::{ColorConflictHandling, Legend, Line, LineStyle, Plot, PlotPoint, PlotPoints, VLine};
+use egui_plot::{Line, LineStyle, Plot, PlotPoint, PlotPoints, VLine};
 use qkv_train::StepRecord;
 
 use crate::figures::{Export, Figure, decimals};
 use crate::smoothing::Ema;
+use crate::ticks;
 use crate::verdict::verdict_ui;
 use crate::view::SessionView;
 use crate::widgets::export_buttons;
@@ -24,6 +25,14 @@ impl XAxis {
             XAxis::Steps => "steps",
             XAxis::Tokens => "tokens",
             XAxis::Seconds => "seconds",
+        }
+    }
+
+    /// The least distance between two ticks: steps and tokens are whole.
+    fn least_step(self) -> f64 {
+        match self {
+            XAxis::Steps | XAxis::Tokens => 1.0,
+            XAxis::Seconds => 0.0,
         }
     }
 }
@@ -107,8 +116,7 @@ impl LossPanel {
     /// below it the validation accuracy where the task has one.
     pub fn chart(&mut self, ui: &mut Ui, view: &SessionView) {
         let top = ui.cursor().min;
-        // One legend entry per run (lines of one name share it): which line is which is said once.
-        ui.label(RichText::new("solid: training loss, dashed: validation loss").weak());
+        legend_ui(ui, view);
         verdict_ui(ui, view);
         let has_accuracy = view.runs.iter().any(|r| r.evals.iter().any(|e| e.accuracy.is_some()));
         let height = if has_accuracy { ui.available_height() * 0.6 } else { ui.available_height() };
@@ -138,22 +146,31 @@ impl LossPanel {
         let text = ui.visuals().text_color();
         // Untrained models' losses lie within a hair of each other: a range that narrow gets
         // ticks like 4.3596. Half a nat around them gives round ones until training spreads them.
-        let losses = view.runs.iter().flat_map(|r| r.evals.iter().map(|e| e.val_loss).chain(r.steps.iter().map(|s| s.train_loss)));
+        // The evaluations and each run's last step tell: not every step, every frame.
+        let losses = view.runs.iter().flat_map(|r| r.evals.iter().map(|e| e.val_loss).chain(r.steps.last().map(|s| s.train_loss)));
         let (low, high) = losses.filter(|l| l.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), l| (lo.min(l), hi.max(l)));
         let (pad_low, pad_high) = if low.is_finite() && high - low < 0.5 { (y(low - 0.25), y(high + 0.25)) } else { (f64::NAN, f64::NAN) };
         // By steps the chart spans the whole of training from the start, so that the curves
         // grow into it and its ticks are whole steps (one untrained point alone read "0.000").
         let planned = view.runs.iter().map(|r| r.info.spec.training.steps).max().unwrap_or(0);
         let span = if x_axis == XAxis::Steps { planned as f64 } else { 0.0 };
+        // A log axis keeps egui_plot's decades; a linear one gets round ticks.
+        let y_spacer: Box<dyn Fn(egui_plot::GridInput) -> Vec<egui_plot::GridMark>> =
+            if log_y { egui_plot::log_grid_spacer(10) } else { Box::new(ticks::spacer(0.0)) };
+        // Room for a tick label such as "4.60" and the axis title from the first frame (egui_plot
+        // otherwise widens the axis a frame after its labels overflowed it).
+        let axis_width = 4.0 * egui::TextStyle::Body.resolve(ui.style()).size;
         Plot::new("loss_plot")
-            .legend(Legend::default().color_conflict_handling(ColorConflictHandling::PickLast))
+            .y_axis_min_width(axis_width)
             .height(height.max(120.0))
             .include_x(0.0)
             .include_x(span)
             .include_y(pad_low)
             .include_y(pad_high)
+            .x_grid_spacer(ticks::spacer(x_axis.least_step()))
             .x_axis_formatter(move |mark, _| x_tick(x_axis, mark.value, mark.step_size))
             .x_axis_label(self.x_axis.label())
+            .y_grid_spacer(y_spacer)
             .y_axis_label(if log_y { "loss (log10)" } else { "loss" })
             .y_axis_formatter(move |mark, _| {
                 if log_y { format!("{:.2}", 10f64.powf(mark.value)) } else { format!("{:.*}", decimals(mark.step_size), mark.value) }
@@ -165,7 +182,6 @@ impl LossPanel {
                         run.evals.iter().filter(|e| e.step >= born).map(|e| [x_of(e.step, e.tokens, e.wall_secs), y(e.val_loss)]).collect();
                     points += train_points.len() + val_points.len();
                     plot.line(Line::new(run.label(), PlotPoints::Borrowed(train_points)).color(run.colour.gamma_multiply(0.6)).width(1.5));
-                    // Last: the legend entry the two share takes its colour.
                     plot.line(
                         Line::new(run.label(), PlotPoints::from(val_points)).color(run.colour).width(2.5).style(LineStyle::dashed_loose()),
                     );
@@ -181,11 +197,14 @@ impl LossPanel {
             // No legend of its own: the loss chart's above names the same colours, and a second
             // one covered the first in a short chart.
             Plot::new("accuracy_plot")
+                .y_axis_min_width(axis_width)
                 .height(ui.available_height().max(100.0))
                 .include_x(0.0)
                 .include_x(span)
+                .x_grid_spacer(ticks::spacer(x_axis.least_step()))
                 .x_axis_formatter(move |mark, _| x_tick(x_axis, mark.value, mark.step_size))
                 .x_axis_label(self.x_axis.label())
+                .y_grid_spacer(ticks::spacer(0.0))
                 // Short: the two charts' titles stand one above the other, each within its chart.
                 .y_axis_label(if images { "held-out acc." } else { "accuracy" })
                 .include_y(0.0)
@@ -212,6 +231,20 @@ fn x_tick(x_axis: XAxis, value: f64, spacing: f64) -> String {
         XAxis::Steps | XAxis::Tokens if (value - value.round()).abs() > 1e-6 * value.abs().max(1.0) => String::new(),
         XAxis::Steps | XAxis::Tokens => format!("{value:.0}"),
         XAxis::Seconds => format!("{value:.*}", (-spacing.log10()).ceil().max(0.0) as usize),
+    }
+}
+
+/// The charts' legend, above them where it covers no curve and no tick: each run's label in its
+/// colour, what solid and dashed mean, and the step where W_Q was eliminated.
+fn legend_ui(ui: &mut Ui, view: &SessionView) {
+    ui.horizontal_wrapped(|ui| {
+        for run in &view.runs {
+            crate::widgets::coloured(ui, run.colour, RichText::new(run.label()).strong()).on_hover_text(run.name());
+        }
+    });
+    ui.label(RichText::new("solid: training loss, dashed: validation loss").weak());
+    if let Some(born) = view.runs.iter().find_map(|run| run.born_at) {
+        ui.label(RichText::new(format!("dotted: W_Q eliminated at step {born}")).weak());
     }
 }
 

@@ -1,6 +1,8 @@
 //! The QR code presentation mode shows, so that a class opens the same demo from their phones:
-//! the page's link to the open lesson (`?lesson=N&present&autotrain`), or else the link that
-//! carries the whole setup.
+//! the page's link to the open lesson (`?lesson=N&present`), or else the link that carries the
+//! whole setup. The lesson's link does not start training: a room of phones would all train at
+//! once, on battery, before their owners chose to (each presses Train, or the link gains
+//! `&autotrain`).
 
 use egui::{Color32, Rect, Sense, Ui, vec2};
 use qrcode::{Color, QrCode};
@@ -12,7 +14,7 @@ pub fn class_link(share_link: &str, lesson: Option<usize>) -> String {
     match lesson {
         Some(index) => {
             let page = share_link.split(['?', '#']).next().unwrap_or(share_link);
-            format!("{page}?lesson={}&present&autotrain", index + 1)
+            format!("{page}?lesson={}&present", index + 1)
         }
         None => share_link.to_string(),
     }
@@ -46,7 +48,7 @@ mod tests {
     #[test]
     fn a_lesson_gets_its_short_link_and_anything_else_the_setup_s() {
         let page = "https://example.org/qkv-lab/?compute=flex#setup=%7B%22preset%22%7D";
-        assert_eq!(class_link(page, Some(0)), "https://example.org/qkv-lab/?lesson=1&present&autotrain");
+        assert_eq!(class_link(page, Some(0)), "https://example.org/qkv-lab/?lesson=1&present");
         assert_eq!(class_link(page, None), page);
         let code = QrCode::new(class_link(page, Some(4)).as_bytes()).unwrap();
         assert!(code.width() <= 37, "a code a phone reads from the back of a room: {} modules", code.width());

@@ -201,7 +201,7 @@ impl SetupPanel {
         Grid::new("setup_runs").striped(true).num_columns(2).show(ui, |ui| {
             for (i, run) in setup.plan.runs.iter_mut().enumerate() {
                 ui.color_edit_button_srgb(&mut setup.colours[i]).accessible_name(format!("colour of run {}", i + 1));
-                ui.horizontal(|ui| {
+                ui.horizontal_wrapped(|ui| {
                     let hint = run.display_name();
                     ui.add(egui::TextEdit::singleline(&mut run.name).hint_text(hint).desired_width(110.0))
                         .accessible_name(format!("name of run {}", i + 1));
@@ -223,7 +223,7 @@ impl SetupPanel {
                 });
                 ui.end_row();
                 ui.label("");
-                ui.horizontal(|ui| {
+                ui.horizontal_wrapped(|ui| {
                     ui.label(RichText::new("kv heads").weak());
                     // The defaults of the model the overrides above make, as the run will have them.
                     override_value(ui, "kv heads", &mut run.kv_heads, model.n_head, 0.05);
@@ -233,7 +233,7 @@ impl SetupPanel {
                 });
                 ui.end_row();
                 ui.label("");
-                ui.horizontal(|ui| {
+                ui.horizontal_wrapped(|ui| {
                     let decay = recipe.clone().for_variant(run.variant).weight_decay;
                     ui.label(RichText::new("weight decay").weak());
                     override_value(ui, "run weight decay", &mut run.weight_decay, decay, 1e-3);

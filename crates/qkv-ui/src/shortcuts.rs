@@ -1,5 +1,5 @@
 //! The keyboard, for a teacher at a projector: Space trains or pauses, S steps, R resets, 1–5
-//! open the lessons, P presents, H switches to the high-contrast theme, Q shows the link's QR
+//! open the lessons, the arrow keys move through a lesson's steps, P presents, H switches to the high-contrast theme, Q shows the link's QR
 //! code, ? lists the keys. None fires while a text field has the keyboard (typing a
 //! prompt is not a command).
 
@@ -23,14 +23,19 @@ pub enum Shortcut {
     QrCode,
     /// Show or hide the list of keys.
     Keys,
+    /// The lesson's next step.
+    NextStep,
+    /// The lesson's previous step.
+    PreviousStep,
 }
 
 /// Every key, with what it does, as the list of keys shows them.
-pub const KEYS: [(&str, &str); 8] = [
+pub const KEYS: [(&str, &str); 9] = [
     ("Space", "train / pause"),
     ("S", "one step"),
     ("R", "reset: untrained models again"),
     ("1 – 5", "open a lesson"),
+    ("Left / Right", "the lesson's previous / next step"),
     ("P", "presentation mode on / off"),
     ("H", "high-contrast light theme on / off"),
     ("Q", "QR code of this demo's link (in the browser)"),
@@ -41,7 +46,7 @@ pub const KEYS: [(&str, &str); 8] = [
 const LESSON_KEYS: [Key; 5] = [Key::Num1, Key::Num2, Key::Num3, Key::Num4, Key::Num5];
 
 /// The other keys and what each asks for.
-const ACTION_KEYS: [(Key, Shortcut); 7] = [
+const ACTION_KEYS: [(Key, Shortcut); 9] = [
     (Key::Space, Shortcut::TrainOrPause),
     (Key::S, Shortcut::Step),
     (Key::R, Shortcut::Reset),
@@ -49,6 +54,8 @@ const ACTION_KEYS: [(Key, Shortcut); 7] = [
     (Key::H, Shortcut::HighContrast),
     (Key::Q, Shortcut::QrCode),
     (Key::Questionmark, Shortcut::Keys),
+    (Key::ArrowRight, Shortcut::NextStep),
+    (Key::ArrowLeft, Shortcut::PreviousStep),
 ];
 
 /// The shortcuts pressed since the last frame, taken from the input so that no widget acts on

@@ -12,10 +12,19 @@ use super::{Playground, Tab};
 use crate::attention_panel::AttentionRequest;
 use crate::files::{FileKind, PathChoice};
 use crate::files_panel::FilesRequest;
-use crate::lessons::LESSONS;
+use crate::hidden::Part;
+use crate::lessons::{LESSONS, Panel};
 use crate::setup_panel::SetupAction;
 use crate::shortcuts;
 use crate::widgets::wrapped;
+
+/// Below this screen width the app is one column (a phone's 390 points): a side panel beside
+/// the charts would leave neither room.
+pub(super) const ONE_COLUMN_BELOW: f32 = 700.0;
+
+/// Below this width the playground stacks its loss chart over its cost tables (a projector's
+/// 1024 points beside the side panel): side by side the tables' figures were cut.
+const STACK_BELOW: f32 = 760.0;
 
 impl Playground {
     /// The whole app, inside whatever container the shell gives it.
@@ -51,6 +60,7 @@ impl Playground {
         // Where the figures are drawn this frame: none until they are.
         (self.panels.loss.drawn_at, self.panels.attention.drawn_at) = (None, None);
         self.panels.attention.presented.clear();
+        self.outlined = None;
         self.qr_window(ui.ctx());
         if self.look.presenting {
             self.presentation_ui(ui);
@@ -60,13 +70,39 @@ impl Playground {
         self.export_figures(ui.ctx());
     }
 
-    /// The usual layout: the top bar, the setup on the left, the chosen tab in the middle.
+    /// The usual layout: the top bar, the setup on the left, the chosen tab in the middle; on a
+    /// phone one column, the lesson first and the setup last.
     fn workbench_ui(&mut self, ui: &mut Ui) {
+        let width = ui.available_width();
         egui::Panel::top("top_bar").show(ui, |ui| self.top_bar(ui));
+        if width < ONE_COLUMN_BELOW {
+            egui::CentralPanel::default().show(ui, |ui| {
+                egui::ScrollArea::vertical().id_salt("one_column").show(ui, |ui| {
+                    self.lesson_ui(ui);
+                    self.card_ui(ui);
+                    self.tab_ui(ui);
+                    ui.separator();
+                    self.side_sections(ui, false);
+                });
+            });
+            return;
+        }
+        // As wide as the setup's rows (narrower, they wrap): on a projector's 1024 points the
+        // playground stacks its charts in what is left.
         egui::Panel::left("setup_side").resizable(true).default_size(430.0).show(ui, |ui| {
-            egui::ScrollArea::both().id_salt("setup_scroll").show(ui, |ui| self.side_ui(ui));
+            egui::ScrollArea::both().id_salt("setup_scroll").show(ui, |ui| {
+                self.lesson_ui(ui);
+                self.side_sections(ui, true);
+            });
         });
-        egui::CentralPanel::default().show(ui, |ui| match self.tab {
+        egui::CentralPanel::default().show(ui, |ui| {
+            self.card_ui(ui);
+            self.tab_ui(ui);
+        });
+    }
+
+    fn tab_ui(&mut self, ui: &mut Ui) {
+        match self.tab {
             Tab::Playground => self.playground_ui(ui),
             Tab::Samples => {
                 for run in self.panels.samples.ui(ui, &self.view) {
@@ -75,28 +111,59 @@ impl Playground {
                 }
             }
             Tab::AllVariants => self.panels.variants.ui(ui),
-        });
+        }
     }
 
     fn top_bar(&mut self, ui: &mut Ui) {
         ui.horizontal_wrapped(|ui| {
             ui.heading("QKV Lab");
             ui.separator();
-            ui.menu_button("Classroom", |ui| {
-                for (i, lesson) in LESSONS.iter().enumerate() {
-                    if ui.button(lesson.title).clicked() {
-                        self.load_lesson(i);
-                        ui.close();
-                    }
-                }
-            });
-            ui.separator();
+            if !self.hidden.hides(Part::Classroom) {
+                self.classroom_menu(ui);
+                ui.separator();
+            }
             self.training_buttons(ui, 120.0);
             ui.separator();
-            ui.selectable_value(&mut self.tab, Tab::Playground, "Playground");
-            ui.selectable_value(&mut self.tab, Tab::Samples, "Samples");
-            ui.selectable_value(&mut self.tab, Tab::AllVariants, "All variants");
+            if !self.hidden.hides(Part::Tabs) {
+                ui.selectable_value(&mut self.tab, Tab::Playground, "Playground");
+                ui.selectable_value(&mut self.tab, Tab::Samples, "Samples");
+                ui.selectable_value(&mut self.tab, Tab::AllVariants, "All variants");
+                ui.separator();
+            }
+            if !self.hidden.hides(Part::Compute) {
+                self.compute_menu(ui);
+                ui.separator();
+            }
+            self.classroom_buttons(ui);
+            if self.show_readouts
+                && let Some(mean) = self.frames.mean()
+            {
+                ui.label(RichText::new(format!("frame {:.1} ms ({:.0} fps)", mean * 1e3, 1.0 / mean)).weak());
+            }
+        });
+        self.news_ui(ui);
+    }
+
+    /// The lessons, and whether their steps are shown.
+    fn classroom_menu(&mut self, ui: &mut Ui) {
+        ui.menu_button("Classroom", |ui| {
+            for (i, lesson) in LESSONS.iter().enumerate() {
+                if ui.button(lesson.title).clicked() {
+                    self.load_lesson(i);
+                    ui.close();
+                }
+            }
             ui.separator();
+            let mut steps = !self.hidden.hides(Part::Steps);
+            if ui.checkbox(&mut steps, "a lesson's steps, one at a time").changed() {
+                self.skip_cards(!steps);
+            }
+        });
+    }
+
+    /// The device training runs on, and the developers' readouts.
+    fn compute_menu(&mut self, ui: &mut Ui) {
+        {
             let mut compute = self.compute;
             let mut time_again = false;
             egui::ComboBox::from_id_salt("compute")
@@ -123,15 +190,7 @@ impl Playground {
             if time_again {
                 self.time_again();
             }
-            ui.separator();
-            self.classroom_buttons(ui);
-            if self.show_readouts
-                && let Some(mean) = self.frames.mean()
-            {
-                ui.label(RichText::new(format!("frame {:.1} ms ({:.0} fps)", mean * 1e3, 1.0 / mean)).weak());
-            }
-        });
-        self.news_ui(ui);
+        }
     }
 
     /// What the keys P, Q and ? do, as buttons: presentation mode, the QR code of the demo's
@@ -216,19 +275,39 @@ impl Playground {
         }
         ui.separator();
         let total = self.view.runs.iter().map(|r| r.info.spec.training.steps).max().unwrap_or(0);
-        ui.label(format!("step {} / {total}", self.view.step()));
+        // Whole, never wrapped: in a wrapped row it moves down a line instead.
+        ui.add(egui::Label::new(format!("step {} / {total}", self.view.step())).wrap_mode(egui::TextWrapMode::Extend));
         if total > 0 {
             ui.add(egui::ProgressBar::new(self.view.step() as f32 / total as f32).desired_width(bar_width));
         }
     }
 
-    fn side_ui(&mut self, ui: &mut Ui) {
+    /// The lesson's title and text, where a lesson is loaded.
+    fn lesson_ui(&mut self, ui: &mut Ui) {
         if let Some(lesson) = self.lesson.map(|i| &LESSONS[i]) {
             ui.label(RichText::new(lesson.title).heading());
             wrapped(ui, lesson.explanation);
             ui.separator();
         }
-        egui::CollapsingHeader::new("Experiment setup").default_open(true).show(ui, |ui| {
+    }
+
+    /// The setup, the throughput, the theory and the files, each a section that folds;
+    /// `open`: the setup starts open (beside the charts; on a phone, under them, folded).
+    fn side_sections(&mut self, ui: &mut Ui, open: bool) {
+        if !self.hidden.hides(Part::Setup) {
+            self.setup_section(ui, open);
+        }
+        self.throughput_section(ui);
+        if !self.hidden.hides(Part::Theory) {
+            self.theory_section(ui);
+        }
+        if !self.hidden.hides(Part::Files) {
+            self.files_section(ui);
+        }
+    }
+
+    fn setup_section(&mut self, ui: &mut Ui, open: bool) {
+        egui::CollapsingHeader::new("Experiment setup").default_open(open).show(ui, |ui| {
             let changed = self.applied.as_ref().is_some_and(|a| a != &self.setup);
             match self.panels.setup.ui(ui, &mut self.setup, changed) {
                 SetupAction::None => {}
@@ -245,6 +324,9 @@ impl Playground {
                 }
             }
         });
+    }
+
+    fn throughput_section(&mut self, ui: &mut Ui) {
         egui::CollapsingHeader::new("Throughput").default_open(true).show(ui, |ui| {
             if self.view.runs.is_empty() {
                 ui.label("no runs yet");
@@ -269,14 +351,23 @@ impl Playground {
                 wrapped(ui, &verdict.summary());
             }
         });
+    }
+
+    fn theory_section(&mut self, ui: &mut Ui) {
         // The theory lesson opens its section once; after that the user decides.
         let open = std::mem::take(&mut self.open_theory).then_some(true);
         let highlight = self.awaits_elimination();
         let convert =
             egui::CollapsingHeader::new("Theory: eliminate W_Q").open(open).show(ui, |ui| self.panels.theory.ui(ui, &self.view, highlight));
+        let rect =
+            convert.body_response.as_ref().map_or(convert.header_response.rect, |body| body.rect.union(convert.header_response.rect));
+        self.outline(ui, Panel::Theory, rect);
         if let Some(run) = convert.body_returned.flatten() {
             self.send(Command::EliminateQuery { run, into: self.view.unused_id() });
         }
+    }
+
+    fn files_section(&mut self, ui: &mut Ui) {
         let files = egui::CollapsingHeader::new("Export and import")
             .show(ui, |ui| self.panels.files.ui(ui, &self.view, self.share_link.as_deref()))
             .body_returned
@@ -319,41 +410,76 @@ impl Playground {
                     .weak(),
             );
         }
+        let width = ui.available_width();
+        if width < STACK_BELOW {
+            // Too narrow for two charts side by side: each full width, one under the other,
+            // scrolled, at sizes of their own (a scroll area's height is unbounded).
+            let maps_height = ui.ctx().content_rect().height().max(480.0);
+            egui::ScrollArea::vertical().id_salt("playground_column").show(ui, |ui| {
+                ui.allocate_ui(egui::vec2(width, 320.0), |ui| self.loss_section(ui));
+                ui.separator();
+                self.costs_section(ui, None);
+                ui.separator();
+                ui.allocate_ui(egui::vec2(width, maps_height), |ui| self.maps_section(ui));
+            });
+            return;
+        }
         // Loss and costs side by side on top, the attention maps across the full width below:
         // fixed proportions, so that a projector shows all three at once.
-        let width = ui.available_width();
         let top_height = (ui.available_height() * 0.48).max(220.0);
         ui.allocate_ui(egui::vec2(width, top_height), |ui| {
             ui.horizontal_top(|ui| {
                 ui.allocate_ui(egui::vec2(width * 0.46, top_height), |ui| {
                     ui.set_min_size(egui::vec2(width * 0.46, top_height));
-                    ui.vertical(|ui| {
-                        ui.label(RichText::new("Loss").strong());
-                        if let Some(export) = self.panels.loss.ui(ui, &self.view) {
-                            self.export_figure(export);
-                        }
-                    });
+                    self.loss_section(ui);
                 });
                 ui.add_space(12.0);
-                ui.allocate_ui(egui::vec2(ui.available_width(), top_height), |ui| {
-                    ui.vertical(|ui| {
-                        ui.label(RichText::new("Parameters and KV cache").strong());
-                        egui::ScrollArea::both()
-                            .id_salt("costs_scroll")
-                            .max_height(top_height - 24.0)
-                            .show(ui, |ui| self.panels.costs.ui(ui, &self.view));
-                    });
-                });
+                ui.allocate_ui(egui::vec2(ui.available_width(), top_height), |ui| self.costs_section(ui, Some(top_height - 24.0)));
             });
         });
         ui.separator();
+        self.maps_section(ui);
+    }
+
+    fn loss_section(&mut self, ui: &mut Ui) {
+        let drawn = ui.vertical(|ui| {
+            ui.label(RichText::new("Loss").strong());
+            if let Some(export) = self.panels.loss.ui(ui, &self.view) {
+                self.export_figure(export);
+            }
+        });
+        self.outline(ui, Panel::Loss, drawn.response.rect);
+    }
+
+    /// The parameter and KV-cache tables, scrolled within `height` where it is given.
+    fn costs_section(&mut self, ui: &mut Ui, height: Option<f32>) {
+        let drawn = ui.vertical(|ui| {
+            ui.label(RichText::new("Parameters and KV cache").strong());
+            match height {
+                Some(height) => {
+                    egui::ScrollArea::vertical()
+                        .id_salt("costs_scroll")
+                        .max_height(height)
+                        .show(ui, |ui| self.panels.costs.ui(ui, &self.view));
+                }
+                None => self.panels.costs.ui(ui, &self.view),
+            }
+        });
+        self.outline(ui, Panel::Costs, drawn.response.rect);
+    }
+
+    /// The held-out images of a vision run, and the attention maps.
+    fn maps_section(&mut self, ui: &mut Ui) {
+        let top = ui.cursor().min;
         if self.view.attention().is_some_and(|maps| maps.images.is_some()) {
             ui.label(RichText::new("Held-out images").strong());
             self.panels.images.ui(ui, &self.view);
             ui.separator();
         }
         ui.label(RichText::new("Attention maps").strong());
-        match self.panels.attention.ui(ui, &self.view) {
+        let request = self.panels.attention.ui(ui, &self.view);
+        self.outline(ui, Panel::Maps, egui::Rect::from_min_max(top, ui.min_rect().max));
+        match request {
             AttentionRequest::None => {}
             AttentionRequest::Prompt(prompt) => self.send(Command::AttentionPrompt(prompt)),
             AttentionRequest::RefreshEvery(n) => self.send(Command::AttentionEvery(n)),

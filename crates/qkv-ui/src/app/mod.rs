@@ -1,6 +1,7 @@
 //! The playground: the panels around one training session. It sends the session commands and
 //! draws its messages; it never computes anything itself.
 
+mod cards;
 mod export;
 mod layout;
 mod present;
@@ -17,8 +18,9 @@ use crate::compute_trial::Trial;
 use crate::costs_panel::CostsPanel;
 use crate::files_panel::FilesPanel;
 use crate::frame_timer::FrameTimer;
+use crate::hidden::{Hidden, UnknownPart};
 use crate::images_panel::ImagesPanel;
-use crate::lessons::LESSONS;
+use crate::lessons::{LESSONS, Panel};
 use crate::loss_panel::LossPanel;
 use crate::news::NewsPacing;
 use crate::params_panel::ParamsPanel;
@@ -57,6 +59,8 @@ pub struct Drawn {
     pub qr_link: Option<String>,
     /// The runs whose maps presentation mode set side by side, by label.
     pub presented_maps: Vec<String>,
+    /// The panel the lesson's step outlined.
+    pub outlined: Option<Panel>,
 }
 
 /// The panels around the session, each with its own state: what the user set in it (the loss
@@ -111,6 +115,12 @@ pub struct Playground {
     news: NewsPacing,
     tab: Tab,
     lesson: Option<usize>,
+    /// The lesson's step shown (an index into its cards).
+    card: usize,
+    /// The panel the step outlined in the last frame.
+    outlined: Option<Panel>,
+    /// The controls the link or the command line hid.
+    hidden: Hidden,
     /// Each panel's own state (what it shows is the view's).
     panels: Panels,
     /// The latest note for the user (saved files, errors of the shell's own work).
@@ -191,6 +201,9 @@ impl Playground {
             news,
             tab: Tab::Playground,
             lesson,
+            card: 0,
+            outlined: None,
+            hidden: Hidden::default(),
             panels: Panels::new(folder),
             notice,
             frames: FrameTimer::default(),
@@ -307,6 +320,7 @@ impl Playground {
                 .filter_map(|&r| self.view.runs.get(r))
                 .map(|r| r.label().to_string())
                 .collect(),
+            outlined: self.outlined,
         }
     }
 
@@ -386,7 +400,25 @@ impl Playground {
             Shortcut::Present => self.look.presenting = !self.look.presenting,
             Shortcut::HighContrast => self.look.high_contrast = !self.look.high_contrast,
             Shortcut::QrCode => self.show_qr = !self.show_qr,
+            Shortcut::NextStep => self.next_card(),
+            Shortcut::PreviousStep => self.previous_card(),
         }
+    }
+
+    /// Hides the controls `list` names (`setup,compute`: [`crate::hidden`]), as a link's
+    /// `hide=` asks; an unknown name hides nothing and says what is known.
+    pub fn hide(&mut self, list: &str) -> Result<(), UnknownPart> {
+        let steps_skipped = self.hidden.hides(crate::hidden::Part::Steps);
+        self.hidden = Hidden::parse(list)?;
+        if steps_skipped {
+            self.hidden.set(crate::hidden::Part::Steps, true);
+        }
+        Ok(())
+    }
+
+    /// The controls hidden.
+    pub fn hidden(&self) -> Hidden {
+        self.hidden
     }
 
     /// Presentation mode and the theme, as the user chose them.
@@ -413,6 +445,7 @@ impl Playground {
 
     pub fn load_lesson(&mut self, index: usize) {
         self.lesson = Some(index);
+        self.card = 0;
         let plan = (LESSONS[index].plan)();
         self.open_theory = plan.preset == qkv_model::Preset::Theory;
         self.setup = Setup::from_plan(plan);

@@ -9,22 +9,33 @@ use egui::{Ui, vec2};
 use qkv_session::Command;
 
 use super::Playground;
-use crate::lessons::{LESSONS, Screen};
+use super::layout::ONE_COLUMN_BELOW;
+use crate::lessons::{LESSONS, Panel, Screen};
 use crate::presentation::MAP_WINDOW;
 use crate::qr;
 use crate::theory_panel::TheoryPanel;
 use crate::verdict::Measure;
+
+/// The KV-cache bars' height on a lesson's screen about the cache: the bars are its point.
+const KV_BAR_HEIGHT: f32 = 36.0;
 
 /// A map's side, in points, at most: 32 rows of 16 points.
 const MAP_SIDE: f32 = 16.0 * MAP_WINDOW as f32;
 
 impl Playground {
     pub(super) fn presentation_ui(&mut self, ui: &mut Ui) {
+        let one_column = ui.available_width() < ONE_COLUMN_BELOW;
         egui::Panel::top("presentation_bar").show(ui, |ui| {
-            ui.horizontal_wrapped(|ui| {
-                let title = self.lesson.map_or("QKV Lab", |i| LESSONS[i].title);
+            let title = self.lesson.map_or("QKV Lab", |i| LESSONS[i].title);
+            if one_column {
+                // A title of its own: wrapped among the buttons it ran into them.
                 ui.heading(title);
-                ui.separator();
+            }
+            ui.horizontal_wrapped(|ui| {
+                if !one_column {
+                    ui.heading(title);
+                    ui.separator();
+                }
                 self.training_buttons(ui, 100.0);
                 ui.separator();
                 let contrast = if self.look.high_contrast { "dark (H)" } else { "light (H)" };
@@ -43,6 +54,15 @@ impl Playground {
         let screen = self.lesson.map_or(Screen::Maps, |i| LESSONS[i].screen);
         egui::CentralPanel::default().show(ui, |ui| {
             let (width, height) = (ui.available_width(), ui.available_height());
+            if one_column {
+                // The point and the curves, then the contrast under them, scrolled.
+                egui::ScrollArea::vertical().id_salt("presentation_column").show(ui, |ui| {
+                    ui.allocate_ui(vec2(width, height * 0.9), |ui| self.presentation_story(ui, height * 0.9, screen));
+                    ui.separator();
+                    self.presentation_contrast(ui, screen, width, height);
+                });
+                return;
+            }
             // The right half for the lesson's contrast, the rest for its point and the curves.
             let right = (width * 0.5).max(300.0);
             let left = (width - right - 16.0).max(200.0);
@@ -57,25 +77,33 @@ impl Playground {
                     // What the left column and the margins leave, which can be less than half.
                     let right = ui.available_width().min(right);
                     ui.set_max_width(right);
-                    match screen {
-                        Screen::KvCache => {
-                            (self.panels.attention.maps_drawn, self.panels.attention.presented) = (0, Vec::new());
-                            egui::ScrollArea::vertical()
-                                .id_salt("presentation_cache")
-                                .show(ui, |ui| self.panels.costs.kv_cache_ui(ui, &self.view));
-                        }
-                        Screen::Maps | Screen::Elimination => {
-                            let runs = self.compared_runs(screen);
-                            // Two maps and their token labels across the half, and under them a
-                            // caption, a colour bar and its legend.
-                            let beside = runs.len().max(1) as f32;
-                            let side = ((right - 40.0 * beside) / beside).min(height - 160.0).clamp(120.0, MAP_SIDE);
-                            self.panels.attention.presentation_ui(ui, &self.view, &runs, side);
-                        }
-                    }
+                    self.presentation_contrast(ui, screen, right, height);
                 });
             });
         });
+    }
+
+    /// What the lesson sets side by side, in `width` × `height`: the KV-cache bars, or two
+    /// runs' maps of one head.
+    fn presentation_contrast(&mut self, ui: &mut Ui, screen: Screen, width: f32, height: f32) {
+        match screen {
+            Screen::KvCache => {
+                (self.panels.attention.maps_drawn, self.panels.attention.presented) = (0, Vec::new());
+                let bars = egui::ScrollArea::vertical()
+                    .id_salt("presentation_cache")
+                    .show(ui, |ui| self.panels.costs.kv_cache_ui(ui, &self.view, KV_BAR_HEIGHT));
+                self.outline(ui, Panel::Costs, bars.inner_rect.intersect(ui.min_rect()));
+            }
+            Screen::Maps | Screen::Elimination => {
+                let runs = self.compared_runs(screen);
+                // Two maps and their token labels across the width, and under them a caption, a
+                // colour bar and its legend.
+                let beside = runs.len().max(1) as f32;
+                let side = ((width - 40.0 * beside) / beside).min(height - 160.0).clamp(120.0, MAP_SIDE);
+                let maps = ui.scope(|ui| self.panels.attention.presentation_ui(ui, &self.view, &runs, side));
+                self.outline(ui, Panel::Maps, maps.response.rect);
+            }
+        }
     }
 
     /// The runs a maps screen sets side by side: the reference and the first other run, or the
@@ -135,11 +163,14 @@ impl Playground {
             if let Some(example) = self.worked_example() {
                 ui.label(example);
             }
+            self.card_ui(ui);
             // The theory lesson's action: the setup it trains is the theory preset.
-            if self.applied.as_ref().is_some_and(|setup| setup.plan.preset == qkv_model::Preset::Theory)
-                && let Some(run) = TheoryPanel::buttons(ui, &self.view, self.awaits_elimination())
-            {
-                self.send(Command::EliminateQuery { run, into: self.view.unused_id() });
+            if self.applied.as_ref().is_some_and(|setup| setup.plan.preset == qkv_model::Preset::Theory) {
+                let buttons = ui.scope(|ui| TheoryPanel::buttons(ui, &self.view, self.awaits_elimination()));
+                self.outline(ui, Panel::Theory, buttons.response.rect);
+                if let Some(run) = buttons.inner {
+                    self.send(Command::EliminateQuery { run, into: self.view.unused_id() });
+                }
             }
         }
         if !self.view.is_loaded() {
@@ -151,13 +182,16 @@ impl Playground {
         let params = screen != Screen::KvCache && Measure::of(&self.view) == Measure::ValidationLoss;
         let reserved = if params { (self.view.runs.len() as f32 + 4.0) * 36.0 } else { 0.0 };
         let chart = (ui.available_height() - reserved).max(height * 0.4);
-        ui.allocate_ui(vec2(ui.available_width(), chart), |ui| {
+        let drawn = ui.allocate_ui(vec2(ui.available_width(), chart), |ui| {
             ui.set_min_height(chart);
             self.panels.loss.chart(ui, &self.view);
         });
+        self.outline(ui, Panel::Loss, drawn.response.rect);
         if params {
             ui.separator();
-            egui::ScrollArea::vertical().id_salt("presentation_costs").show(ui, |ui| self.panels.costs.params_ui(ui, &self.view));
+            let bars =
+                egui::ScrollArea::vertical().id_salt("presentation_costs").show(ui, |ui| self.panels.costs.params_ui(ui, &self.view));
+            self.outline(ui, Panel::Costs, bars.inner_rect);
         }
     }
 }
