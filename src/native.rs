@@ -1,7 +1,8 @@
 //! The desktop shell: the window, the command line, and the smoke test.
 //!
 //! `qkv-lab --train-for SECS [--lesson N]` starts training at once, prints frame-time and
-//! training figures after SECS seconds and exits: the smoke test and the frame-time benchmark.
+//! training figures after SECS seconds (or when training ends, with how long it took) and exits:
+//! the smoke test, the frame-time benchmark, and how long a lesson runs.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -18,8 +19,9 @@ use crate::shell::{self, COMPUTE_KEY, SETUP_KEY};
 #[derive(clap::Parser)]
 #[command(name = "qkv-lab", about = "Opens the QKV Lab playground")]
 struct ShellArgs {
-    /// Start training at once, print frame-time and training figures after SECS seconds and
-    /// exit (the smoke test and the frame-time benchmark).
+    /// Start training at once, print frame-time and training figures after SECS seconds, or
+    /// when training ends, and exit (the smoke test, the frame-time benchmark, how long a lesson
+    /// runs: its pauses are passed as a teacher would).
     #[arg(long, value_name = "SECS", value_parser = seconds)]
     train_for: Option<f64>,
     /// Open lesson N (counted from 1).
@@ -119,8 +121,20 @@ impl Shell {
             self.started = Instant::now();
         }
         ctx.request_repaint();
-        if self.started.elapsed().as_secs_f64() < limit {
+        // At a lesson's pause it goes on as the teacher would, so that a lesson runs whole.
+        if self.playground.discussing() {
+            self.playground.go_on();
+        }
+        let ended = self.playground.view().finished;
+        if self.started.elapsed().as_secs_f64() < limit && !ended {
             return;
+        }
+        if ended {
+            println!(
+                "qkv-lab smoke: training ended at step {} after {:.1} s",
+                self.playground.view().step(),
+                self.started.elapsed().as_secs_f64()
+            );
         }
         let mut frames = self.playground.frames().all.clone();
         // The first frames build fonts and pipelines; they are not what a user sees while training.

@@ -76,3 +76,35 @@ pub fn computes(cc: &eframe::CreationContext<'_>, software: SoftwareGpu) -> (Vec
         Err(e) => (vec![flex], Some(format!("the GPU device cannot train ({e})"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The page's options docs/teaching.md may use in its links.
+    const OPTIONS: [&str; 8] = ["lesson", "present", "autotrain", "hide", "compute", "worker", "workers", "render"];
+
+    /// Every link in the teacher's page opens what it says: a lesson that exists, options the
+    /// page knows, controls `hide=` can hide; its table of keys has every key.
+    #[test]
+    fn the_teaching_page_links_only_lessons_and_options_the_page_has_and_every_key() {
+        let page = include_str!("../docs/teaching.md");
+        for (key, what) in qkv_ui::shortcuts::KEYS {
+            assert!(page.contains(&format!("| {key} |")), "the keys' table lacks {key} ({what})");
+        }
+        let links: Vec<&str> = page.split("](").skip(1).filter_map(|rest| rest.split(')').next()).filter(|l| l.contains('?')).collect();
+        assert!(links.len() >= qkv_ui::lessons::LESSONS.len(), "a link per lesson: {links:?}");
+        for link in links {
+            let query = link.split_once('?').map_or("", |(_, q)| q).split('#').next().unwrap_or_default();
+            for pair in query.split('&') {
+                let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+                assert!(OPTIONS.contains(&name), "{link}: the page has no option {name:?}");
+                match name {
+                    "lesson" => assert!(lesson_index(value).is_ok(), "{link}: no lesson {value}"),
+                    "hide" => assert!(qkv_ui::hidden::Hidden::parse(value).is_ok(), "{link}: hide={value}"),
+                    _ => {}
+                }
+            }
+        }
+    }
+}

@@ -41,20 +41,21 @@ impl AttentionConfig {
         Self { variant, kv_heads: None, scale: None, bidirectional: false }
     }
 
+    /// The key/value heads where query heads share them (GQA, MQA: fewer than `n_head`); `None`
+    /// where every head has its own.
+    pub fn shared_kv_heads(&self, n_head: usize) -> Option<usize> {
+        self.kv_heads.filter(|&k| k < n_head)
+    }
+
     /// The papers' name for this attention in a model of `n_head` heads: the variant's notation
     /// ("Q-K=V"), with its head sharing after it ("Q-K=V + MQA"); standard attention with shared
     /// heads is named by the sharing alone ("GQA-2", "MQA"), as the papers do.
     pub fn notation(&self, n_head: usize) -> String {
         let variant = self.variant.notation();
-        let heads = match self.kv_heads {
-            Some(k) if k < n_head => {
-                if k == 1 {
-                    "MQA".to_string()
-                } else {
-                    format!("GQA-{k}")
-                }
-            }
-            _ => return variant.to_string(),
+        let heads = match self.shared_kv_heads(n_head) {
+            Some(1) => "MQA".to_string(),
+            Some(k) => format!("GQA-{k}"),
+            None => return variant.to_string(),
         };
         if self.variant == AttentionVariant::Standard { heads } else { format!("{variant} + {heads}") }
     }

@@ -38,12 +38,7 @@ pub const PAPER2_KEY_VALUE_COSINE: f64 = 0.73;
 /// key/value head per head; `None` for the standard model itself and the variants the paper did
 /// not train on text.
 pub fn paper2_name(attention: &AttentionConfig, n_head: usize) -> Option<&'static str> {
-    let kv_heads = attention.kv_heads.unwrap_or(n_head);
-    let shared_heads = match kv_heads {
-        k if k >= n_head => None,
-        1 => Some("MQA"),
-        _ => Some("GQA"),
-    };
+    let shared_heads = attention.shared_kv_heads(n_head).map(|k| if k == 1 { "MQA" } else { "GQA" });
     match (attention.variant, shared_heads) {
         (AttentionVariant::Standard, heads) => heads,
         (AttentionVariant::SharedKeyValue, None) => Some("Q-K=V"),

@@ -37,6 +37,10 @@ impl XAxis {
     }
 }
 
+/// Room right of a chart for half its last x tick label ("500"), which is centred on the chart's
+/// right edge.
+const TICK_OVERHANG: f32 = 16.0;
+
 pub struct LossPanel {
     pub log_y: bool,
     /// Exponential moving average weight of the past, 0 = raw.
@@ -156,18 +160,19 @@ impl LossPanel {
         let span = if x_axis == XAxis::Steps { planned as f64 } else { 0.0 };
         // A log axis keeps egui_plot's decades; a linear one gets round ticks.
         let y_spacer: Box<dyn Fn(egui_plot::GridInput) -> Vec<egui_plot::GridMark>> =
-            if log_y { egui_plot::log_grid_spacer(10) } else { Box::new(ticks::spacer(0.0)) };
+            if log_y { egui_plot::log_grid_spacer(10) } else { Box::new(ticks::spacer(0.0, ticks::LABEL_POINTS[1])) };
         // Room for a tick label such as "4.60" and the axis title from the first frame (egui_plot
         // otherwise widens the axis a frame after its labels overflowed it).
         let axis_width = 4.0 * egui::TextStyle::Body.resolve(ui.style()).size;
         Plot::new("loss_plot")
+            .width(ui.available_width() - TICK_OVERHANG)
             .y_axis_min_width(axis_width)
             .height(height.max(120.0))
             .include_x(0.0)
             .include_x(span)
             .include_y(pad_low)
             .include_y(pad_high)
-            .x_grid_spacer(ticks::spacer(x_axis.least_step()))
+            .x_grid_spacer(ticks::spacer(x_axis.least_step(), ticks::LABEL_POINTS[0]))
             .x_axis_formatter(move |mark, _| x_tick(x_axis, mark.value, mark.step_size))
             .x_axis_label(self.x_axis.label())
             .y_grid_spacer(y_spacer)
@@ -197,14 +202,15 @@ impl LossPanel {
             // No legend of its own: the loss chart's above names the same colours, and a second
             // one covered the first in a short chart.
             Plot::new("accuracy_plot")
+                .width(ui.available_width() - TICK_OVERHANG)
                 .y_axis_min_width(axis_width)
                 .height(ui.available_height().max(100.0))
                 .include_x(0.0)
                 .include_x(span)
-                .x_grid_spacer(ticks::spacer(x_axis.least_step()))
+                .x_grid_spacer(ticks::spacer(x_axis.least_step(), ticks::LABEL_POINTS[0]))
                 .x_axis_formatter(move |mark, _| x_tick(x_axis, mark.value, mark.step_size))
                 .x_axis_label(self.x_axis.label())
-                .y_grid_spacer(ticks::spacer(0.0))
+                .y_grid_spacer(ticks::spacer(0.0, ticks::LABEL_POINTS[1]))
                 // Short: the two charts' titles stand one above the other, each within its chart.
                 .y_axis_label(if images { "held-out acc." } else { "accuracy" })
                 .include_y(0.0)
@@ -239,13 +245,17 @@ fn x_tick(x_axis: XAxis, value: f64, spacing: f64) -> String {
 fn legend_ui(ui: &mut Ui, view: &SessionView) {
     ui.horizontal_wrapped(|ui| {
         for run in &view.runs {
-            crate::widgets::coloured(ui, run.colour, RichText::new(run.label()).strong()).on_hover_text(run.name());
+            // Each label whole: where the row is full it moves to the next line.
+            let label =
+                egui::Label::new(RichText::new(run.label()).strong().color(crate::palette::readable(run.colour, ui.visuals().panel_fill)));
+            ui.add(label.wrap_mode(egui::TextWrapMode::Extend)).on_hover_text(run.name());
+        }
+        // These wrap within the row: whole, they ran past a phone's width.
+        ui.label(RichText::new("solid: training loss, dashed: validation loss").weak());
+        if let Some(born) = view.runs.iter().find_map(|run| run.born_at) {
+            ui.label(RichText::new(format!("dotted: W_Q eliminated at step {born}")).weak());
         }
     });
-    ui.label(RichText::new("solid: training loss, dashed: validation loss").weak());
-    if let Some(born) = view.runs.iter().find_map(|run| run.born_at) {
-        ui.label(RichText::new(format!("dotted: W_Q eliminated at step {born}")).weak());
-    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use crate::view::{RunView, SessionView};
 #[derive(Default)]
 pub struct TheoryPanel;
 
-fn is_standard(run: &&RunView) -> bool {
+/// A run whose W_Q can be eliminated: the standard variant, GQA and MQA included.
+fn has_w_q(run: &&RunView) -> bool {
     run.info.spec.model.attention.variant == qkv_model::AttentionVariant::Standard
 }
 
@@ -21,7 +22,7 @@ impl TheoryPanel {
     pub fn buttons(ui: &mut Ui, view: &SessionView, highlight: bool) -> Option<RunId> {
         let mut convert = None;
         ui.horizontal_wrapped(|ui| {
-            for run in view.runs.iter().filter(is_standard) {
+            for run in view.runs.iter().filter(has_w_q) {
                 let text = format!("Eliminate W_Q from {}", run.label());
                 let visuals = ui.visuals();
                 let button = if highlight {
@@ -46,7 +47,7 @@ impl TheoryPanel {
              becomes T^-1 W. With T = W_Q the query weight becomes I. Exact without LayerNorm, for one layer, \
              without the MLP skip, or with shared layers; approximate with LayerNorm.",
         );
-        let standard = view.runs.iter().any(|run| is_standard(&run));
+        let standard = view.runs.iter().any(|run| has_w_q(&run));
         if !standard {
             ui.label(RichText::new("No standard run to convert: add one, or open the lesson 'Is W_Q needed?'.").weak());
         }

@@ -29,11 +29,22 @@ pub fn ticks(low: f64, high: f64, least: f64) -> Vec<f64> {
     (first..=last).map(|i| i as f64 * step).collect()
 }
 
+/// egui_plot's finest grid, in points: its `GridInput::base_step_size` is this many points in the
+/// axis's values (the default `Plot::grid_spacing`, which the charts keep).
+const FINEST_GRID_POINTS: f64 = 8.0;
+
+/// The fewest points between two labelled ticks: egui_plot fades a y label out below 30 points
+/// apart and an x label below 80 (its axes' label spacing), so a short chart gets fewer ticks
+/// rather than ticks without labels.
+pub const LABEL_POINTS: [f64; 2] = [80.0, 30.0];
+
 /// A grid spacer for egui_plot: one round tick level, every tick labelled (egui_plot's default
-/// divides each decade by ten and showed up to fourteen labels).
-pub fn spacer(least: f64) -> impl Fn(GridInput) -> Vec<GridMark> {
+/// divides each decade by ten and showed up to fourteen labels), at least `least` apart in
+/// values and `points` apart on screen.
+pub fn spacer(least: f64, points: f64) -> impl Fn(GridInput) -> Vec<GridMark> {
     move |input| {
         let (low, high) = input.bounds;
+        let least = least.max(input.base_step_size * points / FINEST_GRID_POINTS);
         let step = round_step(low, high, least);
         ticks(low, high, least).into_iter().map(|value| GridMark { value, step_size: step }).collect()
     }

@@ -98,7 +98,7 @@ fn paper_figure(run: &RunView, reference: &RunView, measure: Measure) -> Option<
     fn model(run: &RunView) -> &qkv_model::GptConfig {
         &run.info.spec.model
     }
-    let full_heads = |r: &RunView| model(r).attention.kv_heads.is_none_or(|k| k >= model(r).n_head);
+    let full_heads = |r: &RunView| model(r).attention.shared_kv_heads(model(r).n_head).is_none();
     // The papers trained each variant at its own scale: a run with another (a model converted
     // from a trained one keeps the original's) is not their comparison.
     let own_scale = |r: &RunView| model(r).attention.scale.is_none();

@@ -54,7 +54,7 @@ impl RunView {
     /// set every variant against?
     pub fn is_standard(&self) -> bool {
         let model = &self.info.spec.model;
-        model.attention.variant == qkv_model::AttentionVariant::Standard && model.attention.kv_heads.is_none_or(|k| k >= model.n_head)
+        model.attention.variant == qkv_model::AttentionVariant::Standard && model.attention.shared_kv_heads(model.n_head).is_none()
     }
 
     /// Tokens per second over the last few steps (the latest step alone jitters).
@@ -70,7 +70,7 @@ impl RunView {
 pub fn run_label(name: &str, model: &qkv_model::GptConfig) -> String {
     use qkv_train::plan::RunPlan;
     let notation = model.attention.notation(model.n_head);
-    let kv_heads = model.attention.kv_heads.filter(|&k| k < model.n_head);
+    let kv_heads = model.attention.shared_kv_heads(model.n_head);
     let built = RunPlan { kv_heads, ..RunPlan::new(model.attention.variant) }.display_name();
     match name.strip_prefix(built.as_str()) {
         Some("") => notation,

@@ -42,9 +42,13 @@ impl Playground {
         let frame = egui::Frame::group(ui.style()).stroke(Stroke::new(2.0, visuals.selection.bg_fill));
         frame.show(ui, |ui| {
             ui.set_width(ui.available_width());
-            ui.label(card.say);
+            // The sentence, then where the step stands and the buttons after its last line.
             ui.horizontal_wrapped(|ui| {
-                ui.label(RichText::new(format!("step {} of {count}", index + 1)).strong());
+                ui.label(card.say);
+                ui.add(
+                    egui::Label::new(RichText::new(format!("step {} of {count}", index + 1)).strong())
+                        .wrap_mode(egui::TextWrapMode::Extend),
+                );
                 if ui.add_enabled(index > 0, egui::Button::new("back")).on_hover_text("the previous step (Left arrow)").clicked() {
                     self.previous_card();
                 }

@@ -481,6 +481,17 @@ impl Playground {
         self.discussion == Discussion::Now
     }
 
+    /// Goes on from the lesson's pause as the teacher would: where the lesson waits for
+    /// "Eliminate W_Q", presses it for the first run, then trains on (Space).
+    pub fn go_on(&mut self) {
+        if self.awaits_elimination()
+            && let Some(run) = self.view.runs.first().map(|r| r.info.id)
+        {
+            self.send(Command::EliminateQuery { run, into: self.view.unused_id() });
+        }
+        self.train();
+    }
+
     /// The lesson paused for "Eliminate W_Q" to be pressed, and it has not been yet: the button
     /// is highlighted.
     fn awaits_elimination(&self) -> bool {

@@ -19,6 +19,9 @@ use crate::verdict::Measure;
 /// The KV-cache bars' height on a lesson's screen about the cache: the bars are its point.
 const KV_BAR_HEIGHT: f32 = 36.0;
 
+/// The charts' height in a phone's one column, which scrolls.
+const PHONE_CHART_HEIGHT: f32 = 360.0;
+
 /// A map's side, in points, at most: 32 rows of 16 points.
 const MAP_SIDE: f32 = 16.0 * MAP_WINDOW as f32;
 
@@ -57,7 +60,7 @@ impl Playground {
             if one_column {
                 // The point and the curves, then the contrast under them, scrolled.
                 egui::ScrollArea::vertical().id_salt("presentation_column").show(ui, |ui| {
-                    ui.allocate_ui(vec2(width, height * 0.9), |ui| self.presentation_story(ui, height * 0.9, screen));
+                    self.presentation_story(ui, None, screen);
                     ui.separator();
                     self.presentation_contrast(ui, screen, width, height);
                 });
@@ -70,7 +73,7 @@ impl Playground {
                 ui.allocate_ui(vec2(left, height), |ui| {
                     ui.set_min_size(vec2(left, height));
                     ui.set_max_width(left);
-                    ui.vertical(|ui| self.presentation_story(ui, height, screen));
+                    ui.vertical(|ui| self.presentation_story(ui, Some(height), screen));
                 });
                 ui.add_space(16.0);
                 ui.vertical(|ui| {
@@ -155,8 +158,9 @@ impl Playground {
     }
 
     /// The lesson's point, its action (the theory lesson's button), the loss chart and, where
-    /// the screen is about parameters, their bars, down the left column.
-    fn presentation_story(&mut self, ui: &mut Ui, height: f32, screen: Screen) {
+    /// the screen is about parameters, their bars, down the left column of `height`, or down
+    /// the one column of a phone, scrolled (`None`).
+    fn presentation_story(&mut self, ui: &mut Ui, height: Option<f32>, screen: Screen) {
         let lesson = self.lesson.map(|i| &LESSONS[i]);
         if let Some(lesson) = lesson {
             ui.label(lesson.point);
@@ -177,11 +181,11 @@ impl Playground {
             ui.label("Preparing the runs…");
             return;
         }
-        // The parameter bars below the chart: a row per run and the header and legend rows. A
-        // task judged by accuracy gives their room to its second chart, the accuracy.
+        // The parameter bars below the chart: a row per run, the header, and the legend's two
+        // rows. A task judged by accuracy gives their room to its second chart, the accuracy.
         let params = screen != Screen::KvCache && Measure::of(&self.view) == Measure::ValidationLoss;
-        let reserved = if params { (self.view.runs.len() as f32 + 4.0) * 36.0 } else { 0.0 };
-        let chart = (ui.available_height() - reserved).max(height * 0.4);
+        let reserved = if params { (self.view.runs.len() as f32 + 5.0) * 36.0 } else { 0.0 };
+        let chart = height.map_or(PHONE_CHART_HEIGHT, |height| (ui.available_height() - reserved).max(height * 0.4));
         let drawn = ui.allocate_ui(vec2(ui.available_width(), chart), |ui| {
             ui.set_min_height(chart);
             self.panels.loss.chart(ui, &self.view);
