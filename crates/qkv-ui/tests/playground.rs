@@ -416,6 +416,7 @@ fn teach(harness: &mut Harness<'_, State>, index: usize, steps: usize) {
     if lesson.screen == qkv_ui::lessons::Screen::Elimination {
         run_until(harness, "the pause before converting", |p| p.discussing());
         assert!(playground(harness).view().step() >= 100, "the lesson pauses after 100 steps");
+        assert!(playground(harness).awaits_elimination(), "with Eliminate W_Q highlighted");
         harness.get_by_label("Eliminate W_Q from Q-K-V").click();
         run_until(harness, "the conversion", |p| p.view().conversion.is_some());
         let converted_at = playground(harness).view().step();
@@ -443,6 +444,7 @@ fn a_lesson_pauses_by_itself_at_its_moment_to_discuss_and_space_goes_on() {
     assert_eq!(reference.evals.last().and_then(|e| e.accuracy), Some(1.0), "paused when Q-K-V reached 100%");
     let (notice, _) = app.notice().unwrap();
     assert!(notice.starts_with("Paused: Q-K-V now gets every digit right") && notice.ends_with("Space goes on."), "{notice}");
+    assert!(!app.awaits_elimination(), "a pause to discuss the maps does not highlight Eliminate W_Q");
     let paused_at = app.view().step();
     harness.key_press(egui::Key::Space);
     run_until(&mut harness, "training on", |p| p.view().step() >= paused_at + 20);

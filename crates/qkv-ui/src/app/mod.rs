@@ -482,10 +482,10 @@ impl Playground {
     }
 
     /// Goes on from the lesson's pause as the teacher would: where the lesson waits for
-    /// "Eliminate W_Q", presses it for the first run, then trains on (Space).
+    /// "Eliminate W_Q", presses it for the reference run, then trains on (Space).
     pub fn go_on(&mut self) {
         if self.awaits_elimination()
-            && let Some(run) = self.view.runs.first().map(|r| r.info.id)
+            && let Some(run) = self.view.reference().map(|r| r.info.id)
         {
             self.send(Command::EliminateQuery { run, into: self.view.unused_id() });
         }
@@ -493,9 +493,11 @@ impl Playground {
     }
 
     /// The lesson paused for "Eliminate W_Q" to be pressed, and it has not been yet: the button
-    /// is highlighted.
-    fn awaits_elimination(&self) -> bool {
-        self.discussing() && self.view.conversion.is_none()
+    /// is highlighted. Only the lesson about the elimination pauses for it (lesson 3 pauses to
+    /// discuss its maps, and its Q-K-V has a button too).
+    pub fn awaits_elimination(&self) -> bool {
+        let eliminating = self.lesson.is_some_and(|i| LESSONS[i].screen == crate::lessons::Screen::Elimination);
+        eliminating && self.discussing() && self.view.conversion.is_none()
     }
 
     /// Where the platform keeps runs: asks for every run's checkpoint each [`AUTOSAVE_EVERY`]
