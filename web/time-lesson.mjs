@@ -1,8 +1,8 @@
 // How long a lesson trains in the browser, for docs/teaching.md: opens `?lesson=N&autotrain`
 // (with `&compute=flex` when asked, the CPU fallback of a browser without WebGPU) in headless
 // Chromium and times it from its first step until training ends. It reads `window.qkvLab`, as
-// web/check-deployed.mjs does. Lessons that pause for discussion (3 and 5) stop there: this times
-// the lessons that run through.
+// web/check-deployed.mjs does. Where a lesson pauses for discussion it presses Space at once; it
+// does not press Eliminate W_Q, so lesson 5's time leaves out the copy.
 //
 //   npm install --no-save playwright-core@1.64.1
 //   node web/time-lesson.mjs URL N [flex|webgpu] [CHROMIUM]
@@ -20,9 +20,17 @@ try {
   await page.goto(link);
   await page.waitForFunction(() => window.qkvLab && window.qkvLab.step >= 1, null, { timeout: 600_000, polling: 200 });
   const started = Date.now();
-  // Ended: no longer playing, past the first step (a paused lesson ends here too).
-  await page.waitForFunction(() => !window.qkvLab.playing && window.qkvLab.step > 1, null, { timeout: 3_600_000, polling: 500 });
-  const state = await page.evaluate(() => JSON.parse(JSON.stringify(window.qkvLab)));
+  let state;
+  for (;;) {
+    // Stopped: ended, or paused for discussion (its notice starts "Paused").
+    await page.waitForFunction(() => !window.qkvLab.playing && window.qkvLab.step > 1, null, { timeout: 3_600_000, polling: 200 });
+    state = await page.evaluate(() => JSON.parse(JSON.stringify(window.qkvLab)));
+    if (!(state.notice ?? "").startsWith("Paused")) break;
+    console.log(`  paused at step ${state.step} after ${((Date.now() - started) / 1000).toFixed(0)} s; Space`);
+    await page.locator("canvas").first().click({ position: { x: 5, y: 5 } });
+    await page.keyboard.press("Space");
+    await page.waitForFunction(() => window.qkvLab.playing, null, { timeout: 60_000, polling: 100 });
+  }
   const secs = (Date.now() - started) / 1000;
   console.log(`${link}: from step 1 to step ${state.step} in ${secs.toFixed(0)} s on ${state.compute}`);
   if (state.error) console.log(`  error: ${state.error}`);
