@@ -163,33 +163,31 @@ impl Playground {
 
     /// The device training runs on, and the developers' readouts.
     fn compute_menu(&mut self, ui: &mut Ui) {
-        {
-            let mut compute = self.compute;
-            let mut time_again = false;
-            egui::ComboBox::from_id_salt("compute")
-                .selected_text(format!("compute: {}", self.computes[compute].label))
-                .show_ui(ui, |ui| {
-                    for (i, c) in self.computes.iter().enumerate() {
-                        ui.selectable_value(&mut compute, i, &c.label);
-                    }
-                    if self.computes.len() > 1 {
-                        time_again = ui.button("time each on the next Train").clicked();
-                    }
-                    // For whoever tunes the app, not for the class: out of the top bar.
-                    ui.separator();
-                    ui.checkbox(&mut self.show_readouts, "show the frame time");
-                })
-                .response
-                .accessible_name("compute device");
-            if let Some(label) = self.timing() {
-                ui.label(RichText::new(format!("timing {label}…")).weak());
-            }
-            if compute != self.compute {
-                self.pick_compute(compute);
-            }
-            if time_again {
-                self.time_again();
-            }
+        let mut compute = self.compute;
+        let mut time_again = false;
+        egui::ComboBox::from_id_salt("compute")
+            .selected_text(format!("compute: {}", self.computes[compute].label))
+            .show_ui(ui, |ui| {
+                for (i, c) in self.computes.iter().enumerate() {
+                    ui.selectable_value(&mut compute, i, &c.label);
+                }
+                if self.computes.len() > 1 {
+                    time_again = ui.button("time each on the next Train").clicked();
+                }
+                // For whoever tunes the app, not for the class: out of the top bar.
+                ui.separator();
+                ui.checkbox(&mut self.show_readouts, "show the frame time");
+            })
+            .response
+            .accessible_name("compute device");
+        if let Some(label) = self.timing() {
+            ui.label(RichText::new(format!("timing {label}…")).weak());
+        }
+        if compute != self.compute {
+            self.pick_compute(compute);
+        }
+        if time_again {
+            self.time_again();
         }
     }
 
