@@ -7,18 +7,22 @@
 #   folder works from any static server and any sub-path.
 # The release workflow runs it on each platform.
 #
-#   bash scripts/package.sh [desktop] [web] [--out DIR]    (default: desktop into target/package)
+#   bash scripts/package.sh [desktop] [web] [--out DIR] [--from DIR]
+#
+# Default: desktop into target/package. `--from DIR` packages the programs already built in DIR
+# instead of building the release ones (tests/run-all.sh checks an archive of the tests' build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-desktop="" web=""
+desktop="" web="" from=""
 out="target/package"
 while [ $# -gt 0 ]; do
   case "$1" in
     desktop) desktop=1 ;;
     web) web=1 ;;
     --out) out="$2"; shift ;;
-    *) echo "usage: bash scripts/package.sh [desktop] [web] [--out DIR]" >&2; exit 2 ;;
+    --from) from="$2"; shift ;;
+    *) echo "usage: bash scripts/package.sh [desktop] [web] [--out DIR] [--from DIR]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -37,14 +41,17 @@ sum() { # sum FILE: its SHA-256 beside it, in the format `sha256sum -c` reads
 size() { du -h "$1" | cut -f1; }
 
 if [ -n "$desktop" ]; then
-  # Both programs in one build, so that Burn compiles once for the two.
-  cargo build --release --locked -p qkv-lab -p qkv-cli
+  if [ -z "$from" ]; then
+    # Both programs in one build, so that Burn compiles once for the two.
+    cargo build --release --locked -p qkv-lab -p qkv-cli
+    from="$target_dir/release"
+  fi
   name="qkv-lab-$version-$platform"
   stage="$out/$name"
   rm -rf "$stage"
   mkdir -p "$stage"
   for program in qkv-lab qkv; do
-    cp "$target_dir/release/$program$exe" "$stage/"
+    cp "$from/$program$exe" "$stage/"
     # Symbols are for debugging the build, not for running it: stripped, the archive is smaller.
     if [ -z "$exe" ] && command -v strip > /dev/null; then strip "$stage/$program"; fi
   done

@@ -2,8 +2,8 @@
 # Runs every QKV Lab test. Installs what the tests need when it is missing and we are root
 # (Mesa's lavapipe, so that wgpu has a Vulkan adapter on a machine without a GPU).
 #
-# `--fast`: the common loop while working. Skips the two long tiers (the browser end-to-end test
-# and the desktop smoke test) and what only they need; CI runs the full command.
+# `--fast`: the common loop while working. Skips the long tiers (the browser end-to-end test, the
+# desktop smoke test and the desktop archive) and what only they need; CI runs the full command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -132,4 +132,15 @@ fi
 rm -rf "$canary"
 stage "cargo test --workspace, linted by clippy -D warnings"
 RUSTC_WORKSPACE_WRAPPER=$driver CLIPPY_ARGS=$clippy_args cargo test --workspace --locked
+
+# The desktop archive a user downloads, made by scripts/package.sh from the programs the tests
+# have just built (a release build would add a second build of Burn), unpacked and run as by a
+# user without Rust: lesson 1 trains under Xvfb, `qkv compare` writes its report.
+if [ -z "${QKV_SKIP_DESKTOP:-}" ]; then
+  stage "the desktop archive, packaged from the tests' build and run without cargo"
+  archives=$(mktemp -d)
+  bash scripts/package.sh desktop --from "${CARGO_TARGET_DIR:-target}/debug" --out "$archives"
+  bash scripts/check-archive.sh "$archives"/qkv-lab-*.tar.gz
+  rm -rf "$archives"
+fi
 echo "== all tests passed in $(( $(date +%s) - start )) s"
