@@ -11,6 +11,7 @@ use eframe::egui;
 use qkv_compute::{Backend, Compute};
 use qkv_session::SessionTask;
 use qkv_ui::files::{FileError, PathChoice};
+use qkv_ui::hidden::Hidden;
 use qkv_ui::{ComputeOffer, Platform, Playground};
 
 use crate::shell::{self, COMPUTE_KEY, SETUP_KEY};
@@ -40,12 +41,12 @@ struct ShellArgs {
     /// Hide controls not yet introduced: a comma-separated list of setup, compute, tabs,
     /// classroom, files, theory, steps.
     #[arg(long, value_name = "LIST", value_parser = hidden)]
-    hide: Option<String>,
+    hide: Option<Hidden>,
 }
 
 /// A `--hide` list, checked before the window opens.
-fn hidden(text: &str) -> Result<String, String> {
-    qkv_ui::hidden::Hidden::parse(text).map(|_| text.to_string()).map_err(|e| e.to_string())
+fn hidden(text: &str) -> Result<Hidden, String> {
+    Hidden::parse(text).map_err(|e| e.to_string())
 }
 
 /// The window's size when the command line gives none.
@@ -249,9 +250,8 @@ pub fn run() -> eframe::Result {
             if args.presentation {
                 playground.set_look(qkv_ui::presentation::Look { presenting: true, ..playground.look() });
             }
-            if let Some(list) = &args.hide {
-                // Checked by the parser: the list is known.
-                let _ = playground.hide(list);
+            if let Some(hidden) = args.hide {
+                playground.hide(hidden);
             }
             let fit_to_screen = args.size.is_none();
             Ok(Box::new(Shell { playground, train_for: args.train_for, started: Instant::now(), smoke_started: false, fit_to_screen }))
@@ -285,7 +285,7 @@ mod tests {
         ])
         .unwrap();
         assert!(args.presentation);
-        assert_eq!(args.hide.as_deref(), Some("setup,tabs"));
+        assert_eq!(args.hide, Some(Hidden::parse("setup,tabs").unwrap()));
         assert_eq!(args.train_for, Some(8.0));
         assert_eq!(args.lesson, Some(2), "lessons are counted from 1 on the command line");
         assert_eq!(args.compute, Some(Backend::Flex));

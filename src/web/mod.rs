@@ -140,8 +140,10 @@ impl WebShell {
             playground.set_look(qkv_ui::presentation::Look { presenting: true, ..playground.look() });
         }
         // A comma may arrive encoded (%2C) from a link that was copied through another page.
-        if let Some(Err(e)) = query_value("hide").map(|list| playground.hide(&list.replace("%2C", ","))) {
-            playground.tell(format!("the link's {e}"), true);
+        match query_value("hide").map(|list| qkv_ui::hidden::Hidden::parse(&list.replace("%2C", ","))) {
+            Some(Ok(hidden)) => playground.hide(hidden),
+            Some(Err(e)) => playground.tell(format!("the link's {e}"), true),
+            None => {}
         }
         if let Some(why) = no_gpu.filter(|_| !forced_cpu) {
             playground.tell(format!("{why}: training runs on the CPU, slower. Chrome, Edge and Safari 26+ have WebGPU."), true);

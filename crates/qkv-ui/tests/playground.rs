@@ -630,25 +630,30 @@ fn the_keyboard_drives_the_playground_and_leaves_text_fields_alone() {
     assert_eq!((app.view().step(), app.view().playing), (before, false), "keys typed into a field are not commands");
 }
 
-/// Every piece of text the last frame drew: its words, its size in points and where it starts.
-fn drawn_text(harness: &Harness<'_, State>) -> Vec<(String, f32, egui::Pos2)> {
-    fn collect(shape: &egui::Shape, out: &mut Vec<(String, f32, egui::Pos2)>) {
+/// Every text shape the last frame drew, with the rectangle it is clipped to.
+fn for_each_text(harness: &Harness<'_, State>, mut visit: impl FnMut(&egui::epaint::TextShape, egui::Rect)) {
+    fn walk(shape: &egui::Shape, clip: egui::Rect, visit: &mut dyn FnMut(&egui::epaint::TextShape, egui::Rect)) {
         match shape {
-            egui::Shape::Text(text) => {
-                let job = &text.galley.job;
-                for section in &job.sections {
-                    let words = job.text[section.byte_range.start.0..section.byte_range.end.0].trim().to_string();
-                    if !words.is_empty() {
-                        out.push((words, section.format.font_id.size, text.pos));
-                    }
-                }
-            }
-            egui::Shape::Vec(shapes) => shapes.iter().for_each(|shape| collect(shape, out)),
+            egui::Shape::Text(text) => visit(text, clip),
+            egui::Shape::Vec(shapes) => shapes.iter().for_each(|shape| walk(shape, clip, visit)),
             _ => {}
         }
     }
+    harness.output().shapes.iter().for_each(|clipped| walk(&clipped.shape, clipped.clip_rect, &mut visit));
+}
+
+/// Every piece of text the last frame drew: its words, its size in points and where it starts.
+fn drawn_text(harness: &Harness<'_, State>) -> Vec<(String, f32, egui::Pos2)> {
     let mut out = Vec::new();
-    harness.output().shapes.iter().for_each(|clipped| collect(&clipped.shape, &mut out));
+    for_each_text(harness, |text, _| {
+        let job = &text.galley.job;
+        for section in &job.sections {
+            let words = job.text[section.byte_range.start.0..section.byte_range.end.0].trim().to_string();
+            if !words.is_empty() {
+                out.push((words, section.format.font_id.size, text.pos));
+            }
+        }
+    });
     out
 }
 
@@ -826,36 +831,30 @@ impl std::fmt::Debug for TextProblem {
 
 /// Every text shape of the last frame that is cut across by its clip rectangle (its left or right
 /// end hidden: "encode[r]"), runs off `screen`, or overlaps another, judged by the glyphs' own
-/// outlines (rotated labels too), line by line for overlaps. A text cut at the top or bottom is where a panel scrolls down
-/// to more, which a long table may; text wholly outside its clip rectangle (scrolled out of view)
-/// and text drawn nearly transparent (a chart's fading tick labels) are not seen, so not judged.
+/// outlines (rotated labels too), line by line for overlaps. A text cut at the top or bottom is
+/// where a panel scrolls down to more, which a long table may; text wholly outside its clip
+/// rectangle (scrolled out of view) and text drawn nearly transparent (a chart's fading tick
+/// labels) are not seen, so not judged.
 fn text_problems(harness: &Harness<'_, State>, screen: egui::Vec2) -> Vec<TextProblem> {
     /// A text seen: its words, its glyphs' outline, the rectangle it is clipped to, and the
     /// outline of each of its lines (a wrapped text's lines leave room beside them that another
     /// text may take, as a label wrapped among buttons does).
     type Seen = (String, egui::Rect, egui::Rect, Vec<egui::Rect>);
-    fn collect(shape: &egui::Shape, clip: egui::Rect, out: &mut Vec<Seen>) {
-        match shape {
-            egui::Shape::Text(text) => {
-                let words = text.galley.job.text.trim().to_string();
-                let faint = text.opacity_factor < 0.1 || text.galley.job.sections.iter().all(|s| s.format.color.a() < 20);
-                let bounds = text.visual_bounding_rect();
-                let lines = if text.angle == 0.0 {
-                    let at = text.pos.to_vec2();
-                    text.galley.rows.iter().map(|row| row.row.visuals.mesh_bounds.translate(row.pos.to_vec2() + at)).collect()
-                } else {
-                    vec![bounds]
-                };
-                if !words.is_empty() && !faint {
-                    out.push((words, bounds, clip, lines));
-                }
-            }
-            egui::Shape::Vec(shapes) => shapes.iter().for_each(|shape| collect(shape, clip, out)),
-            _ => {}
+    let mut texts: Vec<Seen> = Vec::new();
+    for_each_text(harness, |text, clip| {
+        let words = text.galley.job.text.trim().to_string();
+        let faint = text.opacity_factor < 0.1 || text.galley.job.sections.iter().all(|s| s.format.color.a() < 20);
+        let bounds = text.visual_bounding_rect();
+        let lines = if text.angle == 0.0 {
+            let at = text.pos.to_vec2();
+            text.galley.rows.iter().map(|row| row.row.visuals.mesh_bounds.translate(row.pos.to_vec2() + at)).collect()
+        } else {
+            vec![bounds]
+        };
+        if !words.is_empty() && !faint {
+            texts.push((words, bounds, clip, lines));
         }
-    }
-    let mut texts = Vec::new();
-    harness.output().shapes.iter().for_each(|clipped| collect(&clipped.shape, clipped.clip_rect, &mut texts));
+    });
     let screen = egui::Rect::from_min_size(egui::Pos2::ZERO, screen);
     let seen: Vec<_> = texts.into_iter().filter(|(_, bounds, clip, _)| bounds.is_positive() && clip.intersects(*bounds)).collect();
     let mut problems = Vec::new();
@@ -975,9 +974,10 @@ fn a_link_hides_the_controls_a_class_has_not_met_yet() {
     for label in shown {
         assert!(harness.query_by_label(label).is_some(), "{label} is shown by default");
     }
-    let error = harness.state_mut().as_mut().unwrap().hide("setup,maps").unwrap_err();
+    let error = qkv_ui::hidden::Hidden::parse("setup,maps").unwrap_err();
     assert!(error.to_string().contains("\"maps\""), "{error}");
-    harness.state_mut().as_mut().unwrap().hide("setup,classroom,tabs,compute,files,theory").unwrap();
+    let hidden = qkv_ui::hidden::Hidden::parse("setup,classroom,tabs,compute,files,theory").unwrap();
+    harness.state_mut().as_mut().unwrap().hide(hidden);
     harness.run_steps(3);
     for label in shown {
         assert!(harness.query_by_label(label).is_none(), "{label} is hidden");

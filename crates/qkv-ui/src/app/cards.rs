@@ -8,19 +8,22 @@ use crate::hidden::Part;
 use crate::lessons::{Card, LESSONS, Panel};
 
 impl Playground {
+    /// The loaded lesson's steps (none outside a lesson).
+    fn cards(&self) -> &'static [Card] {
+        self.lesson.map_or(&[], |i| LESSONS[i].cards)
+    }
+
     /// The lesson's step shown now and its number (from 0), unless the steps are hidden.
     pub fn card(&self) -> Option<(usize, Card)> {
         if self.hidden.hides(Part::Steps) {
             return None;
         }
-        let cards = LESSONS[self.lesson?].cards;
-        cards.get(self.card).map(|&card| (self.card, card))
+        self.cards().get(self.card).map(|&card| (self.card, card))
     }
 
     /// The lesson's next step (Right arrow), if there is one.
     pub fn next_card(&mut self) {
-        let count = self.lesson.map_or(0, |i| LESSONS[i].cards.len());
-        self.card = (self.card + 1).min(count.saturating_sub(1));
+        self.card = (self.card + 1).min(self.cards().len().saturating_sub(1));
     }
 
     /// The lesson's previous step (Left arrow).
@@ -37,7 +40,7 @@ impl Playground {
     /// skip.
     pub(super) fn card_ui(&mut self, ui: &mut Ui) {
         let Some((index, card)) = self.card() else { return };
-        let count = self.lesson.map_or(0, |i| LESSONS[i].cards.len());
+        let count = self.cards().len();
         let visuals = ui.visuals();
         let frame = egui::Frame::group(ui.style()).stroke(Stroke::new(2.0, visuals.selection.bg_fill));
         frame.show(ui, |ui| {

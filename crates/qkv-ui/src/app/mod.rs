@@ -18,7 +18,7 @@ use crate::compute_trial::Trial;
 use crate::costs_panel::CostsPanel;
 use crate::files_panel::FilesPanel;
 use crate::frame_timer::FrameTimer;
-use crate::hidden::{Hidden, UnknownPart};
+use crate::hidden::{Hidden, Part};
 use crate::images_panel::ImagesPanel;
 use crate::lessons::{LESSONS, Panel};
 use crate::loss_panel::LossPanel;
@@ -405,20 +405,14 @@ impl Playground {
         }
     }
 
-    /// Hides the controls `list` names (`setup,compute`: [`crate::hidden`]), as a link's
-    /// `hide=` asks; an unknown name hides nothing and says what is known.
-    pub fn hide(&mut self, list: &str) -> Result<(), UnknownPart> {
-        let steps_skipped = self.hidden.hides(crate::hidden::Part::Steps);
-        self.hidden = Hidden::parse(list)?;
+    /// Hides the controls a link's `hide=` (or `--hide`) names ([`Hidden::parse`]); steps the
+    /// teacher skipped stay skipped.
+    pub fn hide(&mut self, hidden: Hidden) {
+        let steps_skipped = self.hidden.hides(Part::Steps);
+        self.hidden = hidden;
         if steps_skipped {
-            self.hidden.set(crate::hidden::Part::Steps, true);
+            self.hidden.set(Part::Steps, true);
         }
-        Ok(())
-    }
-
-    /// The controls hidden.
-    pub fn hidden(&self) -> Hidden {
-        self.hidden
     }
 
     /// Presentation mode and the theme, as the user chose them.
