@@ -543,7 +543,7 @@ mod tests {
         assert!(Dataset::load(&source, &TokenizerKind::Bpe { vocab_size: 300 }, 1).unwrap_err().to_string().contains("token ids already"));
 
         // A tokenizer file gives the ids their meaning, and must know every one of them.
-        let bpe = Tokenizer::train(&TokenizerKind::Bpe { vocab_size: 300 }, &crate::corpus::SHAKESPEARE[..20_000]).unwrap();
+        let bpe = Tokenizer::train(&TokenizerKind::Bpe { vocab_size: 300 }, &crate::corpus::shakespeare()[..20_000]).unwrap();
         let Tokenizer::Bpe { tokenizer } = &bpe else { panic!("a BPE") };
         let json = folder.join("tokenizer.json");
         tokenizer.save(&json, false).unwrap();

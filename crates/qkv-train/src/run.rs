@@ -461,7 +461,7 @@ pub(crate) mod tests {
     use qkv_model::{AttentionVariant, Preset};
 
     pub(crate) fn tiny_text() -> Dataset {
-        let corpus = TextCorpus::from_bytes("tiny", &crate::corpus::SHAKESPEARE.as_bytes()[..20_000]).unwrap();
+        let corpus = TextCorpus::from_bytes("tiny", &crate::corpus::shakespeare().as_bytes()[..20_000]).unwrap();
         Dataset::from_text(&corpus, &TokenizerKind::Char).unwrap()
     }
 

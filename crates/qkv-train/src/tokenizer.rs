@@ -215,7 +215,7 @@ mod tests {
 
     #[test]
     fn bpe_learns_merges_and_round_trips_any_text() {
-        let text = crate::corpus::SHAKESPEARE[..200_000].to_string();
+        let text = crate::corpus::shakespeare()[..200_000].to_string();
         let t = Tokenizer::train(&TokenizerKind::Bpe { vocab_size: 400 }, &text).unwrap();
         assert_eq!(t.vocab_size(), 400);
         let sample = "To be, or not to be: that is the question.\nÉtude ∑";
@@ -227,7 +227,7 @@ mod tests {
     #[test]
     fn tokenizer_survives_serde() {
         for kind in [TokenizerKind::Char, TokenizerKind::Bpe { vocab_size: 300 }] {
-            let t = Tokenizer::train(&kind, &crate::corpus::SHAKESPEARE[..50_000]).unwrap();
+            let t = Tokenizer::train(&kind, &crate::corpus::shakespeare()[..50_000]).unwrap();
             let json = serde_json::to_string(&t).unwrap();
             let back: Tokenizer = serde_json::from_str(&json).unwrap();
             assert_eq!(back.encode("Romeo").unwrap(), t.encode("Romeo").unwrap());
