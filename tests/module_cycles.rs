@@ -3,10 +3,12 @@
 //! modules that use it.
 //!
 //! Reads every crate's sources, and for each file the modules its paths name (`crate::…`,
-//! `super::…`, `self::…`, with `{…}` groups expanded), outside comments, strings and
-//! `#[cfg(test)]` modules. A module reaching into its own submodules is not counted: it declares
-//! them and they are part of it; a submodule reaching up (`super::`) is. Then it looks for a
-//! strongly connected set of files of more than one.
+//! `super::…`, `self::…`, with `{…}` groups expanded, and paths through a name a `use` bound,
+//! such as `cube::adamw::f` after `use crate::cube::{self}`), outside comments, strings and
+//! `#[cfg(test)]` modules. A path through a re-export (`crate::Backend` where lib.rs says `pub use
+//! backend::Backend`) names the module the item comes from. A module reaching into its own
+//! submodules is not counted: it declares them and they are part of it; a submodule reaching up
+//! (`super::`) is. Then it looks for a strongly connected set of files of more than one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -48,26 +50,105 @@ fn the_checker_sees_a_cycle_through_a_use_group_and_super() {
     assert_eq!(names, [vec!["a::c", "b"]], "a reaches the cycle but nothing reaches back to it");
 }
 
+/// Writes the files (path, text) into a fresh folder and returns its cycles, by module name.
+fn cycles_of(name: &str, files: &[(&str, &str)]) -> Vec<Vec<String>> {
+    let dir = std::env::temp_dir().join(format!("qkv-module-cycles-{name}-{}", std::process::id()));
+    for (path, text) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let cycles = cycles_in(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    cycles.into_iter().map(|c| c.into_iter().map(|m| m.join("::")).collect()).collect()
+}
+
+#[test]
+fn the_checker_follows_re_exports_to_the_file_they_come_from() {
+    let lib = "mod a; mod b; mod c;\npub use a::Apple;\npub(crate) use b::{Berry as Fruit};\n";
+    let a = "pub struct Apple; fn f(_: crate::Fruit) {}\n";
+    let b = "pub struct Berry; use crate::Apple;\n";
+    assert_eq!(cycles_of("reexport", &[("lib.rs", lib), ("a.rs", a), ("b.rs", b), ("c.rs", "use crate::Apple;\n")]), [vec!["a", "b"]]);
+    // Without the way back there is no cycle: c imports a through lib.rs and nothing imports c.
+    assert!(
+        cycles_of("reexport-none", &[("lib.rs", lib), ("a.rs", "pub struct Apple;\n"), ("b.rs", b), ("c.rs", "use crate::Apple;\n")])
+            .is_empty()
+    );
+}
+
+#[test]
+fn the_checker_follows_a_module_a_use_named() {
+    let files = [
+        ("lib.rs", "mod a; mod b;\n"),
+        ("a.rs", "use crate::b::{self};\nfn f(_: b::c::Cherry) {}\npub struct Apple;\n"),
+        ("b/mod.rs", "pub mod c;\n"),
+        ("b/c.rs", "pub struct Cherry; fn g(_: crate::a::Apple) {}\n"),
+    ];
+    assert_eq!(cycles_of("self-alias", &files), [vec!["a", "b::c"]]);
+    let renamed = [files[0], ("a.rs", "use super::b as basket;\nfn f(_: basket::c::Cherry) {}\npub struct Apple;\n"), files[2], files[3]];
+    assert_eq!(cycles_of("as-alias", &renamed), [vec!["a", "b::c"]]);
+}
+
 /// The import cycles between the files under `src` (a crate's source folder), each sorted.
 fn cycles_in(src: &Path) -> Vec<Vec<ModulePath>> {
     let files = rust_files(src);
     let modules: BTreeMap<ModulePath, PathBuf> = files.iter().map(|file| (module_of(src, file), file.clone())).collect();
+    let tokens: BTreeMap<&ModulePath, Vec<Token>> = modules
+        .iter()
+        .map(|(module, file)| (module, without_test_modules(tokenize(&std::fs::read_to_string(file).expect("a source file is UTF-8")))))
+        .collect();
+    // What each module's `use`s bind, as absolute paths: all of them for the module's own paths,
+    // the public ones for paths that reach the module from elsewhere.
+    let mut aliases: BTreeMap<&ModulePath, BTreeMap<String, ModulePath>> = BTreeMap::new();
+    let mut reexports: BTreeMap<&ModulePath, BTreeMap<String, ModulePath>> = BTreeMap::new();
+    for (module, tokens) in &tokens {
+        for binding in bindings(tokens) {
+            let ours = matches!(binding.path[0].as_str(), "crate" | "super" | "self")
+                || modules.contains_key(&[module.as_slice(), &binding.path[..1]].concat());
+            let Some(absolute) = resolve(module, &binding.path).filter(|_| ours) else { continue };
+            if binding.public {
+                reexports.entry(module).or_default().insert(binding.name.clone(), absolute.clone());
+            }
+            aliases.entry(module).or_default().insert(binding.name, absolute);
+        }
+    }
     let mut imports: BTreeMap<ModulePath, BTreeSet<ModulePath>> = BTreeMap::new();
-    for (module, file) in &modules {
-        let text = std::fs::read_to_string(file).expect("a source file is UTF-8");
-        let tokens = without_test_modules(tokenize(&text));
-        for path in named_paths(&tokens) {
-            let Some(absolute) = resolve(module, &path) else { continue };
-            // The longest prefix that is a file: `crate::session::Command` names session/mod.rs.
-            let target = (0..=absolute.len()).rev().map(|n| absolute[..n].to_vec()).find(|prefix| modules.contains_key(prefix));
-            if let Some(target) = target
+    for (module, tokens) in &tokens {
+        let no_aliases = BTreeMap::new();
+        let aliases = aliases.get(module).unwrap_or(&no_aliases);
+        for path in named_paths(tokens, aliases) {
+            let absolute = match aliases.get(&path[0]) {
+                Some(alias) if !matches!(path[0].as_str(), "crate" | "super" | "self") => [alias.as_slice(), &path[1..]].concat(),
+                _ => match resolve(module, &path) {
+                    Some(absolute) => absolute,
+                    None => continue,
+                },
+            };
+            if let Some(target) = file_of(absolute, &modules, &reexports)
                 && !target.starts_with(module)
             {
-                imports.entry(module.clone()).or_default().insert(target);
+                imports.entry((*module).clone()).or_default().insert(target);
             }
         }
     }
     strongly_connected(&modules.keys().cloned().collect::<Vec<_>>(), &imports).into_iter().filter(|set| set.len() > 1).collect()
+}
+
+/// The file an absolute path leads to: the longest prefix that is a file (`crate::session::Command`
+/// names session/mod.rs), followed through that file's re-exports (lib.rs's `pub use
+/// backend::Backend` sends `crate::Backend` on to backend.rs).
+fn file_of(
+    mut absolute: ModulePath,
+    modules: &BTreeMap<ModulePath, PathBuf>,
+    reexports: &BTreeMap<&ModulePath, BTreeMap<String, ModulePath>>,
+) -> Option<ModulePath> {
+    // A bound on the hops, for re-exports that lead around in a circle.
+    for _ in 0..16 {
+        let file = (0..=absolute.len()).rev().map(|n| absolute[..n].to_vec()).find(|prefix| modules.contains_key(prefix))?;
+        let Some(onward) = absolute.get(file.len()).and_then(|name| reexports.get(&file)?.get(name)) else { return Some(file) };
+        absolute = [onward.as_slice(), &absolute[file.len() + 1..]].concat();
+    }
+    None
 }
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
@@ -256,23 +337,64 @@ fn test_module_body(tokens: &[Token], mut i: usize) -> Option<usize> {
     is_module.then_some(i + 2)
 }
 
-/// Every path starting with `crate`, `super` or `self`, use groups expanded:
+/// Every path starting with `crate`, `super`, `self` or a name in `aliases`, use groups expanded:
 /// `crate::{a::b, c}` gives `crate::a::b` and `crate::c`.
-fn named_paths(tokens: &[Token]) -> Vec<Vec<String>> {
+fn named_paths(tokens: &[Token], aliases: &BTreeMap<String, ModulePath>) -> Vec<Vec<String>> {
     let mut paths = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
         let Token::Ident(word) = token else { continue };
-        let starts_path = matches!(word.as_str(), "crate" | "super" | "self") && tokens.get(i + 1) == Some(&Token::PathSep);
+        let starts_path = (matches!(word.as_str(), "crate" | "super" | "self") || aliases.contains_key(word))
+            && tokens.get(i + 1) == Some(&Token::PathSep);
         let continues_path = i > 0 && tokens[i - 1] == Token::PathSep;
         if starts_path && !continues_path {
-            tree(tokens, i, vec![], &mut paths);
+            tree(tokens, i, vec![], &mut |path, _| paths.push(path));
         }
     }
     paths
 }
 
-/// Reads the use tree at `i` (a path, then maybe `::{…}`) under `prefix`; returns where it ends.
-fn tree(tokens: &[Token], mut i: usize, mut prefix: Vec<String>, paths: &mut Vec<Vec<String>>) -> usize {
+/// A name a `use` binds in its module, and the path it stands for, as written.
+struct Binding {
+    name: String,
+    path: Vec<String>,
+    /// `pub use` or `pub(…) use`: other modules reach the item through this name.
+    public: bool,
+}
+
+/// What the module's `use` declarations bind: `use a::b` binds `b`, `use a::{self}` binds `a`,
+/// `use a::b as c` binds `c`; `as _` and globs bind no name.
+fn bindings(tokens: &[Token]) -> Vec<Binding> {
+    let mut found = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        if *token != Token::Ident("use".into()) {
+            continue;
+        }
+        let public = match i.checked_sub(1).map(|before| &tokens[before]) {
+            Some(Token::Ident(word)) => word == "pub",
+            // `pub(crate) use`, `pub(super) use`, `pub(in …) use`.
+            Some(Token::Punct(')')) => tokens[..i]
+                .iter()
+                .rposition(|t| *t == Token::Punct('('))
+                .is_some_and(|open| open > 0 && tokens[open - 1] == Token::Ident("pub".into())),
+            _ => false,
+        };
+        let start = i + 1 + usize::from(tokens.get(i + 1) == Some(&Token::PathSep));
+        tree(tokens, start, vec![], &mut |mut path, name| {
+            if path.last().is_some_and(|last| last == "self") {
+                path.pop();
+            }
+            let name = name.or_else(|| path.last().cloned()).filter(|name| name != "_" && !path.is_empty());
+            if let Some(name) = name {
+                found.push(Binding { name, path, public });
+            }
+        });
+    }
+    found
+}
+
+/// Reads the use tree at `i` (a path, then maybe `::{…}`) under `prefix`, handing each path and
+/// the name its `as` gives it to `found`; returns where it ends.
+fn tree(tokens: &[Token], mut i: usize, mut prefix: Vec<String>, found: &mut dyn FnMut(Vec<String>, Option<String>)) -> usize {
     loop {
         match tokens.get(i) {
             Some(Token::Ident(word)) => {
@@ -282,12 +404,18 @@ fn tree(tokens: &[Token], mut i: usize, mut prefix: Vec<String>, paths: &mut Vec
             Some(Token::Punct('{')) => {
                 i += 1;
                 while !matches!(tokens.get(i), Some(Token::Punct('}')) | None) {
-                    i = tree(tokens, i, prefix.clone(), paths);
+                    i = tree(tokens, i, prefix.clone(), found);
                     if tokens.get(i) == Some(&Token::Punct(',')) {
                         i += 1;
                     }
                 }
                 return i + 1;
+            }
+            // A glob binds no name of its own; the path up to it still names a module.
+            Some(Token::Punct('*')) => {
+                i += 1;
+                found(prefix, Some("_".into()));
+                return skip_branch(tokens, i);
             }
             _ => break,
         }
@@ -297,8 +425,16 @@ fn tree(tokens: &[Token], mut i: usize, mut prefix: Vec<String>, paths: &mut Vec
             break;
         }
     }
-    paths.push(prefix);
-    // `as name` and anything else up to the end of this branch.
+    let renamed = match (tokens.get(i), tokens.get(i + 1)) {
+        (Some(Token::Ident(word)), Some(Token::Ident(name))) if word == "as" => Some(name.clone()),
+        _ => None,
+    };
+    found(prefix, renamed);
+    skip_branch(tokens, i)
+}
+
+/// Past `as name` and anything else up to the end of a use tree's branch.
+fn skip_branch(tokens: &[Token], mut i: usize) -> usize {
     while !matches!(tokens.get(i), Some(Token::Punct(',' | '}' | ';')) | None) {
         if tokens.get(i) == Some(&Token::Punct('{')) || tokens.get(i) == Some(&Token::Punct('(')) {
             break;

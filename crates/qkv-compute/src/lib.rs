@@ -11,6 +11,7 @@
 
 mod backend;
 mod compute;
+mod devices;
 mod error;
 
 pub use backend::Backend;

@@ -7,6 +7,7 @@
 
 use burn::tensor::{Device, Tensor, TensorData};
 
+use crate::adamw_step::AdamWStep;
 use crate::cube::{self, from_cube, to_cube};
 use crate::flex::{Route, from_flex, route, tensor, to_flex, values, values_mut, writable};
 use crate::math::vectorised;
@@ -17,19 +18,6 @@ use crate::parallel::{self, SharedMut};
 /// model's 65,536-value matrices, split in two, took the optimiser from 0.7 to 1.3 ms a step on
 /// two cores (docs/performance.md).
 const MIN_PER_TASK: usize = 256 * 1024;
-
-/// The scalars of one AdamW update.
-#[derive(Debug, Clone, Copy)]
-pub struct AdamWStep {
-    pub beta_1: f32,
-    pub beta_2: f32,
-    pub epsilon: f32,
-    pub lr: f64,
-    /// Decoupled weight decay λ (0 for parameters that are not decayed).
-    pub weight_decay: f32,
-    /// Updates taken including this one (t ≥ 1): the bias corrections depend on it.
-    pub time: i32,
-}
 
 /// A parameter, its two moment estimates (flat, as many values as the parameter; `None` before
 /// the first update), after one update with `grad`, scaled first by `grad_scale` (a [1] tensor:

@@ -28,6 +28,7 @@
 #![cfg_attr(target_arch = "wasm32", warn(clippy::disallowed_methods))]
 
 mod adamw;
+mod adamw_step;
 mod attention;
 mod cross_entropy;
 mod cube;
@@ -40,7 +41,8 @@ mod linear;
 mod math;
 mod parallel;
 
-pub use adamw::{AdamWStep, SumOfSquares, adamw_update};
+pub use adamw::{SumOfSquares, adamw_update};
+pub use adamw_step::AdamWStep;
 pub use attention::{Mask, attention, repeat_kv_heads};
 pub use cross_entropy::cross_entropy;
 pub use cube::product_choice::{Product, ProductChoice, choose_product, use_product};

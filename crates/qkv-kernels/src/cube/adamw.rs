@@ -12,7 +12,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::{contiguous, empty, units, writable};
-use crate::adamw::AdamWStep;
+use crate::adamw_step::AdamWStep;
 
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
@@ -201,7 +201,8 @@ pub(crate) fn sum_of_squares_into(xs: &[CubeTensor], partials: &CubeTensor, offs
 mod tests {
     use burn::tensor::{Device, Tensor, TensorData};
 
-    use crate::adamw::{AdamWStep, SumOfSquares, adamw_update, composed};
+    use crate::adamw::{SumOfSquares, adamw_update, composed};
+    use crate::adamw_step::AdamWStep;
     use crate::tests::{assert_close, input, values, wgpu};
 
     #[test]
