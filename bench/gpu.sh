@@ -5,7 +5,7 @@
 # PyTorch reference on the same GPU (bench/pytorch_reference.py, CUDA where torch has it). It
 # names the adapter and refuses to report a software one (lavapipe, llvmpipe, SwiftShader: wgpu
 # on the CPU) as a GPU figure. Writes the table to gpu-table.md beside the binary; record it in
-# docs/performance.md.
+# docs/performance.md, "The GPU path".
 #
 #   bash bench/gpu.sh                              # builds qkv here with cargo
 #   bash DIR/gpu.sh --prebuilt DIR                 # no cargo, no network: a bundle made by

@@ -4,7 +4,7 @@
 # every evaluation, and checks that resident memory at the end of training (95% of the way in:
 # the last seconds write the checkpoint and summary) is within 5% of what it was after warm-up
 # (a tenth of the way in). A leak of a few bytes a step shows over that many steps. Not a
-# test: CI never runs it (about 25 minutes here). Results go into docs/performance.md.
+# test: CI never runs it (about 25 minutes here). Results go into docs/performance.md, "Memory".
 #
 #   bash bench/soak.sh
 #   FLEX_STEPS=2000 BACKENDS=flex bash bench/soak.sh      # shorter, one backend

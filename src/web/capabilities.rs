@@ -21,7 +21,8 @@ const MAX_TRAINING_WORKERS: usize = 4;
 /// How many Web Workers train on the CPU: one per core the browser reports but one, since a
 /// worker computes on one thread and the page needs one to draw (`?workers=N` sets it; at most
 /// [`MAX_TRAINING_WORKERS`]). On the 2-core reference machine, whose page draws on an emulated
-/// GPU, a second worker took the page's frames from 33 to 80–97 ms (docs/performance.md).
+/// GPU, a second worker took the page's frames from 33 to 80–97 ms (docs/performance.md, "The
+/// browser build").
 pub(super) fn training_workers() -> usize {
     let asked = query_value("workers").and_then(|n| n.parse::<usize>().ok());
     let cores = || {

@@ -2,9 +2,10 @@
 //!
 //! A training step allocates and frees the same tensors, hundreds of megabytes of them, every
 //! step. glibc's malloc returns large blocks to the kernel at once and mimalloc after a second's
-//! delay; either way the next step faults fresh pages in, and the kernel zeroes each (a fifth of
-//! the CPU time of a small model's step, measured in docs/performance.md). Kept, the pages are
-//! reused, and the resident memory stays at the step's peak.
+//! delay; either way the next step faults fresh pages in, and the kernel zeroes each (265,000
+//! minor faults in 35 steps of a small model; keeping the pages made its step 1.36× faster:
+//! docs/performance.md, "The CPU step"). Kept, the pages are reused, and the resident memory stays
+//! at the step's peak.
 
 // This crate is a thin safe face on mimalloc's C interface (workspace lint `unsafe_code`).
 #![allow(unsafe_code)]

@@ -15,8 +15,8 @@ use crate::parallel::{self, SharedMut};
 
 /// Values per task at least. A parameter is split over the cores only from twice this: waking
 /// the pool and waiting for it costs about as much as updating 100,000 values, so the small
-/// model's 65,536-value matrices, split in two, took the optimiser from 0.7 to 1.3 ms a step on
-/// two cores (docs/performance.md).
+/// model's 65,536-value matrices, split in two, took the optimiser from 0.73–0.81 to 1.2–1.5 ms a
+/// step on two cores (docs/performance.md, "Threads and cores").
 const MIN_PER_TASK: usize = 256 * 1024;
 
 /// A parameter, its two moment estimates (flat, as many values as the parameter; `None` before
@@ -107,9 +107,10 @@ pub(crate) fn composed<const D: usize>(
 /// Σ x² over any number of tensors (a model's gradients, for global-norm clipping), added up as
 /// they come. On flex the sums are made on the host in f64, and the total becomes a tensor once:
 /// a [1] tensor and an add per gradient cost more than summing a small gradient (the small
-/// model's norm took 0.33 ms a step that way, docs/performance.md). On a cubecl GPU each tensor's
-/// sum is one kernel launch into one buffer of partial sums, added up once at the end (three
-/// composed launches per tensor before). Elsewhere they are tensor ops. Nothing is read back.
+/// model's norm took 0.33 ms a step that way: docs/performance.md, "Threads and cores"). On a
+/// cubecl GPU each tensor's sum is one kernel launch into one buffer of partial sums, added up
+/// once at the end (three composed launches per tensor before). Elsewhere they are tensor ops.
+/// Nothing is read back.
 #[derive(Default)]
 pub struct SumOfSquares {
     /// The flex tensors' sum; `None` until one is added, so that a GPU's total needs no upload.
