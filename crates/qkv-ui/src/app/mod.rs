@@ -459,10 +459,13 @@ impl Playground {
     }
 
     /// Pauses a playing lesson once, at its moment to discuss ([`crate::lessons::Pause`]), and
-    /// says why; Space (or Train) goes on.
+    /// says why; Space (or Train) goes on. The pause is sent when a frame sees the moment, so the
+    /// session trains on until it lands; where the lesson's steps all ended before a frame saw it
+    /// (a stalled frame, a small lesson on a fast machine), the moment is still shown.
     fn pause_for_discussion(&mut self) {
         let Some(pause) = self.lesson.and_then(|i| LESSONS[i].pause) else { return };
-        if self.discussion != Discussion::Ahead || !self.view.playing || !pause.when.reached(&self.view) {
+        let trained = self.view.playing || self.view.finished;
+        if self.discussion != Discussion::Ahead || !trained || !pause.when.reached(&self.view) {
             return;
         }
         self.discussion = Discussion::Now;
