@@ -10,6 +10,8 @@
 //! submodules is not counted: it declares them and they are part of it; a submodule reaching up
 //! (`super::`) is. Then it looks for a strongly connected set of files of more than one.
 
+#![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap fails the test, as an assertion would")]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -95,7 +97,7 @@ fn cycles_in(src: &Path) -> Vec<Vec<ModulePath>> {
     let modules: BTreeMap<ModulePath, PathBuf> = files.iter().map(|file| (module_of(src, file), file.clone())).collect();
     let tokens: BTreeMap<&ModulePath, Vec<Token>> = modules
         .iter()
-        .map(|(module, file)| (module, without_test_modules(tokenize(&std::fs::read_to_string(file).expect("a source file is UTF-8")))))
+        .map(|(module, file)| (module, without_test_modules(&tokenize(&std::fs::read_to_string(file).expect("a source file is UTF-8")))))
         .collect();
     // What each module's `use`s bind, as absolute paths: all of them for the module's own paths,
     // the public ones for paths that reach the module from elsewhere.
@@ -293,14 +295,14 @@ fn skip_string(chars: &[char], i: usize) -> usize {
 }
 
 /// The tokens without `#[cfg(test)] [pub(…)] mod name { … }`: tests may reach anywhere.
-fn without_test_modules(tokens: Vec<Token>) -> Vec<Token> {
+fn without_test_modules(tokens: &[Token]) -> Vec<Token> {
     let punct = |c| Token::Punct(c);
     let word = |w: &str| Token::Ident(w.to_string());
     let cfg_test = [punct('#'), punct('['), word("cfg"), punct('('), word("test"), punct(')'), punct(']')];
     let mut kept = Vec::with_capacity(tokens.len());
     let mut i = 0;
     while i < tokens.len() {
-        if let Some(body) = tokens[i..].starts_with(&cfg_test).then(|| test_module_body(&tokens, i + cfg_test.len())).flatten() {
+        if let Some(body) = tokens[i..].starts_with(&cfg_test).then(|| test_module_body(tokens, i + cfg_test.len())).flatten() {
             let mut depth = 0;
             i = body;
             loop {

@@ -18,6 +18,8 @@
 //! them), and for `QKV_WEB_RELEASE=1` wasm-opt (`web/bench.sh` installs it). Set
 //! QKV_SKIP_WEB=1 to skip on a machine without them.
 
+#![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap fails the test, as an assertion would")]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -195,9 +197,9 @@ fn content_type(path: &Path) -> &'static str {
 }
 
 /// Serves `dist` (with the reporter in index.html) and forwards reports to `reports`.
-fn serve(listener: TcpListener, dist: PathBuf, reports: Sender<String>) {
+fn serve(listener: &TcpListener, dist: &Path, reports: &Sender<String>) {
     for stream in listener.incoming().flatten() {
-        let (dist, reports) = (dist.clone(), reports.clone());
+        let (dist, reports) = (dist.to_path_buf(), reports.clone());
         std::thread::spawn(move || {
             let _ = answer(stream, &dist, &reports);
         });
@@ -512,7 +514,7 @@ fn the_browser_build_trains_on_webgpu_and_falls_back_to_the_cpu() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (sender, reports) = channel();
-    std::thread::spawn(move || serve(listener, dist, sender));
+    std::thread::spawn(move || serve(&listener, &dist, &sender));
     let profiles = profiles_folder();
     let profile = |name: &str| profiles.join(format!("qkv-web-e2e-{}-{name}", std::process::id()));
     let timeout = Duration::from_secs(std::env::var("QKV_WEB_TIMEOUT").ok().and_then(|t| t.parse().ok()).unwrap_or(1200));

@@ -223,7 +223,7 @@ pub fn relay(task: SessionTask) {
 }
 
 /// The failure the front end hears when a worker refused a command.
-fn not_taken(error: String) -> Message {
+fn not_taken(error: &str) -> Message {
     Message::Failed(Problem::new(format!("the training worker did not take the command: {error}")))
 }
 
@@ -271,7 +271,7 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
             let delivered = match event {
                 FromWorker::Ready => match members[index].listening() {
                     Ok(()) => Ok(()),
-                    Err(e) => relay.deliver(vec![not_taken(e)]),
+                    Err(e) => relay.deliver(vec![not_taken(&e)]),
                 },
                 FromWorker::Messages(bytes) => {
                     let messages = wire::decode_messages(&bytes).unwrap_or_else(|e| vec![Message::Failed(Problem::of(&e))]);
@@ -340,7 +340,7 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
                         Ok(routed) => {
                             for (index, command) in routed {
                                 if let Err(e) = members[index].send(command) {
-                                    let _ = relay.deliver(vec![not_taken(e)]);
+                                    let _ = relay.deliver(vec![not_taken(&e)]);
                                 }
                             }
                         }

@@ -84,7 +84,7 @@ pub fn run(args: &ReparamArgs) -> Result<(), Failure> {
     step_with_progress(&mut session, "train", 0, args.steps)?;
     let experiment = session.experiment().expect("trained");
     let trained = &experiment.runs[0];
-    let (conversion, mut report) = convert_and_measure(args.case, trained, trained.model().valid(), experiment.val_batches())?;
+    let (conversion, mut report) = convert_and_measure(args.case, trained, &trained.model().valid(), experiment.val_batches())?;
     if !args.case.is_exact() && args.finetune > 0 {
         let converted = continue_converted(trained, conversion, "converted", &dataset)?;
         started_or_failed(session.start(Experiment::from_runs(dataset, vec![converted])?, DataSource::Shakespeare.to_string()).block_on())?;

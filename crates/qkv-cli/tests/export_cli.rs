@@ -2,6 +2,8 @@
 //! file that PyTorch code reads by nanoGPT's names, and comes back as a checkpoint that samples
 //! exactly as the original; damaged files are refused with their reason.
 
+#![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap fails the test, as an assertion would")]
+
 use std::process::{Command, Output};
 
 fn qkv(args: &[&str]) -> Output {

@@ -3,6 +3,7 @@
 //! 143), as a shell reports a process the signal ended. `qkv resume` then trains on to the very
 //! losses of a run that was never stopped, dropout included.
 #![cfg(unix)]
+#![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap fails the test, as an assertion would")]
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,5 +1,7 @@
 //! `qkv params` as a user runs it: the papers' totals, the JSON interface, the errors.
 
+#![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap fails the test, as an assertion would")]
+
 use std::process::{Command, Output};
 
 use serde_json::Value;

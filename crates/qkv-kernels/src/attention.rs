@@ -477,7 +477,7 @@ impl<const N: usize> Backward<Flex, N> for AttentionBackward {
     type State = Saved;
 
     fn backward(self, ops: Ops<Saved, N>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step(ops, grads, |saved, grad| {
+        backward_step(&ops, grads, |saved, grad| {
             let (d_query, d_key, d_value, d_bias) = backward(saved, &grad);
             [Some(d_query), Some(d_key), Some(d_value), d_bias]
         });
@@ -533,7 +533,7 @@ impl Backward<Cube, 3> for CubeAttentionBackward {
     type State = cube::attention::Saved;
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step_on::<Cube, _, 3, _>(ops, grads, |saved, grad| {
+        backward_step_on::<Cube, _, 3, _>(&ops, grads, |saved, grad| {
             let (d_query, d_key, d_value) = cube::attention::backward(saved, grad);
             [Some(d_query), Some(d_key), Some(d_value)]
         });
@@ -543,7 +543,7 @@ impl Backward<Cube, 3> for CubeAttentionBackward {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{assert_close, input, values, wgpu};
+    use crate::tests::{assert_close, flex_and_wgpu, input, values};
     use burn::tensor::Device;
 
     /// Every input layout the model produces: heads split from [batch, time, heads·d], GQA and
@@ -572,7 +572,7 @@ mod tests {
         // flex's kernel to flex's composed ops, and CubeCL's to Burn's on wgpu (lavapipe; with a
         // bias or without the causal mask, Burn's composed ops there too).
         for ((device, tolerance), (heads, kv_heads, t_q, t_k, d, bias_heads, mask)) in
-            [(Device::flex().autodiff(), 1e-5), (wgpu().autodiff(), 1e-4)].iter().flat_map(|device| cases.map(|case| (device, case)))
+            flex_and_wgpu(1e-5, 1e-4).iter().flat_map(|device| cases.map(|case| (device, case)))
         {
             let batch = 2;
             let scale = 0.4;

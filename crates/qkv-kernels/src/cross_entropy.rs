@@ -169,7 +169,7 @@ impl Backward<Flex, 1> for CrossEntropyBackward {
     type State = Saved;
 
     fn backward(self, ops: Ops<Saved, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step(ops, grads, |saved, grad| [Some(backward(saved, &grad))]);
+        backward_step(&ops, grads, |saved, grad| [Some(backward(saved, &grad))]);
     }
 }
 
@@ -180,34 +180,34 @@ impl Backward<Cube, 1> for CubeCrossEntropyBackward {
     type State = cube::cross_entropy::Saved;
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step_on::<Cube, _, 1, _>(ops, grads, |saved, grad| [Some(cube::cross_entropy::backward(saved, grad))]);
+        backward_step_on::<Cube, _, 1, _>(&ops, grads, |saved, grad| [Some(cube::cross_entropy::backward(saved, grad))]);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{assert_close, input, values, wgpu};
+    use crate::tests::{assert_close, flex_and_wgpu, input, values};
     use burn::tensor::{Device, TensorData};
 
     #[test]
     fn fused_cross_entropy_matches_the_composed_ops_with_and_without_a_mask() {
         // flex's kernels to flex's composed ops, and CubeCL's to Burn's on wgpu (lavapipe).
-        for (device, tolerance) in [(Device::flex().autodiff(), 1e-6), (wgpu().autodiff(), 1e-5)] {
-            fused_cross_entropy_matches_the_composed_ops_on(device, tolerance);
+        for (device, tolerance) in flex_and_wgpu(1e-6, 1e-5) {
+            fused_cross_entropy_matches_the_composed_ops_on(&device, tolerance);
         }
     }
 
-    fn fused_cross_entropy_matches_the_composed_ops_on(device: Device, tolerance: f32) {
+    fn fused_cross_entropy_matches_the_composed_ops_on(device: &Device, tolerance: f32) {
         let (batch, time, vocab) = (3, 5, 11);
         let targets: Vec<i64> = (0..batch * time).map(|i| (i * 7 % vocab) as i64).collect();
         let mask: Vec<f32> = (0..batch * time).map(|i| (i % 3 != 0) as u8 as f32).collect();
         for masked in [false, true] {
             let run = |fused: bool| {
-                let logits = input([batch, time, vocab], 1, &device) * 3.0;
+                let logits = input([batch, time, vocab], 1, device) * 3.0;
                 let logits = logits.detach().require_grad();
-                let t = Tensor::<2, Int>::from_data(TensorData::new(targets.clone(), [batch, time]), &device);
-                let m = masked.then(|| Tensor::<2>::from_data(TensorData::new(mask.clone(), [batch, time]), &device));
+                let t = Tensor::<2, Int>::from_data(TensorData::new(targets.clone(), [batch, time]), device);
+                let m = masked.then(|| Tensor::<2>::from_data(TensorData::new(mask.clone(), [batch, time]), device));
                 let loss = if fused { cross_entropy(logits.clone(), t, m) } else { composed(logits.clone(), t, m) };
                 let grads = (loss.clone() * 2.5).backward();
                 (values(loss), values(logits.grad(&grads).unwrap()))

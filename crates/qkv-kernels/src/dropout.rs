@@ -113,7 +113,7 @@ impl Backward<Flex, 1> for DropoutBackward {
     type State = Mask;
 
     fn backward(self, ops: Ops<Mask, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step(ops, grads, |mask, grad| [Some(mask.apply(grad))]);
+        backward_step(&ops, grads, |mask, grad| [Some(mask.apply(grad))]);
     }
 }
 
@@ -124,7 +124,7 @@ impl Backward<Cube, 1> for CubeDropoutBackward {
     type State = Mask;
 
     fn backward(self, ops: Ops<Mask, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step_on::<Cube, _, 1, _>(ops, grads, |mask, grad| [Some(mask.apply_on_cube(grad))]);
+        backward_step_on::<Cube, _, 1, _>(&ops, grads, |mask, grad| [Some(mask.apply_on_cube(grad))]);
     }
 }
 
@@ -170,7 +170,7 @@ mod tests {
             let grads = (y.clone() * input([30, 700], 6, &device)).sum().backward();
             (values(y), values(x.grad(&grads).unwrap()))
         };
-        let (flex, gpu) = (on(Device::flex().autodiff()), on(crate::tests::wgpu().autodiff()));
+        let (flex, gpu) = (on(Device::flex().autodiff()), on(crate::tests::gpu().autodiff()));
         let zeros = |v: &[f32]| v.iter().map(|&x| x == 0.0).collect::<Vec<_>>();
         assert_eq!(zeros(&gpu.0), zeros(&flex.0), "the same mask");
         crate::tests::assert_close(&gpu.0, &flex.0, 1e-6, "dropout on wgpu");

@@ -23,7 +23,7 @@ pub(crate) type AutodiffTensor = <FlexAutodiff as BackendTypes>::FloatTensorPrim
 /// whole, so an elementwise backward may write over it ([`in_place`]). `None` marks an input
 /// without one (e.g. an absent bias); gradients past the op's inputs are dropped.
 pub(crate) fn backward_step<S, const N: usize, G: IntoIterator<Item = Option<FlexTensor>>>(
-    ops: Ops<S, N>,
+    ops: &Ops<S, N>,
     grads: &mut Gradients,
     gradients: impl FnOnce(&S, FlexTensor) -> G,
 ) {
@@ -32,7 +32,7 @@ pub(crate) fn backward_step<S, const N: usize, G: IntoIterator<Item = Option<Fle
 
 /// [`backward_step`] for the tensors of backend `B` (flex, cubecl).
 pub(crate) fn backward_step_on<B: Backend, S, const N: usize, G: IntoIterator<Item = Option<B::FloatTensorPrimitive>>>(
-    ops: Ops<S, N>,
+    ops: &Ops<S, N>,
     grads: &mut Gradients,
     gradients: impl FnOnce(&S, B::FloatTensorPrimitive) -> G,
 ) {

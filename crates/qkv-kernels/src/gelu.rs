@@ -116,7 +116,7 @@ impl Backward<Flex, 1> for GeluBackward {
     type State = FlexTensor;
 
     fn backward(self, ops: Ops<FlexTensor, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step(ops, grads, |derivative, grad| [Some(backward(derivative, grad))]);
+        backward_step(&ops, grads, |derivative, grad| [Some(backward(derivative, grad))]);
     }
 }
 
@@ -128,14 +128,14 @@ impl Backward<Cube, 1> for CubeGeluBackward {
     type State = CubeTensor;
 
     fn backward(self, ops: Ops<CubeTensor, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step_on::<Cube, _, 1, _>(ops, grads, |derivative, grad| [Some(cube::gelu::backward(derivative.clone(), grad))]);
+        backward_step_on::<Cube, _, 1, _>(&ops, grads, |derivative, grad| [Some(cube::gelu::backward(derivative.clone(), grad))]);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{assert_close, input, values, wgpu};
+    use crate::tests::{assert_close, flex_and_wgpu, input, values};
     use burn::tensor::Device;
 
     /// flex's kernel and CubeCL's on wgpu (lavapipe) against Burn's composed ops on flex. (Not
@@ -143,15 +143,15 @@ mod tests {
     /// (Burn's default `gelu_backward`) while its forward is the exact erf form, 6e-4 apart.)
     #[test]
     fn fused_gelu_matches_burns_forward_and_backward() {
-        for (device, tolerance) in [(Device::flex().autodiff(), 1e-6), (wgpu().autodiff(), 1e-5)] {
-            fused_gelu_matches_burns_ops_on(device, tolerance);
+        for (device, tolerance) in flex_and_wgpu(1e-6, 1e-5) {
+            fused_gelu_matches_burns_ops_on(&device, tolerance);
         }
     }
 
-    fn fused_gelu_matches_burns_ops_on(device: Device, tolerance: f32) {
+    fn fused_gelu_matches_burns_ops_on(device: &Device, tolerance: f32) {
         let reference = Device::flex().autodiff();
         let run = |fused: bool| {
-            let device = if fused { &device } else { &reference };
+            let device = if fused { device } else { &reference };
             // Inputs across the range where GELU bends, and far out where it is flat or linear.
             let x = input([3, 700], 1, device) * 4.0;
             let x = x.clone().detach().require_grad();

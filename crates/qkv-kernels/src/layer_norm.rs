@@ -212,7 +212,7 @@ impl<const N: usize> Backward<Flex, N> for LayerNormBackward {
     type State = Saved;
 
     fn backward(self, ops: Ops<Saved, N>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step(ops, grads, |saved, grad| {
+        backward_step(&ops, grads, |saved, grad| {
             let (dx, d_gamma, d_beta) = backward(saved, &grad);
             [Some(dx), Some(d_gamma), Some(d_beta)]
         });
@@ -253,7 +253,7 @@ impl<const N: usize> Backward<Cube, N> for CubeLayerNormBackward {
     type State = cube::layer_norm::Saved;
 
     fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step_on::<Cube, _, N, _>(ops, grads, |saved, grad| {
+        backward_step_on::<Cube, _, N, _>(&ops, grads, |saved, grad| {
             let (dx, d_gamma, d_beta) = cube::layer_norm::backward(saved, grad);
             [Some(dx), Some(d_gamma), Some(d_beta)]
         });
@@ -276,13 +276,12 @@ fn cube_forward_recorded<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{assert_close, input, values, wgpu};
-    use burn::tensor::Device;
+    use crate::tests::{assert_close, flex_and_wgpu, input, values};
 
     #[test]
     fn fused_layer_norm_matches_burns_forward_and_backward() {
         // flex's kernels to flex's composed ops, and CubeCL's to Burn's on wgpu (lavapipe).
-        let cases = [(Device::flex().autodiff(), 1.0), (wgpu().autodiff(), 5.0)];
+        let cases = flex_and_wgpu(1.0, 5.0);
         for ((device, loose), (with_beta, channels)) in cases.iter().flat_map(|c| [(false, 12), (true, 20), (true, 3)].map(|s| (c, s))) {
             let device = device.clone();
             let run = |fused: bool| {

@@ -68,16 +68,34 @@ pub(crate) mod tests {
     /// wgpu's device: Mesa's lavapipe on a machine without a GPU (`apt-get install
     /// mesa-vulkan-drivers`). wgpu registers a device once per process; the tests share it.
     ///
-    /// `QKV_TEST_CPU_ONLY=1` gives flex instead, for the sanitiser runs (scripts/sanitize.sh):
-    /// they check our CPU code, cannot see into a GPU, and Mesa's JIT only adds noise; the
-    /// tests of `cube` are skipped there.
-    pub(crate) fn wgpu() -> Device {
+    /// `None` under `QKV_TEST_CPU_ONLY=1`, for the sanitiser runs (scripts/sanitize.sh): they
+    /// check our CPU code, cannot see into a GPU, and Mesa's JIT only adds noise. The
+    /// comparisons on wgpu are then skipped (and say so), never run on flex in its place.
+    pub(crate) fn wgpu() -> Option<Device> {
         if std::env::var_os("QKV_TEST_CPU_ONLY").is_some() {
-            return Device::flex();
+            eprintln!("QKV_TEST_CPU_ONLY: the comparison on wgpu is skipped");
+            return None;
         }
         static GPU: std::sync::OnceLock<Device> = std::sync::OnceLock::new();
-        GPU.get_or_init(|| Device::wgpu_options().init().unwrap_or_else(|err| panic!("no wgpu adapter ({err}): install Mesa's lavapipe")))
-            .clone()
+        Some(
+            GPU.get_or_init(|| {
+                Device::wgpu_options().init().unwrap_or_else(|err| panic!("no wgpu adapter ({err}): install Mesa's lavapipe"))
+            })
+            .clone(),
+        )
+    }
+
+    /// wgpu's device for the GPU kernels' own tests (`cube`), which scripts/sanitize.sh skips.
+    pub(crate) fn gpu() -> Device {
+        wgpu().expect("the GPU kernels' tests need wgpu: run them without QKV_TEST_CPU_ONLY")
+    }
+
+    /// The devices a fused op is compared on, with autodiff: flex with `on_flex`, then wgpu with
+    /// `on_wgpu` unless it is skipped.
+    pub(crate) fn flex_and_wgpu<T>(on_flex: T, on_wgpu: T) -> Vec<(Device, T)> {
+        let mut devices = vec![(Device::flex().autodiff(), on_flex)];
+        devices.extend(wgpu().map(|device| (device.autodiff(), on_wgpu)));
+        devices
     }
 
     pub(crate) fn values<const D: usize>(tensor: Tensor<D>) -> Vec<f32> {

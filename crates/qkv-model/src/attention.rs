@@ -255,10 +255,19 @@ impl CausalSelfAttention {
         let (query, key, value) = match self.variant {
             Standard => (Self::apply(&self.w_q, &x), Self::apply(&self.w_k, &x), Self::apply(&self.w_v, &x)),
             // The query is the attention input itself: head h reads channels [h·d_k, (h+1)·d_k).
-            QueryIdentity => (x.clone(), Self::apply(&self.w_k, &x), Self::apply(&self.w_v, &x)),
+            QueryIdentity => {
+                let (key, value) = (Self::apply(&self.w_k, &x), Self::apply(&self.w_v, &x));
+                (x, key, value)
+            }
             // Paper 1's ablations: the key, or the value, is the input itself, head by head.
-            KeyIdentity => (Self::apply(&self.w_q, &x), x.clone(), Self::apply(&self.w_v, &x)),
-            ValueIdentity => (Self::apply(&self.w_q, &x), Self::apply(&self.w_k, &x), x.clone()),
+            KeyIdentity => {
+                let (query, value) = (Self::apply(&self.w_q, &x), Self::apply(&self.w_v, &x));
+                (query, x, value)
+            }
+            ValueIdentity => {
+                let (query, key) = (Self::apply(&self.w_q, &x), Self::apply(&self.w_k, &x));
+                (query, key, x)
+            }
             SharedQueryKey | SharedQueryKeyAsym | SharedQueryKeyRel => {
                 let qk = Self::apply(&self.w_qk, &x);
                 (qk.clone(), qk, Self::apply(&self.w_v, &x))

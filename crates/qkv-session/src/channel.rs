@@ -202,7 +202,7 @@ impl SessionTask {
 
     /// After a panic inside Burn (a kernel that does not compile, a lost GPU) the session drops
     /// its experiment and says what happened; it takes commands again afterwards.
-    pub fn recover(&mut self, panic: Box<dyn std::any::Any + Send>) -> Turn {
+    pub fn recover(&mut self, panic: &(dyn std::any::Any + Send)) -> Turn {
         self.session.unload();
         let reason = panic
             .downcast_ref::<String>()
@@ -220,7 +220,7 @@ impl SessionTask {
     pub fn run_blocking(mut self) {
         loop {
             let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| qkv_train::threads::wait(self.turn(Duration::ZERO))));
-            let next = turn.unwrap_or_else(|panic| self.recover(panic));
+            let next = turn.unwrap_or_else(|panic| self.recover(&*panic));
             match next {
                 Turn::Worked => {}
                 Turn::Idle if self.wait_for_command() => {}

@@ -88,8 +88,8 @@ impl Fanout {
     /// the order to send them; or, for a run that no session trains, the failure to answer with.
     pub fn route(&mut self, command: Command) -> Result<Vec<(usize, Command)>, SessionError> {
         Ok(match command {
-            Command::Load(plan) => self.load(plan.runs.len(), Command::Load(plan)),
-            Command::Import { files, upload } => self.load(files.len(), Command::Import { files, upload }),
+            Command::Load(plan) => self.load(plan.runs.len(), &Command::Load(plan)),
+            Command::Import { files, upload } => self.load(files.len(), &Command::Import { files, upload }),
             Command::Sample { run, .. } | Command::Export { run } | Command::EliminateQuery { run, .. } => {
                 let owner = self.owners.get(&run).ok_or(SessionError::NoSuchRun(run))?;
                 vec![(*owner, command)]
@@ -112,7 +112,7 @@ impl Fanout {
 
     /// A load of `runs` runs: each active session is told its share, then gets the command;
     /// sessions left out are paused, so that an earlier experiment does not train on there.
-    fn load(&mut self, runs: usize, command: Command) -> Vec<(usize, Command)> {
+    fn load(&mut self, runs: usize, command: &Command) -> Vec<(usize, Command)> {
         let before = self.active;
         self.active = runs.clamp(1, self.sessions);
         self.loading = Some(Loading { answers: (0..self.active).map(|_| None).collect(), held: vec![Vec::new(); self.active] });

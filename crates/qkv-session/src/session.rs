@@ -386,7 +386,7 @@ impl Session {
         };
         // On the CPU copy: the conversion reads every weight, which the browser cannot block on.
         let on_cpu = model_on_cpu(original.model()).await?;
-        let (conversion, report) = convert_and_measure(case, original, on_cpu, experiment.val_batches())?;
+        let (conversion, report) = convert_and_measure(case, original, &on_cpu, experiment.val_batches())?;
         let name = match case.layer(config) {
             Some(layer) => format!("{} (layer {layer}'s W_Q eliminated)", original.spec.name),
             None => format!("{} (W_Q eliminated)", original.spec.name),

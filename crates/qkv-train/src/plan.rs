@@ -36,7 +36,7 @@ pub struct ModelOverrides {
 impl ModelOverrides {
     /// `preset` with these changes: the model every run starts from.
     pub fn applied_to(&self, preset: GptConfig) -> GptConfig {
-        let mut model = preset.clone();
+        let mut model = preset;
         model.n_layer = self.n_layer.unwrap_or(model.n_layer);
         model.n_head = self.n_head.unwrap_or(model.n_head);
         model.block_size = self.block_size.unwrap_or(model.block_size);
@@ -45,7 +45,7 @@ impl ModelOverrides {
         model.dropout = self.dropout.unwrap_or(model.dropout);
         if let Some(n_embd) = self.n_embd {
             // The MLP keeps the preset's width ratio unless the run sets its own.
-            model.mlp_hidden = preset.mlp_hidden * n_embd / preset.n_embd.max(1);
+            model.mlp_hidden = model.mlp_hidden * n_embd / model.n_embd.max(1);
             model.n_embd = n_embd;
         }
         model

@@ -284,7 +284,7 @@ impl Run {
     }
 
     /// Records a launched step from its read-back `[loss, grad_norm]` and the seconds it took.
-    fn finish_step(&mut self, pending: PendingStep, values: &[f64], elapsed: f64) -> Result<StepRecord, RunError> {
+    fn finish_step(&mut self, pending: &PendingStep, values: &[f64], elapsed: f64) -> Result<StepRecord, RunError> {
         let (loss, grad_norm) = (values[0], values[1]);
         self.step += 1;
         self.wall_secs += elapsed;
@@ -350,7 +350,7 @@ impl Run {
         };
         let elapsed_each = started.elapsed().as_secs_f64() / count as f64;
         let mut outcomes = Vec::with_capacity(count);
-        for (step, values) in pending.into_iter().zip(values.chunks(2)) {
+        for (step, values) in pending.iter().zip(values.chunks(2)) {
             let outcome = self.finish_step(step, values, elapsed_each);
             let stop = outcome.is_err();
             outcomes.push(outcome);
@@ -387,7 +387,7 @@ impl Run {
         PendingEval { values: Tensor::cat(parts, 0), batches: val.len(), with_accuracy }
     }
 
-    fn finish_eval(&mut self, pending: PendingEval, values: &[f64]) -> EvalRecord {
+    fn finish_eval(&mut self, pending: &PendingEval, values: &[f64]) -> EvalRecord {
         let losses = &values[..pending.batches];
         let val_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
         let (accuracy, sequence_accuracy) = if pending.with_accuracy {
@@ -406,7 +406,7 @@ impl Run {
         let pending = self.launch_eval(val);
         let data = qkv_kernels::read_back(pending.values.clone()).await?;
         let values = read_values(data)?;
-        Ok(self.finish_eval(pending, &values))
+        Ok(self.finish_eval(&pending, &values))
     }
 
     /// The model's attention diagnostics ([`qkv_model::diagnostics`]), the logit figures
@@ -636,7 +636,7 @@ pub(crate) mod tests {
                 let mut run = Run::new(spec.clone(), &dataset, &Device::flex()).unwrap();
                 let pending = run.launch_eval(&val);
                 let values = read_values(pending.values.clone().into_data()).unwrap();
-                let record = run.finish_eval(pending, &values);
+                let record = run.finish_eval(&pending, &values);
                 (values, record)
             })
         };

@@ -189,17 +189,17 @@ pub struct Unfitted {
 pub fn convert_and_measure(
     case: TheoryCase,
     run: &Run,
-    original: Model,
+    original: &Model,
     val: &[Batch],
 ) -> Result<(Conversion, ReparamReport), ReparamError> {
-    let Model::Gpt(gpt) = &original else { return Err(ReparamError::Vision) };
+    let Model::Gpt(gpt) = original else { return Err(ReparamError::Vision) };
     let conversion = case.convert(gpt, &run.spec.model)?;
     let device = original.devices().first().cloned().unwrap_or_else(|| run.device().clone().without_autodiff());
-    let agreement = compare(&original, &Model::Gpt(conversion.model.clone()), val, &device);
+    let agreement = compare(original, &Model::Gpt(conversion.model.clone()), val, &device);
     let without_fit = match case {
         TheoryCase::LayerNorm => {
             let plain = eliminate_query_approx(gpt, &run.spec.model)?;
-            let agreement = compare(&original, &Model::Gpt(plain.model), val, &device);
+            let agreement = compare(original, &Model::Gpt(plain.model), val, &device);
             Some(Unfitted { max_abs_logit_diff: agreement.max_abs_logit_diff, val_loss_after: agreement.loss_b })
         }
         _ => None,
@@ -255,7 +255,7 @@ mod tests {
         for case in [TheoryCase::Single, TheoryCase::NoMlpSkip, TheoryCase::Shared] {
             let experiment = trained(case, 30);
             let (conversion, report) =
-                convert_and_measure(case, &experiment.runs[0], experiment.runs[0].model().valid(), experiment.val_batches()).unwrap();
+                convert_and_measure(case, &experiment.runs[0], &experiment.runs[0].model().valid(), experiment.val_batches()).unwrap();
             assert!(report.max_abs_logit_diff < 1e-4, "{case}: {report:?}");
             assert!((report.val_loss_before - report.val_loss_after).abs() < 1e-4, "{case}: {report:?}");
             assert!(report.params_after < report.params_before);
@@ -269,7 +269,7 @@ mod tests {
         let run = &experiment.runs[0];
         let config = &run.spec.model;
         assert!(config.mlp_skip && config.n_layer > 1, "skips around both attention and MLP: {config:?}");
-        let (conversion, report) = convert_and_measure(TheoryCase::Deep, run, run.model().valid(), experiment.val_batches()).unwrap();
+        let (conversion, report) = convert_and_measure(TheoryCase::Deep, run, &run.model().valid(), experiment.val_batches()).unwrap();
         assert!(report.exact && report.max_abs_logit_diff < 1e-4, "{report:?}");
         assert!((report.val_loss_before - report.val_loss_after).abs() < 1e-4, "{report:?}");
         let layer = TheoryCase::Deep.layer(config).unwrap();
@@ -283,7 +283,7 @@ mod tests {
         let experiment = trained(TheoryCase::LayerNorm, 30);
         let original = &experiment.runs[0];
         let (conversion, report) =
-            convert_and_measure(TheoryCase::LayerNorm, original, original.model().valid(), experiment.val_batches()).unwrap();
+            convert_and_measure(TheoryCase::LayerNorm, original, &original.model().valid(), experiment.val_batches()).unwrap();
         assert!(report.max_abs_logit_diff > 1e-3, "LayerNorm makes the conversion approximate: {report:?}");
         let without_fit = report.without_fit.expect("the approximate case compares with the plain conversion");
         assert!(without_fit.max_abs_logit_diff > 1e-3 && without_fit.val_loss_after.is_finite(), "{report:?}");

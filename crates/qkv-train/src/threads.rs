@@ -9,8 +9,8 @@
 //! The engine is async (a step, an evaluation, a generation, a checkpoint await their reads from
 //! the device, as the browser requires); the command line and the tests wait on it themselves.
 //! [`wait`] here is the one place the library itself blocks, for the work it sends to threads
-//! of its own, where waiting pays (docs/performance.md): on flex every read is ready at once, so
-//! a thread that waits loses nothing.
+//! of its own, where waiting pays (docs/performance.md, "Threads and cores"): on flex every read
+//! is ready at once, so a thread that waits loses nothing.
 
 use std::cell::RefCell;
 
@@ -55,7 +55,8 @@ pub(crate) fn on_threads<T: Send, R: Send>(items: Vec<T>, threads_each: usize, w
     // builds pools of its own).
     let mut kept = POOLS.take();
     // Task i takes the first kept pool of its size and core, the same from call to call; a pool
-    // that cannot be built (no threads left) leaves its task to a thread started for it.
+    // that cannot be built (no threads left, or none at all in the browser) leaves its task to the
+    // calling thread.
     let pools: Vec<Option<Pool>> = cores_of_each_task(tasks, threads_each)
         .into_iter()
         .map(|core| match kept.iter().position(|pool| pool.serves(threads_each, core)) {
@@ -76,9 +77,10 @@ pub(crate) fn on_threads<T: Send, R: Send>(items: Vec<T>, threads_each: usize, w
 ///
 /// Why: a step wakes its shards' threads, and a woken thread may be queued behind the one still
 /// running on a busy core while another core idles: on this project's 2-core machine the second
-/// shard started 0.3–0.7 ms after the first, of a 15 ms step. A thread kept to a core of its own
-/// starts at once: a lone run trained about 6% faster (docs/performance.md). Tasks that take only
-/// part of the machine are left free, so that two processes never crowd onto the same cores.
+/// shard started 0.3–0.7 ms after the call, of a 15 ms step. A thread kept to a core of its own
+/// starts at once: a lone run trained 4–6% faster (docs/performance.md, "Threads and cores").
+/// Tasks that take only part of the machine are left free, so that two processes never crowd onto
+/// the same cores.
 fn cores_of_each_task(tasks: usize, threads_each: usize) -> Vec<Option<CoreId>> {
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     if threads_each == 1 && cores.len() == tasks { cores.into_iter().map(Some).collect() } else { vec![None; tasks] }
@@ -87,8 +89,8 @@ fn cores_of_each_task(tasks: usize, threads_each: usize) -> Vec<Option<CoreId>> 
 /// Runs `work` on a worker of a pool of `threads` threads. A thread outside every pool (the
 /// CLI's main thread, the desktop's session thread) that calls flex's parallel kernels hands
 /// each op to the pool and sleeps until it is done; a worker shares the op with its spinning
-/// neighbours instead. Short ops pay for the hand-over: generating from outside a pool ran up to
-/// 3× slower (docs/performance.md).
+/// neighbours instead. Short ops pay for the hand-over: generating from outside a pool ran
+/// 2.1–2.7× slower (docs/performance.md, "Threads and cores").
 pub(crate) fn on_a_worker<R: Send>(threads: usize, work: impl Fn() -> R + Sync) -> R {
     on_threads(vec![()], threads, |()| work()).pop().expect("one task, one result")
 }
@@ -96,7 +98,8 @@ pub(crate) fn on_a_worker<R: Send>(threads: usize, work: impl Fn() -> R + Sync) 
 /// Hands task i to pool i and waits for them all. Each pool's scope takes its task and holds the
 /// next scope open inside it, so the tasks run side by side on the pools' own threads, which
 /// are kept between calls: starting a thread per task cost about 0.2 ms a training step more
-/// (docs/performance.md). A panicking task panics here, after the others ended.
+/// (docs/performance.md, "Threads and cores"). A panicking task panics here, after the others
+/// ended.
 fn hand_out<T: Send, R: Send>(pools: &[Option<&rayon::ThreadPool>], mut tasks: Vec<(T, &mut Option<R>)>, work: &(impl Fn(T) -> R + Sync)) {
     let Some((item, result)) = tasks.pop() else { return };
     match pools.get(tasks.len()).copied().flatten() {
@@ -104,10 +107,12 @@ fn hand_out<T: Send, R: Send>(pools: &[Option<&rayon::ThreadPool>], mut tasks: V
             scope.spawn(move |_| *result = Some(work(item)));
             hand_out(pools, tasks, work);
         }),
-        None => std::thread::scope(|scope| {
-            scope.spawn(move || *result = Some(work(item)));
+        // No pool (the system gave no threads, as in the browser): the task runs here, before
+        // the others.
+        None => {
+            *result = Some(work(item));
             hand_out(pools, tasks, work);
-        }),
+        }
     }
 }
 
@@ -115,11 +120,11 @@ fn hand_out<T: Send, R: Send>(pools: &[Option<&rayon::ThreadPool>], mut tasks: V
 /// of its own on the CPU, where it pays, measured on this project's 2-core reference machine
 /// (docs/performance.md):
 /// - the runs of an experiment step, each on a pool of its share of the cores
-///   (`Experiment::steps`): two variants for 200 steps took 12.27 s together against
-///   6.95 + 7.19 s one after the other ("Several runs at once");
+///   (`Experiment::steps`): two variants for 200 steps took 5.81 s together against
+///   3.31 + 2.99 s one after the other ("Several runs at once");
 /// - generation on flex, blocking on a pool worker of the caller's cores (`generate`): on two
 ///   threads, 256 tokens past the context went from 927–1,129 tokens/s to 2,106–3,012
-///   ("Generation on a pool's worker");
+///   ("Threads and cores");
 /// - a session's task on the desktop's thread of its own (`SessionTask::run_blocking`): the
 ///   window's thread never waits on it, and the task has nothing else to do.
 pub fn wait<F: std::future::Future>(future: F) -> F::Output {

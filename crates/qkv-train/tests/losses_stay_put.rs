@@ -21,6 +21,8 @@
 //! order (so a seed's variants share the tensors they have in common): again every case starts
 //! from other weights.
 
+#![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap fails the test, as an assertion would")]
+
 use std::collections::BTreeMap;
 
 use pollster::FutureExt as _;

@@ -217,10 +217,9 @@ impl AttentionPanel {
         }
     }
 
-    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> AttentionRequest {
+    /// The prompt (text maps only), the refresh interval and the exports, above the maps.
+    fn controls_ui(&mut self, ui: &mut Ui, images: bool) -> AttentionRequest {
         let mut request = AttentionRequest::None;
-        // A vision experiment's maps read its first held-out image: there is no prompt to type.
-        let images = view.attention().is_some_and(|maps| maps.images.is_some());
         ui.horizontal_wrapped(|ui| {
             if !images {
                 ui.label("prompt");
@@ -241,14 +240,12 @@ impl AttentionPanel {
                 request = AttentionRequest::Export(export);
             }
         });
-        self.maps_drawn = 0;
-        let history = &view.attention_history;
-        self.scrubbed = self.scrubbed.filter(|&i| i + 1 < history.len());
-        let Some(maps) = self.scrubbed.and_then(|i| history.get(i)).or(view.attention()) else {
-            ui.label("The maps appear once an experiment is loaded.");
-            return request;
-        };
-        self.refresh_textures(ui, maps, (view.attention_version, self.scrubbed));
+        request
+    }
+
+    /// The step the maps are from, and a slider back through every refresh since the runs were
+    /// loaded.
+    fn step_row_ui(&mut self, ui: &mut Ui, history: &[AttentionMaps], maps: &AttentionMaps) {
         ui.horizontal_wrapped(|ui| {
             ui.label(RichText::new(format!("step {}: {} tokens; rows are queries, columns keys", maps.step, maps.time())).weak());
             if history.len() > 1 {
@@ -266,6 +263,21 @@ impl AttentionPanel {
                 }
             }
         });
+    }
+
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> AttentionRequest {
+        // A vision experiment's maps read its first held-out image: there is no prompt to type.
+        let images = view.attention().is_some_and(|maps| maps.images.is_some());
+        let request = self.controls_ui(ui, images);
+        self.maps_drawn = 0;
+        let history = &view.attention_history;
+        self.scrubbed = self.scrubbed.filter(|&i| i + 1 < history.len());
+        let Some(maps) = self.scrubbed.and_then(|i| history.get(i)).or(view.attention()) else {
+            ui.label("The maps appear once an experiment is loaded.");
+            return request;
+        };
+        self.refresh_textures(ui, maps, (view.attention_version, self.scrubbed));
+        self.step_row_ui(ui, history, maps);
 
         let n_runs = maps.runs.len();
         // Every run's grid side by side in the width there is, each map between 24 and 96 px.

@@ -541,7 +541,7 @@ mod tests {
         }
         let original = &experiment.runs[0];
         let (conversion, report) =
-            convert_and_measure(TheoryCase::NoMlpSkip, original, original.model().valid(), experiment.val_batches()).unwrap();
+            convert_and_measure(TheoryCase::NoMlpSkip, original, &original.model().valid(), experiment.val_batches()).unwrap();
         assert!(report.exact && report.max_abs_logit_diff < 1e-4, "{report:?}");
         let copy = continue_converted(original, conversion, "copy", experiment.dataset()).unwrap();
         experiment.add_run(copy).unwrap();

@@ -4,7 +4,7 @@
 use egui::{Color32, ComboBox, DragValue, Grid, RichText, Ui};
 use serde::{Deserialize, Serialize};
 
-use qkv_model::{AttentionVariant, Preset};
+use qkv_model::{AttentionVariant, GptConfig, Preset};
 use qkv_train::dataset::DEFAULT_SYNTHETIC_LENGTH;
 use qkv_train::plan::{ExperimentPlan, RunPlan};
 use qkv_train::recipe::TrainingConfig;
@@ -100,6 +100,67 @@ pub enum SetupAction {
     BrowseText,
 }
 
+/// Characters or BPE with its vocabulary size (or the tokenizer file a link named).
+fn tokenizer_ui(ui: &mut Ui, tokenizer: &mut TokenizerKind) {
+    let is_bpe = matches!(*tokenizer, TokenizerKind::Bpe { .. });
+    if ui.radio(*tokenizer == TokenizerKind::Char, "characters").clicked() {
+        *tokenizer = TokenizerKind::Char;
+    }
+    if ui.radio(is_bpe, "BPE").clicked() && !is_bpe {
+        *tokenizer = TokenizerKind::Bpe { vocab_size: 512 };
+    }
+    match tokenizer {
+        TokenizerKind::Char => {}
+        TokenizerKind::Bpe { vocab_size } => {
+            ui.add(DragValue::new(vocab_size).range(257..=8192).prefix("vocab ")).accessible_name("BPE vocabulary size");
+        }
+        // Only a link or the command line names a tokenizer file; it shows here.
+        TokenizerKind::File(path) => {
+            ui.label(path.as_str()).on_hover_text("a Hugging Face tokenizer.json");
+        }
+    }
+}
+
+/// The model's shape and the training recipe, as overrides of the preset's.
+fn model_and_training_rows(ui: &mut Ui, plan: &mut ExperimentPlan, preset_config: &GptConfig, recipe: &TrainingConfig) {
+    // Two fields a row, so that the panel's default width shows every one of them.
+    ui.label("model");
+    ui.horizontal_wrapped(|ui| {
+        ui.label("layers");
+        override_value(ui, "layers", &mut plan.model.n_layer, preset_config.n_layer, 0.05);
+        ui.label("heads");
+        override_value(ui, "heads", &mut plan.model.n_head, preset_config.n_head, 0.05);
+    });
+    ui.end_row();
+    ui.label("");
+    ui.horizontal_wrapped(|ui| {
+        ui.label("width");
+        override_value(ui, "width", &mut plan.model.n_embd, preset_config.n_embd, 1.0);
+        ui.label("context");
+        override_value(ui, "context", &mut plan.model.block_size, preset_config.block_size, 1.0);
+    });
+    ui.end_row();
+
+    ui.label("training");
+    ui.horizontal_wrapped(|ui| {
+        ui.label("steps");
+        override_value(ui, "steps", &mut plan.training.steps, recipe.steps, 5.0);
+        ui.label("batch");
+        override_value(ui, "batch", &mut plan.training.batch_size, recipe.batch_size, 0.2);
+        ui.label("seed");
+        override_value(ui, "seed", &mut plan.training.seed, recipe.seed, 1.0);
+    });
+    ui.end_row();
+    ui.label("");
+    ui.horizontal_wrapped(|ui| {
+        ui.label("lr");
+        override_value(ui, "learning rate", &mut plan.training.lr, recipe.lr, 1e-4);
+        ui.label("weight decay");
+        override_value(ui, "weight decay", &mut plan.training.weight_decay, recipe.weight_decay, 1e-3);
+    });
+    ui.end_row();
+}
+
 impl SetupPanel {
     pub fn ui(&mut self, ui: &mut Ui, setup: &mut Setup, changed_since_apply: bool) -> SetupAction {
         let plan = &mut setup.plan;
@@ -130,64 +191,11 @@ impl SetupPanel {
 
             if matches!(plan.data, DataSource::Shakespeare | DataSource::File(_) | DataSource::Upload(_)) {
                 ui.label("tokenizer");
-                ui.horizontal(|ui| {
-                    let is_bpe = matches!(plan.tokenizer, TokenizerKind::Bpe { .. });
-                    if ui.radio(plan.tokenizer == TokenizerKind::Char, "characters").clicked() {
-                        plan.tokenizer = TokenizerKind::Char;
-                    }
-                    if ui.radio(is_bpe, "BPE").clicked() && !is_bpe {
-                        plan.tokenizer = TokenizerKind::Bpe { vocab_size: 512 };
-                    }
-                    match &mut plan.tokenizer {
-                        TokenizerKind::Char => {}
-                        TokenizerKind::Bpe { vocab_size } => {
-                            ui.add(DragValue::new(vocab_size).range(257..=8192).prefix("vocab ")).accessible_name("BPE vocabulary size");
-                        }
-                        // Only a link or the command line names a tokenizer file; it shows here.
-                        TokenizerKind::File(path) => {
-                            ui.label(path.as_str()).on_hover_text("a Hugging Face tokenizer.json");
-                        }
-                    }
-                });
+                ui.horizontal(|ui| tokenizer_ui(ui, &mut plan.tokenizer));
                 ui.end_row();
             }
 
-            // Two fields a row, so that the panel's default width shows every one of them.
-            ui.label("model");
-            ui.horizontal_wrapped(|ui| {
-                ui.label("layers");
-                override_value(ui, "layers", &mut plan.model.n_layer, preset_config.n_layer, 0.05);
-                ui.label("heads");
-                override_value(ui, "heads", &mut plan.model.n_head, preset_config.n_head, 0.05);
-            });
-            ui.end_row();
-            ui.label("");
-            ui.horizontal_wrapped(|ui| {
-                ui.label("width");
-                override_value(ui, "width", &mut plan.model.n_embd, preset_config.n_embd, 1.0);
-                ui.label("context");
-                override_value(ui, "context", &mut plan.model.block_size, preset_config.block_size, 1.0);
-            });
-            ui.end_row();
-
-            ui.label("training");
-            ui.horizontal_wrapped(|ui| {
-                ui.label("steps");
-                override_value(ui, "steps", &mut plan.training.steps, recipe.steps, 5.0);
-                ui.label("batch");
-                override_value(ui, "batch", &mut plan.training.batch_size, recipe.batch_size, 0.2);
-                ui.label("seed");
-                override_value(ui, "seed", &mut plan.training.seed, recipe.seed, 1.0);
-            });
-            ui.end_row();
-            ui.label("");
-            ui.horizontal_wrapped(|ui| {
-                ui.label("lr");
-                override_value(ui, "learning rate", &mut plan.training.lr, recipe.lr, 1e-4);
-                ui.label("weight decay");
-                override_value(ui, "weight decay", &mut plan.training.weight_decay, recipe.weight_decay, 1e-3);
-            });
-            ui.end_row();
+            model_and_training_rows(ui, plan, &preset_config, &recipe);
         });
 
         ui.add_space(4.0);

@@ -264,47 +264,52 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             }
         })
         .collect();
+    let report = BenchReport {
+        preset: args.preset,
+        backend: args.backend,
+        batch: batch_size,
+        block: block_size,
+        read_back_every: args.read_back_every,
+        adapter,
+        product,
+        rows,
+        memory,
+    };
     if args.json {
-        let report = BenchReport {
-            preset: args.preset,
-            backend: args.backend,
-            batch: batch_size,
-            block: block_size,
-            read_back_every: args.read_back_every,
-            adapter,
-            product,
-            rows,
-            memory,
-        };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!(
-            "{} on {:?}, batch {batch_size} × {block_size}, median of {} rounds × {} steps (warm-up {} excluded), read back every {}",
-            args.preset, args.backend, args.rounds, args.steps, args.warmup, args.read_back_every
-        );
-        println!(
-            "{:<16} {:>12} {:>8} {:>12} {:>10} {:>12} {:>8}",
-            "variant", "train tok/s", "× ref", "MFLOP/tok", "GFLOP/s", "gen tok/s", "× ref"
-        );
-        let or_dash = |figure: Option<f64>, decimals: usize| figure.map_or("-".to_string(), |f| format!("{f:.decimals$}"));
-        for r in &rows {
-            println!(
-                "{:<16} {:>12.0} {:>8.3} {:>12.2} {:>10.1} {:>12} {:>8}",
-                r.variant.name(),
-                r.train_tokens_per_sec,
-                r.train_ratio,
-                r.flops_per_token / 1e6,
-                r.train_gflops,
-                or_dash(r.generate_tokens_per_sec, 1),
-                or_dash(r.generate_ratio, 3)
-            );
-        }
-        if let Some(m) = &memory {
-            println!(
-                "memory: {:.0} MiB resident after warm-up, {:.0} MiB at the end, {:.0} MiB peak",
-                m.rss_after_warmup_mib, m.rss_at_end_mib, m.peak_rss_mib
-            );
-        }
+        print_report(&report, args);
     }
     Ok(())
+}
+
+/// The report as a table for a terminal.
+fn print_report(report: &BenchReport, args: &BenchArgs) {
+    println!(
+        "{} on {:?}, batch {} × {}, median of {} rounds × {} steps (warm-up {} excluded), read back every {}",
+        args.preset, args.backend, report.batch, report.block, args.rounds, args.steps, args.warmup, args.read_back_every
+    );
+    println!(
+        "{:<16} {:>12} {:>8} {:>12} {:>10} {:>12} {:>8}",
+        "variant", "train tok/s", "× ref", "MFLOP/tok", "GFLOP/s", "gen tok/s", "× ref"
+    );
+    let or_dash = |figure: Option<f64>, decimals: usize| figure.map_or("-".to_string(), |f| format!("{f:.decimals$}"));
+    for r in &report.rows {
+        println!(
+            "{:<16} {:>12.0} {:>8.3} {:>12.2} {:>10.1} {:>12} {:>8}",
+            r.variant.name(),
+            r.train_tokens_per_sec,
+            r.train_ratio,
+            r.flops_per_token / 1e6,
+            r.train_gflops,
+            or_dash(r.generate_tokens_per_sec, 1),
+            or_dash(r.generate_ratio, 3)
+        );
+    }
+    if let Some(m) = &report.memory {
+        println!(
+            "memory: {:.0} MiB resident after warm-up, {:.0} MiB at the end, {:.0} MiB peak",
+            m.rss_after_warmup_mib, m.rss_at_end_mib, m.peak_rss_mib
+        );
+    }
 }

@@ -130,13 +130,10 @@ pub(super) fn by_run<'a>(outcomes: &'a [Outcome], study: &str) -> Vec<(String, V
     rows
 }
 
-pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
-    // The ablations' and the scale study's runs saw the headline's batches seed by seed: one
-    // table, standard first.
-    let mut rows = by_run(outcomes, PAPER1_HEADLINE_STUDY);
-    rows.extend(by_run(outcomes, "text"));
-    rows.extend(by_run(outcomes, PAPER1_SCALE_STUDY));
-    let Some((_, reference)) = rows.first() else { return String::new() };
+/// Paper 1's table: each run's size, decay and losses, and its paired change against the first
+/// row's (standard).
+fn paper1_table(rows: &[(String, Vec<&Outcome>)]) -> String {
+    let reference = &rows[0].1;
     let reference_losses = best_losses(reference);
     let reference_params = reference[0].summary.total_params;
     let mut out = String::from(
@@ -157,6 +154,17 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
             list.len()
         );
     }
+    out
+}
+
+pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
+    // The ablations' and the scale study's runs saw the headline's batches seed by seed: one
+    // table, standard first.
+    let mut rows = by_run(outcomes, PAPER1_HEADLINE_STUDY);
+    rows.extend(by_run(outcomes, "text"));
+    rows.extend(by_run(outcomes, PAPER1_SCALE_STUDY));
+    let Some((_, reference)) = rows.first() else { return String::new() };
+    let out = paper1_table(&rows);
     // The paper's claims, each checked against the paired changes' interval.
     let row = |name: &str| rows.iter().find(|(n, _)| n == name).map(|(_, l)| l.as_slice());
     let against = |a: &str, b: &str| PairedChange::of(Unit::Loss, &best_losses(row(a)?), &best_losses(row(b)?));
@@ -214,7 +222,36 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
             }
         );
     }
-    // Paper 1's ablations, which it does not report: what each claim there leaves untested.
+    trends += &ablation_trends(&against, &mut family);
+    // The weight-decay sweep: every "NAME wd=X" run against NAME at its default decay.
+    let swept: Vec<(&str, &str, &[&Outcome])> =
+        rows.iter().filter_map(|(name, list)| Some((name.as_str(), name.split_once(" wd=")?.0, list.as_slice()))).collect();
+    if !swept.is_empty() {
+        let diverged: usize = swept.iter().map(|(_, _, l)| l.iter().filter(|o| o.summary.status != RunStatus::Finished).count()).sum();
+        let total: usize = swept.iter().map(|(_, _, l)| l.len()).sum();
+        let changes: Vec<String> =
+            swept.iter().map(|(name, base, _)| format!("{name} {}", paired_cell(against(name, base).as_ref()))).collect();
+        trends += &format!(
+            "- Weight decay (paper 1 lowers the identity model's to 2^-5 for stability at GPT-2 scale): {diverged} of {total} runs \
+             of the sweep diverged. Each against the same run at its default decay (loss, paired): {}.\n",
+            changes.join(", ")
+        );
+    }
+    let s = &reference[0].summary;
+    trends += &format!(
+        "\nThese are {:.1}M-parameter character models after {} steps ({:.1}M tokens); paper 1 trained GPT-2 small (124M) on \
+         OpenWebText. Compare directions, not sizes.\n",
+        s.total_params as f64 / 1e6,
+        s.steps,
+        s.tokens as f64 / 1e6
+    );
+    out + &trends + &family.holm_section()
+}
+
+/// Paper 1's ablations, which it does not report: what each claim there leaves untested. Each
+/// line's change also joins the Holm family.
+fn ablation_trends(against: &impl Fn(&str, &str) -> Option<PairedChange>, family: &mut Family) -> String {
+    let mut trends = String::new();
     if let Some(scale) = against(STANDARD_SCALE_RUN, "wq-identity") {
         family.difference(STANDARD_SCALE_RUN, "wq-identity", &scale);
         trends += &format!(
@@ -243,29 +280,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
             );
         }
     }
-    // The weight-decay sweep: every "NAME wd=X" run against NAME at its default decay.
-    let swept: Vec<(&str, &str, &[&Outcome])> =
-        rows.iter().filter_map(|(name, list)| Some((name.as_str(), name.split_once(" wd=")?.0, list.as_slice()))).collect();
-    if !swept.is_empty() {
-        let diverged: usize = swept.iter().map(|(_, _, l)| l.iter().filter(|o| o.summary.status != RunStatus::Finished).count()).sum();
-        let total: usize = swept.iter().map(|(_, _, l)| l.len()).sum();
-        let changes: Vec<String> =
-            swept.iter().map(|(name, base, _)| format!("{name} {}", paired_cell(against(name, base).as_ref()))).collect();
-        trends += &format!(
-            "- Weight decay (paper 1 lowers the identity model's to 2^-5 for stability at GPT-2 scale): {diverged} of {total} runs \
-             of the sweep diverged. Each against the same run at its default decay (loss, paired): {}.\n",
-            changes.join(", ")
-        );
-    }
-    let s = &reference[0].summary;
-    trends += &format!(
-        "\nThese are {:.1}M-parameter character models after {} steps ({:.1}M tokens); paper 1 trained GPT-2 small (124M) on \
-         OpenWebText. Compare directions, not sizes.\n",
-        s.total_params as f64 / 1e6,
-        s.steps,
-        s.tokens as f64 / 1e6
-    );
-    out + &trends + &family.holm_section()
+    trends
 }
 
 pub(super) fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {

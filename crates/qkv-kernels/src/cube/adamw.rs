@@ -203,11 +203,11 @@ mod tests {
 
     use crate::adamw::{SumOfSquares, adamw_update, composed};
     use crate::adamw_step::AdamWStep;
-    use crate::tests::{assert_close, input, values, wgpu};
+    use crate::tests::{assert_close, gpu, input, values};
 
     #[test]
     fn the_update_matches_the_composed_ops_over_three_steps_on_wgpu() {
-        let device = wgpu();
+        let device = gpu();
         let start = input([13, 700], 1, &device);
         let scale = Tensor::<1>::from_data(TensorData::new(vec![0.7f32], [1]), &device);
         let run = |fused: bool, scale: Option<&Tensor<1>>| {
@@ -242,6 +242,6 @@ mod tests {
             }
             values(sum.total(device))
         };
-        assert_close(&on(&wgpu()), &on(&Device::flex()), 1e-5, "Σx² on wgpu");
+        assert_close(&on(&gpu()), &on(&Device::flex()), 1e-5, "Σx² on wgpu");
     }
 }

@@ -110,11 +110,11 @@ mod tests {
 
     use super::product;
     use crate::cube::{from_cube, to_cube};
-    use crate::tests::{assert_close, input, values, wgpu};
+    use crate::tests::{assert_close, gpu, input, values};
 
     #[test]
     fn products_match_burns() {
-        let device = wgpu();
+        let device = gpu();
         // Edges not a multiple of the block, a transposed left and right operand, a bias.
         for (m, k, n) in [(1, 1, 1), (5, 7, 9), (33, 64, 65), (64, 3, 8)] {
             let a: Tensor<2> = input([m, k], 1, &device);
@@ -137,7 +137,7 @@ mod tests {
     #[test]
     #[ignore = "a timing, for choosing: prints, asserts nothing"]
     fn product_timing() {
-        let device = wgpu();
+        let device = gpu();
         for (m, k, n, transposed) in [(1024, 64, 192, false), (1024, 256, 64, false), (1024, 64, 65, false), (64, 1024, 192, true)] {
             let a: Tensor<2> = if transposed { input([k, m], 1, &device).transpose() } else { input([m, k], 1, &device) };
             let b: Tensor<2> = input([k, n], 2, &device);

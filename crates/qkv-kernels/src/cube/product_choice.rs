@@ -159,11 +159,11 @@ mod tests {
     use burn::tensor::Device;
 
     use super::{ProductChoice, choose_product, product_for};
-    use crate::tests::wgpu;
+    use crate::tests::gpu;
 
     #[test]
     fn a_cubecl_device_is_timed_once_and_keeps_its_product() {
-        let device = wgpu().autodiff();
+        let device = gpu().autodiff();
         let first = pollster::block_on(choose_product(&device));
         if super::pinned().is_none() {
             let (burn, ours) = first.timed_ms.expect("timed");
