@@ -5,6 +5,7 @@
 use crate::report::LossCurve;
 
 use super::seeds::{Outcome, studies_of};
+use super::stats::median;
 
 /// A run counts as still improving when its validation loss fell by more than this share over
 /// the last fifth of its training.
@@ -25,12 +26,8 @@ pub(super) fn convergence_section(outcomes: &[Outcome]) -> String {
     let mut lines = Vec::new();
     for study in studies_of(outcomes) {
         let mut falls: Vec<f64> = outcomes.iter().filter(|o| o.study == study).filter_map(|o| late_fall(&o.curve)).collect();
-        if falls.is_empty() {
-            continue;
-        }
-        falls.sort_by(f64::total_cmp);
+        let Some(median) = median(&mut falls).map(|fall| 100.0 * fall) else { continue };
         let improving = falls.iter().filter(|&&fall| fall > STILL_FALLING).count();
-        let median = 100.0 * falls[falls.len() / 2];
         lines.push(format!(
             "- {study}: {improving} of {} runs still improving (median fall {median:.1}%){}",
             falls.len(),
@@ -78,5 +75,7 @@ mod tests {
         let all = [with_curve(finished("a", 1, 1.9), &falling)];
         assert!(convergence_section(&all).contains("every run was still learning"));
         assert_eq!(convergence_section(&[with_curve(finished("a", 1, 1.9), &[])]), "", "no curve: no section");
+        // Two runs, falls of 5% and 0.2%: the median is between them, not the upper one.
+        assert!(convergence_section(&mixed).contains("(median fall 2.6%)"), "{}", convergence_section(&mixed));
     }
 }

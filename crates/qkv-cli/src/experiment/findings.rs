@@ -3,7 +3,7 @@
 
 use qkv_model::ModelDiagnostics;
 use qkv_train::RunStatus;
-use qkv_train::papers::{PAPER1_STANDARD_LOSS, PAPER1_WIDE_MLP_LOSS, PAPER2_PPL, PAPER2_STANDARD_PPL, paper2_ppl};
+use qkv_train::papers::{PAPER1_STANDARD_LOSS, PAPER1_WIDE_MLP_LOSS, PAPER2_PPL, PAPER2_STANDARD_PPL, PAPER2_STATED_CHANGES, paper2_ppl};
 
 use super::catalogue::{
     PAPER1_HEADLINE_STUDY, PAPER1_SCALE_STUDY, STANDARD_SCALE_RUN, Study, WIDE_STANDARD_SCALE_RUN, WK_STANDARD_SCALE_RUN,
@@ -175,45 +175,46 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
     );
     let mut family = Family::default();
     if let Some(identity) = against("wq-identity", "standard") {
-        family.difference("wq-identity", "standard", &identity);
-        family.equivalence("wq-identity", "standard", &identity, EQUIVALENCE_MARGIN);
+        let differs = family.difference("wq-identity", "standard", &identity);
+        let within = family.equivalence("wq-identity", "standard", &identity, EQUIVALENCE_MARGIN);
         trends += &format!(
-            "- Paper 1: GPT-2 small without W_Q is on par with the original. Here wq-identity against standard: {identity}: {}.\n",
+            "- Paper 1: GPT-2 small without W_Q is on par with the original. Here wq-identity against standard: {identity}: \
+             {}{differs}{within}.\n",
             verdict(&identity, Claim::OnPar)
         );
     }
     if let Some(scale) = against(STANDARD_SCALE_RUN, "standard") {
-        family.difference(STANDARD_SCALE_RUN, "standard", &scale);
-        family.equivalence(STANDARD_SCALE_RUN, "standard", &scale, EQUIVALENCE_MARGIN);
+        let differs = family.difference(STANDARD_SCALE_RUN, "standard", &scale);
+        let within = family.equivalence(STANDARD_SCALE_RUN, "standard", &scale, EQUIVALENCE_MARGIN);
         trends += &format!(
             "- The same claim at standard's attention scale 1/√d_k (paper 1 halves it): {STANDARD_SCALE_RUN} against standard: \
-             {scale}: {}.\n",
+             {scale}: {}{differs}{within}.\n",
             verdict(&scale, Claim::OnPar)
         );
     }
     if let Some(wide) = against("wq-identity-wide-mlp", "standard") {
-        family.difference("wq-identity-wide-mlp", "standard", &wide);
+        let differs = family.difference("wq-identity-wide-mlp", "standard", &wide);
         trends += &format!(
             "- Paper 1: spending the freed parameters on a wider MLP beats the original ({PAPER1_WIDE_MLP_LOSS} vs \
-             {PAPER1_STANDARD_LOSS}, {:.1}% in loss). Here wq-identity-wide-mlp against standard: {wide}: {}.\n",
+             {PAPER1_STANDARD_LOSS}, {:.1}% in loss). Here wq-identity-wide-mlp against standard: {wide}: {}{differs}.\n",
             100.0 * (PAPER1_WIDE_MLP_LOSS / PAPER1_STANDARD_LOSS - 1.0),
             verdict(&wide, Claim::Lower)
         );
     }
     if let Some(wide) = against(WIDE_STANDARD_SCALE_RUN, "standard") {
-        family.difference(WIDE_STANDARD_SCALE_RUN, "standard", &wide);
+        let differs = family.difference(WIDE_STANDARD_SCALE_RUN, "standard", &wide);
         trends += &format!(
-            "- The wider MLP at standard's scale 1/√d_k: {WIDE_STANDARD_SCALE_RUN} against standard: {wide}: {}.\n",
+            "- The wider MLP at standard's scale 1/√d_k: {WIDE_STANDARD_SCALE_RUN} against standard: {wide}: {}{differs}.\n",
             verdict(&wide, Claim::Lower)
         );
     }
     if let (Some(narrow), Some(equal), Some(list)) =
         (against("standard-narrow-mlp", "standard"), against("wq-identity", "standard-narrow-mlp"), row("wq-identity"))
     {
-        family.difference("wq-identity", "standard-narrow-mlp", &equal);
+        let differs = family.difference("wq-identity", "standard-narrow-mlp", &equal);
         trends += &format!(
             "- Equal-size control: standard with its MLP narrowed to wq-identity's {} parameters is {narrow} against standard; \
-             wq-identity against it, at the same size: {equal}: {}.\n",
+             wq-identity against it, at the same size: {equal}: {}{differs}.\n",
             list[0].summary.total_params,
             match equal.direction() {
                 Direction::Higher => "removing W_Q costs more than removing as many MLP parameters",
@@ -245,7 +246,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
         s.steps,
         s.tokens as f64 / 1e6
     );
-    out + &trends + &family.holm_section()
+    family.settle(&(out + &trends)) + &family.holm_section()
 }
 
 /// Paper 1's ablations, which it does not report: what each claim there leaves untested. Each
@@ -253,17 +254,18 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
 fn ablation_trends(against: &impl Fn(&str, &str) -> Option<PairedChange>, family: &mut Family) -> String {
     let mut trends = String::new();
     if let Some(scale) = against(STANDARD_SCALE_RUN, "wq-identity") {
-        family.difference(STANDARD_SCALE_RUN, "wq-identity", &scale);
+        let differs = family.difference(STANDARD_SCALE_RUN, "wq-identity", &scale);
         trends += &format!(
-            "- The halved scale alone: wq-identity at standard's scale 1/√d_k against its own 1/(2√d_k): {scale}: {}.\n",
+            "- The halved scale alone: wq-identity at standard's scale 1/√d_k against its own 1/(2√d_k): {scale}: {}{differs}.\n",
             which_is_better(&scale, "the standard scale", "the halved scale")
         );
     }
     for (ablation, removed) in [("wk-identity", "W_K"), ("wv-identity", "W_V")] {
         if let (Some(vs_standard), Some(vs_query)) = (against(ablation, "standard"), against(ablation, "wq-identity")) {
-            family.difference(ablation, "wq-identity", &vs_query);
+            let differs = family.difference(ablation, "wq-identity", &vs_query);
             trends += &format!(
-                "- {removed} = I instead of W_Q = I: {ablation} against standard: {vs_standard}; against wq-identity: {vs_query}: {}.\n",
+                "- {removed} = I instead of W_Q = I: {ablation} against standard: {vs_standard}; against wq-identity: {vs_query}: \
+                 {}{differs}.\n",
                 which_is_better(&vs_query, &format!("removing {removed}"), "removing W_Q")
             );
         }
@@ -273,9 +275,9 @@ fn ablation_trends(against: &impl Fn(&str, &str) -> Option<PairedChange>, family
         (WV_HALVED_SCALE_RUN, "wv-identity", "W_V", "the halved scale", "the standard scale"),
     ] {
         if let (Some(vs_own), Some(vs_standard)) = (against(run, own), against(run, "standard")) {
-            family.difference(run, own, &vs_own);
+            let differs = family.difference(run, own, &vs_own);
             trends += &format!(
-                "- {removed} = I at the other scale: {run} against {own}: {vs_own}: {}; against standard: {vs_standard}.\n",
+                "- {removed} = I at the other scale: {run} against {own}: {vs_own}: {}{differs}; against standard: {vs_standard}.\n",
                 which_is_better(&vs_own, other_scale, own_scale)
             );
         }
@@ -344,10 +346,14 @@ pub(super) fn paper2_against_paper(outcomes: &[Outcome]) -> String {
     for (name, paper_name, paper) in PAPER2_PPL {
         let Some((ours, _)) = losses(name) else { continue };
         let Some(change) = against(name, "Q-K-V") else { continue };
-        family.difference(ours, "Q-K-V", &change);
+        let differs = family.difference(ours, "Q-K-V", &change);
+        // From the perplexities as printed; where the paper's text states another figure, both.
+        let stated =
+            PAPER2_STATED_CHANGES.iter().find(|(stated, _)| *stated == name).map(|(_, change)| format!(" (its text: {change:+.1}%)"));
         out += &format!(
-            "| {paper_name} | {:+.1}% | {ours} | {} | {} |\n",
+            "| {paper_name} | {:+.1}%{} | {ours} | {} | {}{differs} |\n",
             100.0 * (paper / PAPER2_STANDARD_PPL - 1.0),
+            stated.unwrap_or_default(),
             paired_cell(Some(&change)),
             match change.direction() {
                 Direction::Higher => "worse, as in the paper",
@@ -361,15 +367,16 @@ pub(super) fn paper2_against_paper(outcomes: &[Outcome]) -> String {
     let paper = |name: &str| paper2_ppl(name).unwrap_or(f64::NAN);
     for (cheaper, dearer) in [("Q-K=V", "Q=K-V"), ("Q=K-V", "Q=K=V")] {
         if let Some(gap) = against(cheaper, dearer) {
-            family.difference(cheaper, dearer, &gap);
+            let differs = family.difference(cheaper, dearer, &gap);
             out += &format!(
-                "\nPaper 2 orders {cheaper} below {dearer} ({:+.2}% in perplexity). Here {cheaper} against {dearer}: {gap}: {}.\n",
+                "\nPaper 2 orders {cheaper} below {dearer} ({:+.2}% in perplexity). Here {cheaper} against {dearer}: {gap}: {}{differs}.\n",
                 100.0 * (paper(cheaper) / paper(dearer) - 1.0),
                 verdict(&gap, Claim::Lower)
             );
         }
     }
-    out + "\nSmall models on characters for a few thousand steps are far from the paper's 300M models on 10B tokens: compare directions, not sizes.\n"
+    family.settle(&out)
+        + "\nSmall models on characters for a few thousand steps are far from the paper's 300M models on 10B tokens: compare directions, not sizes.\n"
         + &family.holm_section()
 }
 

@@ -6,7 +6,7 @@
 use qkv_model::AttentionVariant;
 
 use super::seeds::{LEARNED, Outcome};
-use super::stats::mean_std;
+use super::stats::{Unit, mean_std};
 
 /// How far, in points, a variant's accuracy must differ from the reference's, the same way in
 /// every seed, for the report to say they part ways. Accuracy is bounded (a variant at the
@@ -73,10 +73,12 @@ pub(super) fn trails(list: &[&Outcome], reference: &[&Outcome]) -> Option<Trail>
     if n < 2 {
         return None;
     }
-    // In points, as the accuracy table's Δ is computed.
-    let drops: Option<Vec<f64>> = pairs.iter().map(|(o, r)| Some(100.0 * (r.summary.accuracy? - o.summary.accuracy?))).collect();
-    if let Some(drops) = drops.filter(|d| d.iter().all(|&drop| drop >= PARTS_BY)) {
-        let listed: Vec<String> = drops.iter().map(|d| format!("-{d:.2} pt")).collect();
+    // In points, computed and printed as the accuracy table's changes are, so that a seed's
+    // change reads the same in both places.
+    let changes: Option<Vec<f64>> =
+        pairs.iter().map(|(o, r)| Some(Unit::Accuracy.change(o.summary.accuracy?, r.summary.accuracy?))).collect();
+    if let Some(changes) = changes.filter(|c| c.iter().all(|&change| -change >= PARTS_BY)) {
+        let listed: Vec<String> = changes.iter().map(|&change| Unit::Accuracy.amount(change)).collect();
         return Some(Trail::EndsLower(format!("ends lower in {n} of {n} seeds ({})", listed.join(", "))));
     }
     let learned = |o: &Outcome| o.steps_to_learn().unwrap_or(usize::MAX);

@@ -17,6 +17,18 @@ pub(super) fn mean_std(values: impl Iterator<Item = Option<f64>>) -> Option<(f64
     Some((mean, var.sqrt(), v.len()))
 }
 
+/// The median of `values` (sorted here): the middle one, or the mean of the two middle ones when
+/// there are an even number. None for none.
+pub(super) fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    match values.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(values[middle]),
+        _ => Some((values[middle - 1] + values[middle]) / 2.0),
+    }
+}
+
 /// "+2.06", two decimals with a sign; a change that rounds to zero is "+0.00", never "-0.00".
 pub(super) fn signed(value: f64) -> String {
     let rounded = (value * 100.0).round() / 100.0;
@@ -36,7 +48,7 @@ pub(super) enum Unit {
 }
 
 impl Unit {
-    fn change(self, value: f64, reference: f64) -> f64 {
+    pub(super) fn change(self, value: f64, reference: f64) -> f64 {
         match self {
             Unit::Loss => 100.0 * (value - reference) / reference,
             Unit::Perplexity => 100.0 * ((value - reference).exp() - 1.0),
@@ -254,24 +266,61 @@ pub(super) struct Family {
     tests: Vec<(String, String, f64)>,
 }
 
+/// Where a finding's test is named in the report's text, written right after the finding's
+/// verdict: [`Family::settle`] puts a note there when the test holds alone but not after Holm's
+/// correction, and nothing otherwise.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct HolmMark(Option<usize>);
+
+impl fmt::Display for HolmMark {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(test) => write!(f, "{}", Family::placeholder(test)),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Family {
     /// "`change` of run `compared` against run `reference` is not 0", by its two-sided t-test
     /// (nothing with one seed).
-    pub(super) fn difference(&mut self, compared: &str, reference: &str, change: &PairedChange) {
-        if let Some(p) = change.p_value() {
-            self.tests.push((Self::name(compared, reference), "differs from 0".into(), p));
-        }
+    pub(super) fn difference(&mut self, compared: &str, reference: &str, change: &PairedChange) -> HolmMark {
+        self.add(compared, reference, "differs from 0".into(), change.p_value())
     }
 
     /// "`change` lies within ±margin", by two one-sided tests (nothing with one seed).
-    pub(super) fn equivalence(&mut self, compared: &str, reference: &str, change: &PairedChange, margin: f64) {
-        if let Some(p) = change.equivalence_p(margin) {
-            let within = match change.unit {
-                Unit::Accuracy => format!("within ±{margin} pt"),
-                Unit::Loss | Unit::Perplexity => format!("within ±{margin}%"),
+    pub(super) fn equivalence(&mut self, compared: &str, reference: &str, change: &PairedChange, margin: f64) -> HolmMark {
+        let within = match change.unit {
+            Unit::Accuracy => format!("within ±{margin} pt"),
+            Unit::Loss | Unit::Perplexity => format!("within ±{margin}%"),
+        };
+        self.add(compared, reference, within, change.equivalence_p(margin))
+    }
+
+    fn add(&mut self, compared: &str, reference: &str, tested: String, p: Option<f64>) -> HolmMark {
+        let Some(p) = p else { return HolmMark(None) };
+        self.tests.push((Self::name(compared, reference), tested, p));
+        HolmMark(Some(self.tests.len() - 1))
+    }
+
+    fn placeholder(test: usize) -> String {
+        format!("\u{1}holm {test}\u{1}")
+    }
+
+    /// `text` with each [`HolmMark`] replaced: a finding whose test holds at 5% alone but not
+    /// once the report's tests are corrected together says so where it is stated.
+    pub(super) fn settle(&self, text: &str) -> String {
+        let adjusted = holm(&self.tests.iter().map(|(_, _, p)| *p).collect::<Vec<_>>());
+        let mut settled = text.to_string();
+        for (test, ((_, _, p), corrected)) in self.tests.iter().zip(adjusted).enumerate() {
+            let note = if *p < 0.05 && corrected >= 0.05 {
+                format!(" (but not after Holm's correction for the report's {} tests: corrected p = {corrected:.4})", self.tests.len())
+            } else {
+                String::new()
             };
-            self.tests.push((Self::name(compared, reference), within, p));
+            settled = settled.replace(&Self::placeholder(test), &note);
         }
+        settled
     }
 
     /// A comparison's name in the table, "A against B": scripts/recompute.py reads the two runs'
@@ -306,6 +355,13 @@ impl Family {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_median_of_an_even_count_is_between_the_middle_two() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&mut []), None);
+    }
 
     #[test]
     fn t_quantiles_match_the_tables() {
@@ -403,6 +459,26 @@ mod tests {
         assert!(row("clear").ends_with("| yes |") && row("unclear").ends_with("| no |"), "{section}");
         assert!(row("tight").contains("| within ±0.5% |") && row("tight").ends_with("| yes |"), "{section}");
         assert_eq!(Family::default().holm_section(), "");
+    }
+
+    #[test]
+    fn a_finding_that_fails_holm_says_so_where_it_is_stated() {
+        let reference = [(1, 2.0), (2, 2.0), (3, 2.0)];
+        let of = |changes: &[f64]| PairedChange::of(Unit::Loss, &changed_by(changes), &reference).unwrap();
+        let mut family = Family::default();
+        let clear = family.difference("clear", "reference", &of(&[2.0, 2.1, 1.9]));
+        // About p = 0.03 alone: it holds by its own interval, not once six tests are corrected.
+        let marginal = of(&[1.0, 0.7, 1.3]);
+        assert!(marginal.p_value().is_some_and(|p| p < 0.05));
+        let weak = family.difference("weak", "reference", &marginal);
+        let unclear = family.difference("unclear", "reference", &of(&[1.0, -0.5, 0.2]));
+        for noise in [[0.4, -0.6, 0.1], [-0.3, 0.5, -0.1], [0.2, 0.3, -0.6]] {
+            family.difference("noise", "reference", &of(&noise));
+        }
+        let text = family.settle(&format!("clear{clear}. weak{weak}. unclear{unclear}. one seed{}.", HolmMark(None)));
+        assert!(text.starts_with("clear. weak (but not after Holm's correction for the report's 6 tests: corrected p = "), "{text}");
+        assert!(text.ends_with(". unclear. one seed."), "a test that fails alone needs no note: {text}");
+        assert!(!text.contains('\u{1}'), "every mark replaced: {text}");
     }
 
     #[test]

@@ -77,13 +77,13 @@ pub(super) fn vision_against_paper(outcomes: &[Outcome], studies: &[Study]) -> S
     );
     for (name, list) in rows.iter().skip(1) {
         let Some(change) = PairedChange::of(Unit::Accuracy, &accuracies(list), &reference_accuracies) else { continue };
-        family.difference(name, reference_name, &change);
+        let differs = family.difference(name, reference_name, &change);
         if name == "Q-K=V" {
-            family.equivalence(name, reference_name, &change, ACCURACY_MARGIN);
-            out += &format!("Q-K=V against {reference_name} in held-out accuracy: {change}: {}.\n", competitive(&change));
+            let within = family.equivalence(name, reference_name, &change, ACCURACY_MARGIN);
+            out += &format!("Q-K=V against {reference_name} in held-out accuracy: {change}: {}{differs}{within}.\n", competitive(&change));
         }
     }
-    out + &family.holm_section()
+    family.settle(&out) + &family.holm_section()
 }
 
 /// Whether `change`, in points of accuracy, bears out "stays competitive".
