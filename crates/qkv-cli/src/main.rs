@@ -6,6 +6,7 @@ mod experiment;
 mod export;
 mod failure;
 mod import;
+mod inspect;
 mod interrupt;
 mod params;
 mod play;
@@ -45,6 +46,8 @@ enum Command {
     Resume(train::ResumeCommand),
     /// Generate text from a checkpoint.
     Sample(sample::SampleArgs),
+    /// Show a checkpoint's model: its shape, exact parameter and KV-cache counts, and its attention diagnostics.
+    Inspect(inspect::InspectArgs),
     /// Measure training and generation throughput per variant.
     Bench(bench::BenchArgs),
     /// Train a standard model, eliminate its W_Q by a change of basis, compare logits and loss.
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Command::Compare(command) => train::run_compare(command, &invocation),
         Command::Resume(command) => train::run_resume(command, &invocation),
         Command::Sample(args) => sample::run(args),
+        Command::Inspect(args) => inspect::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Reparam(args) => reparam::run(args),
         Command::Export(args) => export::run(args),

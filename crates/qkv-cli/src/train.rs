@@ -60,6 +60,8 @@ pub struct TrainArgs {
     /// Dropout rate in [0, 1) [default: the preset's].
     #[arg(long)]
     pub dropout: Option<f64>,
+    #[command(flatten)]
+    pub shape: ShapeArgs,
     /// Compute backend: flex (CPU) or wgpu (GPU; lavapipe on a machine without one); cuda, rocm, metal and vulkan when
     /// qkv was built with that feature.
     #[arg(long, default_value = "flex")]
@@ -71,6 +73,26 @@ pub struct TrainArgs {
     pub out: PathBuf,
 }
 
+/// The model's shape, where it differs from the preset's: the app's "model" row, on the command
+/// line. A shape that cannot be (heads that do not divide the width) is refused before anything
+/// is allocated, with the fix.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ShapeArgs {
+    /// Transformer blocks [default: the preset's].
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// Attention heads per block [default: the preset's].
+    #[arg(long)]
+    pub heads: Option<usize>,
+    /// Width of the residual stream (n_embd); the MLP keeps the preset's ratio to it [default: the
+    /// preset's].
+    #[arg(long)]
+    pub width: Option<usize>,
+    /// Context length in tokens (block_size) [default: the preset's].
+    #[arg(long)]
+    pub context: Option<usize>,
+}
+
 impl TrainArgs {
     /// The experiment these flags describe: one run per variant, the flags shared by all.
     pub fn plan(&self, variants: &[AttentionVariant]) -> ExperimentPlan {
@@ -80,7 +102,14 @@ impl TrainArgs {
             preset: self.preset,
             data: self.data.clone(),
             tokenizer: self.tokenizer.clone(),
-            model: ModelOverrides { dropout: self.dropout, ..Default::default() },
+            model: ModelOverrides {
+                n_layer: self.shape.layers,
+                n_head: self.shape.heads,
+                n_embd: self.shape.width,
+                block_size: self.shape.context,
+                dropout: self.dropout,
+                ..Default::default()
+            },
             training: TrainingOverrides {
                 steps: self.steps,
                 batch_size: self.batch,

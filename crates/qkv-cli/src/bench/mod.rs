@@ -184,6 +184,7 @@ fn train_args(args: &BenchArgs) -> TrainArgs {
         kv_heads: None,
         seed: None,
         dropout: None,
+        shape: Default::default(),
         backend: args.backend,
         spread: args.spread.clone(),
         out: Default::default(),
