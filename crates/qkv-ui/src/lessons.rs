@@ -49,11 +49,12 @@ pub enum Moment {
 }
 
 impl Moment {
-    /// Has training reached the moment?
+    /// Has training reached the moment? (Any evaluation counts: a frame may bring several, and
+    /// the last of them may have dipped again.)
     pub fn reached(self, view: &SessionView) -> bool {
         match self {
             Moment::ReferenceAccuracy(share) => {
-                view.reference().and_then(|run| run.evals.last()).and_then(|eval| eval.accuracy).is_some_and(|accuracy| accuracy >= share)
+                view.reference().is_some_and(|run| run.evals.iter().any(|eval| eval.accuracy.is_some_and(|accuracy| accuracy >= share)))
             }
             Moment::Step(step) => view.is_loaded() && view.steps_done() >= step,
         }

@@ -20,7 +20,7 @@ use crate::files_panel::FilesPanel;
 use crate::frame_timer::FrameTimer;
 use crate::hidden::{Hidden, Part};
 use crate::images_panel::ImagesPanel;
-use crate::lessons::{LESSONS, Panel};
+use crate::lessons::{LESSONS, Moment, Panel};
 use crate::loss_panel::LossPanel;
 use crate::news::NewsPacing;
 use crate::params_panel::ParamsPanel;
@@ -389,6 +389,9 @@ impl Playground {
     /// What a key asks for ([`crate::shortcuts`]), as its button would do it.
     fn apply_shortcut(&mut self, shortcut: Shortcut) {
         match shortcut {
+            // A lesson's pause for discussion goes on at Space, also before the session has said
+            // it paused (then the view still says playing, and Space would pause again).
+            Shortcut::TrainOrPause if self.discussing() => self.train(),
             Shortcut::TrainOrPause if self.view.playing => self.pause(),
             Shortcut::TrainOrPause => self.train(),
             // As the Step button, which waits while training plays.
@@ -460,11 +463,14 @@ impl Playground {
 
     /// Pauses a playing lesson once, at its moment to discuss ([`crate::lessons::Pause`]), and
     /// says why; Space (or Train) goes on. The pause is sent when a frame sees the moment, so the
-    /// session trains on until it lands; where the lesson's steps all ended before a frame saw it
-    /// (a stalled frame, a small lesson on a fast machine), the moment is still shown.
+    /// session trains on until it lands. Where the lesson's steps all ended before a frame saw a
+    /// moment of accuracy (a stalled frame, a small lesson on a fast machine), the moment is still
+    /// shown: the maps to discuss are there. A moment at a step is not (its words are about the
+    /// steps after it).
     fn pause_for_discussion(&mut self) {
         let Some(pause) = self.lesson.and_then(|i| LESSONS[i].pause) else { return };
-        let trained = self.view.playing || self.view.finished;
+        let ended_past_it = self.view.finished && matches!(pause.when, Moment::ReferenceAccuracy(_));
+        let trained = self.view.playing || ended_past_it;
         if self.discussion != Discussion::Ahead || !trained || !pause.when.reached(&self.view) {
             return;
         }
