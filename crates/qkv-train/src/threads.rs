@@ -8,7 +8,7 @@
 //!
 //! The engine is async (a step, an evaluation, a generation, a checkpoint await their reads from
 //! the device, as the browser requires); the command line and the tests wait on it themselves.
-//! [`wait`] here is the one place the library itself blocks, for the work it sends to threads
+//! [`block_on`] here is the one place the library itself blocks, for the work it sends to threads
 //! of its own, where waiting pays (docs/performance.md, "Threads and cores"): on flex every read
 //! is ready at once, so a thread that waits loses nothing.
 
@@ -47,7 +47,8 @@ impl Pool {
 }
 
 /// Runs `work(item)` for every item, each on a thread of its own inside a rayon pool of
-/// `threads_each` threads; the results come back in the items' order.
+/// `threads_each` threads (where a pool cannot be built, on the calling thread); the results come
+/// back in the items' order.
 pub(crate) fn on_threads<T: Send, R: Send>(items: Vec<T>, threads_each: usize, work: impl Fn(T) -> R + Sync) -> Vec<R> {
     let tasks = items.len();
     // Taken out for the call, not borrowed: a caller that is itself a rayon worker may run other
@@ -99,7 +100,7 @@ pub(crate) fn on_a_worker<R: Send>(threads: usize, work: impl Fn() -> R + Sync) 
 /// next scope open inside it, so the tasks run side by side on the pools' own threads, which
 /// are kept between calls: starting a thread per task cost about 0.2 ms a training step more
 /// (docs/performance.md, "Threads and cores"). A panicking task panics here, after the others
-/// ended.
+/// ended; one without a pool, which runs on the calling thread, before the tasks after it start.
 fn hand_out<T: Send, R: Send>(pools: &[Option<&rayon::ThreadPool>], mut tasks: Vec<(T, &mut Option<R>)>, work: &(impl Fn(T) -> R + Sync)) {
     let Some((item, result)) = tasks.pop() else { return };
     match pools.get(tasks.len()).copied().flatten() {
@@ -107,8 +108,9 @@ fn hand_out<T: Send, R: Send>(pools: &[Option<&rayon::ThreadPool>], mut tasks: V
             scope.spawn(move |_| *result = Some(work(item)));
             hand_out(pools, tasks, work);
         }),
-        // No pool (the system gave no threads, as in the browser): the task runs here, before
-        // the others.
+        // No pool (the system gave no threads): the task runs on the calling thread, beside the
+        // tasks already handed to pools and before the rest. (The browser never gets here: with
+        // one thread there is nothing to fan out.)
         None => {
             *result = Some(work(item));
             hand_out(pools, tasks, work);
@@ -127,7 +129,7 @@ fn hand_out<T: Send, R: Send>(pools: &[Option<&rayon::ThreadPool>], mut tasks: V
 ///   ("Threads and cores");
 /// - a session's task on the desktop's thread of its own (`SessionTask::run_blocking`): the
 ///   window's thread never waits on it, and the task has nothing else to do.
-pub fn wait<F: std::future::Future>(future: F) -> F::Output {
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     pollster::block_on(future)
 }
 
