@@ -3,7 +3,8 @@
 # (Mesa's lavapipe, so that wgpu has a Vulkan adapter on a machine without a GPU).
 #
 # `--fast`: the common loop while working. Skips the long tiers (the browser end-to-end test, the
-# desktop smoke test and the desktop archive) and what only they need; CI runs the full command.
+# page served from a sub-path, the desktop smoke test and the desktop archive) and what only they
+# need; CI runs the full command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +37,8 @@ if [ -z "${QKV_SKIP_DESKTOP:-}" ]; then
 fi
 if [ -z "${QKV_SKIP_WEB:-}" ]; then
   command -v chromium > /dev/null || command -v chromium-browser > /dev/null || missing+=(chromium)
+  # The page served from a sub-path is checked with the deployed site's own script (Node).
+  command -v npm > /dev/null || missing+=(nodejs npm)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
@@ -142,5 +145,36 @@ if [ -z "${QKV_SKIP_DESKTOP:-}" ]; then
   bash scripts/package.sh desktop --from "${CARGO_TARGET_DIR:-target}/debug" --out "$archives"
   bash scripts/check-archive.sh "$archives"/qkv-lab-*.tar.gz
   rm -rf "$archives"
+fi
+# The page as a static server hosts it, from a sub-path (a project's GitHub Pages site, the web
+# archive unpacked anywhere): the tests' own build of it (the browser test above built the wasm;
+# the same wrapper keeps cargo from building it again), linked relatively as `package.sh web`
+# links the release page, then lesson 1 started by its link checked to train by the script the
+# Pages workflow runs on the deployed site.
+if [ -z "${QKV_SKIP_WEB:-}" ]; then
+  stage "the page from a sub-path of a static server, checked as the deployed site is"
+  site=$(mktemp -d)
+  RUSTC_WORKSPACE_WRAPPER=$driver CLIPPY_ARGS=$clippy_args trunk build --offline --public-url ./ --dist "$site/qkv-lab" > "$site/build.log" 2>&1 ||
+    { cat "$site/build.log" >&2; exit 1; }
+  node_dir="$HOME/.cache/qkv-lab/check-deployed"
+  if [ ! -d "$node_dir/node_modules/playwright-core" ]; then
+    mkdir -p "$node_dir"
+    npm install --silent --no-save --prefix "$node_dir" playwright-core@1.64.1
+  fi
+  # The script resolves playwright-core beside itself.
+  cp web/check-deployed.mjs "$node_dir/"
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  python3 -m http.server --bind 127.0.0.1 --directory "$site" "$port" > /dev/null 2>&1 &
+  server=$!
+  for _ in $(seq 50); do
+    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/qkv-lab/')" 2> /dev/null && break
+    sleep 0.2
+  done
+  chromium_bin=$(command -v chromium || command -v chromium-browser)
+  checked=0
+  node "$node_dir/check-deployed.mjs" "http://127.0.0.1:$port/qkv-lab/" "$chromium_bin" || checked=$?
+  kill "$server"
+  rm -rf "$site"
+  [ "$checked" = 0 ] || exit 1
 fi
 echo "== all tests passed in $(( $(date +%s) - start )) s"
