@@ -8,15 +8,15 @@ use clap::Args;
 use pollster::FutureExt as _;
 use serde::Serialize;
 
-use qkv_model::accounting::kv_cache_bytes_per_token;
 use qkv_model::diagnostics::diagnose;
-use qkv_model::{AttentionVariant, CacheDType, Component, GptConfig, ModelDiagnostics, ParamReport};
+use qkv_model::{CacheDType, GptConfig, ModelDiagnostics};
 use qkv_train::checkpoint::Checkpoint;
 use qkv_train::corpus::shakespeare;
 use qkv_train::dataset::Inputs;
 use qkv_train::tokenizer::Tokenizer;
 
 use crate::Failure;
+use crate::params::Counts;
 
 /// Tokens the diagnostics read at most: enough for the maps' figures, few enough to be quick.
 const DIAGNOSTIC_TOKENS: usize = 64;
@@ -46,16 +46,9 @@ struct Inspection {
     data: String,
     step: usize,
     steps: usize,
-    variant: AttentionVariant,
-    notation: &'static str,
-    kv_heads: usize,
-    total_params: usize,
-    embedding_params: usize,
-    non_embedding_params: usize,
-    attention_params: usize,
-    /// f32 keys and values per token of context, every layer.
-    kv_cache_bytes_per_token: usize,
-    components: Vec<Component>,
+    /// Exact counts as `qkv params` gives them, the KV cache in f32.
+    #[serde(flatten)]
+    counts: Counts,
     model: GptConfig,
     /// How many tokens the diagnostics read; 0 where there are none.
     diagnostic_tokens: usize,
@@ -67,7 +60,6 @@ pub fn run(args: &InspectArgs) -> Result<(), Failure> {
     let checkpoint = Checkpoint::read(&args.checkpoint)?;
     let header = &checkpoint.header;
     let (config, data, step, steps) = (header.spec.model.clone(), header.data.clone(), header.step, header.spec.training.steps);
-    let report = ParamReport::new(&config);
     let device = crate::compute::Backend::Flex.device().block_on()?;
     let tokens = if config.is_vision() { Vec::new() } else { diagnostic_tokens(header.tokenizer.as_ref(), args.text.as_deref(), &config)? };
     let model = checkpoint.into_model(&device)?;
@@ -82,15 +74,7 @@ pub fn run(args: &InspectArgs) -> Result<(), Failure> {
         data,
         step,
         steps,
-        variant: config.attention.variant,
-        notation: config.attention.variant.notation(),
-        kv_heads: config.kv_heads(),
-        total_params: report.total_params,
-        embedding_params: report.embedding_params,
-        non_embedding_params: report.non_embedding_params,
-        attention_params: report.attention_params,
-        kv_cache_bytes_per_token: kv_cache_bytes_per_token(&config, CacheDType::F32),
-        components: report.components,
+        counts: Counts::of(&config, CacheDType::F32),
         diagnostic_tokens: tokens.len(),
         diagnostics,
         model: config,
@@ -149,15 +133,15 @@ fn text_of(i: &Inspection) -> String {
         m.n_embd,
         m.block_size,
         m.vocab_size,
-        i.variant.name(),
-        i.notation,
-        i.kv_heads,
-        i.total_params,
-        i.embedding_params,
-        i.non_embedding_params,
-        i.attention_params,
-        i.kv_cache_bytes_per_token,
-        i.kv_cache_bytes_per_token * m.block_size,
+        i.counts.variant.name(),
+        i.counts.notation,
+        i.counts.kv_heads,
+        i.counts.total_params,
+        i.counts.embedding_params,
+        i.counts.non_embedding_params,
+        i.counts.attention_params,
+        i.counts.kv_cache_bytes_per_token,
+        i.counts.kv_cache_bytes_per_token * m.block_size,
         m.block_size,
     );
     let Some(diagnostics) = &i.diagnostics else {

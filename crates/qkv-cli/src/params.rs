@@ -33,32 +33,26 @@ pub struct ParamsArgs {
     json: bool,
 }
 
-/// One model's accounting; the field names are a stable interface for scripts.
+/// A model's exact counts, as `qkv params` and `qkv inspect` print them; the field names are a
+/// stable interface for scripts.
 #[derive(Debug, Serialize)]
-struct ParamsRow {
-    preset: String,
-    variant: AttentionVariant,
-    notation: &'static str,
-    kv_heads: usize,
-    total_params: usize,
-    embedding_params: usize,
-    non_embedding_params: usize,
-    attention_params: usize,
-    kv_cache_bytes_per_token: usize,
-    kv_cache_bytes: usize,
-    context: usize,
-    dtype: CacheDType,
-    components: Vec<Component>,
-    #[serde(skip)]
-    config: GptConfig,
+pub(crate) struct Counts {
+    pub(crate) variant: AttentionVariant,
+    pub(crate) notation: &'static str,
+    pub(crate) kv_heads: usize,
+    pub(crate) total_params: usize,
+    pub(crate) embedding_params: usize,
+    pub(crate) non_embedding_params: usize,
+    pub(crate) attention_params: usize,
+    /// Keys and values per token of context, every layer, in the cache's element type.
+    pub(crate) kv_cache_bytes_per_token: usize,
+    pub(crate) components: Vec<Component>,
 }
 
-impl ParamsRow {
-    fn new(preset: Preset, config: GptConfig, context: usize, dtype: CacheDType) -> Self {
-        let report = ParamReport::new(&config);
-        let per_token = kv_cache_bytes_per_token(&config, dtype);
+impl Counts {
+    pub(crate) fn of(config: &GptConfig, dtype: CacheDType) -> Self {
+        let report = ParamReport::new(config);
         Self {
-            preset: preset.name().to_string(),
             variant: config.attention.variant,
             notation: config.attention.variant.notation(),
             kv_heads: config.kv_heads(),
@@ -66,17 +60,40 @@ impl ParamsRow {
             embedding_params: report.embedding_params,
             non_embedding_params: report.non_embedding_params,
             attention_params: report.attention_params,
-            kv_cache_bytes_per_token: per_token,
-            kv_cache_bytes: per_token * context,
+            kv_cache_bytes_per_token: kv_cache_bytes_per_token(config, dtype),
+            components: report.components,
+        }
+    }
+}
+
+/// One model's accounting; the field names are a stable interface for scripts.
+#[derive(Debug, Serialize)]
+struct ParamsRow {
+    preset: String,
+    #[serde(flatten)]
+    counts: Counts,
+    kv_cache_bytes: usize,
+    context: usize,
+    dtype: CacheDType,
+    #[serde(skip)]
+    config: GptConfig,
+}
+
+impl ParamsRow {
+    fn new(preset: Preset, config: GptConfig, context: usize, dtype: CacheDType) -> Self {
+        let counts = Counts::of(&config, dtype);
+        Self {
+            preset: preset.name().to_string(),
+            kv_cache_bytes: counts.kv_cache_bytes_per_token * context,
+            counts,
             context,
             dtype,
-            components: report.components,
             config,
         }
     }
 
     fn params_of(&self, component: &str) -> Option<usize> {
-        self.components.iter().find(|c| c.name == component).map(|c| c.params)
+        self.counts.components.iter().find(|c| c.name == component).map(|c| c.params)
     }
 }
 
@@ -186,25 +203,25 @@ fn describe(config: &GptConfig) -> String {
 }
 
 fn single(row: &ParamsRow) -> String {
-    let mut out = format!("{} · {} ({})\n{}\n\n", row.preset, row.variant, row.notation, describe(&row.config));
+    let mut out = format!("{} · {} ({})\n{}\n\n", row.preset, row.counts.variant, row.counts.notation, describe(&row.config));
     out += &format!("{:<20} {:>14} {:>16} {:>10}\n", "component", "per layer", "params", "M");
-    for c in &row.components {
+    for c in &row.counts.components {
         let per_layer = c.per_layer.map(grouped).unwrap_or_default();
         out += &format!("{:<20} {:>14} {:>16} {:>10}\n", c.name, per_layer, grouped(c.params), millions(c.params));
     }
     out += &format!("{}\n", "-".repeat(63));
     for (name, n) in [
-        ("total", row.total_params),
-        ("  embedding", row.embedding_params),
-        ("  non-embedding", row.non_embedding_params),
-        ("  attention", row.attention_params),
+        ("total", row.counts.total_params),
+        ("  embedding", row.counts.embedding_params),
+        ("  non-embedding", row.counts.non_embedding_params),
+        ("  attention", row.counts.attention_params),
     ] {
         out += &format!("{:<20} {:>14} {:>16} {:>10}\n", name, "", grouped(n), millions(n));
     }
     out += &format!(
         "\nKV cache ({}): {} per token, {} at context {}\n",
         row.dtype,
-        bytes(row.kv_cache_bytes_per_token),
+        bytes(row.counts.kv_cache_bytes_per_token),
         bytes(row.kv_cache_bytes),
         row.context
     );
@@ -212,10 +229,10 @@ fn single(row: &ParamsRow) -> String {
 }
 
 fn side_by_side(rows: &[ParamsRow]) -> String {
-    let standard = rows.iter().find(|r| r.variant == AttentionVariant::Standard).unwrap_or(&rows[0]);
+    let standard = rows.iter().find(|r| r.counts.variant == AttentionVariant::Standard).unwrap_or(&rows[0]);
     let mut names: Vec<&str> = Vec::new();
     for row in rows {
-        for c in &row.components {
+        for c in &row.counts.components {
             if !names.contains(&c.name.as_str()) {
                 names.push(&c.name);
             }
@@ -230,20 +247,20 @@ fn side_by_side(rows: &[ParamsRow]) -> String {
         }
         s + "\n"
     };
-    let (unit, count) = count_format(rows.iter().map(|r| r.total_params).max().unwrap_or(0));
+    let (unit, count) = count_format(rows.iter().map(|r| r.counts.total_params).max().unwrap_or(0));
     let mut out = format!("{} — {}\n{unit}\n\n", rows[0].preset, describe(&standard.config));
-    out += &line("", rows.iter().map(|r| r.variant.name().to_string()).collect());
-    out += &line("", rows.iter().map(|r| r.notation.to_string()).collect());
+    out += &line("", rows.iter().map(|r| r.counts.variant.name().to_string()).collect());
+    out += &line("", rows.iter().map(|r| r.counts.notation.to_string()).collect());
     for name in names {
         out += &line(name, rows.iter().map(|r| r.params_of(name).map_or("-".into(), count)).collect());
     }
     out += &format!("{}\n", "-".repeat(22 + width * rows.len()));
-    out += &line("total", rows.iter().map(|r| count(r.total_params)).collect());
-    out += &line("non-embedding", rows.iter().map(|r| count(r.non_embedding_params)).collect());
-    out += &line("attention", rows.iter().map(|r| count(r.attention_params)).collect());
-    out += &line("Δ total vs standard", rows.iter().map(|r| percent_change(r.total_params, standard.total_params)).collect());
-    out += &line("Δ attention", rows.iter().map(|r| percent_change(r.attention_params, standard.attention_params)).collect());
-    out += &line(&format!("KV/token ({})", rows[0].dtype), rows.iter().map(|r| bytes(r.kv_cache_bytes_per_token)).collect());
+    out += &line("total", rows.iter().map(|r| count(r.counts.total_params)).collect());
+    out += &line("non-embedding", rows.iter().map(|r| count(r.counts.non_embedding_params)).collect());
+    out += &line("attention", rows.iter().map(|r| count(r.counts.attention_params)).collect());
+    out += &line("Δ total vs standard", rows.iter().map(|r| percent_change(r.counts.total_params, standard.counts.total_params)).collect());
+    out += &line("Δ attention", rows.iter().map(|r| percent_change(r.counts.attention_params, standard.counts.attention_params)).collect());
+    out += &line(&format!("KV/token ({})", rows[0].dtype), rows.iter().map(|r| bytes(r.counts.kv_cache_bytes_per_token)).collect());
     out += &line(&format!("KV @ {}", rows[0].context), rows.iter().map(|r| bytes(r.kv_cache_bytes)).collect());
     out += &line("Δ KV cache", rows.iter().map(|r| percent_change(r.kv_cache_bytes, standard.kv_cache_bytes)).collect());
     out

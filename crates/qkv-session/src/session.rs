@@ -1,7 +1,7 @@
 //! The session: one experiment at most, driven by [`Command`]s and answered with [`Message`]s.
 
-use burn::tensor::activation::softmax;
 use burn::tensor::Device;
+use burn::tensor::activation::softmax;
 use web_time::Instant;
 
 use qkv_model::Norm;
