@@ -110,34 +110,30 @@ fn cycles_in(src: &Path) -> Vec<Vec<ModulePath>> {
         .iter()
         .map(|(module, file)| (module, without_test_modules(&tokenize(&std::fs::read_to_string(file).expect("a source file is UTF-8")))))
         .collect();
-    // What each module's `use`s bind, as absolute paths: all of them for the module's own paths,
-    // the public ones for paths that reach the module from elsewhere.
-    let mut aliases: BTreeMap<&ModulePath, BTreeMap<String, ModulePath>> = BTreeMap::new();
-    let mut reexports: BTreeMap<&ModulePath, BTreeMap<String, ModulePath>> = BTreeMap::new();
+    // What each module's `use`s bind, as absolute paths: all of them serve the module's own paths
+    // (and its submodules'), the public ones paths that reach the module from elsewhere.
+    let mut bound: BTreeMap<&ModulePath, BTreeMap<String, Bound>> = BTreeMap::new();
     for (module, tokens) in &tokens {
         for binding in bindings(tokens) {
             let ours = matches!(binding.path[0].as_str(), "crate" | "super" | "self")
                 || modules.contains_key(&[module.as_slice(), &binding.path[..1]].concat());
-            let Some(absolute) = resolve(module, &binding.path).filter(|_| ours) else { continue };
-            if binding.public {
-                reexports.entry(module).or_default().insert(binding.name.clone(), absolute.clone());
-            }
-            aliases.entry(module).or_default().insert(binding.name, absolute);
+            let Some(path) = resolve(module, &binding.path).filter(|_| ours) else { continue };
+            bound.entry(module).or_default().insert(binding.name, Bound { path, public: binding.public });
         }
     }
     let mut imports: BTreeMap<ModulePath, BTreeSet<ModulePath>> = BTreeMap::new();
     for (module, tokens) in &tokens {
-        let no_aliases = BTreeMap::new();
-        let own = aliases.get(module).unwrap_or(&no_aliases);
+        let nothing = BTreeMap::new();
+        let own = bound.get(module).unwrap_or(&nothing);
         for path in named_paths(tokens, own) {
             let absolute = match own.get(&path[0]) {
-                Some(alias) if !matches!(path[0].as_str(), "crate" | "super" | "self") => [alias.as_slice(), &path[1..]].concat(),
+                Some(alias) if !matches!(path[0].as_str(), "crate" | "super" | "self") => [alias.path.as_slice(), &path[1..]].concat(),
                 _ => match resolve(module, &path) {
                     Some(absolute) => absolute,
                     None => continue,
                 },
             };
-            if let Some(target) = file_of(absolute, module, &modules, &aliases, &reexports)
+            if let Some(target) = file_of(absolute, module, &modules, &bound)
                 && !target.starts_with(module)
             {
                 imports.entry((*module).clone()).or_default().insert(target);
@@ -156,15 +152,14 @@ fn file_of(
     mut absolute: ModulePath,
     from: &ModulePath,
     modules: &BTreeMap<ModulePath, PathBuf>,
-    aliases: &BTreeMap<&ModulePath, BTreeMap<String, ModulePath>>,
-    reexports: &BTreeMap<&ModulePath, BTreeMap<String, ModulePath>>,
+    bound: &BTreeMap<&ModulePath, BTreeMap<String, Bound>>,
 ) -> Option<ModulePath> {
     let mut file = None;
     // A bound on the hops, for re-exports that lead around in a circle: the last file reached.
     for _ in 0..16 {
         let here = (0..=absolute.len()).rev().map(|n| absolute[..n].to_vec()).find(|prefix| modules.contains_key(prefix))?;
-        let bound = if from.starts_with(&here) { aliases } else { reexports };
-        let onward = absolute.get(here.len()).and_then(|name| bound.get(&here)?.get(name)).cloned();
+        let seen = |binding: &&Bound| binding.public || from.starts_with(&here);
+        let onward = absolute.get(here.len()).and_then(|name| bound.get(&here)?.get(name)).filter(seen).map(|b| b.path.clone());
         file = Some(here.clone());
         let Some(onward) = onward else { break };
         absolute = [onward.as_slice(), &absolute[here.len() + 1..]].concat();
@@ -360,7 +355,7 @@ fn test_module_body(tokens: &[Token], mut i: usize) -> Option<usize> {
 
 /// Every path starting with `crate`, `super`, `self` or a name in `aliases`, use groups expanded:
 /// `crate::{a::b, c}` gives `crate::a::b` and `crate::c`.
-fn named_paths(tokens: &[Token], aliases: &BTreeMap<String, ModulePath>) -> Vec<Vec<String>> {
+fn named_paths(tokens: &[Token], aliases: &BTreeMap<String, Bound>) -> Vec<Vec<String>> {
     let mut paths = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
         let Token::Ident(word) = token else { continue };
@@ -372,6 +367,13 @@ fn named_paths(tokens: &[Token], aliases: &BTreeMap<String, ModulePath>) -> Vec<
         }
     }
     paths
+}
+
+/// What a name a module's `use` binds stands for: an absolute path, and whether other modules
+/// than the module's own submodules see it (`pub use`).
+struct Bound {
+    path: ModulePath,
+    public: bool,
 }
 
 /// A name a `use` binds in its module, and the path it stands for, as written.

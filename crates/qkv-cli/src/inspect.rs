@@ -17,12 +17,10 @@ use qkv_train::tokenizer::Tokenizer;
 
 use crate::Failure;
 use crate::params::Counts;
+use crate::sample::{DIGITS, digit_tokens};
 
 /// Tokens the diagnostics read at most: enough for the maps' figures, few enough to be quick.
 const DIAGNOSTIC_TOKENS: usize = 64;
-
-/// What a synthetic-task model reads when no `--text` is given: a list of digits.
-const DIGITS: &str = "3141592653589793";
 
 #[derive(Args, Debug)]
 pub struct InspectArgs {
@@ -99,11 +97,8 @@ fn diagnostic_tokens(tokenizer: Option<&Tokenizer>, text: Option<&str>, config: 
             })?
         }
         // A synthetic-task model: its tokens are the digits.
-        None => text
-            .unwrap_or(DIGITS)
-            .chars()
-            .map(|c| c.to_digit(10).ok_or_else(|| crate::usage(format!("a synthetic-task model reads digits only; '{c}' is not a digit"))))
-            .collect::<Result<_, _>>()?,
+        None => digit_tokens(text.unwrap_or(DIGITS))
+            .map_err(|c| crate::usage(format!("a synthetic-task model reads digits only; '{c}' is not a digit")))?,
     };
     let tokens: Vec<u32> = tokens.into_iter().take(config.block_size.min(DIAGNOSTIC_TOKENS)).collect();
     if tokens.is_empty() {

@@ -36,6 +36,15 @@ pub struct SampleArgs {
     backend: Backend,
 }
 
+/// What a synthetic-task model reads when given no prompt: a list of digits (π's).
+pub(crate) const DIGITS: &str = "3141592653589793";
+
+/// A synthetic-task model's tokens for `text`, which are its digits; the first character that is
+/// not one, where there is one.
+pub(crate) fn digit_tokens(text: &str) -> Result<Vec<u32>, char> {
+    text.chars().map(|c| c.to_digit(10).ok_or(c)).collect()
+}
+
 pub fn run(args: &SampleArgs) -> Result<(), Failure> {
     if !(args.temperature.is_finite() && args.temperature >= 0.0) {
         return Err(crate::usage(format!("--temperature {} must be ≥ 0", args.temperature)));
@@ -66,11 +75,8 @@ pub fn run(args: &SampleArgs) -> Result<(), Failure> {
         }
         None => {
             // A synthetic-task model: digits in, the model's answer out.
-            let prompt = args.prompt.clone().unwrap_or_else(|| "3141592653589793".into());
-            let ids: Vec<u32> = prompt
-                .chars()
-                .map(|c| c.to_digit(10).ok_or_else(|| format!("a synthetic-task prompt is digits only; '{c}' is not a digit")))
-                .collect::<Result<_, _>>()?;
+            let prompt = args.prompt.clone().unwrap_or_else(|| DIGITS.into());
+            let ids = digit_tokens(&prompt).map_err(|c| format!("a synthetic-task prompt is digits only; '{c}' is not a digit"))?;
             let answer = answer_list(&model, &ids).block_on()?;
             let answer: String = answer.iter().map(|&t| if t == SEP { '|' } else { char::from(b'0' + t as u8) }).collect();
             println!("{prompt} → {answer}");
