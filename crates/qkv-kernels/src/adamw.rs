@@ -108,9 +108,9 @@ pub(crate) fn composed<const D: usize>(
 /// they come. On flex the sums are made on the host in f64, and the total becomes a tensor once:
 /// a [1] tensor and an add per gradient cost more than summing a small gradient (the small
 /// model's norm took 0.33 ms a step that way: docs/performance.md, "Threads and cores"). On a
-/// cubecl GPU each tensor's sum is one kernel launch into one buffer of partial sums, added up
-/// once at the end (three composed launches per tensor before). Elsewhere they are tensor ops.
-/// Nothing is read back.
+/// cubecl GPU five tensors' sums are one kernel launch into one buffer of workgroup partial
+/// sums, added up once at the end (three composed launches per tensor before). Elsewhere they
+/// are tensor ops. Nothing is read back.
 #[derive(Default)]
 pub struct SumOfSquares {
     /// The flex tensors' sum; `None` until one is added, so that a GPU's total needs no upload.
@@ -145,15 +145,11 @@ impl SumOfSquares {
     /// The total, as a [1] tensor on `device` (the gradients' device, without autodiff), or on
     /// the device of the tensors summed there.
     pub fn total(mut self, device: &Device) -> Tensor<1> {
-        if let Some(first) = self.on_cube.first() {
-            let count = |x: &burn_cubecl::tensor::CubeTensor| cube::adamw::partial_sums(x.meta.shape().num_elements());
-            let partials = cube::adamw::partials_buffer(first, self.on_cube.iter().map(count).sum());
-            let mut offset = 0;
-            for group in self.on_cube.chunks(cube::adamw::TENSORS_PER_LAUNCH) {
-                cube::adamw::sum_of_squares_into(group, &partials, offset);
-                offset += group.iter().map(count).sum::<usize>();
-            }
-            let sum = from_cube::<1>(partials).sum();
+        if !self.on_cube.is_empty() {
+            // The kernels end in the norm (`Self::norm`); squared here for a total that mixes
+            // devices, which training never asks for.
+            let (norm, _) = cube::adamw::Squares::of(&std::mem::take(&mut self.on_cube)).norm(None);
+            let sum = from_cube::<1>(norm).powi_scalar(2);
             self.on_device = Some(match self.on_device.take() {
                 Some(other) => other + sum,
                 None => sum,
@@ -168,6 +164,19 @@ impl SumOfSquares {
                 on_device + host_tensor(on_host, &device)
             }
         }
+    }
+
+    /// The global norm √Σx², and with `max_norm` the clipping factor max_norm / max(norm,
+    /// max_norm) (1 within bounds), as [1] tensors like [`Self::total`]'s. On a cubecl GPU the
+    /// partial sums' finish, the square root and the factor are one launch (five composed).
+    pub fn norm(self, device: &Device, max_norm: Option<f64>) -> (Tensor<1>, Option<Tensor<1>>) {
+        if !self.on_cube.is_empty() && self.on_host.is_none() && self.on_device.is_none() {
+            let (norm, scale) = cube::adamw::Squares::of(&self.on_cube).norm(max_norm.map(|m| m as f32));
+            return (from_cube(norm), scale.map(from_cube));
+        }
+        let norm = self.total(device).sqrt();
+        let scale = max_norm.map(|max_norm| norm.clone().clamp_min(max_norm).recip() * max_norm);
+        (norm, scale)
     }
 }
 

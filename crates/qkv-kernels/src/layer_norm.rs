@@ -280,12 +280,16 @@ mod tests {
 
     #[test]
     fn fused_layer_norm_matches_burns_forward_and_backward() {
-        // flex's kernels to flex's composed ops, and CubeCL's to Burn's on wgpu (lavapipe).
+        // flex's kernels to flex's composed ops, and CubeCL's to Burn's on wgpu (lavapipe). 150
+        // rows: three of the GPU backward's blocks of 64, the last one short; 300 channels: more
+        // than a workgroup's units, so a unit takes two.
         let cases = flex_and_wgpu(1.0, 5.0);
-        for ((device, loose), (with_beta, channels)) in cases.iter().flat_map(|c| [(false, 12), (true, 20), (true, 3)].map(|s| (c, s))) {
+        for ((device, loose), (with_beta, channels)) in
+            cases.iter().flat_map(|c| [(false, 12), (true, 20), (true, 3), (true, 300)].map(|s| (c, s)))
+        {
             let device = device.clone();
             let run = |fused: bool| {
-                let x = input([2, 37, channels], 1, &device);
+                let x = input([3, 50, channels], 1, &device);
                 let gamma = input([channels], 2, &device);
                 let beta = input([channels], 3, &device);
                 let beta_used = with_beta.then(|| beta.clone());
@@ -296,7 +300,7 @@ mod tests {
                 } else {
                     burn::tensor::module::layer_norm(xs, gamma.clone(), beta_used, 1e-5)
                 };
-                let weights = input([2, 37, channels], 4, &device);
+                let weights = input([3, 50, channels], 4, &device);
                 let grads = (y.clone() * weights).sum().backward();
                 (values(y), [x.grad(&grads).map(values), gamma.grad(&grads).map(values), beta.grad(&grads).map(values)])
             };

@@ -93,9 +93,8 @@ impl Optimiser {
     /// the updated model and the gradient norm before clipping (a [1] tensor, not read back, so
     /// that no step waits on the device).
     pub fn step(&mut self, model: Model, grads: GradientsParams, lr: f64) -> (Model, Tensor<1>) {
-        let norm = global_norm(&model, &grads);
         // scale = max_norm / max(norm, max_norm): 1 when the norm is within bounds.
-        let scale = self.grad_clip.map(|max_norm| norm.clone().clamp_min(max_norm).recip() * max_norm);
+        let (norm, scale) = global_norm(&model, &grads, self.grad_clip);
         let mut update = Update { adamw: self.adamw, moments: &mut self.moments, grads, scale, lr };
         (model.map(&mut update), norm)
     }
@@ -218,8 +217,9 @@ fn is_decayed(dims: &[usize], min_rank: usize) -> bool {
     dims.len() >= min_rank && dims.iter().all(|&d| d > 1)
 }
 
-/// √(Σ‖g‖²) over every parameter's gradient, as a [1] tensor.
-pub fn global_norm(model: &Model, grads: &GradientsParams) -> Tensor<1> {
+/// √(Σ‖g‖²) over every parameter's gradient, as a [1] tensor, and with `max_norm` the clipping
+/// factor max_norm / max(norm, max_norm), another.
+pub fn global_norm(model: &Model, grads: &GradientsParams, max_norm: Option<f64>) -> (Tensor<1>, Option<Tensor<1>>) {
     struct Squares<'a> {
         grads: &'a GradientsParams,
         sum: SumOfSquares,
@@ -234,7 +234,7 @@ pub fn global_norm(model: &Model, grads: &GradientsParams) -> Tensor<1> {
     let mut visitor = Squares { grads, sum: SumOfSquares::default() };
     model.visit(&mut visitor);
     let device = model.devices().first().cloned().unwrap_or_default();
-    visitor.sum.total(&device.without_autodiff()).sqrt()
+    visitor.sum.norm(&device.without_autodiff(), max_norm)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! AdamW's update of one parameter as one kernel launch, and a gradient's Σx² as one more: Burn's
-//! composed AdamW is about 16 launches per parameter and the clipping norm 3, which made the
-//! optimiser most of a small model's GPU step.
+//! AdamW's update of one parameter as one kernel launch; the gradients' Σx² as one launch per
+//! five tensors, and the global norm with its clipping factor as one more. Burn's composed AdamW
+//! is about 16 launches per parameter and the clipping norm 3 per tensor and 5 to finish, which
+//! made the optimiser most of a small model's GPU step.
 //!
 //! The arithmetic is the flex kernel's (`crate::adamw`), in the same order. The parameter and its
 //! moments are updated in place (their buffers are the step's only copies; a shared one is copied
@@ -11,6 +12,7 @@ use burn_cubecl::ops::numeric::zeros_client;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
+use super::block_sum::{strided_sum, workgroup_sum, workgroup_units};
 use super::{contiguous, empty, units, writable};
 use crate::adamw_step::AdamWStep;
 
@@ -93,8 +95,8 @@ pub(crate) fn update(
     (param, moment_1, moment_2)
 }
 
-/// Values each unit of the Σx² kernel adds up: a tensor of n values writes n / VALUES_PER_UNIT
-/// partial sums, which one composed sum then adds up for all tensors at once.
+/// Values each unit of the Σx² kernel adds up. A parameter's count does not depend on the
+/// batch, so neither does this loop.
 const VALUES_PER_UNIT: usize = 64;
 
 /// Tensors one Σx² launch reads: five, and the partial sums make six bindings (WebGPU allows
@@ -116,8 +118,9 @@ fn strided_squares(x: &Tensor<f32>, start: usize, step: usize) -> f32 {
 
 /// The units are laid end to end over up to five tensors, `ends[t]` past tensor t's last: unit u
 /// of tensor t's `units` adds up the squares of its values u, u + units, u + 2·units, …
-/// (neighbouring units read neighbouring values) and writes the sum to `partials[offset + u']`,
-/// u' its place among all the units. A slot without a tensor has no units.
+/// (neighbouring units read neighbouring values). Each workgroup adds its units' sums up and
+/// writes the total to `partials[offset + workgroup]`. A slot without a tensor has no units, and
+/// units past the last add 0 (every unit takes part in the workgroup's sum).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn sum_of_squares_kernel(
@@ -133,68 +136,133 @@ fn sum_of_squares_kernel(
     end2: u32,
     end3: u32,
     end4: u32,
+    #[comptime] units: usize,
 ) {
     let unit = ABSOLUTE_POS;
     let (end0, end1, end2, end3, end4) = (end0 as usize, end1 as usize, end2 as usize, end3 as usize, end4 as usize);
-    if unit >= end4 {
-        terminate!();
-    }
-    let at = offset as usize + unit;
+    let mut sum = 0.0f32;
     if unit < end0 {
-        partials[at] = strided_squares(x0, unit, end0);
+        sum = strided_squares(x0, unit, end0);
     } else if unit < end1 {
-        partials[at] = strided_squares(x1, unit - end0, end1 - end0);
+        sum = strided_squares(x1, unit - end0, end1 - end0);
     } else if unit < end2 {
-        partials[at] = strided_squares(x2, unit - end1, end2 - end1);
+        sum = strided_squares(x2, unit - end1, end2 - end1);
     } else if unit < end3 {
-        partials[at] = strided_squares(x3, unit - end2, end3 - end2);
-    } else {
-        partials[at] = strided_squares(x4, unit - end3, end4 - end3);
+        sum = strided_squares(x3, unit - end2, end3 - end2);
+    } else if unit < end4 {
+        sum = strided_squares(x4, unit - end3, end4 - end3);
+    }
+    let mut shared = Shared::<[f32]>::new_slice(2 * units);
+    let (total, _) = workgroup_sum(&mut shared, sum, 0.0);
+    if UNIT_POS == 0 {
+        partials[offset as usize + CUBE_POS] = total;
     }
 }
 
-/// How many partial sums [`sum_of_squares_into`] writes for a tensor of `n` values.
-pub(crate) fn partial_sums(n: usize) -> usize {
+/// `norm[0]` = √(Σ partials), and, when clipping, `scale[0]` = max_norm / max(norm, max_norm)
+/// (1 within bounds): the end of the gradient norm and the clipping factor in one workgroup.
+#[cube(launch)]
+fn norm_and_clip_kernel(
+    partials: &Tensor<f32>,
+    norm: &mut Tensor<f32>,
+    scale: &mut Tensor<f32>,
+    max_norm: f32,
+    #[comptime] clip: bool,
+    #[comptime] units: usize,
+) {
+    let mut shared = Shared::<[f32]>::new_slice(2 * units);
+    let (total, _) = workgroup_sum(&mut shared, strided_sum(partials, 0, partials.len()), 0.0);
+    if UNIT_POS == 0 {
+        let value = total.sqrt();
+        norm[0] = value;
+        if clip {
+            let mut bound = value;
+            if max_norm > value {
+                bound = max_norm;
+            }
+            scale[0] = max_norm / bound;
+        }
+    }
+}
+
+/// Units a Σx² launch lays over a tensor of `n` values.
+fn units_over(n: usize) -> usize {
     n.div_ceil(VALUES_PER_UNIT)
 }
 
-/// A buffer for `count` partial sums, on `like`'s device.
-pub(crate) fn partials_buffer(like: &CubeTensor, count: usize) -> CubeTensor {
-    empty(like, [count])
+/// The partial sums of Σx² over tensors of `sizes` values, [`TENSORS_PER_LAUNCH`] a launch in
+/// order, and the launches' workgroups: one partial sum each. Every unit of a launch adds up
+/// at most [`VALUES_PER_UNIT`] values; the finish adds up ⌈partials / units⌉ a unit.
+pub(crate) struct Squares {
+    partials: CubeTensor,
+    units: usize,
 }
 
-/// Writes the Σx² of each of `xs` (at most [`TENSORS_PER_LAUNCH`]) in [`partial_sums`] parts to
-/// `partials[offset..]`, one tensor's after the other's: one launch.
-pub(crate) fn sum_of_squares_into(xs: &[CubeTensor], partials: &CubeTensor, offset: usize) {
-    assert!(!xs.is_empty() && xs.len() <= TENSORS_PER_LAUNCH, "Σx² of {} tensors in one launch", xs.len());
-    let xs: Vec<CubeTensor> = xs.iter().cloned().map(contiguous).collect();
-    let mut ends = [0u32; TENSORS_PER_LAUNCH];
-    let mut end = 0;
-    for (slot, at) in ends.iter_mut().enumerate() {
-        end += xs.get(slot).map_or(0, |x| partial_sums(x.meta.shape().num_elements()));
-        *at = end as u32;
+impl Squares {
+    /// Σx² of each of `xs`, in workgroup partial sums: ⌈xs / 5⌉ launches.
+    pub(crate) fn of(xs: &[CubeTensor]) -> Self {
+        let first = xs.first().expect("Σx² of no tensors");
+        let client = first.client.clone();
+        let units = workgroup_units(&client);
+        let launches: Vec<&[CubeTensor]> = xs.chunks(TENSORS_PER_LAUNCH).collect();
+        let cubes = |group: &[CubeTensor]| group.iter().map(|x| units_over(x.meta.shape().num_elements())).sum::<usize>().div_ceil(units);
+        let partials = empty(first, [launches.iter().map(|group| cubes(group)).sum::<usize>()]);
+        let mut offset = 0;
+        for group in launches {
+            let xs: Vec<CubeTensor> = group.iter().cloned().map(contiguous).collect();
+            let mut ends = [0u32; TENSORS_PER_LAUNCH];
+            let mut end = 0;
+            for (slot, at) in ends.iter_mut().enumerate() {
+                end += xs.get(slot).map_or(0, |x| units_over(x.meta.shape().num_elements()));
+                *at = end as u32;
+            }
+            // Slots without a tensor read none; the first fills them.
+            let arg = |slot: usize| xs.get(slot).unwrap_or(&xs[0]).clone().into_tensor_arg();
+            sum_of_squares_kernel::launch(
+                &client,
+                cubecl::CubeCount::new_1d(cubes(group) as u32),
+                cubecl::CubeDim::new_1d(units as u32),
+                arg(0),
+                arg(1),
+                arg(2),
+                arg(3),
+                arg(4),
+                partials.clone().into_tensor_arg(),
+                offset as u32,
+                ends[0],
+                ends[1],
+                ends[2],
+                ends[3],
+                ends[4],
+                units,
+            );
+            offset += cubes(group);
+        }
+        Self { partials, units }
     }
-    // Slots without a tensor read none; the first fills them.
-    let arg = |slot: usize| xs.get(slot).unwrap_or(&xs[0]).clone().into_tensor_arg();
-    let client = xs[0].client.clone();
-    let (cube_count, cube_dim) = units(&client, end);
-    sum_of_squares_kernel::launch(
-        &client,
-        cube_count,
-        cube_dim,
-        arg(0),
-        arg(1),
-        arg(2),
-        arg(3),
-        arg(4),
-        partials.clone().into_tensor_arg(),
-        offset as u32,
-        ends[0],
-        ends[1],
-        ends[2],
-        ends[3],
-        ends[4],
-    );
+
+    /// √Σx² as a [1] tensor, and with `max_norm` the clipping factor max_norm / max(norm,
+    /// max_norm), another [1] tensor: one launch.
+    pub(crate) fn norm(self, max_norm: Option<f32>) -> (CubeTensor, Option<CubeTensor>) {
+        let Self { partials, units } = self;
+        let norm = empty(&partials, [1]);
+        // Unwritten without clipping, but bound all the same: two writable bindings of one buffer
+        // would alias.
+        let scale = empty(&partials, [1]);
+        let client = partials.client.clone();
+        norm_and_clip_kernel::launch(
+            &client,
+            cubecl::CubeCount::new_1d(1),
+            cubecl::CubeDim::new_1d(units as u32),
+            partials.into_tensor_arg(),
+            norm.clone().into_tensor_arg(),
+            scale.clone().into_tensor_arg(),
+            max_norm.unwrap_or(0.0),
+            max_norm.is_some(),
+            units,
+        );
+        (norm, max_norm.map(|_| scale))
+    }
 }
 
 #[cfg(test)]
@@ -235,13 +303,23 @@ mod tests {
     fn sum_of_squares_on_wgpu_matches_the_cpu() {
         // More tensors than one launch takes, of sizes that do and do not fill a unit's share.
         let shapes: [&[usize]; 7] = [&[300, 601], &[77], &[4096], &[1], &[64, 3], &[5000], &[129]];
-        let on = |device: &Device| {
+        let squares = |device: &Device| {
             let mut sum = SumOfSquares::default();
             for (seed, shape) in shapes.iter().enumerate() {
                 sum.add(input([shape.iter().product::<usize>()], seed as u64, device));
             }
-            values(sum.total(device))
+            sum
         };
-        assert_close(&on(&gpu()), &on(&Device::flex()), 1e-5, "Σx² on wgpu");
+        assert_close(&values(squares(&gpu()).total(&gpu())), &values(squares(&Device::flex()).total(&Device::flex())), 1e-5, "Σx² on wgpu");
+        // The norm (about 300) with a bound above it, then below it (the factor is 1, then not).
+        for max_norm in [None, Some(1000.0), Some(1.0)] {
+            let (norm, scale) = squares(&gpu()).norm(&gpu(), max_norm);
+            let (flex_norm, flex_scale) = squares(&Device::flex()).norm(&Device::flex(), max_norm);
+            assert_close(&values(norm), &values(flex_norm), 1e-5, "the norm on wgpu");
+            assert_eq!(scale.is_some(), max_norm.is_some(), "a clipping factor exactly when clipping");
+            if let (Some(scale), Some(flex_scale)) = (scale, flex_scale) {
+                assert_close(&values(scale), &values(flex_scale), 1e-6, &format!("the factor for {max_norm:?}"));
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! Next-token cross-entropy on a cubecl GPU: one launch for every row's log Σ exp and weighted
-//! loss, one composed sum for the mean, one launch backward. Burn's composed log-softmax, gather
+//! Next-token cross-entropy on a cubecl GPU: one launch for every row's log Σ exp and each
+//! workgroup's share of the weighted mean, one to add the shares up (`block_sum`), one launch
+//! backward. Burn's composed log-softmax, gather
 //! and mean are about a dozen launches forward and as many backward. The arithmetic is the flex
 //! kernel's (`crate::cross_entropy`), one unit per row.
 
@@ -9,26 +10,28 @@ use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
+use super::block_sum::{self, workgroup_sum};
 use super::{contiguous, empty, units};
 
-/// Row i's log Σ exp(logits) into `log_norms[i]`, and `w_i·(log_norm − logits[target])` into
-/// `losses[i]`, with w_i `weights[i]` when masked, else `uniform`.
+/// Row i's log Σ exp(logits) into `log_norms[i]`, and the sum over the workgroup's rows of
+/// `w_i·(log_norm − logits[target])` into `partials[workgroup]`, with w_i `weights[i]` when
+/// masked, else `uniform`. One unit a row; every unit takes part in the workgroup's sum, so units
+/// past the last row add 0 rather than end.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn cross_entropy_kernel(
     logits: &Tensor<f32>,
     targets: &Tensor<i32>,
     weights: &Tensor<f32>,
-    losses: &mut Tensor<f32>,
+    partials: &mut Tensor<f32>,
     log_norms: &mut Tensor<f32>,
     uniform: f32,
     #[comptime] masked: bool,
+    #[comptime] units: usize,
 ) {
-    let row = ABSOLUTE_POS;
     let rows = targets.len();
-    if row >= rows {
-        terminate!();
-    }
+    let live = ABSOLUTE_POS < rows;
+    let row = select(live, ABSOLUTE_POS, 0);
     let vocab = logits.len() / rows;
     let start = row * vocab;
     let mut top = logits[start];
@@ -48,8 +51,16 @@ fn cross_entropy_kernel(
     if masked {
         weight = weights[row];
     }
-    log_norms[row] = log_norm;
-    losses[row] = weight * (log_norm - logits[start + target]);
+    let mut loss = 0.0f32;
+    if live {
+        log_norms[row] = log_norm;
+        loss = weight * (log_norm - logits[start + target]);
+    }
+    let mut shared = Shared::<[f32]>::new_slice(2 * units);
+    let (total, _) = workgroup_sum(&mut shared, loss, 0.0);
+    if UNIT_POS == 0 {
+        partials[CUBE_POS] = total;
+    }
 }
 
 /// d_logits[i, v] = g·w_i·(exp(logits[i, v] − log_norm_i) − [v = target_i]), g = `grad[0]`.
@@ -106,26 +117,28 @@ pub(crate) fn forward(logits: CubeTensor, targets: CubeTensor, mask: Option<Cube
     let rows = targets.meta.shape().num_elements();
     let weights = mask.map(|mask| {
         let mask = Cube::float_reshape(mask, [rows].into());
-        let total = Cube::float_sum(mask.clone());
+        let total = block_sum::sum_all(mask.clone());
         contiguous(Cube::float_div(mask, total))
     });
-    let (losses, log_norms) = (empty(&logits, [rows]), empty(&logits, [rows]));
     let client = logits.client.clone();
-    let (cube_count, cube_dim) = units(&client, rows);
+    let units = block_sum::workgroup_units(&client);
+    let cubes = rows.div_ceil(units);
+    let (partials, log_norms) = (empty(&logits, [cubes]), empty(&logits, [rows]));
     cross_entropy_kernel::launch(
         &client,
-        cube_count,
-        cube_dim,
+        cubecl::CubeCount::new_1d(cubes as u32),
+        cubecl::CubeDim::new_1d(units as u32),
         logits.clone().into_tensor_arg(),
         targets.clone().into_tensor_arg(),
         // Unread without a mask: any read-only buffer fills the slot.
         weights.clone().unwrap_or_else(|| logits.clone()).into_tensor_arg(),
-        losses.clone().into_tensor_arg(),
+        partials.clone().into_tensor_arg(),
         log_norms.clone().into_tensor_arg(),
         1.0 / rows as f32,
         weights.is_some(),
+        units,
     );
-    let loss = Cube::float_sum(losses);
+    let loss = block_sum::sum_runs(partials, cubes);
     (loss, Saved { logits, targets, weights, log_norms })
 }
 

@@ -1,0 +1,142 @@
+//! Sums over many values in two stages, so that no unit's loop grows with the batch. A kernel
+//! that produces the values adds up each workgroup's share in workgroup memory
+//! ([`workgroup_sum`]: a tree of log₂(units) steps) and writes one partial sum per workgroup;
+//! a finish adds up the partials, one workgroup per sum, each unit taking every `units`-th
+//! partial ([`strided_sum`]). A sum over the batch's rows then costs each unit a fixed number of
+//! values, whatever the batch: more rows add workgroups, not trips.
+//!
+//! Burn's full sums use atomics where the device has float atomics, and one unit for the whole
+//! tensor where it has not (every browser today); these need neither.
+
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::prelude::*;
+
+use super::{contiguous, empty};
+
+/// Units in a summing workgroup: 256 (WebGPU's guaranteed limit a workgroup), or the largest
+/// power of two the device allows where that is fewer. A power of two, for [`workgroup_sum`]'s
+/// tree.
+pub(crate) fn workgroup_units(client: &cubecl::client::Client) -> usize {
+    let cap = (client.properties().hardware.max_units_per_cube.max(1) as usize).min(256);
+    if cap.is_power_of_two() { cap } else { cap.next_power_of_two() / 2 }
+}
+
+/// The workgroup's units' `a` and `b`, each summed over the workgroup, returned to every unit.
+/// `shared` holds 2·CUBE_DIM values, CUBE_DIM a power of two. Every unit of the workgroup must
+/// call it (it waits for them all), so a kernel that calls it must not end units early.
+#[cube]
+pub(crate) fn workgroup_sum(shared: &mut Shared<[f32]>, a: f32, b: f32) -> (f32, f32) {
+    let unit = UNIT_POS as usize;
+    let units = CUBE_DIM as usize;
+    shared[unit] = a;
+    shared[units + unit] = b;
+    sync_cube();
+    let mut active = units / 2;
+    while active > 0 {
+        if unit < active {
+            let (other_a, other_b) = (shared[unit + active], shared[units + unit + active]);
+            shared[unit] += other_a;
+            shared[units + unit] += other_b;
+        }
+        sync_cube();
+        active /= 2;
+    }
+    let sums = (shared[0], shared[units]);
+    // No unit may write the next sum's values before every unit has read these.
+    sync_cube();
+    sums
+}
+
+/// Σ of `values[start + u]`, `values[start + u + units]`, … below `start + count`: this unit's
+/// share of a finish, u its place in the workgroup.
+#[cube]
+pub(crate) fn strided_sum(values: &Tensor<f32>, start: usize, count: usize) -> f32 {
+    let mut sum = 0.0f32;
+    let mut i = UNIT_POS as usize;
+    while i < count {
+        sum += values[start + i];
+        i += CUBE_DIM as usize;
+    }
+    sum
+}
+
+/// `sums[g]` = Σ `values[g·run .. (g + 1)·run]` (the last run may be shorter), one workgroup a
+/// run.
+#[cube(launch)]
+fn sum_runs_kernel(values: &Tensor<f32>, sums: &mut Tensor<f32>, run: u32, #[comptime] units: usize) {
+    let group = CUBE_POS;
+    let start = group * run as usize;
+    let left = values.len() - start;
+    let count = select(left < run as usize, left, run as usize);
+    let mut shared = Shared::<[f32]>::new_slice(2 * units);
+    let (sum, _) = workgroup_sum(&mut shared, strided_sum(values, start, count), 0.0);
+    if UNIT_POS == 0 {
+        sums[group] = sum;
+    }
+}
+
+/// The sums of `values`' runs of `run` values, in order (the last run may be shorter), as a
+/// tensor of one sum a run: one launch, each unit adding up ⌈run / units⌉ values.
+pub(crate) fn sum_runs(values: CubeTensor, run: usize) -> CubeTensor {
+    let values = contiguous(values);
+    let n = values.meta.shape().num_elements();
+    assert!(n > 0 && run > 0, "sums of runs of {run} over {n} values");
+    let groups = n.div_ceil(run);
+    let sums = empty(&values, [groups]);
+    let client = values.client.clone();
+    let units = workgroup_units(&client);
+    sum_runs_kernel::launch(
+        &client,
+        cubecl::CubeCount::new_1d(groups as u32),
+        cubecl::CubeDim::new_1d(units as u32),
+        values.into_tensor_arg(),
+        sums.clone().into_tensor_arg(),
+        run as u32,
+        units,
+    );
+    sums
+}
+
+/// Σ `values`, as a [1] tensor: one launch per workgroup's share, and one to finish where there
+/// is more than one share. Each unit adds up one value, then ⌈shares / units⌉ partial sums.
+pub(crate) fn sum_all(values: CubeTensor) -> CubeTensor {
+    let units = workgroup_units(&values.client);
+    let n = values.meta.shape().num_elements();
+    if n <= units {
+        return sum_runs(values, n);
+    }
+    let partials = sum_runs(values, units);
+    let shares = partials.meta.shape().num_elements();
+    sum_runs(partials, shares)
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::Tensor;
+
+    use crate::cube::{from_cube, to_cube};
+    use crate::tests::{assert_close, gpu, input, values};
+
+    #[test]
+    fn runs_sum_as_the_cpu_sums_them() {
+        // Runs shorter than a workgroup, of one workgroup, and of several, so every unit's loop
+        // runs zero, one and more times.
+        for (n, run) in [(15, 5), (512, 256), (3999, 1000), (7, 7)] {
+            let x: Tensor<1> = input([n], run as u64, &gpu());
+            let expected: Vec<f32> = values(x.clone()).chunks(run).map(|run| run.iter().sum()).collect();
+            let sums = values(from_cube::<1>(super::sum_runs(to_cube(x), run)));
+            assert_close(&sums, &expected, 1e-5, &format!("runs of {run} in {n}"));
+        }
+    }
+
+    #[test]
+    fn a_total_sums_as_the_cpu_sums_it() {
+        // Within one workgroup, just past it, and past a workgroup's worth of workgroups.
+        for n in [200, 257, 70_001] {
+            let x: Tensor<1> = input([n], 9, &gpu());
+            let expected = values(x.clone()).iter().map(|&v| f64::from(v)).sum::<f64>() as f32;
+            let sum = values(from_cube::<1>(super::sum_all(to_cube(x))));
+            assert_close(&sum, &[expected], 1e-5, &format!("Σ of {n}"));
+        }
+    }
+}
