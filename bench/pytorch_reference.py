@@ -8,7 +8,10 @@ through the final norm to a class head, `--mlp-hidden` wide MLPs), in two varian
 (W_Q, W_K, W_V) and `wq-identity` (no W_Q: head h's query is channels [h*d_k, (h+1)*d_k) of the
 block input, scale 1/(2*sqrt(d_k))). One training step is what QKV Lab's
 step is: forward, cross-entropy, backward, global-norm clipping to 1.0, AdamW (decay on matrices
-and embeddings only), and the loss read back to the host.
+and embeddings only), and the loss read back to the host: every step, or every K steps with
+`--read-back-every K` as `qkv bench --read-back-every K` does (each window of timed steps ends
+with one, so every step is finished within the time). `--adamw` picks PyTorch's update: one
+parameter at a time (QKV Lab's CPU path), `foreach` (PyTorch's default on CUDA) or `fused`.
 
 It prints one JSON object per variant on stdout, read by `bench/vs-pytorch.sh`. With
 `--count-ops` it times nothing and prints instead what one step asks of the device, counted with
@@ -21,6 +24,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import time
 
 import torch
@@ -170,7 +174,13 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--count-ops", action="store_true", help="count one step's ops instead of timing")
-    p.add_argument("--foreach", action="store_true", help="AdamW's multi-tensor update (default: per parameter, as QKV Lab's)")
+    p.add_argument(
+        "--adamw",
+        choices=["per-parameter", "foreach", "fused"],
+        default="per-parameter",
+        help="AdamW's update: per parameter (as QKV Lab's on the CPU), multi-tensor, or fused (CUDA)",
+    )
+    p.add_argument("--read-back-every", type=int, default=1, help="read the loss back every K steps (default 1)")
     args = p.parse_args()
 
     torch.manual_seed(1337)
@@ -208,17 +218,24 @@ def main():
             [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
             lr=1e-3,
             betas=(0.9, 0.99),
-            foreach=args.foreach,
+            foreach=args.adamw == "foreach",
+            fused=args.adamw == "fused",
         )
         runs.append((variant, model, opt))
 
-    def step(model, opt):
+    def step(model, opt, read_back=True):
         loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        return loss.item()
+        # `.item()` waits for the device, as QKV Lab's read-back does.
+        return loss.item() if read_back else loss
+
+    def window(model, opt):
+        """`args.steps` steps, reading the loss back every `--read-back-every` and after the last."""
+        for i in range(args.steps):
+            step(model, opt, read_back=(i + 1) % args.read_back_every == 0 or i + 1 == args.steps)
 
     for _, model, opt in runs:
         for _ in range(args.warmup):
@@ -234,18 +251,18 @@ def main():
     for _ in range(args.rounds):
         for variant, model, opt in runs:
             started = time.perf_counter()
-            for _ in range(args.steps):
-                step(model, opt)
+            window(model, opt)
             rates[variant].append(tokens / (time.perf_counter() - started))
     for variant, values in rates.items():
-        values.sort()
         print(
             json.dumps(
                 {
                     "variant": variant,
-                    "train_tokens_per_sec": values[len(values) // 2],
+                    "train_tokens_per_sec": statistics.median(values),
                     "torch": torch.__version__,
                     "threads": torch.get_num_threads(),
+                    "adamw": args.adamw,
+                    "read_back_every": args.read_back_every,
                 }
             )
         )

@@ -85,3 +85,25 @@ fn a_software_adapter_is_named_and_refused_where_a_gpu_is_required() {
         assert!(!refused.status.success() && stderr.contains("not a GPU") && stderr.contains("--allow-software"), "{stderr}");
     }
 }
+
+/// `--profile` times one more step kernel by kernel: the same kernels, launched as often as the
+/// counted step's, the longest first.
+#[test]
+fn a_profiled_step_times_every_launch_of_the_counted_one() {
+    let args = ["bench", "--kernels", "--profile", "--json", "--preset", "classroom", "--backend", "wgpu", "--steps", "1"];
+    let output = Command::new(env!("CARGO_BIN_EXE_qkv"))
+        .env("QKV_PRODUCT", "burn")
+        .args(args)
+        .args(["--warmup", "1", "--variants", "standard", "--gen-tokens", "1"])
+        .output()
+        .expect("qkv runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).expect("valid JSON");
+    let row = &report["rows"][0];
+    let profile = row["step_profile"].as_array().expect("a profile");
+    let launches: u64 = profile.iter().map(|k| k["launches"].as_u64().unwrap()).sum();
+    assert_eq!(Some(launches as f64), row["launches_per_step"].as_f64(), "{row:#}");
+    let times: Vec<f64> = profile.iter().map(|k| k["milliseconds"].as_f64().unwrap()).collect();
+    assert!(times.iter().all(|&t| t >= 0.0) && times.windows(2).all(|w| w[0] >= w[1]), "the longest first: {times:?}");
+    assert!(times[0] > 0.0, "a step takes time: {times:?}");
+}

@@ -15,7 +15,8 @@
 //! bug).
 //!
 //! What a GPU step costs is counted, not timed ([`LaunchCounter`]: kernel launches, compiled
-//! kernels and host waits; `qkv bench --kernels`).
+//! kernels and host waits; `qkv bench --kernels`); on a GPU, [`KernelTimes`] ranks its kernels by
+//! time (`qkv bench --kernels --profile`).
 //!
 //! These are backend extensions in Burn's sense (custom ops with their own backward, reached
 //! through `Tensor::try_into_primitive`); see `docs/performance.md` for what is worth sending
@@ -35,6 +36,7 @@ mod cube;
 mod dropout;
 mod flex;
 mod gelu;
+mod kernel_times;
 mod launches;
 mod layer_norm;
 mod linear;
@@ -49,6 +51,7 @@ pub use cube::product_choice::{Product, ProductChoice, choose_product, use_produ
 pub use dropout::dropout;
 pub use flex::{fused_kernels_enabled, is_flex};
 pub use gelu::gelu;
+pub use kernel_times::{KernelTime, KernelTimes};
 pub use launches::{LaunchCounter, ReadBackError, Tally, read_back, read_floats};
 pub use layer_norm::layer_norm;
 pub use linear::linear;

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use qkv_kernels::{LaunchCounter, Tally};
+use qkv_kernels::{KernelTime, KernelTimes, LaunchCounter, Tally};
 use qkv_model::AttentionVariant;
 use qkv_model::burn::module::Module;
 use qkv_train::generate::{SampleOptions, generate};
@@ -35,6 +35,25 @@ struct KernelRow {
     host_waits_per_generated_token: f64,
     /// The kernels of one step, by name, most launched first.
     step_by_kernel: Vec<(String, f64)>,
+    /// With `--profile`: one more step, timed kernel by kernel, the longest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step_profile: Option<Vec<KernelProfile>>,
+}
+
+/// A kernel's launches in the profiled step and their time on the device.
+#[derive(Debug, Serialize)]
+struct KernelProfile {
+    kernel: String,
+    launches: usize,
+    milliseconds: f64,
+    /// Launches the host timed (around a blocking submit), where the device could not.
+    host_timed: usize,
+}
+
+impl KernelProfile {
+    fn new((kernel, time): (String, KernelTime)) -> Self {
+        Self { kernel, launches: time.launches, milliseconds: time.seconds * 1e3, host_timed: time.host_timed }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -87,6 +106,15 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         super::train_steps(run, &batch, args.steps, args.read_back_every)?;
         let (launches_per_step, host_waits_per_step, step_by_kernel) = per(&counter.tally().since(&before), args.steps);
 
+        // After the counts: while the kernels are timed the counter sees none.
+        let step_profile = if args.profile {
+            let times = KernelTimes::start();
+            super::train_steps(run, &batch, 1, 1)?;
+            Some(times.finish().into_iter().map(KernelProfile::new).collect())
+        } else {
+            None
+        };
+
         let before = counter.tally();
         run.evaluate(&val_batches).block_on()?;
         let evaluation = counter.tally().since(&before);
@@ -117,6 +145,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
             launches_per_generated_token,
             host_waits_per_generated_token,
             step_by_kernel,
+            step_profile,
         });
     }
 
@@ -176,6 +205,29 @@ fn print_report(report: &KernelReport, compute: &Compute) {
         println!("\n{}'s step, by kernel:", first.variant.name());
         for (name, count) in &first.step_by_kernel {
             println!("{count:>8.1}  {name}");
+        }
+    }
+    for row in &report.rows {
+        let Some(profile) = &row.step_profile else { continue };
+        let total: f64 = profile.iter().map(|k| k.milliseconds).sum();
+        let host_timed: usize = profile.iter().map(|k| k.host_timed).sum();
+        println!(
+            "\n{}'s step timed kernel by kernel (each launch waits for the one before: a ranking, not the step's time):",
+            row.variant.name()
+        );
+        println!("{:>10} {:>6} {:>9} {:>12}  kernel", "ms", "share", "launches", "µs/launch");
+        for k in profile {
+            println!(
+                "{:>10.3} {:>5.1}% {:>9} {:>12.1}  {}",
+                k.milliseconds,
+                100.0 * k.milliseconds / total.max(f64::MIN_POSITIVE),
+                k.launches,
+                1e3 * k.milliseconds / k.launches.max(1) as f64,
+                k.kernel
+            );
+        }
+        if host_timed > 0 {
+            println!("({host_timed} launches timed by the host, around a blocking submit: the device gave no timestamps)");
         }
     }
 }

@@ -59,6 +59,11 @@ pub struct BenchArgs {
     /// Counts do not depend on the machine's speed; on flex (the CPU) they are all 0.
     #[arg(long)]
     kernels: bool,
+    /// With --kernels: also time one training step kernel by kernel, the longest first. Each
+    /// launch then waits for the one before, so the times rank the kernels (for a GPU machine:
+    /// what to work on next); their sum is not the step's time.
+    #[arg(long, requires = "kernels")]
+    profile: bool,
     /// Measure a software adapter (lavapipe, llvmpipe, SwiftShader: wgpu on the CPU) as if it
     /// were a GPU; without it such an adapter is refused with `--require-gpu`.
     #[arg(long)]

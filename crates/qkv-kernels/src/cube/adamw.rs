@@ -152,8 +152,8 @@ fn sum_of_squares_kernel(
     } else if unit < end4 {
         sum = strided_squares(x4, unit - end3, end4 - end3);
     }
-    let mut shared = Shared::<[f32]>::new_slice(2 * units);
-    let (total, _) = workgroup_sum(&mut shared, sum, 0.0);
+    let mut shared = Shared::<[f32]>::new_slice(units);
+    let total = workgroup_sum(&mut shared, sum);
     if UNIT_POS == 0 {
         partials[offset as usize + CUBE_POS] = total;
     }
@@ -170,8 +170,8 @@ fn norm_and_clip_kernel(
     #[comptime] clip: bool,
     #[comptime] units: usize,
 ) {
-    let mut shared = Shared::<[f32]>::new_slice(2 * units);
-    let (total, _) = workgroup_sum(&mut shared, strided_sum(partials, 0, partials.len()), 0.0);
+    let mut shared = Shared::<[f32]>::new_slice(units);
+    let total = workgroup_sum(&mut shared, strided_sum(partials, 0, partials.len()));
     if UNIT_POS == 0 {
         let value = total.sqrt();
         norm[0] = value;

@@ -21,30 +21,48 @@ pub(crate) fn workgroup_units(client: &cubecl::client::Client) -> usize {
     if cap.is_power_of_two() { cap } else { cap.next_power_of_two() / 2 }
 }
 
-/// The workgroup's units' `a` and `b`, each summed over the workgroup, returned to every unit.
-/// `shared` holds 2·CUBE_DIM values, CUBE_DIM a power of two. Every unit of the workgroup must
-/// call it (it waits for them all), so a kernel that calls it must not end units early.
+/// Each of `values`' `count` entries summed over the workgroup's units, in place: every unit's
+/// `values[k]` becomes the workgroup's Σ values[k]. `shared` holds count·CUBE_DIM values,
+/// CUBE_DIM a power of two. One tree for all `count` sums: its log₂(units) + 2 barriers are what
+/// an emulated GPU pays most for, so a kernel sums what it can at once. Every unit of the
+/// workgroup must call it (it waits for them all), so a kernel that calls it must not end units
+/// early.
 #[cube]
-pub(crate) fn workgroup_sum(shared: &mut Shared<[f32]>, a: f32, b: f32) -> (f32, f32) {
+pub(crate) fn workgroup_sums(shared: &mut Shared<[f32]>, values: &mut Array<f32>, #[comptime] count: usize) {
     let unit = UNIT_POS as usize;
     let units = CUBE_DIM as usize;
-    shared[unit] = a;
-    shared[units + unit] = b;
+    #[unroll]
+    for k in 0..count {
+        shared[k * units + unit] = values[k];
+    }
     sync_cube();
     let mut active = units / 2;
     while active > 0 {
         if unit < active {
-            let (other_a, other_b) = (shared[unit + active], shared[units + unit + active]);
-            shared[unit] += other_a;
-            shared[units + unit] += other_b;
+            #[unroll]
+            for k in 0..count {
+                let other = shared[k * units + unit + active];
+                shared[k * units + unit] += other;
+            }
         }
         sync_cube();
         active /= 2;
     }
-    let sums = (shared[0], shared[units]);
-    // No unit may write the next sum's values before every unit has read these.
+    #[unroll]
+    for k in 0..count {
+        values[k] = shared[k * units];
+    }
+    // No unit may write the next sums' values before every unit has read these.
     sync_cube();
-    sums
+}
+
+/// [`workgroup_sums`] of one value, returned to every unit; `shared` holds CUBE_DIM values.
+#[cube]
+pub(crate) fn workgroup_sum(shared: &mut Shared<[f32]>, value: f32) -> f32 {
+    let mut values = Array::<f32>::new(1usize);
+    values[0] = value;
+    workgroup_sums(shared, &mut values, 1usize);
+    values[0]
 }
 
 /// Σ of `values[start + u]`, `values[start + u + units]`, … below `start + count`: this unit's
@@ -68,8 +86,8 @@ fn sum_runs_kernel(values: &Tensor<f32>, sums: &mut Tensor<f32>, run: u32, #[com
     let start = group * run as usize;
     let left = values.len() - start;
     let count = select(left < run as usize, left, run as usize);
-    let mut shared = Shared::<[f32]>::new_slice(2 * units);
-    let (sum, _) = workgroup_sum(&mut shared, strided_sum(values, start, count), 0.0);
+    let mut shared = Shared::<[f32]>::new_slice(units);
+    let sum = workgroup_sum(&mut shared, strided_sum(values, start, count));
     if UNIT_POS == 0 {
         sums[group] = sum;
     }

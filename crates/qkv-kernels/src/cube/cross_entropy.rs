@@ -56,8 +56,8 @@ fn cross_entropy_kernel(
         log_norms[row] = log_norm;
         loss = weight * (log_norm - logits[start + target]);
     }
-    let mut shared = Shared::<[f32]>::new_slice(2 * units);
-    let (total, _) = workgroup_sum(&mut shared, loss, 0.0);
+    let mut shared = Shared::<[f32]>::new_slice(units);
+    let total = workgroup_sum(&mut shared, loss);
     if UNIT_POS == 0 {
         partials[CUBE_POS] = total;
     }

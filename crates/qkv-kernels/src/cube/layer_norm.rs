@@ -8,7 +8,7 @@
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::block_sum::{strided_sum, workgroup_sum, workgroup_units};
+use super::block_sum::{strided_sum, workgroup_sums, workgroup_units};
 use super::{contiguous, empty, units};
 
 /// y = (x − μ)·r·γ + β per row of `channels` values, and each row's μ and r = 1/√(σ² + ε) in
@@ -58,11 +58,16 @@ fn layer_norm_kernel(
 /// sums: one per unit of a workgroup of 256 up to 16,384 rows (batch 64 × context 256).
 const ROWS_PER_CUBE: usize = 64;
 
+/// Rows whose means one workgroup tree adds up at once: a tree's barriers cost an emulated GPU
+/// (lavapipe, SwiftShader) far more than its additions, and four rows' eight sums take
+/// 8 KiB of workgroup memory at 256 units (WebGPU guarantees 16).
+const ROWS_AT_ONCE: usize = 4;
+
 /// dx = r·(g − mean(g) − x̂·mean(g·x̂)) per row, with g = dy·γ and x̂ = (x − μ)·r; and each
 /// channel's Σ dy·x̂ and Σ dy over the workgroup's rows into `partials` [2·channels, cubes]
 /// (dγ's partial sums, then dβ's). The workgroup's units share each row, unit u taking channels
-/// u, u + units, … (neighbouring units read neighbouring values), and add up the row's two means
-/// together in workgroup memory.
+/// u, u + units, … (neighbouring units read neighbouring values), and add up the means of
+/// [`ROWS_AT_ONCE`] rows together in workgroup memory.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn layer_norm_backward_kernel(
@@ -80,48 +85,58 @@ fn layer_norm_backward_kernel(
     let cubes = partials.len() / (2 * channels);
     let unit = UNIT_POS as usize;
     let count = f32::cast_from(channels as u32);
-    let mut shared = Shared::<[f32]>::new_slice(2 * units);
+    let mut shared = Shared::<[f32]>::new_slice(2 * ROWS_AT_ONCE * units);
+    let mut sums = Array::<f32>::new(2 * ROWS_AT_ONCE);
+    let mut g = Array::<f32>::new(ROWS_AT_ONCE * per_unit);
+    let mut normalised = Array::<f32>::new(ROWS_AT_ONCE * per_unit);
     let mut d_gamma = Array::<f32>::new(per_unit);
     let mut d_beta = Array::<f32>::new(per_unit);
-    let mut g = Array::<f32>::new(per_unit);
-    let mut normalised = Array::<f32>::new(per_unit);
     #[unroll]
     for k in 0..per_unit {
         d_gamma[k] = 0.0;
         d_beta[k] = 0.0;
     }
-    for r in 0..ROWS_PER_CUBE {
-        // Every unit takes part in every row's sums (they wait for each other); past the last
-        // row they read row 0 and write nothing.
-        let row = CUBE_POS * ROWS_PER_CUBE + r;
-        let live = row < rows;
-        let at = select(live, row, 0);
-        let start = at * channels;
-        let (mu, rstd) = (stats[at * 2], stats[at * 2 + 1]);
-        let mut sum_g = 0.0f32;
-        let mut sum_gn = 0.0f32;
+    for step in 0..ROWS_PER_CUBE / ROWS_AT_ONCE {
+        // Every unit takes part in every tree (they wait for each other); past the last row
+        // they read row 0 and write nothing.
         #[unroll]
-        for k in 0..per_unit {
-            let c = unit + k * units;
-            g[k] = 0.0;
-            normalised[k] = 0.0;
-            if c < channels {
-                g[k] = dy[start + c] * gamma[c];
-                normalised[k] = (x[start + c] - mu) * rstd;
-                sum_g += g[k];
-                sum_gn += g[k] * normalised[k];
+        for r in 0..ROWS_AT_ONCE {
+            let row = CUBE_POS * ROWS_PER_CUBE + step * ROWS_AT_ONCE + r;
+            let at = select(row < rows, row, 0);
+            let start = at * channels;
+            let (mu, rstd) = (stats[at * 2], stats[at * 2 + 1]);
+            sums[2 * r] = 0.0;
+            sums[2 * r + 1] = 0.0;
+            #[unroll]
+            for k in 0..per_unit {
+                let c = unit + k * units;
+                let i = r * per_unit + k;
+                g[i] = 0.0;
+                normalised[i] = 0.0;
+                if c < channels {
+                    g[i] = dy[start + c] * gamma[c];
+                    normalised[i] = (x[start + c] - mu) * rstd;
+                    sums[2 * r] += g[i];
+                    sums[2 * r + 1] += g[i] * normalised[i];
+                }
             }
         }
-        let (sum_g, sum_gn) = workgroup_sum(&mut shared, sum_g, sum_gn);
-        let (mean_g, mean_gn) = (sum_g / count, sum_gn / count);
+        workgroup_sums(&mut shared, &mut sums, 2 * ROWS_AT_ONCE);
         #[unroll]
-        for k in 0..per_unit {
-            let c = unit + k * units;
-            if live && c < channels {
-                let d = dy[start + c];
-                dx[start + c] = rstd * (g[k] - mean_g - normalised[k] * mean_gn);
-                d_gamma[k] += d * normalised[k];
-                d_beta[k] += d;
+        for r in 0..ROWS_AT_ONCE {
+            let row = CUBE_POS * ROWS_PER_CUBE + step * ROWS_AT_ONCE + r;
+            let start = row * channels;
+            let (mean_g, mean_gn) = (sums[2 * r] / count, sums[2 * r + 1] / count);
+            #[unroll]
+            for k in 0..per_unit {
+                let c = unit + k * units;
+                let i = r * per_unit + k;
+                if row < rows && c < channels {
+                    let d = dy[start + c];
+                    dx[start + c] = stats[row * 2 + 1] * (g[i] - mean_g - normalised[i] * mean_gn);
+                    d_gamma[k] += d * normalised[i];
+                    d_beta[k] += d;
+                }
             }
         }
     }
@@ -142,12 +157,13 @@ fn layer_norm_d_gamma_beta_kernel(partials: &Tensor<f32>, d_gamma: &mut Tensor<f
     let channels = d_gamma.len();
     let cubes = partials.len() / (2 * channels);
     let mut shared = Shared::<[f32]>::new_slice(2 * units);
-    let gamma_share = strided_sum(partials, channel * cubes, cubes);
-    let beta_share = strided_sum(partials, (channels + channel) * cubes, cubes);
-    let (sum_gamma, sum_beta) = workgroup_sum(&mut shared, gamma_share, beta_share);
+    let mut sums = Array::<f32>::new(2usize);
+    sums[0] = strided_sum(partials, channel * cubes, cubes);
+    sums[1] = strided_sum(partials, (channels + channel) * cubes, cubes);
+    workgroup_sums(&mut shared, &mut sums, 2usize);
     if UNIT_POS == 0 {
-        d_gamma[channel] = sum_gamma;
-        d_beta[channel] = sum_beta;
+        d_gamma[channel] = sums[0];
+        d_beta[channel] = sums[1];
     }
 }
 
