@@ -5,6 +5,8 @@
 //! where tensors lie in memory, e.g. a vectorised copy for an aligned one, so the same model with
 //! other runs beside it can count a launch or two apart: the command is part of the figure.)
 
+#![allow(clippy::unwrap_used, reason = "test helpers: a failed unwrap fails the test, as an assertion would")]
+
 use std::process::Command;
 
 use serde_json::Value;
@@ -46,6 +48,13 @@ fn a_classroom_step_on_wgpu_costs_its_recorded_launches_and_one_wait() {
     }
     let by_kernel: f64 = row["step_by_kernel"].as_array().unwrap().iter().map(|k| k[1].as_f64().unwrap()).sum();
     assert_eq!(by_kernel, 120.0, "the kernels of a step add up to its launches");
+    // Our kernels' parallel shapes, from the shapes they launch (the step's critical path of
+    // serial trips, bytes read and written); Burn's 68 launches carry none.
+    let shapes: Vec<Option<f64>> = ["critical_path_trips", "bytes_read", "bytes_written", "launches_without_shape"]
+        .iter()
+        .map(|key| row["step_shapes"][key].as_f64())
+        .collect();
+    assert_eq!(shapes, [21_212.0, 15_856_776.0, 10_674_244.0, 68.0].map(Some), "{row:#}");
 
     // Steps launched in pairs wait once per pair; the launches stay the same.
     let paired = count("standard", "2");
@@ -106,4 +115,49 @@ fn a_profiled_step_times_every_launch_of_the_counted_one() {
     let times: Vec<f64> = profile.iter().map(|k| k["milliseconds"].as_f64().unwrap()).collect();
     assert!(times.iter().all(|&t| t >= 0.0) && times.windows(2).all(|w| w[0] >= w[1]), "the longest first: {times:?}");
     assert!(times[0] > 0.0, "a step takes time: {times:?}");
+}
+
+/// `qkv bench --kernels --dry-run --json` (every launch compiled and dropped): the first row.
+fn dry_run(preset: &str, batch: usize) -> Value {
+    let batch = batch.to_string();
+    let args = ["bench", "--kernels", "--dry-run", "--json", "--backend", "wgpu", "--variants", "standard", "--steps", "1"];
+    let output = Command::new(env!("CARGO_BIN_EXE_qkv"))
+        .env("QKV_PRODUCT", "burn")
+        .args(args)
+        .args(["--warmup", "0", "--preset", preset, "--batch", &batch])
+        .output()
+        .expect("qkv runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).expect("valid JSON");
+    report["rows"][0].clone()
+}
+
+/// A figure of a step's parallel shapes (`step_shapes`).
+fn shape(row: &Value, key: &str) -> u64 {
+    row["step_shapes"][key].as_u64().unwrap_or_else(|| panic!("{key}: {row:#}"))
+}
+
+/// Each of our kernels of a step, by name: (launches, longest serial trips of a unit).
+fn ours(row: &Value) -> std::collections::BTreeMap<String, (f64, u64)> {
+    let kernels = row["step_shapes"]["kernels"].as_array().unwrap();
+    kernels
+        .iter()
+        .filter(|k| k["ours"] == true)
+        .map(|k| (k["kernel"].as_str().unwrap().to_owned(), (k["launches"].as_f64().unwrap(), k["longest_serial_trips"].as_u64().unwrap())))
+        .collect()
+}
+
+/// The parallel shapes of a step follow from the model and the batch alone (docs/performance.md,
+/// "The GPU path", has the table), and a bigger batch adds units, not serial work: nanoGPT's
+/// shakespeare-char shape (6/6/384, context 256) at batch 8 and at 64, counted on a dry run.
+#[test]
+fn a_bigger_batch_adds_units_to_our_kernels_not_serial_work() {
+    let (small, large) = (dry_run("shakespeare-char", 8), dry_run("shakespeare-char", 64));
+    assert_eq!(ours(&small), ours(&large), "every kernel of ours, as often and as long a unit's work: {small:#} {large:#}");
+    assert!(ours(&small).values().all(|&(_, trips)| trips > 0), "every launch of ours says its shape: {small:#}");
+    assert_eq!((shape(&small, "critical_path_trips"), shape(&large, "critical_path_trips")), (907_812, 907_812));
+    // Bytes grow with the batch (activations), by less than 8× (the parameters' do not).
+    let bytes = |row: &Value| shape(row, "bytes_read") + shape(row, "bytes_written");
+    assert!(bytes(&large) > 4 * bytes(&small) && bytes(&large) < 8 * bytes(&small), "{} → {}", bytes(&small), bytes(&large));
+    assert_eq!(small["launches_per_step"].as_f64(), Some(329.0), "{small:#}");
 }

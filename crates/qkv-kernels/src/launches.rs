@@ -9,7 +9,13 @@
 //! the distinct kernels launched since the process started are the kernels it compiled. Read-backs
 //! are counted where the engine reads a tensor back ([`read_back`]): Burn's ops themselves never
 //! wait for the device in the model's step.
+//!
+//! Our own kernels also say how each launch is shaped ([`LaunchShape`]: units launched, the
+//! longest serial work a unit does, bytes in and out), computed where they are launched from the
+//! shapes they are given, and the counter files the shape with the launch ([`CountedLaunch`]).
+//! Burn's kernels carry none: the hook tells their names only.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,6 +26,11 @@ use burn::tensor::{Tensor, TensorData};
 use cubecl_runtime::config::{TypeNameFormatLevel, type_name_format};
 use cubecl_runtime::launched::LaunchedKernels;
 use cubecl_runtime::logging::{LaunchObservation, LaunchObserver};
+
+/// Every launch compiled and dropped rather than run while the guard lives, on every device
+/// (CubeCL's dry run): launches are counted as usual, so a step's counts and shapes at sizes the
+/// device could not run in time come in seconds. Anything read back meanwhile is meaningless.
+pub use cubecl_runtime::dry_run::DryRun;
 
 /// Read-backs since the process started ([`read_back`]).
 static READ_BACKS: AtomicUsize = AtomicUsize::new(0);
@@ -46,13 +57,64 @@ pub enum ReadBackError {
     Values(#[from] burn::tensor::DataError),
 }
 
-/// The launches of each kernel, by name.
+/// How one launch of one of our kernels is shaped: what a GPU engineer reads a kernel by. The
+/// figures depend only on the shapes launched, not on the machine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LaunchShape {
+    /// Units launched: workgroups × units a workgroup.
+    pub threads: u64,
+    /// The serial work of the busiest unit, in loop trips: nested loops multiplied, loops one
+    /// after another added, a workgroup tree counted by its steps. What bounds the launch's time
+    /// however many units the device runs at once.
+    pub serial_trips: u64,
+    /// Bytes of the values the launch reads, each counted once (the least it can read).
+    pub bytes_read: u64,
+    /// Bytes of the values it writes.
+    pub bytes_written: u64,
+}
+
+thread_local! {
+    /// The shape of the next launch of ours on this thread ([`note_shape`]).
+    static NOTED: Cell<Option<LaunchShape>> = const { Cell::new(None) };
+}
+
+/// Says how the next launch of one of our kernels on this thread is shaped; a [`LaunchCounter`]
+/// files it with that launch (CubeCL reports a launch on the thread that issues it, before it
+/// is submitted). Called right before the launch; a note nobody counts is replaced by the next.
+pub(crate) fn note_shape(shape: LaunchShape) {
+    NOTED.with(|noted| noted.set(Some(shape)));
+}
+
+/// Our kernels are named by their type's path in this crate.
+fn is_ours(kernel: &str) -> bool {
+    kernel.starts_with(concat!(env!("CARGO_CRATE_NAME"), "::"))
+}
+
+/// One launch, as a [`LaunchCounter`] saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountedLaunch {
+    /// Named as [`Tally::by_kernel`] names it.
+    pub kernel: String,
+    /// One of QKV Lab's kernels (else Burn's).
+    pub ours: bool,
+    /// Its shape, where it is ours and said so.
+    pub shape: Option<LaunchShape>,
+}
+
+/// The launches of each kernel, by name, and every launch in order with its shape.
 #[derive(Default)]
-struct ByKernel(Mutex<BTreeMap<&'static str, usize>>);
+struct ByKernel {
+    counts: Mutex<BTreeMap<&'static str, usize>>,
+    log: Mutex<Vec<(&'static str, Option<LaunchShape>)>>,
+}
 
 impl LaunchObserver for ByKernel {
     fn launched(&self, kernel: &'static str) {
-        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).entry(kernel).or_default() += 1;
+        *self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).entry(kernel).or_default() += 1;
+        // Only ours take the note: a copy Burn launches while our launch's arguments are made
+        // comes between the note and the launch it belongs to.
+        let shape = if is_ours(kernel) { NOTED.with(Cell::take) } else { None };
+        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((kernel, shape));
     }
 }
 
@@ -112,12 +174,31 @@ impl LaunchCounter {
 
     /// What was counted so far.
     pub fn tally(&self) -> Tally {
-        let launched = self.by_kernel.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let launched = self.by_kernel.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut by_kernel = BTreeMap::new();
         for (&name, &count) in launched.iter() {
             *by_kernel.entry(type_name_format(name, TypeNameFormatLevel::Short)).or_default() += count;
         }
         Tally { launches: launched.values().sum(), by_kernel, read_backs: READ_BACKS.load(Ordering::Relaxed) - self.read_backs_at_start }
+    }
+
+    /// A place in the launches counted so far, for [`Self::launches_since`].
+    pub fn mark(&self) -> usize {
+        self.by_kernel.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+    }
+
+    /// Every launch counted since `mark`, in order.
+    pub fn launches_since(&self, mark: usize) -> Vec<CountedLaunch> {
+        let log = self.by_kernel.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        log.get(mark..)
+            .unwrap_or_default()
+            .iter()
+            .map(|&(kernel, shape)| CountedLaunch {
+                kernel: type_name_format(kernel, TypeNameFormatLevel::Short),
+                ours: is_ours(kernel),
+                shape,
+            })
+            .collect()
     }
 
     /// How many distinct kernels were launched so far. A device compiles each kernel the first

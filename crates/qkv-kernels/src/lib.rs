@@ -52,7 +52,7 @@ pub use dropout::dropout;
 pub use flex::{fused_kernels_enabled, is_flex};
 pub use gelu::gelu;
 pub use kernel_times::{KernelTime, KernelTimes};
-pub use launches::{LaunchCounter, ReadBackError, Tally, read_back, read_floats};
+pub use launches::{CountedLaunch, DryRun, LaunchCounter, LaunchShape, ReadBackError, Tally, read_back, read_floats};
 pub use layer_norm::layer_norm;
 pub use linear::linear;
 

@@ -5,13 +5,15 @@
 
 use serde::Serialize;
 
-use qkv_kernels::{KernelTime, KernelTimes, LaunchCounter, Tally};
+use qkv_kernels::{DryRun, KernelTime, KernelTimes, LaunchCounter, Tally};
 use qkv_model::AttentionVariant;
 use qkv_model::burn::module::Module;
+use qkv_train::RunError;
 use qkv_train::generate::{SampleOptions, generate};
 use qkv_train::rng::Rng;
 
 use super::BenchArgs;
+use super::shapes::StepShapes;
 use crate::Failure;
 use crate::compute::{Adapter, Backend, Compute};
 use pollster::FutureExt as _;
@@ -27,17 +29,26 @@ struct KernelRow {
     launches_per_step: f64,
     /// Read-backs per step: each waits for the device to finish.
     host_waits_per_step: f64,
-    /// One evaluation over the recipe's validation batches.
+    /// One evaluation over the recipe's validation batches (not on a dry run).
+    #[serde(flatten)]
+    evaluation: Option<EvaluationCounts>,
+    /// The kernels of one step, by name, most launched first.
+    step_by_kernel: Vec<(String, f64)>,
+    /// The kernels of one step by parallel shape.
+    step_shapes: StepShapes,
+    /// With `--profile`: one more step, timed kernel by kernel, the longest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step_profile: Option<Vec<KernelProfile>>,
+}
+
+/// What an evaluation and a generated token cost.
+#[derive(Debug, Serialize)]
+struct EvaluationCounts {
     launches_per_evaluation: usize,
     host_waits_per_evaluation: usize,
     /// One more generated token, with the KV cache, past the first few.
     launches_per_generated_token: f64,
     host_waits_per_generated_token: f64,
-    /// The kernels of one step, by name, most launched first.
-    step_by_kernel: Vec<(String, f64)>,
-    /// With `--profile`: one more step, timed kernel by kernel, the longest first.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    step_profile: Option<Vec<KernelProfile>>,
 }
 
 /// A kernel's launches in the profiled step and their time on the device.
@@ -64,6 +75,8 @@ struct KernelReport {
     block: usize,
     steps_counted: usize,
     read_back_every: usize,
+    /// Counted on CubeCL's dry run: compiled and dropped, not run.
+    dry_run: bool,
     adapter: Option<Adapter>,
     product: Option<super::ProductReport>,
     rows: Vec<KernelRow>,
@@ -94,17 +107,19 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     // that the context never slides (which rebuilds the cache).
     let tokens = (block_size / 4).clamp(1, args.gen_tokens.max(1));
 
+    // Compiled and dropped from here on, if asked: the models are built and the batch is on
+    // the device, and nothing below reads a result it branches on.
+    let _dry_run = args.dry_run.then(DryRun::new);
     let mut rows = Vec::new();
     for (run, &variant) in experiment.runs.iter_mut().zip(&args.variants) {
-        run.train_step(std::slice::from_ref(&batch)).block_on()?;
+        step(run, &batch, 1, 1, args.dry_run)?;
         let compiled_by_first_step = counter.distinct_kernels();
-        for _ in 0..args.warmup {
-            run.train_step(std::slice::from_ref(&batch)).block_on()?;
-        }
+        step(run, &batch, args.warmup, 1, args.dry_run)?;
 
-        let before = counter.tally();
-        super::train_steps(run, &batch, args.steps, args.read_back_every)?;
+        let (before, mark) = (counter.tally(), counter.mark());
+        step(run, &batch, args.steps, args.read_back_every, args.dry_run)?;
         let (launches_per_step, host_waits_per_step, step_by_kernel) = per(&counter.tally().since(&before), args.steps);
+        let step_shapes = StepShapes::of(&counter.launches_since(mark), args.steps);
 
         // After the counts: while the kernels are timed the counter sees none.
         let step_profile = if args.profile {
@@ -114,37 +129,15 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         } else {
             None
         };
-
-        let before = counter.tally();
-        run.evaluate(&val_batches).block_on()?;
-        let evaluation = counter.tally().since(&before);
-
-        // Generating n and 2n tokens: the difference is n tokens' steady cost, the prompt's and
-        // the first token's excluded.
-        let model = run.model().valid().into_gpt()?;
-        let options = |max_new_tokens| SampleOptions { max_new_tokens, ..Default::default() };
-        let before = counter.tally();
-        generate(&model, &[0], &options(tokens)).block_on()?;
-        let short = counter.tally().since(&before);
-        let before = counter.tally();
-        generate(&model, &[0], &options(2 * tokens)).block_on()?;
-        let long = counter.tally().since(&before);
-        // Two separate windows: their difference is taken in totals (with Burn's fusion a kernel
-        // of the short run need not recur in the long one).
-        let difference = |long: usize, short: usize| (long as f64 - short as f64) / tokens as f64;
-        let launches_per_generated_token = difference(long.launches, short.launches);
-        let host_waits_per_generated_token = difference(long.read_backs, short.read_backs);
-
+        let evaluation = if args.dry_run { None } else { Some(evaluation_counts(&counter, run, &val_batches, tokens)?) };
         rows.push(KernelRow {
             variant,
             compiled_by_first_step,
             launches_per_step,
             host_waits_per_step,
-            launches_per_evaluation: evaluation.launches,
-            host_waits_per_evaluation: evaluation.read_backs,
-            launches_per_generated_token,
-            host_waits_per_generated_token,
+            evaluation,
             step_by_kernel,
+            step_shapes,
             step_profile,
         });
     }
@@ -156,6 +149,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         block: block_size,
         steps_counted: args.steps,
         read_back_every: args.read_back_every,
+        dry_run: args.dry_run,
         adapter,
         product,
         rows,
@@ -166,6 +160,49 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         print_report(&report, &compute);
     }
     Ok(())
+}
+
+/// `steps` training steps, read back every `read_back_every`. On a dry run the losses read back
+/// are whatever the buffers held, so one that is not a number is not a divergence.
+fn step(run: &mut qkv_train::Run, batch: &qkv_train::Batch, steps: usize, read_back_every: usize, dry_run: bool) -> Result<(), Failure> {
+    match super::train_steps(run, batch, steps, read_back_every) {
+        Err(failure) if dry_run && matches!(failure.downcast_ref::<RunError>(), Some(RunError::Diverged { .. })) => {
+            Err("the dry run read back a loss that is not a number, and the run stopped there: count without --dry-run".into())
+        }
+        other => other,
+    }
+}
+
+/// What one evaluation over `val_batches` and one more generated token cost.
+fn evaluation_counts(
+    counter: &LaunchCounter,
+    run: &mut qkv_train::Run,
+    val_batches: &[qkv_train::Batch],
+    tokens: usize,
+) -> Result<EvaluationCounts, Failure> {
+    let before = counter.tally();
+    run.evaluate(val_batches).block_on()?;
+    let evaluation = counter.tally().since(&before);
+
+    // Generating n and 2n tokens: the difference is n tokens' steady cost, the prompt's and
+    // the first token's excluded.
+    let model = run.model().valid().into_gpt()?;
+    let options = |max_new_tokens| SampleOptions { max_new_tokens, ..Default::default() };
+    let before = counter.tally();
+    generate(&model, &[0], &options(tokens)).block_on()?;
+    let short = counter.tally().since(&before);
+    let before = counter.tally();
+    generate(&model, &[0], &options(2 * tokens)).block_on()?;
+    let long = counter.tally().since(&before);
+    // Two separate windows: their difference is taken in totals (with Burn's fusion a kernel
+    // of the short run need not recur in the long one).
+    let difference = |long: usize, short: usize| (long as f64 - short as f64) / tokens as f64;
+    Ok(EvaluationCounts {
+        launches_per_evaluation: evaluation.launches,
+        host_waits_per_evaluation: evaluation.read_backs,
+        launches_per_generated_token: difference(long.launches, short.launches),
+        host_waits_per_generated_token: difference(long.read_backs, short.read_backs),
+    })
 }
 
 fn print_report(report: &KernelReport, compute: &Compute) {
@@ -186,17 +223,23 @@ fn print_report(report: &KernelReport, compute: &Compute) {
         "variant", "compiled", "launches/step", "waits/step", "launches/eval", "waits/eval", "launches/token", "waits/token"
     );
     for r in &report.rows {
+        let (eval, token) = match &r.evaluation {
+            Some(e) => (
+                format!("{:>12} {:>11}", e.launches_per_evaluation, e.host_waits_per_evaluation),
+                format!("{:>13.1} {:>12.2}", e.launches_per_generated_token, e.host_waits_per_generated_token),
+            ),
+            None => (format!("{:>12} {:>11}", "—", "—"), format!("{:>13} {:>12}", "—", "—")),
+        };
         println!(
-            "{:<16} {:>9} {:>13.1} {:>11.2} {:>12} {:>11} {:>13.1} {:>12.2}",
+            "{:<16} {:>9} {:>13.1} {:>11.2} {eval} {token}",
             r.variant.name(),
             r.compiled_by_first_step,
             r.launches_per_step,
-            r.host_waits_per_step,
-            r.launches_per_evaluation,
-            r.host_waits_per_evaluation,
-            r.launches_per_generated_token,
-            r.host_waits_per_generated_token
+            r.host_waits_per_step
         );
+    }
+    if report.dry_run {
+        println!("(a dry run: every launch compiled and dropped, not run; no evaluation or generation figures)");
     }
     if report.rows.len() > 1 {
         println!("(compiled: distinct kernels launched by the end of the run's first step, the earlier runs' included)");
@@ -206,6 +249,7 @@ fn print_report(report: &KernelReport, compute: &Compute) {
         for (name, count) in &first.step_by_kernel {
             println!("{count:>8.1}  {name}");
         }
+        first.step_shapes.print(first.variant.name());
     }
     for row in &report.rows {
         let Some(profile) = &row.step_profile else { continue };

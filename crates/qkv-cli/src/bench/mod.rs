@@ -5,6 +5,7 @@
 //! `--kernels` counts instead of timing (`kernels`).
 
 mod kernels;
+mod shapes;
 
 use std::time::Instant;
 
@@ -64,6 +65,11 @@ pub struct BenchArgs {
     /// what to work on next); their sum is not the step's time.
     #[arg(long, requires = "kernels")]
     profile: bool,
+    /// With --kernels: count without running. Every launch is compiled and dropped (CubeCL's dry
+    /// run), so the counts and shapes of a step at sizes an emulated GPU would take minutes over
+    /// come in seconds; the evaluation and generation figures are left out (they read results).
+    #[arg(long, requires = "kernels", conflicts_with = "profile")]
+    dry_run: bool,
     /// Measure a software adapter (lavapipe, llvmpipe, SwiftShader: wgpu on the CPU) as if it
     /// were a GPU; without it such an adapter is refused with `--require-gpu`.
     #[arg(long)]

@@ -13,7 +13,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::block_sum::{strided_sum, workgroup_sum, workgroup_units};
-use super::{contiguous, empty, units, writable};
+use super::{contiguous, empty, note, tree_steps, units, writable};
 use crate::adamw_step::AdamWStep;
 
 #[cube(launch)]
@@ -74,6 +74,8 @@ pub(crate) fn update(
     // Unread when not scaled; any f32 buffer fills the slot.
     let grad_scale = grad_scale.map_or_else(|| grad.clone(), contiguous);
     let (cube_count, cube_dim) = units(&client, n);
+    // Reads the parameter, its moments and its gradient (and the factor); writes the first three.
+    note(&cube_count, cube_dim, 1, 4 * n + usize::from(scaled), 3 * n);
     adamw_kernel::launch(
         &client,
         cube_count,
@@ -218,10 +220,13 @@ impl Squares {
             }
             // Slots without a tensor read none; the first fills them.
             let arg = |slot: usize| xs.get(slot).unwrap_or(&xs[0]).clone().into_tensor_arg();
+            let (count, dim) = (cubecl::CubeCount::new_1d(cubes(group) as u32), cubecl::CubeDim::new_1d(units as u32));
+            let values: usize = xs.iter().map(|x| x.meta.shape().num_elements()).sum();
+            note(&count, dim, VALUES_PER_UNIT + tree_steps(units), values, cubes(group));
             sum_of_squares_kernel::launch(
                 &client,
-                cubecl::CubeCount::new_1d(cubes(group) as u32),
-                cubecl::CubeDim::new_1d(units as u32),
+                count,
+                dim,
                 arg(0),
                 arg(1),
                 arg(2),
@@ -250,10 +255,13 @@ impl Squares {
         // would alias.
         let scale = empty(&partials, [1]);
         let client = partials.client.clone();
+        let partial_count = partials.meta.shape().num_elements();
+        let (count, dim) = (cubecl::CubeCount::new_1d(1), cubecl::CubeDim::new_1d(units as u32));
+        note(&count, dim, partial_count.div_ceil(units) + tree_steps(units), partial_count, 2);
         norm_and_clip_kernel::launch(
             &client,
-            cubecl::CubeCount::new_1d(1),
-            cubecl::CubeDim::new_1d(units as u32),
+            count,
+            dim,
             partials.into_tensor_arg(),
             norm.clone().into_tensor_arg(),
             scale.clone().into_tensor_arg(),

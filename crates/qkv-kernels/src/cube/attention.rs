@@ -22,7 +22,7 @@ use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{empty, units};
+use super::{empty, note, units};
 
 /// The position of element [b, h, i, 0] of a 4-d tensor, and its last dimension's stride.
 #[cube]
@@ -232,6 +232,9 @@ pub(crate) fn forward(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32) -
     let stats = empty(&q, [rows, 2]);
     let client = q.client.clone();
     let (count, dim) = units(&client, rows);
+    let [_, kv_heads, t_k, _] = k.meta.shape().dims();
+    // The last query row sees every key: a logit and an update of d values each, then d written.
+    note(&count, dim, t_k * 2 * d + d, rows * d + 2 * batch * kv_heads * t_k * d, rows * d + rows);
     attention_kernel::launch(
         &client,
         count,
@@ -256,6 +259,8 @@ pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTen
     let key_rows = batch * kv_heads * t_k;
     let client = q.client.clone();
     let (count, dim) = units(&client, rows);
+    let kv_values = batch * kv_heads * t_k * d;
+    note(&count, dim, d, 2 * rows * d, rows);
     attention_delta_kernel::launch(
         &client,
         count.clone(),
@@ -266,6 +271,8 @@ pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTen
         d,
     );
     let d_q = Cube::float_swap_dims(empty(q, [batch, t_q, heads, d]), 1, 2);
+    // The last query row sees every key: its logit, dO·V and d values of dQ each.
+    note(&count, dim, t_k * 3 * d + d, 2 * rows * d + 2 * kv_values + 2 * rows, rows * d);
     attention_d_query_kernel::launch(
         &client,
         count,
@@ -281,6 +288,9 @@ pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTen
     );
     let d_kv = empty(q, [2, batch, t_k, kv_heads, d]);
     let (count, dim) = units(&client, key_rows);
+    // The first key row is seen by every query of its group's heads: a logit, dO·V and d values
+    // each of dK and dV.
+    note(&count, dim, (heads / kv_heads) * t_q * 4 * d + 2 * d, 2 * rows * d + 2 * kv_values + 2 * rows, 2 * kv_values);
     attention_d_key_value_kernel::launch(
         &client,
         count,

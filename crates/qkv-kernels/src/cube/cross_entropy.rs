@@ -11,7 +11,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::block_sum::{self, workgroup_sum};
-use super::{contiguous, empty, units};
+use super::{contiguous, empty, note, tree_steps, units};
 
 /// Row i's log Σ exp(logits) into `log_norms[i]`, and the sum over the workgroup's rows of
 /// `w_i·(log_norm − logits[target])` into `partials[workgroup]`, with w_i `weights[i]` when
@@ -124,10 +124,15 @@ pub(crate) fn forward(logits: CubeTensor, targets: CubeTensor, mask: Option<Cube
     let units = block_sum::workgroup_units(&client);
     let cubes = rows.div_ceil(units);
     let (partials, log_norms) = (empty(&logits, [cubes]), empty(&logits, [rows]));
+    let (count, dim) = (cubecl::CubeCount::new_1d(cubes as u32), cubecl::CubeDim::new_1d(units as u32));
+    let vocab = logits.meta.shape().num_elements() / rows.max(1);
+    // A unit reads its row twice (maximum, then Σ exp); the logits, targets and any weights in,
+    // the log-norms and the partial sums out.
+    note(&count, dim, 2 * vocab + tree_steps(units), rows * vocab + rows * (1 + usize::from(weights.is_some())), rows + cubes);
     cross_entropy_kernel::launch(
         &client,
-        cubecl::CubeCount::new_1d(cubes as u32),
-        cubecl::CubeDim::new_1d(units as u32),
+        count,
+        dim,
         logits.clone().into_tensor_arg(),
         targets.clone().into_tensor_arg(),
         // Unread without a mask: any read-only buffer fills the slot.
@@ -150,6 +155,7 @@ pub(crate) fn backward(saved: &Saved, grad: CubeTensor) -> CubeTensor {
     let d_logits = empty(logits, logits.meta.shape().clone());
     let client = logits.client.clone();
     let (cube_count, cube_dim) = units(&client, n);
+    note(&cube_count, cube_dim, 1, n + rows * (2 + usize::from(weights.is_some())) + 1, n);
     cross_entropy_backward_kernel::launch(
         &client,
         cube_count,

@@ -6,7 +6,7 @@
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{contiguous, empty, units};
+use super::{contiguous, empty, note, units};
 
 /// The mask's hash, as flex computes it (murmur3's finaliser, keyed by the seed's two halves).
 #[cube]
@@ -44,6 +44,7 @@ pub(crate) fn apply(x: CubeTensor, seed: u64, first: u32, threshold: u32, scale:
     let y = empty(&x, x.meta.shape().clone());
     let client = x.client.clone();
     let (cube_count, cube_dim) = units(&client, n);
+    note(&cube_count, cube_dim, 1, n, n);
     dropout_kernel::launch(
         &client,
         cube_count,

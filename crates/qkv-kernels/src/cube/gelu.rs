@@ -7,7 +7,7 @@ use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{contiguous, empty, units};
+use super::{contiguous, empty, note, units};
 
 /// y = x·Φ(x), and Φ(x) + x·φ(x) into `derivative` when asked for.
 #[cube(launch)]
@@ -34,6 +34,7 @@ fn launch(x: CubeTensor, with_derivative: bool) -> (CubeTensor, Option<CubeTenso
     let derivative = empty(&x, if with_derivative { x.meta.shape().clone() } else { [1].into() });
     let client = x.client.clone();
     let (cube_count, cube_dim) = units(&client, n);
+    note(&cube_count, cube_dim, 1, n, if with_derivative { 2 * n } else { n });
     gelu_kernel::launch(
         &client,
         cube_count,

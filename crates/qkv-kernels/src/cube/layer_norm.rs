@@ -9,7 +9,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::block_sum::{strided_sum, workgroup_sums, workgroup_units};
-use super::{contiguous, empty, units};
+use super::{contiguous, empty, note, tree_steps, units};
 
 /// y = (x − μ)·r·γ + β per row of `channels` values, and each row's μ and r = 1/√(σ² + ε) in
 /// `stats` [rows, 2].
@@ -189,6 +189,8 @@ pub(crate) fn forward(x: CubeTensor, gamma: CubeTensor, beta: Option<CubeTensor>
     let beta = beta.map_or_else(|| gamma.clone(), contiguous);
     let client = x.client.clone();
     let (cube_count, cube_dim) = units(&client, rows);
+    // A unit reads its row twice (μ, then σ²) and writes it once.
+    note(&cube_count, cube_dim, 3 * channels, rows * channels + channels * (1 + usize::from(with_beta)), rows * channels + 2 * rows);
     layer_norm_kernel::launch(
         &client,
         cube_count,
@@ -216,10 +218,15 @@ pub(crate) fn backward(saved: &Saved, dy: CubeTensor) -> (CubeTensor, CubeTensor
     let cubes = rows.div_ceil(ROWS_PER_CUBE);
     let dx = empty(x, x.meta.shape());
     let partials = empty(x, [2 * channels, cubes]);
+    let (count, dim) = (cubecl::CubeCount::new_1d(cubes as u32), cubecl::CubeDim::new_1d(units as u32));
+    let per_unit = channels.div_ceil(units);
+    // Two passes over a unit's channels of each of its rows, and a tree every ROWS_AT_ONCE rows.
+    let trips = ROWS_PER_CUBE * 2 * per_unit + (ROWS_PER_CUBE / ROWS_AT_ONCE) * tree_steps(units);
+    note(&count, dim, trips, 2 * rows * channels + 2 * rows + channels, rows * channels + 2 * channels * cubes);
     layer_norm_backward_kernel::launch(
         &client,
-        cubecl::CubeCount::new_1d(cubes as u32),
-        cubecl::CubeDim::new_1d(units as u32),
+        count,
+        dim,
         x.clone().into_tensor_arg(),
         gamma.clone().into_tensor_arg(),
         stats.clone().into_tensor_arg(),
@@ -227,14 +234,18 @@ pub(crate) fn backward(saved: &Saved, dy: CubeTensor) -> (CubeTensor, CubeTensor
         dx.clone().into_tensor_arg(),
         partials.clone().into_tensor_arg(),
         units,
-        channels.div_ceil(units),
+        per_unit,
     );
     let (d_gamma, d_beta) = (empty(x, [channels]), empty(x, [channels]));
-    let finish_units = workgroup_units(&client).min(cubes.next_power_of_two().max(32));
+    // A whole workgroup whatever the batch, so that a unit's share stays one partial sum up to
+    // 256 blocks (16,384 rows) and the work per unit does not change with the batch.
+    let finish_units = workgroup_units(&client);
+    let (count, dim) = (cubecl::CubeCount::new_1d(channels as u32), cubecl::CubeDim::new_1d(finish_units as u32));
+    note(&count, dim, 2 * cubes.div_ceil(finish_units) + tree_steps(finish_units), 2 * channels * cubes, 2 * channels);
     layer_norm_d_gamma_beta_kernel::launch(
         &client,
-        cubecl::CubeCount::new_1d(channels as u32),
-        cubecl::CubeDim::new_1d(finish_units as u32),
+        count,
+        dim,
         partials.into_tensor_arg(),
         d_gamma.clone().into_tensor_arg(),
         d_beta.clone().into_tensor_arg(),

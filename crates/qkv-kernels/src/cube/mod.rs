@@ -111,6 +111,28 @@ pub(crate) fn units(client: &cubecl::client::Client, items: usize) -> (cubecl::C
     (cubecl::calculate_cube_count_elemwise(client, items, cube_dim), cube_dim)
 }
 
+/// Says how the launch about to be made is shaped ([`crate::launches::note_shape`]): `count`
+/// workgroups of `dim` units, the busiest unit's `serial_trips`, and the 4-byte values (f32 or
+/// i32) it reads and writes, each counted once.
+pub(crate) fn note(count: &cubecl::CubeCount, dim: cubecl::CubeDim, serial_trips: usize, values_read: usize, values_written: usize) {
+    let workgroups = match count {
+        cubecl::CubeCount::Static(x, y, z) => u64::from(*x) * u64::from(*y) * u64::from(*z),
+        // Counts read from a buffer on the device: none of ours.
+        cubecl::CubeCount::Dynamic(_) => 0,
+    };
+    crate::launches::note_shape(crate::launches::LaunchShape {
+        threads: workgroups * u64::from(dim.num_elems()),
+        serial_trips: serial_trips as u64,
+        bytes_read: 4 * values_read as u64,
+        bytes_written: 4 * values_written as u64,
+    });
+}
+
+/// Steps of a workgroup tree over `units` units (`block_sum::workgroup_sums`).
+pub(crate) fn tree_steps(units: usize) -> usize {
+    units.max(1).ilog2() as usize
+}
+
 /// `tensor`, its values in row-major order in its buffer, so that a kernel may index them flat.
 pub(crate) fn contiguous(tensor: CubeTensor) -> CubeTensor {
     burn_cubecl::kernel::into_contiguous(tensor)

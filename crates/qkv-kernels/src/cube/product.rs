@@ -14,7 +14,7 @@
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{empty, units};
+use super::{empty, note, units};
 
 /// The side of the block of C a unit computes.
 const TILE: usize = 8;
@@ -91,6 +91,8 @@ pub(crate) fn product(a: CubeTensor, b: CubeTensor, bias: Option<CubeTensor>) ->
     let bias = bias.map(super::contiguous).unwrap_or_else(|| empty(&a, [1]));
     let client = a.client.clone();
     let (cube_count, cube_dim) = units(&client, m.div_ceil(TILE) * n.div_ceil(TILE));
+    // A unit loops over k, reading a row of its block of A and of B each trip.
+    note(&cube_count, cube_dim, k, m * k + k * n + if with_bias { n } else { 0 }, m * n);
     product_kernel::launch(
         &client,
         cube_count,
