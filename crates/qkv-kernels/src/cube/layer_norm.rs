@@ -3,7 +3,8 @@
 //! (`crate::layer_norm`). Forward, each unit takes one row, which suits the small widths this
 //! playground trains. Backward, a workgroup takes a block of rows, its units side by side along
 //! each row, and leaves dγ and dβ as a partial sum per block, which a second launch adds up
-//! (`block_sum`): no unit loops over the batch's rows.
+//! (`block_sum`): no unit loops over the batch's rows. GPUs emulated on the CPU take the
+//! barrier-free backward of `layer_norm_serial` instead.
 
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
@@ -206,8 +207,17 @@ pub(crate) fn forward(x: CubeTensor, gamma: CubeTensor, beta: Option<CubeTensor>
     (y, Saved { x, gamma, stats })
 }
 
-/// dx, dγ, dβ: two launches, neither looping over the batch's rows in one unit.
+/// dx, dγ, dβ: two launches, neither looping over the batch's rows in one unit; on a GPU
+/// emulated on the CPU, the barrier-free kernels of `layer_norm_serial` instead.
 pub(crate) fn backward(saved: &Saved, dy: CubeTensor) -> (CubeTensor, CubeTensor, CubeTensor) {
+    if super::product_choice::emulated(&saved.x.device) {
+        return super::layer_norm_serial::backward(saved, dy);
+    }
+    backward_in_blocks(saved, dy)
+}
+
+/// [`backward`] by blocks of rows, with workgroup trees.
+pub(crate) fn backward_in_blocks(saved: &Saved, dy: CubeTensor) -> (CubeTensor, CubeTensor, CubeTensor) {
     let Saved { x, gamma, stats } = saved;
     let dy = contiguous(dy);
     let channels = gamma.meta.shape().num_elements();
@@ -252,4 +262,34 @@ pub(crate) fn backward(saved: &Saved, dy: CubeTensor) -> (CubeTensor, CubeTensor
         finish_units,
     );
     (dx, d_gamma, d_beta)
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::ops::FloatTensorOps;
+    use burn_cubecl::CubeBackend as Cube;
+    use burn_cubecl::tensor::CubeTensor;
+
+    use crate::cube::{from_cube, to_cube};
+    use crate::tests::{assert_close, gpu, input, values};
+
+    /// The blocked backward and the emulators' serial one give the same gradients: 150 rows (the
+    /// last block short) of 300 channels (more than a workgroup's units).
+    #[test]
+    fn the_blocked_and_the_serial_backward_agree() {
+        let device = gpu();
+        let (x, gamma) = (to_cube(input([150, 300], 1, &device)), to_cube(input([300], 2, &device)));
+        let dy = to_cube(input([150, 300], 3, &device));
+        let (_, saved) = super::forward(x, gamma, None, 1e-5);
+        let flat = |t: CubeTensor| {
+            let n = t.meta.shape().num_elements();
+            values(from_cube::<1>(Cube::float_reshape(t, [n].into())))
+        };
+        let as_values = |(dx, dg, db): (CubeTensor, CubeTensor, CubeTensor)| [dx, dg, db].map(flat);
+        let blocked = as_values(super::backward_in_blocks(&saved, dy.clone()));
+        let serial = as_values(super::super::layer_norm_serial::backward(&saved, dy));
+        for (name, (a, b)) in ["dx", "dγ", "dβ"].iter().zip(blocked.iter().zip(&serial)) {
+            assert_close(a, b, 1e-5, name);
+        }
+    }
 }

@@ -11,6 +11,7 @@ pub(crate) mod cross_entropy;
 pub(crate) mod dropout;
 pub(crate) mod gelu;
 pub(crate) mod layer_norm;
+pub(crate) mod layer_norm_serial;
 pub(crate) mod linear;
 pub(crate) mod product;
 pub(crate) mod product_choice;

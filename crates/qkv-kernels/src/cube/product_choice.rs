@@ -85,6 +85,14 @@ pub(crate) fn product_for(device: &Device) -> Product {
     cube_device(device).and_then(|device| recorded(&device)).map_or(Product::Burn, |choice| choice.product)
 }
 
+/// Whether `device` was given our product: a GPU emulated on the CPU, where a workgroup's
+/// barriers cost most (the reason ours beat Burn's there), so kernels with a barrier-free form
+/// take it (`super::layer_norm_serial`).
+pub(crate) fn emulated(device: &CubeDevice) -> bool {
+    let product = pinned().or_else(|| recorded(device).map(|choice| choice.product));
+    product == Some(Product::Blocked)
+}
+
 /// What `device` was given, if it was timed or set.
 fn recorded(device: &CubeDevice) -> Option<ProductChoice> {
     let chosen = chosen().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
