@@ -35,9 +35,9 @@ fn count_with(product: &str, variant: &str, read_back_every: &str) -> Value {
 fn a_classroom_step_on_wgpu_costs_its_recorded_launches_and_one_wait() {
     let row = count("standard", "1");
     let figures = [
-        ("launches_per_step", 120.0),
+        ("launches_per_step", 118.0),
         ("host_waits_per_step", 1.0),
-        ("compiled_by_first_step", 35.0),
+        ("compiled_by_first_step", 34.0),
         ("launches_per_evaluation", 128.0),
         ("host_waits_per_evaluation", 1.0),
         ("launches_per_generated_token", 37.0),
@@ -47,14 +47,14 @@ fn a_classroom_step_on_wgpu_costs_its_recorded_launches_and_one_wait() {
         assert_eq!(row[name].as_f64(), Some(expected), "{name}: {row:#}");
     }
     let by_kernel: f64 = row["step_by_kernel"].as_array().unwrap().iter().map(|k| k[1].as_f64().unwrap()).sum();
-    assert_eq!(by_kernel, 120.0, "the kernels of a step add up to its launches");
+    assert_eq!(by_kernel, 118.0, "the kernels of a step add up to its launches");
     // Our kernels' parallel shapes, from the shapes they launch (the step's critical path of
     // serial trips, bytes read and written); Burn's 68 launches carry none.
     let shapes: Vec<Option<f64>> = ["critical_path_trips", "bytes_read", "bytes_written", "launches_without_shape"]
         .iter()
         .map(|key| row["step_shapes"][key].as_f64())
         .collect();
-    assert_eq!(shapes, [21_212.0, 15_856_776.0, 10_674_244.0, 68.0].map(Some), "{row:#}");
+    assert_eq!(shapes, [21_340.0, 15_299_720.0, 10_674_244.0, 68.0].map(Some), "{row:#}");
 
     // Steps launched in pairs wait once per pair; the launches stay the same.
     let paired = count("standard", "2");
@@ -63,17 +63,22 @@ fn a_classroom_step_on_wgpu_costs_its_recorded_launches_and_one_wait() {
 }
 
 /// Our blocked product (the one GPUs emulated on the CPU are given) takes the place of Burn's, one
-/// launch for one: the classroom model has no biases to fold into it.
+/// launch for one: the classroom model has no biases to fold into it. A device given it is an
+/// emulator, which also takes the barrier-free attention and layer norm kernels: attention's
+/// backward there is one launch more a layer (D_i has its own), layer norm's as many.
 #[test]
 fn the_blocked_product_replaces_burns_launch_for_launch() {
     let burn = count("standard", "1");
     let blocked = count_with("blocked", "standard", "1");
-    assert_eq!(blocked["launches_per_step"], burn["launches_per_step"], "{blocked:#}");
     let launches_of = |row: &Value, kernel: &str| {
         row["step_by_kernel"].as_array().unwrap().iter().find(|k| k[0] == kernel).map_or(0.0, |k| k[1].as_f64().unwrap())
     };
     assert_eq!(launches_of(&burn, "MatmulEntry"), 39.0, "{burn:#}");
     assert_eq!((launches_of(&blocked, "ProductKernel"), launches_of(&blocked, "MatmulEntry")), (39.0, 0.0), "{blocked:#}");
+    let layers = 2.0;
+    assert_eq!(launches_of(&blocked, "AttentionDeltaKernel"), layers, "{blocked:#}");
+    let launches = |row: &Value| row["launches_per_step"].as_f64().unwrap();
+    assert_eq!(launches(&blocked), launches(&burn) + layers, "{blocked:#}");
 }
 
 /// A figure recorded as a GPU's must come from a GPU: `--require-gpu` refuses a software adapter
@@ -155,9 +160,9 @@ fn a_bigger_batch_adds_units_to_our_kernels_not_serial_work() {
     let (small, large) = (dry_run("shakespeare-char", 8), dry_run("shakespeare-char", 64));
     assert_eq!(ours(&small), ours(&large), "every kernel of ours, as often and as long a unit's work: {small:#} {large:#}");
     assert!(ours(&small).values().all(|&(_, trips)| trips > 0), "every launch of ours says its shape: {small:#}");
-    assert_eq!((shape(&small, "critical_path_trips"), shape(&large, "critical_path_trips")), (907_812, 907_812));
+    assert_eq!((shape(&small, "critical_path_trips"), shape(&large, "critical_path_trips")), (909_348, 909_348));
     // Bytes grow with the batch (activations), by less than 8× (the parameters' do not).
     let bytes = |row: &Value| shape(row, "bytes_read") + shape(row, "bytes_written");
     assert!(bytes(&large) > 4 * bytes(&small) && bytes(&large) < 8 * bytes(&small), "{} → {}", bytes(&small), bytes(&large));
-    assert_eq!(small["launches_per_step"].as_f64(), Some(329.0), "{small:#}");
+    assert_eq!(small["launches_per_step"].as_f64(), Some(323.0), "{small:#}");
 }

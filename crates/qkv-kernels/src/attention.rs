@@ -60,15 +60,21 @@ pub fn attention(query: Tensor<4>, key: Tensor<4>, value: Tensor<4>, bias: Optio
     let shapes = Shapes::of(&query, &key, &value, bias.as_ref(), scale, mask);
     // The kernel writes dK and dV from the blocks of query rows; with no query there is none.
     let route = if shapes.t_q == 0 { Route::Composed } else { route(&query.device(), query.dtype()) };
-    // The CubeCL kernel is causal and has no bias yet: (Q=K-V)+ and encoders compose there.
-    let cube_kernel = bias.is_none() && mask == Mask::Causal;
+    // The CubeCL kernels have no bias yet: (Q=K-V)+ composes there, and on a GPU emulated on the
+    // CPU so does an encoder (its kernels are causal only).
+    let causal = mask == Mask::Causal;
+    let cube_kernel = bias.is_none()
+        && matches!(route, Route::Cube | Route::CubeAutodiff)
+        && cube::product_choice::cube_device(&query.device()).is_some_and(|device| cube::attention::takes(causal, &device));
     match route {
-        Route::Cube if cube_kernel => from_cube(cube::attention::forward(to_cube(query), to_cube(key), to_cube(value), scale as f32).0),
+        Route::Cube if cube_kernel => {
+            from_cube(cube::attention::forward(to_cube(query), to_cube(key), to_cube(value), scale as f32, causal).0)
+        }
         Route::CubeAutodiff if cube_kernel => {
             let (query, q_node) = to_cube_autodiff(query).into_parts();
             let (key, k_node) = to_cube_autodiff(key).into_parts();
             let (value, v_node) = to_cube_autodiff(value).into_parts();
-            let run = || cube::attention::forward(query, key, value, scale as f32);
+            let run = || cube::attention::forward(query, key, value, scale as f32, causal);
             from_cube_autodiff(cube::record(CubeAttentionBackward, [q_node, k_node, v_node], run))
         }
         Route::Composed | Route::Cube | Route::CubeAutodiff => composed(query, key, value, bias, scale, mask),
@@ -568,6 +574,10 @@ mod tests {
             (2, 1, 2 * CAUSAL_BLOCK_ROWS + 3, 2 * CAUSAL_BLOCK_ROWS + 3, 4, 1, Causal),
             (2, 2, CAUSAL_BLOCK_ROWS + 5, 2 * CAUSAL_BLOCK_ROWS + 9, 4, 0, Causal),
             (2, 1, CAUSAL_BLOCK_ROWS + 5, CAUSAL_BLOCK_ROWS + 5, 4, 2, Bidirectional),
+            // The GPU's tiled kernels: more rows than a workgroup takes, several tiles of keys.
+            (4, 2, 70, 70, 64, 0, Causal),
+            (2, 2, 70, 70, 32, 0, Bidirectional),
+            (2, 1, 9, 75, 16, 0, Bidirectional),
         ];
         // flex's kernel to flex's composed ops, and CubeCL's to Burn's on wgpu (lavapipe; with a
         // bias or without the causal mask, Burn's composed ops there too).

@@ -1,6 +1,8 @@
-//! Causal attention on a cubecl GPU without the T×T matrix in memory (flash-style): one launch
-//! forward, three backward, where Burn's composed attention builds the whole matrix and takes
-//! about fifteen launches forward and thirty backward. The arithmetic is the flex kernel's
+//! Attention on a cubecl GPU without the T×T matrix in memory (flash-style): one launch forward,
+//! two or three backward, where Burn's composed attention builds the whole matrix and takes about
+//! fifteen launches forward and thirty backward. GPUs take the tiled kernels
+//! (`super::attention_tiled`, causal or both ways); GPUs emulated on the CPU take the per-row
+//! kernels here (causal), which need no workgroup memory and no barrier. The arithmetic is the flex kernel's
 //! (`crate::attention`):
 //!
 //! ```text
@@ -221,11 +223,41 @@ pub(crate) struct Saved {
     /// [rows, 2]: L_i, and D_i once the backward pass has computed it.
     stats: CubeTensor,
     scale: f32,
+    kernels: Kernels,
+}
+
+/// Which kernels a device takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernels {
+    /// A unit a row, no workgroup memory or barrier: for GPUs emulated on the CPU, causal only.
+    PerRow,
+    /// `super::attention_tiled`, causal or not.
+    Tiled { causal: bool },
+}
+
+/// Whether the kernels take this attention on `device`: the tiled ones take every attention
+/// without a bias; on a GPU emulated on the CPU the per-row ones take the causal one.
+pub(crate) fn takes(causal: bool, device: &burn_cubecl::CubeDevice) -> bool {
+    causal || !super::product_choice::emulated(device)
 }
 
 /// The output [batch, heads, t_q, d] (laid out [batch, t_q, heads, d]) and what the backward
-/// pass needs. `k` and `v` are [batch, kv_heads, t_k, d].
-pub(crate) fn forward(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32) -> (CubeTensor, Saved) {
+/// pass needs. `k` and `v` are [batch, kv_heads, t_k, d]; the future is masked when `causal`.
+pub(crate) fn forward(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32, causal: bool) -> (CubeTensor, Saved) {
+    let kernels = if super::product_choice::emulated(&q.device) { Kernels::PerRow } else { Kernels::Tiled { causal } };
+    assert!(
+        causal || kernels != Kernels::PerRow,
+        "the per-row attention kernels are causal only: route other attention elsewhere (`takes`)"
+    );
+    forward_with(q, k, v, scale, kernels)
+}
+
+/// [`forward`] with `kernels`.
+fn forward_with(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32, kernels: Kernels) -> (CubeTensor, Saved) {
+    if let Kernels::Tiled { causal } = kernels {
+        let (out, stats) = super::attention_tiled::forward(&q, &k, &v, scale, causal);
+        return (out.clone(), Saved { q, k, v, out, stats, scale, kernels });
+    }
     let [batch, heads, t_q, d] = q.meta.shape().dims();
     let rows = batch * heads * t_q;
     let out = Cube::float_swap_dims(empty(&q, [batch, t_q, heads, d]), 1, 2);
@@ -247,14 +279,22 @@ pub(crate) fn forward(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32) -
         scale,
         d,
     );
-    (out.clone(), Saved { q, k, v, out, stats, scale })
+    (out.clone(), Saved { q, k, v, out, stats, scale, kernels: Kernels::PerRow })
 }
 
 /// dQ, dK, dV from the gradient arriving at the output.
 pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTensor, CubeTensor) {
-    let Saved { q, k, v, out, stats, scale } = saved;
+    let Saved { q, k, v, out, stats, scale, kernels } = saved;
     let [batch, heads, t_q, d] = q.meta.shape().dims();
     let [_, kv_heads, t_k, _] = k.meta.shape().dims();
+    let half = |d_kv: &CubeTensor, index: usize| {
+        let slice = Cube::float_slice(d_kv.clone(), &[burn::tensor::Slice::from(index..index + 1)]);
+        Cube::float_swap_dims(Cube::float_reshape(slice, [batch, t_k, kv_heads, d].into()), 1, 2)
+    };
+    if let Kernels::Tiled { causal } = *kernels {
+        let (d_q, d_kv) = super::attention_tiled::backward(q, k, v, out, stats, d_out, *scale, causal);
+        return (d_q, half(&d_kv, 0), half(&d_kv, 1));
+    }
     let rows = batch * heads * t_q;
     let key_rows = batch * kv_heads * t_k;
     let client = q.client.clone();
@@ -304,9 +344,44 @@ pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTen
         *scale,
         d,
     );
-    let half = |index: usize| {
-        let slice = Cube::float_slice(d_kv.clone(), &[burn::tensor::Slice::from(index..index + 1)]);
-        Cube::float_swap_dims(Cube::float_reshape(slice, [batch, t_k, kv_heads, d].into()), 1, 2)
-    };
-    (d_q, half(0), half(1))
+    (d_q, half(&d_kv, 0), half(&d_kv, 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::ops::FloatTensorOps;
+    use burn_cubecl::CubeBackend as Cube;
+    use burn_cubecl::tensor::CubeTensor;
+
+    use super::{Kernels, backward, forward_with};
+    use crate::cube::{from_cube, to_cube};
+    use crate::tests::{assert_close, gpu, input, values};
+
+    fn flat(t: CubeTensor) -> Vec<f32> {
+        let n = t.meta.shape().num_elements();
+        values(from_cube::<1>(Cube::float_reshape(t, [n].into())))
+    }
+
+    /// The per-row kernels (GPUs emulated on the CPU) and the tiled ones agree, forward and
+    /// backward: GQA, queries that are the newest of more keys, more rows than a workgroup takes
+    /// and a head dimension that takes several tiles.
+    #[test]
+    fn the_per_row_and_the_tiled_kernels_agree() {
+        let device = gpu();
+        for (heads, kv_heads, t_q, t_k, d) in [(4, 2, 70, 70, 64), (2, 1, 9, 75, 16), (2, 2, 130, 130, 8)] {
+            let q = to_cube(input([2, heads, t_q, d], 1, &device));
+            let k = to_cube(input([2, kv_heads, t_k, d], 2, &device));
+            let v = to_cube(input([2, kv_heads, t_k, d], 3, &device));
+            let d_out = to_cube(input([2, heads, t_q, d], 4, &device));
+            let run = |kernels| {
+                let (out, saved) = forward_with(q.clone(), k.clone(), v.clone(), 0.3, kernels);
+                let (d_q, d_k, d_v) = backward(&saved, d_out.clone());
+                [out, d_q, d_k, d_v].map(flat)
+            };
+            let (per_row, tiled) = (run(Kernels::PerRow), run(Kernels::Tiled { causal: true }));
+            for (name, (a, b)) in ["out", "dQ", "dK", "dV"].iter().zip(per_row.iter().zip(&tiled)) {
+                assert_close(b, a, 1e-4, &format!("{name}: heads {heads}/{kv_heads}, t {t_q}/{t_k}, d {d}"));
+            }
+        }
+    }
 }

@@ -6,6 +6,7 @@
 
 pub(crate) mod adamw;
 pub(crate) mod attention;
+pub(crate) mod attention_tiled;
 pub(crate) mod block_sum;
 pub(crate) mod cross_entropy;
 pub(crate) mod dropout;

@@ -70,7 +70,7 @@ fn pinned() -> Option<Product> {
 }
 
 /// The cubecl device behind `device`, if it is one.
-fn cube_device(device: &Device) -> Option<CubeDevice> {
+pub(crate) fn cube_device(device: &Device) -> Option<CubeDevice> {
     match device.clone().without_autodiff().as_dispatch() {
         DispatchDevice::Cube(device) => Some(device.clone()),
         _ => None,

@@ -1,0 +1,436 @@
+//! Attention tiled for GPUs, the same algebra as `super::attention` (flash-style: P is recomputed
+//! from each query row's L = log Σ exp, never stored), causal or both ways, with GQA:
+//!
+//! ```text
+//! forward:  O_i = Σ_j P_ij V_j, P_ij = exp(scale·Q_i·K_j − L_i)
+//! backward: D_i = dO_i·O_i   dS_ij = P_ij (dO_i·V_j − D_i)
+//!           dQ_i = scale Σ_j dS_ij K_j   dK_j = scale Σ_i dS_ij Q_i   dV_j = Σ_i P_ij dO_i
+//! ```
+//!
+//! A workgroup takes one (batch row, head) and a block of [`ROWS`] query rows (forward, dQ) or key
+//! rows (dK, dV), a unit a row. The rows it meets on the other side come in tiles that its units
+//! load together into workgroup memory, neighbouring units reading neighbouring values of a row,
+//! and every unit then reads each tile's row from there: one load from device memory a tile per
+//! workgroup, where one unit a row read every key row of its head itself. A unit's own rows (its
+//! query, or its key and value, and what it adds up) stay in registers, the head dimension's
+//! loops unrolled (it is known when the kernel is compiled). D_i is computed by the dQ kernel,
+//! which has dO_i and reads O_i, and written beside L_i for the dK, dV kernel: two launches
+//! backward where the per-row kernels take three.
+//!
+//! GPUs emulated on the CPU keep the per-row kernels (`super::attention`): barriers cost them most
+//! (the same timing that gives them our product decides, `super::product_choice`).
+
+use burn::backend::ops::FloatTensorOps;
+use burn_cubecl::CubeBackend as Cube;
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::prelude::*;
+
+use super::{empty, note};
+
+/// Rows of a workgroup (its units), on the side it takes.
+const ROWS: usize = 64;
+
+/// Rows of a tile of the other side for head dimension `d`: its two tensors' rows (K and V, or Q
+/// and dO, with L and D) fit in 8 KiB of workgroup memory (WebGPU guarantees 16), 64 at most.
+fn tile_rows(d: usize) -> usize {
+    let rows = (1024 / d.max(1)).clamp(1, ROWS);
+    1 << rows.ilog2()
+}
+
+/// Element [b, h, i, c] of a 4-d tensor read through its strides.
+#[cube]
+fn at(x: &Tensor<f32>, b: usize, h: usize, i: usize) -> usize {
+    b * x.stride(0) + h * x.stride(1) + i * x.stride(2)
+}
+
+/// Loads rows `first..first + rows` of head (b, g) of `x` (each `d` values) into `tile`, rows past
+/// `len` as zeros: the workgroup's units together, unit u taking values u, u + units, …
+#[cube]
+fn load_tile(
+    x: &Tensor<f32>,
+    tile: &mut Shared<[f32]>,
+    b: usize,
+    g: usize,
+    first: usize,
+    len: usize,
+    #[comptime] rows: usize,
+    #[comptime] d: usize,
+) {
+    let mut e = UNIT_POS as usize;
+    while e < rows * d {
+        let j = first + e / d;
+        let mut value = 0.0f32;
+        if j < len {
+            value = x[at(x, b, g, j) + (e % d) * x.stride(3)];
+        }
+        tile[e] = value;
+        e += CUBE_DIM as usize;
+    }
+}
+
+/// Row (b, h, i) of the output and L_i into `stats[2·row]`; the workgroup is (block, h, b).
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn attention_tiled_kernel(
+    q: &Tensor<f32>,
+    k: &Tensor<f32>,
+    v: &Tensor<f32>,
+    out: &mut Tensor<f32>,
+    stats: &mut Tensor<f32>,
+    scale: f32,
+    #[comptime] d: usize,
+    #[comptime] tile: usize,
+    #[comptime] causal: bool,
+) {
+    let (heads, t_q, t_k) = (q.shape(1), q.shape(2), k.shape(2));
+    let (h, b) = (CUBE_POS_Y as usize, CUBE_POS_Z as usize);
+    let g = h / (heads / k.shape(1));
+    let i = CUBE_POS_X as usize * ROWS + UNIT_POS as usize;
+    let live = i < t_q;
+    let row_i = select(live, i, 0);
+    let past = t_k - t_q;
+    // Keys the block's last row sees (a causal query i sees keys up to i + past).
+    let mut keys = t_k;
+    if causal {
+        let end = CUBE_POS_X as usize * ROWS + ROWS;
+        keys = select(end < t_q, end, t_q) + past;
+    }
+    let mut q_row = Array::<f32>::new(d);
+    let q_at = at(q, b, h, row_i);
+    #[unroll]
+    for c in 0..d {
+        q_row[c] = q[q_at + c * q.stride(3)] * scale;
+    }
+    let mut acc = Array::<f32>::new(d);
+    #[unroll]
+    for c in 0..d {
+        acc[c] = 0.0;
+    }
+    let mut top = f32::new(-1.0e30);
+    let mut sum = f32::new(0.0);
+    let mut k_tile = Shared::<[f32]>::new_slice(tile * d);
+    let mut v_tile = Shared::<[f32]>::new_slice(tile * d);
+    for t in 0..keys.div_ceil(tile) {
+        let first = t * tile;
+        load_tile(k, &mut k_tile, b, g, first, t_k, tile, d);
+        load_tile(v, &mut v_tile, b, g, first, t_k, tile, d);
+        sync_cube();
+        for jj in 0..tile {
+            let j = first + jj;
+            let mut visible = j < t_k;
+            if causal {
+                visible = visible && j <= row_i + past;
+            }
+            if visible {
+                let mut s = 0.0f32;
+                #[unroll]
+                for c in 0..d {
+                    s += q_row[c] * k_tile[jj * d + c];
+                }
+                let mut new_top = top;
+                if s > top {
+                    new_top = s;
+                }
+                let correction = (top - new_top).exp();
+                let p = (s - new_top).exp();
+                sum = sum * correction + p;
+                #[unroll]
+                for c in 0..d {
+                    acc[c] = acc[c] * correction + p * v_tile[jj * d + c];
+                }
+                top = new_top;
+            }
+        }
+        sync_cube();
+    }
+    if live {
+        let o_at = b * out.stride(0) + h * out.stride(1) + i * out.stride(2);
+        let o_step = out.stride(3);
+        #[unroll]
+        for c in 0..d {
+            out[o_at + c * o_step] = acc[c] / sum;
+        }
+        stats[((b * heads + h) * t_q + i) * 2] = top + sum.ln();
+    }
+}
+
+/// dQ_i for row (b, h, i), and D_i = dO_i·O_i into `stats[2·row + 1]`; the workgroup is
+/// (block, h, b).
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn attention_tiled_d_query_kernel(
+    q: &Tensor<f32>,
+    k: &Tensor<f32>,
+    v: &Tensor<f32>,
+    out: &Tensor<f32>,
+    d_out: &Tensor<f32>,
+    stats: &mut Tensor<f32>,
+    d_q: &mut Tensor<f32>,
+    scale: f32,
+    #[comptime] d: usize,
+    #[comptime] tile: usize,
+    #[comptime] causal: bool,
+) {
+    let (heads, t_q, t_k) = (q.shape(1), q.shape(2), k.shape(2));
+    let (h, b) = (CUBE_POS_Y as usize, CUBE_POS_Z as usize);
+    let g = h / (heads / k.shape(1));
+    let i = CUBE_POS_X as usize * ROWS + UNIT_POS as usize;
+    let live = i < t_q;
+    let row_i = select(live, i, 0);
+    let row = (b * heads + h) * t_q + row_i;
+    let past = t_k - t_q;
+    let mut keys = t_k;
+    if causal {
+        let end = CUBE_POS_X as usize * ROWS + ROWS;
+        keys = select(end < t_q, end, t_q) + past;
+    }
+    let (q_at, o_at) = (at(q, b, h, row_i), at(d_out, b, h, row_i));
+    let out_at = at(out, b, h, row_i);
+    let mut q_row = Array::<f32>::new(d);
+    let mut do_row = Array::<f32>::new(d);
+    let mut acc = Array::<f32>::new(d);
+    let mut delta = 0.0f32;
+    #[unroll]
+    for c in 0..d {
+        q_row[c] = q[q_at + c * q.stride(3)] * scale;
+        do_row[c] = d_out[o_at + c * d_out.stride(3)];
+        delta += do_row[c] * out[out_at + c * out.stride(3)];
+        acc[c] = 0.0;
+    }
+    let log_norm = stats[row * 2];
+    let mut k_tile = Shared::<[f32]>::new_slice(tile * d);
+    let mut v_tile = Shared::<[f32]>::new_slice(tile * d);
+    for t in 0..keys.div_ceil(tile) {
+        let first = t * tile;
+        load_tile(k, &mut k_tile, b, g, first, t_k, tile, d);
+        load_tile(v, &mut v_tile, b, g, first, t_k, tile, d);
+        sync_cube();
+        for jj in 0..tile {
+            let j = first + jj;
+            let mut visible = j < t_k;
+            if causal {
+                visible = visible && j <= row_i + past;
+            }
+            if visible {
+                let mut s = 0.0f32;
+                let mut dp = 0.0f32;
+                #[unroll]
+                for c in 0..d {
+                    s += q_row[c] * k_tile[jj * d + c];
+                    dp += do_row[c] * v_tile[jj * d + c];
+                }
+                let d_s = (s - log_norm).exp() * (dp - delta);
+                #[unroll]
+                for c in 0..d {
+                    acc[c] += d_s * k_tile[jj * d + c];
+                }
+            }
+        }
+        sync_cube();
+    }
+    if live {
+        stats[row * 2 + 1] = delta;
+        let dq_at = b * d_q.stride(0) + h * d_q.stride(1) + i * d_q.stride(2);
+        let dq_step = d_q.stride(3);
+        #[unroll]
+        for c in 0..d {
+            d_q[dq_at + c * dq_step] = acc[c] * scale;
+        }
+    }
+}
+
+/// dK_j and dV_j for key row (b, g, j), summed over the group's query heads, into `d_kv`
+/// [2, batch, t_k, kv_heads, d] (dK first); the workgroup is (block, g, b).
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn attention_tiled_d_key_value_kernel(
+    q: &Tensor<f32>,
+    k: &Tensor<f32>,
+    v: &Tensor<f32>,
+    d_out: &Tensor<f32>,
+    stats: &Tensor<f32>,
+    d_kv: &mut Tensor<f32>,
+    scale: f32,
+    #[comptime] d: usize,
+    #[comptime] tile: usize,
+    #[comptime] causal: bool,
+) {
+    let (heads, t_q) = (q.shape(1), q.shape(2));
+    let (kv_heads, t_k) = (k.shape(1), k.shape(2));
+    let (g, b) = (CUBE_POS_Y as usize, CUBE_POS_Z as usize);
+    let group = heads / kv_heads;
+    let j = CUBE_POS_X as usize * ROWS + UNIT_POS as usize;
+    let live = j < t_k;
+    let row_j = select(live, j, 0);
+    let past = t_k - t_q;
+    // Queries that see the block's first key (a causal query i sees key j when i + past ≥ j).
+    let mut first_query = 0usize;
+    if causal {
+        let first_key = CUBE_POS_X as usize * ROWS;
+        if first_key > past {
+            first_query = first_key - past;
+        }
+    }
+    let (k_at, v_at) = (at(k, b, g, row_j), at(v, b, g, row_j));
+    let mut k_row = Array::<f32>::new(d);
+    let mut v_row = Array::<f32>::new(d);
+    let mut d_k = Array::<f32>::new(d);
+    let mut d_v = Array::<f32>::new(d);
+    #[unroll]
+    for c in 0..d {
+        k_row[c] = k[k_at + c * k.stride(3)] * scale;
+        v_row[c] = v[v_at + c * v.stride(3)];
+        d_k[c] = 0.0;
+        d_v[c] = 0.0;
+    }
+    let mut q_tile = Shared::<[f32]>::new_slice(tile * d);
+    let mut do_tile = Shared::<[f32]>::new_slice(tile * d);
+    let mut stat_tile = Shared::<[f32]>::new_slice(tile * 2);
+    let first_tile = first_query / tile;
+    for h in g * group..(g + 1) * group {
+        for t in first_tile..t_q.div_ceil(tile) {
+            let first = t * tile;
+            load_tile(q, &mut q_tile, b, h, first, t_q, tile, d);
+            load_tile(d_out, &mut do_tile, b, h, first, t_q, tile, d);
+            let mut e = UNIT_POS as usize;
+            while e < tile * 2 {
+                let i = first + e / 2;
+                let mut value = 0.0f32;
+                if i < t_q {
+                    value = stats[((b * heads + h) * t_q + i) * 2 + e % 2];
+                }
+                stat_tile[e] = value;
+                e += CUBE_DIM as usize;
+            }
+            sync_cube();
+            for ii in 0..tile {
+                let i = first + ii;
+                let mut visible = i < t_q;
+                if causal {
+                    visible = visible && i + past >= row_j;
+                }
+                if visible {
+                    let mut s = 0.0f32;
+                    let mut dp = 0.0f32;
+                    #[unroll]
+                    for c in 0..d {
+                        s += q_tile[ii * d + c] * k_row[c];
+                        dp += do_tile[ii * d + c] * v_row[c];
+                    }
+                    let p = (s - stat_tile[ii * 2]).exp();
+                    let d_s = p * (dp - stat_tile[ii * 2 + 1]);
+                    #[unroll]
+                    for c in 0..d {
+                        d_k[c] += d_s * q_tile[ii * d + c];
+                        d_v[c] += p * do_tile[ii * d + c];
+                    }
+                }
+            }
+            sync_cube();
+        }
+    }
+    if live {
+        // Laid out [2, batch, t_k, kv_heads, d], so that the heads merge back without a copy.
+        let key_rows = k.shape(0) * kv_heads * t_k;
+        let k_out = ((b * t_k + j) * kv_heads + g) * d;
+        let v_out = key_rows * d + k_out;
+        #[unroll]
+        for c in 0..d {
+            d_kv[k_out + c] = d_k[c] * scale;
+            d_kv[v_out + c] = d_v[c];
+        }
+    }
+}
+
+/// The workgroups for `rows` rows of each (head, batch row): (blocks, heads, batch).
+fn grid(rows: usize, heads: usize, batch: usize) -> cubecl::CubeCount {
+    cubecl::CubeCount::new_3d(rows.div_ceil(ROWS) as u32, heads as u32, batch as u32)
+}
+
+/// The output [batch, heads, t_q, d] (laid out [batch, t_q, heads, d]) and the rows' L in
+/// `stats` [rows, 2]. `k` and `v` are [batch, kv_heads, t_k, d].
+pub(crate) fn forward(q: &CubeTensor, k: &CubeTensor, v: &CubeTensor, scale: f32, causal: bool) -> (CubeTensor, CubeTensor) {
+    let [batch, heads, t_q, d] = q.meta.shape().dims();
+    let [_, kv_heads, t_k, _] = k.meta.shape().dims();
+    let rows = batch * heads * t_q;
+    let out = Cube::float_swap_dims(empty(q, [batch, t_q, heads, d]), 1, 2);
+    let stats = empty(q, [rows, 2]);
+    let tile = tile_rows(d);
+    let (count, dim) = (grid(t_q, heads, batch), cubecl::CubeDim::new_1d(ROWS as u32));
+    // Each unit meets every key of its head (the last row of a causal block), d values twice.
+    note(&count, dim, t_k * 2 * d + 2 * d, rows * d + 2 * batch * kv_heads * t_k * d, rows * d + rows);
+    attention_tiled_kernel::launch(
+        &q.client,
+        count,
+        dim,
+        q.clone().into_tensor_arg(),
+        k.clone().into_tensor_arg(),
+        v.clone().into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        stats.clone().into_tensor_arg(),
+        scale,
+        d,
+        tile,
+        causal,
+    );
+    (out, stats)
+}
+
+/// dQ, and dK and dV as one [2, batch, t_k, kv_heads, d] tensor; `stats` gains each row's D.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn backward(
+    q: &CubeTensor,
+    k: &CubeTensor,
+    v: &CubeTensor,
+    out: &CubeTensor,
+    stats: &CubeTensor,
+    d_out: CubeTensor,
+    scale: f32,
+    causal: bool,
+) -> (CubeTensor, CubeTensor) {
+    let [batch, heads, t_q, d] = q.meta.shape().dims();
+    let [_, kv_heads, t_k, _] = k.meta.shape().dims();
+    let rows = batch * heads * t_q;
+    let kv_values = batch * kv_heads * t_k * d;
+    let tile = tile_rows(d);
+    let dim = cubecl::CubeDim::new_1d(ROWS as u32);
+    let d_q = Cube::float_swap_dims(empty(q, [batch, t_q, heads, d]), 1, 2);
+    let count = grid(t_q, heads, batch);
+    note(&count, dim, t_k * 3 * d + 3 * d, 3 * rows * d + 2 * kv_values + rows, rows * d + rows);
+    attention_tiled_d_query_kernel::launch(
+        &q.client,
+        count,
+        dim,
+        q.clone().into_tensor_arg(),
+        k.clone().into_tensor_arg(),
+        v.clone().into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        d_out.clone().into_tensor_arg(),
+        stats.clone().into_tensor_arg(),
+        d_q.clone().into_tensor_arg(),
+        scale,
+        d,
+        tile,
+        causal,
+    );
+    let d_kv = empty(q, [2, batch, t_k, kv_heads, d]);
+    let count = grid(t_k, kv_heads, batch);
+    // The block's first key is seen by every query of its group's heads.
+    note(&count, dim, (heads / kv_heads) * t_q * 4 * d + 4 * d, 2 * rows * d + 2 * kv_values + 2 * rows, 2 * kv_values);
+    attention_tiled_d_key_value_kernel::launch(
+        &q.client,
+        count,
+        dim,
+        q.clone().into_tensor_arg(),
+        k.clone().into_tensor_arg(),
+        v.clone().into_tensor_arg(),
+        d_out.into_tensor_arg(),
+        stats.clone().into_tensor_arg(),
+        d_kv.clone().into_tensor_arg(),
+        scale,
+        d,
+        tile,
+        causal,
+    );
+    (d_q, d_kv)
+}
