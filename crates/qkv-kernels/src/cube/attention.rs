@@ -292,7 +292,7 @@ pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTen
         Cube::float_swap_dims(Cube::float_reshape(slice, [batch, t_k, kv_heads, d].into()), 1, 2)
     };
     if let Kernels::Tiled { causal } = *kernels {
-        let (d_q, d_kv) = super::attention_tiled::backward(q, k, v, out, stats, d_out, *scale, causal);
+        let (d_q, d_kv) = super::attention_tiled::backward(q, k, v, stats, d_out, *scale, causal);
         return (d_q, half(&d_kv, 0), half(&d_kv, 1));
     }
     let rows = batch * heads * t_q;

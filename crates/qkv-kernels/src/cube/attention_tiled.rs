@@ -13,9 +13,10 @@
 //! and every unit then reads each tile's row from there: one load from device memory a tile per
 //! workgroup, where one unit a row read every key row of its head itself. A unit's own rows (its
 //! query, or its key and value, and what it adds up) stay in registers, the head dimension's
-//! loops unrolled (it is known when the kernel is compiled). D_i is computed by the dQ kernel,
-//! which has dO_i and reads O_i, and written beside L_i for the dK, dV kernel: two launches
-//! backward where the per-row kernels take three.
+//! loops unrolled (it is known when the kernel is compiled). D_i is added up by the dQ kernel
+//! over the keys (Σ_j P_ij dP_ij, which is dO_i·O_i) and written beside L_i for the dK, dV
+//! kernel: two launches backward where the per-row kernels take three. At most six tensors a
+//! kernel, as WebGPU's limits allow.
 //!
 //! GPUs emulated on the CPU keep the per-row kernels (`super::attention`): barriers cost them most
 //! (the same timing that gives them our product decides, `super::product_choice`).
@@ -154,15 +155,17 @@ fn attention_tiled_kernel(
     }
 }
 
-/// dQ_i for row (b, h, i), and D_i = dO_i·O_i into `stats[2·row + 1]`; the workgroup is
-/// (block, h, b).
+/// dQ_i for row (b, h, i), and D_i into `stats[2·row + 1]`; the workgroup is (block, h, b).
+/// D_i = dO_i·O_i = Σ_j P_ij dP_ij, so it is added up over the keys with the rest, O unread:
+/// dQ_i = scale Σ_j P_ij (dP_ij − D_i) K_j = scale (Σ_j P_ij dP_ij K_j − D_i Σ_j P_ij K_j). Six
+/// tensors, as WebGPU's eight storage buffers a kernel allow (CubeCL keeps one, and one more
+/// for its own metadata).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn attention_tiled_d_query_kernel(
     q: &Tensor<f32>,
     k: &Tensor<f32>,
     v: &Tensor<f32>,
-    out: &Tensor<f32>,
     d_out: &Tensor<f32>,
     stats: &mut Tensor<f32>,
     d_q: &mut Tensor<f32>,
@@ -185,19 +188,20 @@ fn attention_tiled_d_query_kernel(
         keys = select(end < t_q, end, t_q) + past;
     }
     let (q_at, o_at) = (at(q, b, h, row_i), at(d_out, b, h, row_i));
-    let out_at = at(out, b, h, row_i);
     let mut q_row = Array::<f32>::new(d);
     let mut do_row = Array::<f32>::new(d);
-    let mut acc = Array::<f32>::new(d);
-    let mut delta = 0.0f32;
+    // Σ_j P_ij dP_ij K_j and Σ_j P_ij K_j.
+    let mut with_dp = Array::<f32>::new(d);
+    let mut plain = Array::<f32>::new(d);
     #[unroll]
     for c in 0..d {
         q_row[c] = q[q_at + c * q.stride(3)] * scale;
         do_row[c] = d_out[o_at + c * d_out.stride(3)];
-        delta += do_row[c] * out[out_at + c * out.stride(3)];
-        acc[c] = 0.0;
+        with_dp[c] = 0.0;
+        plain[c] = 0.0;
     }
     let log_norm = stats[row * 2];
+    let mut delta = 0.0f32;
     let mut k_tile = Shared::<[f32]>::new_slice(tile * d);
     let mut v_tile = Shared::<[f32]>::new_slice(tile * d);
     for t in 0..keys.div_ceil(tile) {
@@ -219,10 +223,12 @@ fn attention_tiled_d_query_kernel(
                     s += q_row[c] * k_tile[jj * d + c];
                     dp += do_row[c] * v_tile[jj * d + c];
                 }
-                let d_s = (s - log_norm).exp() * (dp - delta);
+                let p = (s - log_norm).exp();
+                delta += p * dp;
                 #[unroll]
                 for c in 0..d {
-                    acc[c] += d_s * k_tile[jj * d + c];
+                    with_dp[c] += p * dp * k_tile[jj * d + c];
+                    plain[c] += p * k_tile[jj * d + c];
                 }
             }
         }
@@ -234,7 +240,7 @@ fn attention_tiled_d_query_kernel(
         let dq_step = d_q.stride(3);
         #[unroll]
         for c in 0..d {
-            d_q[dq_at + c * dq_step] = acc[c] * scale;
+            d_q[dq_at + c * dq_step] = (with_dp[c] - delta * plain[c]) * scale;
         }
     }
 }
@@ -377,12 +383,10 @@ pub(crate) fn forward(q: &CubeTensor, k: &CubeTensor, v: &CubeTensor, scale: f32
 }
 
 /// dQ, and dK and dV as one [2, batch, t_k, kv_heads, d] tensor; `stats` gains each row's D.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn backward(
     q: &CubeTensor,
     k: &CubeTensor,
     v: &CubeTensor,
-    out: &CubeTensor,
     stats: &CubeTensor,
     d_out: CubeTensor,
     scale: f32,
@@ -396,7 +400,7 @@ pub(crate) fn backward(
     let dim = cubecl::CubeDim::new_1d(ROWS as u32);
     let d_q = Cube::float_swap_dims(empty(q, [batch, t_q, heads, d]), 1, 2);
     let count = grid(t_q, heads, batch);
-    note(&count, dim, t_k * 3 * d + 3 * d, 3 * rows * d + 2 * kv_values + rows, rows * d + rows);
+    note(&count, dim, t_k * 4 * d + 2 * d, 2 * rows * d + 2 * kv_values + rows, rows * d + rows);
     attention_tiled_d_query_kernel::launch(
         &q.client,
         count,
@@ -404,7 +408,6 @@ pub(crate) fn backward(
         q.clone().into_tensor_arg(),
         k.clone().into_tensor_arg(),
         v.clone().into_tensor_arg(),
-        out.clone().into_tensor_arg(),
         d_out.clone().into_tensor_arg(),
         stats.clone().into_tensor_arg(),
         d_q.clone().into_tensor_arg(),

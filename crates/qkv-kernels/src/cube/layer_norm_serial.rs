@@ -10,7 +10,6 @@
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::layer_norm::Saved;
 use super::{contiguous, empty, note, units};
 
 /// dx = r·(g − mean(g) − x̂·mean(g·x̂)) per row, with g = dy·γ and x̂ = (x − μ)·r.
@@ -67,9 +66,9 @@ fn layer_norm_d_gamma_beta_by_channel_kernel(
     d_gamma[channel] = sum_gamma;
     d_beta[channel] = sum_beta;
 }
-/// dx, dγ, dβ: two launches.
-pub(crate) fn backward(saved: &Saved, dy: CubeTensor) -> (CubeTensor, CubeTensor, CubeTensor) {
-    let Saved { x, gamma, stats } = saved;
+/// dx, dγ, dβ from the forward's input `x`, gain `gamma` and row statistics `stats` [rows, 2]
+/// (μ, r): two launches.
+pub(crate) fn backward(x: &CubeTensor, gamma: &CubeTensor, stats: &CubeTensor, dy: CubeTensor) -> (CubeTensor, CubeTensor, CubeTensor) {
     let dy = contiguous(dy);
     let channels = gamma.meta.shape().num_elements();
     let rows = x.meta.shape().num_elements() / channels;
