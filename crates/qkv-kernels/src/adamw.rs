@@ -33,7 +33,8 @@ pub fn adamw_update<const D: usize>(
         Route::Flex => {}
         Route::Cube => {
             let moments = moments.map(|(m, v)| (to_cube(m), to_cube(v)));
-            let (param, m, v) = cube::adamw::update(to_cube(param), to_cube(grad), moments, grad_scale.cloned().map(to_cube), step);
+            let (param, m, v) =
+                cube::adamw::update(to_cube(param), to_cube(grad), moments, grad_scale.cloned().map(to_cube).as_ref(), step);
             return (from_cube(param), from_cube(m), from_cube(v));
         }
         Route::Composed | Route::FlexAutodiff | Route::CubeAutodiff => return composed(param, grad, moments, grad_scale, step),
@@ -55,6 +56,69 @@ pub fn adamw_update<const D: usize>(
         update(p, m, v, &grad[start..start + p.len()], scale, step);
     });
     (from_flex(param), from_flex(moment_1), from_flex(moment_2))
+}
+
+/// AdamW updates of a model's parameters with one clipping factor, launched several to a kernel
+/// where the device allows: on a cubecl GPU that binds four parameters' buffers a kernel
+/// (natively; a browser's WebGPU binds seven buffers, so one parameter a launch there), four a
+/// launch. Each [`Self::update`] returns its parameter and moments at once; on such a GPU their
+/// values are written by a launch made when four are waiting, or when the updates are dropped,
+/// so nothing may read them before then. Elsewhere each is [`adamw_update`].
+pub struct AdamWUpdates {
+    grad_scale: Option<Tensor<1>>,
+    waiting: Vec<cube::adamw::Prepared>,
+}
+
+impl AdamWUpdates {
+    /// Updates whose gradients are scaled by `grad_scale` (a [1] tensor) when given.
+    pub fn new(grad_scale: Option<Tensor<1>>) -> Self {
+        Self { grad_scale, waiting: Vec::new() }
+    }
+
+    /// [`adamw_update`] of one parameter, its launch maybe shared with the next ones.
+    pub fn update<const D: usize>(
+        &mut self,
+        param: Tensor<D>,
+        grad: Tensor<D>,
+        moments: Option<(Tensor<1>, Tensor<1>)>,
+        step: AdamWStep,
+    ) -> (Tensor<D>, Tensor<1>, Tensor<1>) {
+        if !matches!(route(&param.device(), param.dtype()), Route::Cube) {
+            return adamw_update(param, grad, moments, self.grad_scale.as_ref(), step);
+        }
+        let moments = moments.map(|(m, v)| (to_cube(m), to_cube(v)));
+        let prepared = cube::adamw::prepare(to_cube(param), to_cube(grad), moments, step);
+        let updated = (from_cube(prepared.param.clone()), from_cube(prepared.moment_1.clone()), from_cube(prepared.moment_2.clone()));
+        if !cube::adamw::takes_many(&prepared.param) {
+            cube::adamw::launch_one(&prepared, self.grad_scale.clone().map(to_cube).as_ref());
+            return updated;
+        }
+        // One launch shares β₁, β₂, ε and lr.
+        let shared = |s: &AdamWStep| (s.beta_1, s.beta_2, s.epsilon, s.lr);
+        if self.waiting.first().is_some_and(|first| shared(first.step()) != shared(&step)) {
+            self.launch_waiting();
+        }
+        self.waiting.push(prepared);
+        if self.waiting.len() == cube::adamw::PARAMETERS_PER_LAUNCH {
+            self.launch_waiting();
+        }
+        updated
+    }
+
+    fn launch_waiting(&mut self) {
+        if !self.waiting.is_empty() {
+            cube::adamw::launch_many(&self.waiting, self.grad_scale.clone().map(to_cube).as_ref());
+            self.waiting.clear();
+        }
+    }
+}
+
+impl Drop for AdamWUpdates {
+    /// Launches the updates still waiting: every parameter returned is written by the time its
+    /// updates are gone.
+    fn drop(&mut self) {
+        self.launch_waiting();
+    }
 }
 
 vectorised! {

@@ -43,7 +43,7 @@ mod linear;
 mod math;
 mod parallel;
 
-pub use adamw::{SumOfSquares, adamw_update};
+pub use adamw::{AdamWUpdates, SumOfSquares, adamw_update};
 pub use adamw_step::AdamWStep;
 pub use attention::{Mask, attention, repeat_kv_heads};
 pub use cross_entropy::cross_entropy;

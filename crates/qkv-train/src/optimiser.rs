@@ -4,7 +4,7 @@
 //!
 //! The update is Burn's AdamW, operation for operation (bias-corrected moments, ε outside the
 //! square root, decay `θ·(1 − lr·λ)` before the step; on flex one pass per parameter, see
-//! `qkv_kernels::adamw_update`), and its state is saved in the burnpack
+//! `qkv_kernels::AdamWUpdates`), and its state is saved in the burnpack
 //! layout Burn's own optimiser writes, so checkpoints from either read back into the other. It
 //! is written here rather than used from Burn for two things Burn's optimiser cannot do: clip by
 //! the norm of all gradients together, and read its state back without blocking, which the
@@ -17,7 +17,7 @@ use burn::optim::GradientsParams;
 use burn::store::burn_pack::{self, Scalar};
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 
-use qkv_kernels::{AdamWStep, SumOfSquares, adamw_update};
+use qkv_kernels::{AdamWStep, AdamWUpdates, SumOfSquares};
 use qkv_model::Model;
 
 use crate::recipe::TrainingConfig;
@@ -95,8 +95,11 @@ impl Optimiser {
     pub fn step(&mut self, model: Model, grads: GradientsParams, lr: f64) -> (Model, Tensor<1>) {
         // scale = max_norm / max(norm, max_norm): 1 when the norm is within bounds.
         let (norm, scale) = global_norm(&model, &grads, self.grad_clip);
-        let mut update = Update { adamw: self.adamw, moments: &mut self.moments, grads, scale, lr };
-        (model.map(&mut update), norm)
+        let mut update = Update { adamw: self.adamw, moments: &mut self.moments, grads, updates: AdamWUpdates::new(scale), lr };
+        let model = model.map(&mut update);
+        // Launches the updates still waiting, before anything reads the parameters.
+        drop(update);
+        (model, norm)
     }
 
     /// The state in Burn's optimiser-record layout, every tensor awaited rather than blocked on.
@@ -176,7 +179,8 @@ struct Update<'a> {
     adamw: AdamW,
     moments: &'a mut BTreeMap<u64, Moments>,
     grads: GradientsParams,
-    scale: Option<Tensor<1>>,
+    /// Several parameters a launch where the device allows.
+    updates: AdamWUpdates,
     lr: f64,
 }
 
@@ -198,8 +202,7 @@ impl ModuleMapper for Update<'_> {
             weight_decay: if is_decayed(&tensor.dims(), decay_min_rank) { weight_decay } else { 0.0 },
             time: time as i32,
         };
-        let (updated, moment_1, moment_2) =
-            adamw_update(tensor.inner(), grad, previous.map(|m| (m.moment_1, m.moment_2)), self.scale.as_ref(), step);
+        let (updated, moment_1, moment_2) = self.updates.update(tensor.inner(), grad, previous.map(|m| (m.moment_1, m.moment_2)), step);
         self.moments.insert(id.val(), Moments { time, rank: D, moment_1, moment_2 });
         let mut updated = Tensor::from_inner(updated);
         if require_grad {

@@ -16,6 +16,32 @@ use super::block_sum::{strided_sum, workgroup_sum, workgroup_units};
 use super::{contiguous, empty, note, tree_steps, units, writable};
 use crate::adamw_step::AdamWStep;
 
+/// One value's update, `g` its gradient (clipped already): the moments at `i` in place, and the
+/// parameter's new value returned.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn adamw_value(
+    param: f32,
+    moment_1: &mut Tensor<f32>,
+    moment_2: &mut Tensor<f32>,
+    i: usize,
+    g: f32,
+    beta_1: f32,
+    beta_2: f32,
+    correction_1: f32,
+    correction_2: f32,
+    epsilon: f32,
+    keep: f32,
+    lr: f32,
+) -> f32 {
+    let m = moment_1[i] * beta_1 + g * (1.0 - beta_1);
+    let v = moment_2[i] * beta_2 + g * g * (1.0 - beta_2);
+    moment_1[i] = m;
+    moment_2[i] = v;
+    let delta = (m / correction_1) / ((v / correction_2).sqrt() + epsilon);
+    param * keep - delta * lr
+}
+
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn adamw_kernel(
@@ -41,24 +67,102 @@ fn adamw_kernel(
     if scaled {
         g *= grad_scale[0];
     }
-    let m = moment_1[i] * beta_1 + g * (1.0 - beta_1);
-    let v = moment_2[i] * beta_2 + g * g * (1.0 - beta_2);
-    moment_1[i] = m;
-    moment_2[i] = v;
-    let delta = (m / correction_1) / ((v / correction_2).sqrt() + epsilon);
-    param[i] = param[i] * keep - delta * lr;
+    param[i] = adamw_value(param[i], moment_1, moment_2, i, g, beta_1, beta_2, correction_1, correction_2, epsilon, keep, lr);
 }
 
-/// The parameter, its first and second moments (flat) after one update; `moments` `None` before
-/// the first. All on one cubecl device, f32.
-pub(crate) fn update(
-    param: CubeTensor,
+/// Parameters one launch of [`adamw_many_kernel`] updates: four, whose parameter, moments and
+/// gradient make sixteen bindings and the clipping factor a seventeenth. Only where the device
+/// allows that many (natively; a browser's WebGPU allows seven, and takes one a launch).
+pub(crate) const PARAMETERS_PER_LAUNCH: usize = 4;
+
+/// The update of up to four parameters, laid end to end: parameter s's values end before
+/// `ends[s]`, and `per_parameter` holds its correction₁, correction₂ and keep (1 − lr·λ) at 3s.
+/// A slot without a parameter has no values (its buffers are a placeholder's).
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+#[allow(clippy::needless_pass_by_value, reason = "CubeCL's launch takes a sequence by value")]
+fn adamw_many_kernel(
+    p0: &mut Tensor<f32>,
+    m0: &mut Tensor<f32>,
+    v0: &mut Tensor<f32>,
+    g0: &Tensor<f32>,
+    p1: &mut Tensor<f32>,
+    m1: &mut Tensor<f32>,
+    v1: &mut Tensor<f32>,
+    g1: &Tensor<f32>,
+    p2: &mut Tensor<f32>,
+    m2: &mut Tensor<f32>,
+    v2: &mut Tensor<f32>,
+    g2: &Tensor<f32>,
+    p3: &mut Tensor<f32>,
+    m3: &mut Tensor<f32>,
+    v3: &mut Tensor<f32>,
+    g3: &Tensor<f32>,
+    grad_scale: &Tensor<f32>,
+    ends: Sequence<u32>,
+    per_parameter: Sequence<f32>,
+    beta_1: f32,
+    beta_2: f32,
+    epsilon: f32,
+    lr: f32,
+    #[comptime] scaled: bool,
+) {
+    let unit = ABSOLUTE_POS;
+    let (end0, end1, end2, end3) = (ends[0] as usize, ends[1] as usize, ends[2] as usize, ends[3] as usize);
+    let mut scale = 1.0f32;
+    if scaled {
+        scale = grad_scale[0];
+    }
+    if unit < end0 {
+        let i = unit;
+        p0[i] =
+            adamw_value(p0[i], m0, v0, i, g0[i] * scale, beta_1, beta_2, per_parameter[0], per_parameter[1], epsilon, per_parameter[2], lr);
+    } else if unit < end1 {
+        let i = unit - end0;
+        p1[i] =
+            adamw_value(p1[i], m1, v1, i, g1[i] * scale, beta_1, beta_2, per_parameter[3], per_parameter[4], epsilon, per_parameter[5], lr);
+    } else if unit < end2 {
+        let i = unit - end1;
+        p2[i] =
+            adamw_value(p2[i], m2, v2, i, g2[i] * scale, beta_1, beta_2, per_parameter[6], per_parameter[7], epsilon, per_parameter[8], lr);
+    } else if unit < end3 {
+        let i = unit - end2;
+        p3[i] = adamw_value(
+            p3[i],
+            m3,
+            v3,
+            i,
+            g3[i] * scale,
+            beta_1,
+            beta_2,
+            per_parameter[9],
+            per_parameter[10],
+            epsilon,
+            per_parameter[11],
+            lr,
+        );
+    }
+}
+
+/// A parameter's update made ready while its buffers are the step's only copies, to be launched
+/// with others ([`launch_many`]): the parameter and its moments, written in place, and its
+/// gradient.
+pub(crate) struct Prepared {
+    pub param: CubeTensor,
+    pub moment_1: CubeTensor,
+    pub moment_2: CubeTensor,
     grad: CubeTensor,
-    moments: Option<(CubeTensor, CubeTensor)>,
-    grad_scale: Option<CubeTensor>,
     step: AdamWStep,
-) -> (CubeTensor, CubeTensor, CubeTensor) {
-    let AdamWStep { beta_1, beta_2, epsilon, lr, weight_decay, time } = step;
+}
+
+impl Prepared {
+    pub(crate) fn step(&self) -> &AdamWStep {
+        &self.step
+    }
+}
+
+/// [`Prepared`] for `param`; `moments` `None` before the first update (zeros then).
+pub(crate) fn prepare(param: CubeTensor, grad: CubeTensor, moments: Option<(CubeTensor, CubeTensor)>, step: AdamWStep) -> Prepared {
     let n = param.meta.shape().num_elements();
     let (client, device) = (param.client.clone(), param.device.clone());
     let (moment_1, moment_2) = match moments {
@@ -68,11 +172,112 @@ pub(crate) fn update(
             (zeros(), zeros())
         }
     };
-    let param = writable(param);
-    let grad = contiguous(grad);
+    Prepared { param: writable(param), moment_1, moment_2, grad: contiguous(grad), step }
+}
+
+/// Whether `like`'s device binds the buffers of [`PARAMETERS_PER_LAUNCH`] parameters a kernel,
+/// and CubeCL its own metadata beside them.
+pub(crate) fn takes_many(like: &CubeTensor) -> bool {
+    like.client.properties().hardware.max_bindings as usize > 4 * PARAMETERS_PER_LAUNCH + 1
+}
+
+/// Correction₁, correction₂ and keep of a step.
+fn settings(step: AdamWStep) -> [f32; 3] {
+    let AdamWStep { beta_1, beta_2, lr, weight_decay, time, .. } = step;
+    [1.0 - beta_1.powi(time), 1.0 - beta_2.powi(time), (1.0 - lr * weight_decay as f64) as f32]
+}
+
+/// Updates `prepared` (one to [`PARAMETERS_PER_LAUNCH`], sharing β₁, β₂, ε and lr) in one
+/// launch, gradients scaled by `grad_scale` when given.
+pub(crate) fn launch_many(prepared: &[Prepared], grad_scale: Option<&CubeTensor>) {
+    assert!(!prepared.is_empty() && prepared.len() <= PARAMETERS_PER_LAUNCH, "{} parameters in one AdamW launch", prepared.len());
+    let first = &prepared[0];
+    let client = first.param.client.clone();
+    // Empty slots bind placeholders of their own: two writable bindings of one buffer would alias.
+    let placeholder = || empty(&first.param, [1]);
+    let mut args = Vec::with_capacity(4 * PARAMETERS_PER_LAUNCH);
+    let (mut ends, mut per_parameter, mut end) = (SequenceArg::new(), SequenceArg::new(), 0usize);
+    for slot in 0..PARAMETERS_PER_LAUNCH {
+        match prepared.get(slot) {
+            Some(p) => {
+                end += p.param.meta.shape().num_elements();
+                args.extend([p.param.clone(), p.moment_1.clone(), p.moment_2.clone(), p.grad.clone()]);
+                for value in settings(p.step) {
+                    per_parameter.push(value);
+                }
+            }
+            None => {
+                args.extend([placeholder(), placeholder(), placeholder(), placeholder()]);
+                for value in [1.0, 1.0, 1.0] {
+                    per_parameter.push(value);
+                }
+            }
+        }
+        ends.push(end as u32);
+    }
+    let scaled = grad_scale.is_some();
+    let grad_scale = grad_scale.cloned().unwrap_or_else(placeholder);
+    let AdamWStep { beta_1, beta_2, epsilon, lr, .. } = first.step;
+    let (cube_count, cube_dim) = units(&client, end);
+    note(&cube_count, cube_dim, 1, 4 * end + usize::from(scaled), 3 * end);
+    let mut args = args.into_iter().map(CubeTensor::into_tensor_arg);
+    let mut next = || args.next().expect("four bindings a slot");
+    adamw_many_kernel::launch(
+        &client,
+        cube_count,
+        cube_dim,
+        next(),
+        next(),
+        next(),
+        next(),
+        next(),
+        next(),
+        next(),
+        next(),
+        next(),
+        next(),
+        next(),
+        next(),
+        next(),
+        next(),
+        next(),
+        next(),
+        grad_scale.into_tensor_arg(),
+        ends,
+        per_parameter,
+        beta_1,
+        beta_2,
+        epsilon,
+        lr as f32,
+        scaled,
+    );
+}
+
+/// The parameter, its first and second moments (flat) after one update; `moments` `None` before
+/// the first. All on one cubecl device, f32.
+pub(crate) fn update(
+    param: CubeTensor,
+    grad: CubeTensor,
+    moments: Option<(CubeTensor, CubeTensor)>,
+    grad_scale: Option<&CubeTensor>,
+    step: AdamWStep,
+) -> (CubeTensor, CubeTensor, CubeTensor) {
+    let prepared = prepare(param, grad, moments, step);
+    launch_one(&prepared, grad_scale);
+    let Prepared { param, moment_1, moment_2, .. } = prepared;
+    (param, moment_1, moment_2)
+}
+
+/// Updates one parameter: five bindings, as every device allows.
+pub(crate) fn launch_one(prepared: &Prepared, grad_scale: Option<&CubeTensor>) {
+    let Prepared { param, moment_1, moment_2, grad, step } = prepared;
+    let [correction_1, correction_2, keep] = settings(*step);
+    let AdamWStep { beta_1, beta_2, epsilon, lr, .. } = *step;
+    let n = param.meta.shape().num_elements();
+    let client = param.client.clone();
     let scaled = grad_scale.is_some();
     // Unread when not scaled; any f32 buffer fills the slot.
-    let grad_scale = grad_scale.map_or_else(|| grad.clone(), contiguous);
+    let grad_scale = grad_scale.map_or_else(|| grad.clone(), |scale| contiguous(scale.clone()));
     let (cube_count, cube_dim) = units(&client, n);
     // Reads the parameter, its moments and its gradient (and the factor); writes the first three.
     note(&cube_count, cube_dim, 1, 4 * n + usize::from(scaled), 3 * n);
@@ -83,18 +288,17 @@ pub(crate) fn update(
         param.clone().into_tensor_arg(),
         moment_1.clone().into_tensor_arg(),
         moment_2.clone().into_tensor_arg(),
-        grad.into_tensor_arg(),
+        grad.clone().into_tensor_arg(),
         grad_scale.into_tensor_arg(),
         beta_1,
         beta_2,
-        1.0 - beta_1.powi(time),
-        1.0 - beta_2.powi(time),
+        correction_1,
+        correction_2,
         epsilon,
-        (1.0 - lr * weight_decay as f64) as f32,
+        keep,
         lr as f32,
         scaled,
     );
-    (param, moment_1, moment_2)
 }
 
 /// Values each unit of the Σx² kernel adds up. A parameter's count does not depend on the
@@ -277,7 +481,7 @@ impl Squares {
 mod tests {
     use burn::tensor::{Device, Tensor, TensorData};
 
-    use crate::adamw::{SumOfSquares, adamw_update, composed};
+    use crate::adamw::{AdamWUpdates, SumOfSquares, adamw_update, composed};
     use crate::adamw_step::AdamWStep;
     use crate::tests::{assert_close, gpu, input, values};
 
@@ -305,6 +509,42 @@ mod tests {
             assert_close(&fused, &composed, 1e-5, "three AdamW steps on wgpu");
         }
         assert_eq!(values(start.clone()), values(input([13, 700], 1, &device)), "the parameter the caller kept is untouched");
+    }
+
+    /// Parameters updated four a launch (where the device binds that many buffers, as lavapipe
+    /// does) end as each updated alone: six of them, decayed or not, one first seen at the
+    /// second step, over three steps with a clipping factor.
+    #[test]
+    fn updates_launched_together_match_one_at_a_time() {
+        let device = gpu();
+        let shapes = [[13, 700], [1, 5], [64, 3], [1, 4096], [7, 7], [2, 129]];
+        let scale = Tensor::<1>::from_data(TensorData::new(vec![0.7f32], [1]), &device);
+        let run = |together: bool| {
+            let mut params: Vec<Tensor<2>> = shapes.iter().enumerate().map(|(i, &s)| input(s, i as u64, &device)).collect();
+            let mut moments: Vec<Option<(Tensor<1>, Tensor<1>)>> = vec![None; shapes.len()];
+            for time in 1..=3 {
+                let mut updates = AdamWUpdates::new(Some(scale.clone()));
+                for (i, param) in params.iter_mut().enumerate() {
+                    if i == 4 && time == 1 {
+                        continue;
+                    }
+                    let grad = input(shapes[i], 100 * time as u64 + i as u64, &device);
+                    let weight_decay = if i % 2 == 0 { 0.1 } else { 0.0 };
+                    let step = AdamWStep { beta_1: 0.9, beta_2: 0.99, epsilon: 1e-8, lr: 1e-2, weight_decay, time };
+                    let (p, m, v) = if together {
+                        updates.update(param.clone(), grad, moments[i].take(), step)
+                    } else {
+                        adamw_update(param.clone(), grad, moments[i].take(), Some(&scale), step)
+                    };
+                    *param = p;
+                    moments[i] = Some((m, v));
+                }
+            }
+            params.into_iter().map(values).collect::<Vec<_>>()
+        };
+        for (i, (together, alone)) in run(true).iter().zip(run(false)).enumerate() {
+            assert_close(together, &alone, 1e-6, &format!("parameter {i}"));
+        }
     }
 
     #[test]
