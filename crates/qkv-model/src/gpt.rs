@@ -3,7 +3,7 @@
 
 use burn::module::Module;
 use burn::nn::{Embedding, LayerNorm, LayerNormConfig, Linear};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor};
 use qkv_kernels::{gelu, layer_norm, linear};
 
 use crate::attention::{AttentionTrace, CausalSelfAttention, LayerCache, apply_linear, init_linear};
@@ -234,10 +234,7 @@ impl Gpt {
             offset + time,
             self.block_size
         );
-        let device = tokens.device();
-        let positions = Tensor::<1, Int>::from_data(TensorData::new((offset as i64..(offset + time) as i64).collect(), [time]), &device)
-            .reshape([1, time]);
-        self.drop.forward(self.wte.forward(tokens) + self.wpe.forward(positions))
+        self.drop.forward(qkv_kernels::embed(tokens, self.wte.weight.val(), self.wpe.weight.val(), offset))
     }
 
     /// Final norm and LM head: hidden states [batch, time, n_embd] → logits [batch, time, vocab].
@@ -331,7 +328,7 @@ pub(crate) mod tests {
     pub(crate) fn tokens(rows: &[&[i64]], device: &Device) -> Tensor<2, Int> {
         let time = rows[0].len();
         let flat: Vec<i64> = rows.iter().flat_map(|r| r.iter().copied()).collect();
-        Tensor::from_data(TensorData::new(flat, [rows.len(), time]), device)
+        Tensor::from_data(burn::tensor::TensorData::new(flat, [rows.len(), time]), device)
     }
 
     pub(crate) fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
