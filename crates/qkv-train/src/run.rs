@@ -245,7 +245,11 @@ impl Run {
     fn shard_steps(&self, model: &Model, shards: &[Shard], micro: f64) -> Vec<(Tensor<1>, GradientsParams)> {
         let step = |model: &Model, shard: &Shard, device: &Device| {
             let (inputs, targets, mask) = batch_tensors(&shard.batch, device);
-            let loss = cross_entropy(model.forward(inputs), targets, mask) * (shard.weight / micro);
+            let loss = cross_entropy(model.forward(inputs), targets, mask);
+            // A whole batch in one shard weighs 1: multiplying by it would cost a GPU a launch
+            // forward and one backward for nothing.
+            let weight = shard.weight / micro;
+            let loss = if weight == 1.0 { loss } else { loss * weight };
             let grads = GradientsParams::from_grads(loss.backward(), model);
             (loss.inner(), grads)
         };
@@ -342,7 +346,11 @@ impl Run {
                 Err(error) => return vec![Err(error)],
             }
         }
-        let together = Tensor::cat(pending.iter().map(|p| p.values.clone()).collect(), 0);
+        // One step's values are read as they are: a cat of one tensor is still a copy on a GPU.
+        let together = match pending.as_slice() {
+            [one] => one.values.clone(),
+            _ => Tensor::cat(pending.iter().map(|p| p.values.clone()).collect(), 0),
+        };
         let read = async { read_values(qkv_kernels::read_back(together).await?) };
         let values = match read.await {
             Ok(values) => values,
