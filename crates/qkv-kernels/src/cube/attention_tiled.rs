@@ -69,6 +69,37 @@ fn load_tile(
     }
 }
 
+/// This unit's row of the workgroup's block: its index, whether it is one of the `rows`, and
+/// the row it reads (row 0 past the last: every unit loads tiles and waits with the others).
+#[cube]
+fn block_row(rows: usize) -> (usize, bool, usize) {
+    let i = CUBE_POS_X as usize * ROWS + UNIT_POS as usize;
+    let live = i < rows;
+    (i, live, select(live, i, 0))
+}
+
+/// Keys the block's last query row sees: all `t_k`, or up to it and the `t_k − t_q` keys before
+/// the first query when causal.
+#[cube]
+fn keys_seen(t_q: usize, t_k: usize, #[comptime] causal: bool) -> usize {
+    let mut keys = t_k;
+    if causal {
+        let end = CUBE_POS_X as usize * ROWS + ROWS;
+        keys = select(end < t_q, end, t_q) + t_k - t_q;
+    }
+    keys
+}
+
+/// Whether query i sees key j (a causal query sees keys up to i + past).
+#[cube]
+fn sees(i: usize, j: usize, t_k: usize, past: usize, #[comptime] causal: bool) -> bool {
+    let mut visible = j < t_k;
+    if causal {
+        visible = visible && j <= i + past;
+    }
+    visible
+}
+
 /// Row (b, h, i) of the output and L_i into `stats[2·row]`; the workgroup is (block, h, b).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
@@ -86,16 +117,9 @@ fn attention_tiled_kernel(
     let (heads, t_q, t_k) = (q.shape(1), q.shape(2), k.shape(2));
     let (h, b) = (CUBE_POS_Y as usize, CUBE_POS_Z as usize);
     let g = h / (heads / k.shape(1));
-    let i = CUBE_POS_X as usize * ROWS + UNIT_POS as usize;
-    let live = i < t_q;
-    let row_i = select(live, i, 0);
+    let (i, live, row_i) = block_row(t_q);
     let past = t_k - t_q;
-    // Keys the block's last row sees (a causal query i sees keys up to i + past).
-    let mut keys = t_k;
-    if causal {
-        let end = CUBE_POS_X as usize * ROWS + ROWS;
-        keys = select(end < t_q, end, t_q) + past;
-    }
+    let keys = keys_seen(t_q, t_k, causal);
     let mut q_row = Array::<f32>::new(d);
     let q_at = at(q, b, h, row_i);
     #[unroll]
@@ -118,10 +142,7 @@ fn attention_tiled_kernel(
         sync_cube();
         for jj in 0..tile {
             let j = first + jj;
-            let mut visible = j < t_k;
-            if causal {
-                visible = visible && j <= row_i + past;
-            }
+            let visible = sees(row_i, j, t_k, past, causal);
             if visible {
                 let mut s = 0.0f32;
                 #[unroll]
@@ -177,16 +198,10 @@ fn attention_tiled_d_query_kernel(
     let (heads, t_q, t_k) = (q.shape(1), q.shape(2), k.shape(2));
     let (h, b) = (CUBE_POS_Y as usize, CUBE_POS_Z as usize);
     let g = h / (heads / k.shape(1));
-    let i = CUBE_POS_X as usize * ROWS + UNIT_POS as usize;
-    let live = i < t_q;
-    let row_i = select(live, i, 0);
+    let (i, live, row_i) = block_row(t_q);
     let row = (b * heads + h) * t_q + row_i;
     let past = t_k - t_q;
-    let mut keys = t_k;
-    if causal {
-        let end = CUBE_POS_X as usize * ROWS + ROWS;
-        keys = select(end < t_q, end, t_q) + past;
-    }
+    let keys = keys_seen(t_q, t_k, causal);
     let (q_at, o_at) = (at(q, b, h, row_i), at(d_out, b, h, row_i));
     let mut q_row = Array::<f32>::new(d);
     let mut do_row = Array::<f32>::new(d);
@@ -211,10 +226,7 @@ fn attention_tiled_d_query_kernel(
         sync_cube();
         for jj in 0..tile {
             let j = first + jj;
-            let mut visible = j < t_k;
-            if causal {
-                visible = visible && j <= row_i + past;
-            }
+            let visible = sees(row_i, j, t_k, past, causal);
             if visible {
                 let mut s = 0.0f32;
                 let mut dp = 0.0f32;
@@ -265,9 +277,7 @@ fn attention_tiled_d_key_value_kernel(
     let (kv_heads, t_k) = (k.shape(1), k.shape(2));
     let (g, b) = (CUBE_POS_Y as usize, CUBE_POS_Z as usize);
     let group = heads / kv_heads;
-    let j = CUBE_POS_X as usize * ROWS + UNIT_POS as usize;
-    let live = j < t_k;
-    let row_j = select(live, j, 0);
+    let (j, live, row_j) = block_row(t_k);
     let past = t_k - t_q;
     // Queries that see the block's first key (a causal query i sees key j when i + past ≥ j).
     let mut first_query = 0usize;
@@ -311,10 +321,7 @@ fn attention_tiled_d_key_value_kernel(
             sync_cube();
             for ii in 0..tile {
                 let i = first + ii;
-                let mut visible = i < t_q;
-                if causal {
-                    visible = visible && i + past >= row_j;
-                }
+                let visible = i < t_q && sees(i, row_j, t_k, past, causal);
                 if visible {
                     let mut s = 0.0f32;
                     let mut dp = 0.0f32;
