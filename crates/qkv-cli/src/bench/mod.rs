@@ -126,9 +126,10 @@ fn proc_status_mib(field: &str) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
+/// The median of a figure's rounds (the reports' median: the mean of the middle two for an even
+/// count; the upper one before, which the reports had dropped too).
 fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+    crate::experiment::stats::median(&mut values).unwrap_or(f64::NAN)
 }
 
 /// The adapter `compute` runs on, said on stderr (with what it is not), and refused when the

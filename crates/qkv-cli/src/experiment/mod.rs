@@ -8,7 +8,7 @@ mod findings;
 mod learning;
 mod output;
 mod seeds;
-mod stats;
+pub(crate) mod stats;
 mod sweep;
 mod training;
 mod vision;

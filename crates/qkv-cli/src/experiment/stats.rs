@@ -19,7 +19,7 @@ pub(super) fn mean_std(values: impl Iterator<Item = Option<f64>>) -> Option<(f64
 
 /// The median of `values` (sorted here): the middle one, or the mean of the two middle ones when
 /// there are an even number. None for none.
-pub(super) fn median(values: &mut [f64]) -> Option<f64> {
+pub(crate) fn median(values: &mut [f64]) -> Option<f64> {
     values.sort_by(f64::total_cmp);
     let middle = values.len() / 2;
     match values.len() {
