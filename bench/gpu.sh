@@ -136,5 +136,5 @@ done
 cat "$table"
 for config in "${configs[@]}"; do
   read -r name _ <<< "$config"
-  [ -s "$work/profile-$name.txt" ] && { echo; echo "== $name: one step by kernel"; head -20 "$work/profile-$name.txt"; }
+  [ -s "$work/profile-$name.txt" ] && { echo; echo "== $name: one step by kernel, the longest first"; sed -n '/timed kernel by kernel/,$p' "$work/profile-$name.txt" | head -16; }
 done
