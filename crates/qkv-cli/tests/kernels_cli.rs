@@ -19,11 +19,17 @@ fn count(variant: &str, read_back_every: &str) -> Value {
 
 /// [`count`] with the matrix product `product` (`QKV_PRODUCT`: burn or blocked).
 fn count_with(product: &str, variant: &str, read_back_every: &str) -> Value {
-    let args = ["bench", "--kernels", "--json", "--preset", "classroom", "--backend", "wgpu", "--steps", "2", "--warmup", "1"];
+    let args = ["--preset", "classroom", "--steps", "2", "--warmup", "1", "--variants", variant, "--read-back-every", read_back_every];
+    kernels_row(product, &args)
+}
+
+/// The first row of `qkv bench --kernels --json --backend wgpu` with `args`, with the matrix
+/// product `product`.
+fn kernels_row(product: &str, args: &[&str]) -> Value {
     let output = Command::new(env!("CARGO_BIN_EXE_qkv"))
         .env("QKV_PRODUCT", product)
+        .args(["bench", "--kernels", "--json", "--backend", "wgpu"])
         .args(args)
-        .args(["--variants", variant, "--read-back-every", read_back_every])
         .output()
         .expect("qkv runs");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -105,16 +111,8 @@ fn a_software_adapter_is_named_and_refused_where_a_gpu_is_required() {
 /// counted step's, the longest first.
 #[test]
 fn a_profiled_step_times_every_launch_of_the_counted_one() {
-    let args = ["bench", "--kernels", "--profile", "--json", "--preset", "classroom", "--backend", "wgpu", "--steps", "1"];
-    let output = Command::new(env!("CARGO_BIN_EXE_qkv"))
-        .env("QKV_PRODUCT", "burn")
-        .args(args)
-        .args(["--warmup", "1", "--variants", "standard", "--gen-tokens", "1"])
-        .output()
-        .expect("qkv runs");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_slice(&output.stdout).expect("valid JSON");
-    let row = &report["rows"][0];
+    let args = ["--profile", "--preset", "classroom", "--steps", "1", "--warmup", "1", "--variants", "standard", "--gen-tokens", "1"];
+    let row = &kernels_row("burn", &args);
     let profile = row["step_profile"].as_array().expect("a profile");
     let launches: u64 = profile.iter().map(|k| k["launches"].as_u64().unwrap()).sum();
     assert_eq!(Some(launches as f64), row["launches_per_step"].as_f64(), "{row:#}");
@@ -126,16 +124,7 @@ fn a_profiled_step_times_every_launch_of_the_counted_one() {
 /// `qkv bench --kernels --dry-run --json` (every launch compiled and dropped): the first row.
 fn dry_run(preset: &str, batch: usize) -> Value {
     let batch = batch.to_string();
-    let args = ["bench", "--kernels", "--dry-run", "--json", "--backend", "wgpu", "--variants", "standard", "--steps", "1"];
-    let output = Command::new(env!("CARGO_BIN_EXE_qkv"))
-        .env("QKV_PRODUCT", "burn")
-        .args(args)
-        .args(["--warmup", "0", "--preset", preset, "--batch", &batch])
-        .output()
-        .expect("qkv runs");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_slice(&output.stdout).expect("valid JSON");
-    report["rows"][0].clone()
+    kernels_row("burn", &["--dry-run", "--variants", "standard", "--steps", "1", "--warmup", "0", "--preset", preset, "--batch", &batch])
 }
 
 /// A figure of a step's parallel shapes (`step_shapes`).

@@ -100,6 +100,27 @@ fn sees(i: usize, j: usize, t_k: usize, past: usize, #[comptime] causal: bool) -
     visible
 }
 
+/// [`load_tile`] of two tensors' rows (K and V) at once, then a wait for the
+/// workgroup: the tiles are whole when this returns.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn load_tiles(
+    x: &Tensor<f32>,
+    y: &Tensor<f32>,
+    x_tile: &mut Shared<[f32]>,
+    y_tile: &mut Shared<[f32]>,
+    b: usize,
+    g: usize,
+    first: usize,
+    len: usize,
+    #[comptime] rows: usize,
+    #[comptime] d: usize,
+) {
+    load_tile(x, x_tile, b, g, first, len, rows, d);
+    load_tile(y, y_tile, b, g, first, len, rows, d);
+    sync_cube();
+}
+
 /// Row (b, h, i) of the output and L_i into `stats[2·row]`; the workgroup is (block, h, b).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
@@ -137,9 +158,7 @@ fn attention_tiled_kernel(
     let mut v_tile = Shared::<[f32]>::new_slice(tile * d);
     for t in 0..keys.div_ceil(tile) {
         let first = t * tile;
-        load_tile(k, &mut k_tile, b, g, first, t_k, tile, d);
-        load_tile(v, &mut v_tile, b, g, first, t_k, tile, d);
-        sync_cube();
+        load_tiles(k, v, &mut k_tile, &mut v_tile, b, g, first, t_k, tile, d);
         for jj in 0..tile {
             let j = first + jj;
             let visible = sees(row_i, j, t_k, past, causal);
@@ -221,9 +240,7 @@ fn attention_tiled_d_query_kernel(
     let mut v_tile = Shared::<[f32]>::new_slice(tile * d);
     for t in 0..keys.div_ceil(tile) {
         let first = t * tile;
-        load_tile(k, &mut k_tile, b, g, first, t_k, tile, d);
-        load_tile(v, &mut v_tile, b, g, first, t_k, tile, d);
-        sync_cube();
+        load_tiles(k, v, &mut k_tile, &mut v_tile, b, g, first, t_k, tile, d);
         for jj in 0..tile {
             let j = first + jj;
             let visible = sees(row_i, j, t_k, past, causal);
