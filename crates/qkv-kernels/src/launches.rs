@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use burn::tensor::kind::Basic;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{Tensor, TensorData, Transaction};
 use cubecl_runtime::config::{TypeNameFormatLevel, type_name_format};
 use cubecl_runtime::launched::LaunchedKernels;
 use cubecl_runtime::logging::{LaunchObservation, LaunchObserver};
@@ -46,6 +46,20 @@ pub fn read_back<const D: usize, K: Basic>(tensor: Tensor<D, K>) -> impl Future<
 /// [`read_back`] of a float tensor, as `f32` values.
 pub async fn read_floats<const D: usize>(tensor: Tensor<D>) -> Result<Vec<f32>, ReadBackError> {
     Ok(read_back(tensor).await?.try_into_vec_as::<f32>()?)
+}
+
+/// The values of several float tensors one after another, read back in one wait (Burn's
+/// `Transaction`): where a cat would first copy them into one tensor, a launch per tensor.
+pub fn read_floats_together<const D: usize>(tensors: Vec<Tensor<D>>) -> impl Future<Output = Result<Vec<f32>, ReadBackError>> + Send {
+    READ_BACKS.fetch_add(1, Ordering::Relaxed);
+    let read = tensors.into_iter().fold(Transaction::default(), Transaction::register).execute_async();
+    async {
+        let mut values = Vec::new();
+        for data in read.await? {
+            values.extend(data.try_into_vec_as::<f32>()?);
+        }
+        Ok(values)
+    }
 }
 
 /// Why values could not be read back from a device.

@@ -33,6 +33,26 @@ const MIN_ROWS_PER_TASK: usize = 16;
 /// `(x − mean) / √(var + ε) · gamma + beta` over the last dimension of `x` (biased variance, as
 /// Burn's and PyTorch's layer norms).
 pub fn layer_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Option<Tensor<1>>, epsilon: f64) -> Tensor<D> {
+    layer_norm_of(x, gamma, beta, epsilon, Stream::Alone)
+}
+
+/// [`layer_norm`] at the head of a pre-norm residual branch, `x + f(layer_norm(x))`: the caller
+/// must add `x` to what the branch makes of this op's output. On a GPU its backward then adds
+/// x's gradient into the one that add left for x, in the same launch, where Burn's autodiff
+/// would add the two in a launch of its own. (The add always steps back first: it depends on
+/// this op's output, so it lies deeper in the graph.) The values are [`layer_norm`]'s.
+pub fn pre_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Option<Tensor<1>>, epsilon: f64) -> Tensor<D> {
+    layer_norm_of(x, gamma, beta, epsilon, Stream::AddedBack)
+}
+
+/// Whether a layer norm's input is also added back to its branch's output ([`pre_norm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Alone,
+    AddedBack,
+}
+
+fn layer_norm_of<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Option<Tensor<1>>, epsilon: f64, stream: Stream) -> Tensor<D> {
     let shape = x.shape();
     let [channels] = gamma.dims();
     assert_eq!(shape[D - 1], channels, "layer norm over {channels} channels of a {shape:?} tensor");
@@ -45,7 +65,7 @@ pub fn layer_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Option<T
         }
         Route::FlexAutodiff => from_autodiff(forward_recorded(x, gamma, beta, epsilon as f32)),
         Route::Cube => from_cube(cube::layer_norm::forward(to_cube(x), to_cube(gamma), beta.map(to_cube), epsilon as f32).0),
-        Route::CubeAutodiff => from_cube_autodiff(cube_forward_recorded(x, gamma, beta, epsilon as f32)),
+        Route::CubeAutodiff => from_cube_autodiff(cube_forward_recorded(x, gamma, beta, epsilon as f32, stream)),
     }
 }
 
@@ -246,29 +266,42 @@ fn forward_recorded<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Option
 }
 
 #[derive(Debug)]
-struct CubeLayerNormBackward;
+struct CubeLayerNormBackward(Stream);
 
 /// N is 2 (x, γ) or 3 (and β).
 impl<const N: usize> Backward<Cube, N> for CubeLayerNormBackward {
     type State = cube::layer_norm::Saved;
 
     fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+        // x's gradient so far, taken out to be added to in place: the residual add's, where x is
+        // a tracked op's output (a leaf's gradient is only lent by `consume`, so it is left to
+        // `register` to add to).
+        let stream = match (&ops.parents[0], self.0) {
+            (Some(x), Stream::AddedBack) if !x.parents.is_empty() => Some(grads.consume::<Cube>(x)),
+            _ => None,
+        };
         backward_step_on::<Cube, _, N, _>(&ops, grads, |saved, grad| {
-            let (dx, d_gamma, d_beta) = cube::layer_norm::backward(saved, grad);
+            let (dx, d_gamma, d_beta) = cube::layer_norm::backward(saved, grad, stream);
             [Some(dx), Some(d_gamma), Some(d_beta)]
         });
     }
 }
 
-fn cube_forward_recorded<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Option<Tensor<1>>, epsilon: f32) -> CubeAutodiffTensor {
+fn cube_forward_recorded<const D: usize>(
+    x: Tensor<D>,
+    gamma: Tensor<1>,
+    beta: Option<Tensor<1>>,
+    epsilon: f32,
+    stream: Stream,
+) -> CubeAutodiffTensor {
     let (x, x_node) = to_cube_autodiff(x).into_parts();
     let (gamma, gamma_node) = to_cube_autodiff(gamma).into_parts();
     let run = |beta| cube::layer_norm::forward(x, gamma, beta, epsilon);
     match beta {
-        None => cube::record(CubeLayerNormBackward, [x_node, gamma_node], || run(None)),
+        None => cube::record(CubeLayerNormBackward(stream), [x_node, gamma_node], || run(None)),
         Some(beta) => {
             let (beta, beta_node) = to_cube_autodiff(beta).into_parts();
-            cube::record(CubeLayerNormBackward, [x_node, gamma_node, beta_node], || run(Some(beta)))
+            cube::record(CubeLayerNormBackward(stream), [x_node, gamma_node, beta_node], || run(Some(beta)))
         }
     }
 }
@@ -313,6 +346,35 @@ mod tests {
                     (Some(a), Some(b)) => assert_close(&a, &b, 2e-5 * loose, &format!("{case}: d{name}")),
                     (None, None) => assert!(!with_beta && *name == "beta"),
                     _ => panic!("{case}: d{name} exists on one side only"),
+                }
+            }
+        }
+    }
+
+    /// In a pre-norm residual branch `h + f(pre_norm(h))`, h's gradient is layer norm's: the
+    /// backward adds into the residual add's gradient for h rather than beside it. h is an op's
+    /// output (as in a model), and also a leaf (where the op leaves the adding to autodiff).
+    #[test]
+    fn pre_norm_gives_layer_norms_gradients() {
+        for (device, _) in flex_and_wgpu(1.0, 1.0) {
+            for leaf in [false, true] {
+                let run = |pre: bool| {
+                    let x = input([4, 70, 24], 1, &device).require_grad();
+                    let h = if leaf { x.clone() } else { x.clone() * 1.5 };
+                    let (gamma, beta) = (input([24], 2, &device).require_grad(), input([24], 3, &device).require_grad());
+                    let normed = if pre {
+                        pre_norm(h.clone(), gamma.clone(), Some(beta.clone()), 1e-5)
+                    } else {
+                        layer_norm(h.clone(), gamma.clone(), Some(beta.clone()), 1e-5)
+                    };
+                    let y = h + normed * input([4, 70, 24], 4, &device);
+                    let grads = (y * input([4, 70, 24], 5, &device)).sum().backward();
+                    let grad = |g: Option<Tensor<1>>| values(g.expect("a gradient"));
+                    [grad(x.grad(&grads).map(|g| g.flatten(0, 2))), grad(gamma.grad(&grads)), grad(beta.grad(&grads))]
+                };
+                let (pre, plain) = (run(true), run(false));
+                for (name, (a, b)) in ["x", "gamma", "beta"].iter().zip(pre.iter().zip(&plain)) {
+                    assert_close(a, b, 1e-6, &format!("{device:?}, leaf {leaf}: d{name}"));
                 }
             }
         }

@@ -54,8 +54,8 @@ pub use embed::embed;
 pub use flex::{fused_kernels_enabled, is_flex};
 pub use gelu::gelu;
 pub use kernel_times::{KernelTime, KernelTimes};
-pub use launches::{CountedLaunch, DryRun, LaunchCounter, LaunchShape, ReadBackError, Tally, read_back, read_floats};
-pub use layer_norm::layer_norm;
+pub use launches::{CountedLaunch, DryRun, LaunchCounter, LaunchShape, ReadBackError, Tally, read_back, read_floats, read_floats_together};
+pub use layer_norm::{layer_norm, pre_norm};
 pub use linear::linear;
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use burn::module::Module;
 use burn::nn::{Embedding, LayerNorm, LayerNormConfig, Linear};
 use burn::tensor::{Device, Int, Tensor};
-use qkv_kernels::{gelu, layer_norm, linear};
+use qkv_kernels::{gelu, layer_norm, linear, pre_norm};
 
 use crate::attention::{AttentionTrace, CausalSelfAttention, LayerCache, apply_linear, init_linear};
 use crate::config::{ConfigError, GptConfig, Norm};
@@ -54,6 +54,15 @@ pub(crate) fn normalise(norm: &Option<LayerNorm>, x: Tensor<3>) -> Tensor<3> {
     }
 }
 
+/// [`normalise`] at the head of a branch whose input the block adds back to the branch's output
+/// (`qkv_kernels::pre_norm`: the same values, one launch fewer backward on a GPU).
+fn normalise_branch(norm: &Option<LayerNorm>, x: Tensor<3>) -> Tensor<3> {
+    match norm {
+        Some(norm) => pre_norm(x, norm.gamma.val(), norm.beta.as_ref().map(|beta| beta.val()), LAYER_NORM_EPSILON),
+        None => x,
+    }
+}
+
 /// One pre-LN transformer block.
 #[derive(Module, Debug)]
 pub struct Block {
@@ -84,7 +93,7 @@ impl Block {
 
     /// The block's output and, when asked, its attention.
     pub(crate) fn run(&self, x: Tensor<3>, traced: bool) -> (Tensor<3>, Option<AttentionTrace>) {
-        let projected = self.attn.project(normalise(&self.ln_1, x.clone()));
+        let projected = self.attn.project(normalise_branch(&self.ln_1, x.clone()));
         let (attended, trace) = self.attn.attend(projected, 0, traced);
         (self.finish(x, attended), trace)
     }
@@ -92,8 +101,12 @@ impl Block {
     /// The block after attention: the attention skip, then the MLP with or without its skip.
     fn finish(&self, x: Tensor<3>, attended: Tensor<3>) -> Tensor<3> {
         let x = x + attended;
-        let mlp_out = self.mlp.forward(normalise(&self.ln_2, x.clone()));
-        if self.mlp_skip { x + mlp_out } else { mlp_out }
+        if self.mlp_skip {
+            let mlp_out = self.mlp.forward(normalise_branch(&self.ln_2, x.clone()));
+            x + mlp_out
+        } else {
+            self.mlp.forward(normalise(&self.ln_2, x))
+        }
     }
 }
 

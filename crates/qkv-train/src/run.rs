@@ -72,16 +72,17 @@ pub struct Run {
     wall_secs: f64,
 }
 
-/// Device-side results of a step that have not been read back yet: [loss, grad_norm].
+/// Device-side results of a step that have not been read back yet: the loss and the gradient
+/// norm, one value each.
 struct PendingStep {
-    values: Tensor<1>,
+    values: [Tensor<1>; 2],
     lr: f64,
     tokens: usize,
 }
 
-/// Device-side results of an evaluation: per-batch losses and accuracy counts.
+/// Device-side results of an evaluation: per-batch losses, then the accuracy counts.
 struct PendingEval {
-    values: Tensor<1>,
+    values: Vec<Tensor<1>>,
     batches: usize,
     with_accuracy: bool,
 }
@@ -108,8 +109,9 @@ fn evaluate_batches(model: &Model, batches: &[Batch], device: &Device) -> Vec<(T
         .collect()
 }
 
-fn read_values(data: TensorData) -> Result<Vec<f64>, RunError> {
-    let values = data.try_into_vec_as::<f32>().map_err(qkv_kernels::ReadBackError::from)?;
+/// `tensors`' values one after another, read back in one wait without copying them together.
+async fn read_values(tensors: Vec<Tensor<1>>) -> Result<Vec<f64>, RunError> {
+    let values = qkv_kernels::read_floats_together(tensors).await?;
     Ok(values.into_iter().map(f64::from).collect())
 }
 
@@ -224,7 +226,7 @@ impl Run {
         let (model, grad_norm) = self.optimiser.step(model, accumulator.grads(), lr);
         self.model = Some(model);
         let loss = loss_sum.ok_or(RunError::NoBatch)?;
-        Ok(PendingStep { values: Tensor::cat(vec![loss, grad_norm], 0), lr, tokens })
+        Ok(PendingStep { values: [loss, grad_norm], lr, tokens })
     }
 
     /// Into how many shards a batch is split ([`shards`]): one per thread of the caller's pool on
@@ -346,13 +348,7 @@ impl Run {
                 Err(error) => return vec![Err(error)],
             }
         }
-        // One step's values are read as they are: a cat of one tensor is still a copy on a GPU.
-        let together = match pending.as_slice() {
-            [one] => one.values.clone(),
-            _ => Tensor::cat(pending.iter().map(|p| p.values.clone()).collect(), 0),
-        };
-        let read = async { read_values(qkv_kernels::read_back(together).await?) };
-        let values = match read.await {
+        let values = match read_values(pending.iter().flat_map(|p| p.values.clone()).collect()).await {
             Ok(values) => values,
             Err(error) => return vec![Err(error)],
         };
@@ -392,7 +388,7 @@ impl Run {
         let counts = counts.into_iter().flatten().reduce(|sum, c| sum + c);
         let with_accuracy = counts.is_some();
         parts.extend(counts);
-        PendingEval { values: Tensor::cat(parts, 0), batches: val.len(), with_accuracy }
+        PendingEval { values: parts, batches: val.len(), with_accuracy }
     }
 
     fn finish_eval(&mut self, pending: &PendingEval, values: &[f64]) -> EvalRecord {
@@ -412,8 +408,7 @@ impl Run {
     /// Loss (and accuracy, for synthetic tasks) on the validation batches, without dropout.
     pub async fn evaluate(&mut self, val: &[Batch]) -> Result<EvalRecord, RunError> {
         let pending = self.launch_eval(val);
-        let data = qkv_kernels::read_back(pending.values.clone()).await?;
-        let values = read_values(data)?;
+        let values = read_values(pending.values.clone()).await?;
         Ok(self.finish_eval(&pending, &values))
     }
 
@@ -643,7 +638,7 @@ pub(crate) mod tests {
             pool.install(|| {
                 let mut run = Run::new(spec.clone(), &dataset, &Device::flex()).unwrap();
                 let pending = run.launch_eval(&val);
-                let values = read_values(pending.values.clone().into_data()).unwrap();
+                let values = read_values(pending.values.clone()).block_on().unwrap();
                 let record = run.finish_eval(&pending, &values);
                 (values, record)
             })

@@ -6,6 +6,8 @@
 //! (`block_sum`): no unit loops over the batch's rows. GPUs emulated on the CPU take the
 //! barrier-free backward of `layer_norm_serial` instead.
 
+use burn::backend::ops::FloatTensorOps;
+use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
@@ -64,7 +66,8 @@ const ROWS_PER_CUBE: usize = 64;
 /// 8 KiB of workgroup memory at 256 units (WebGPU guarantees 16).
 const ROWS_AT_ONCE: usize = 4;
 
-/// dx = r·(g − mean(g) − x̂·mean(g·x̂)) per row, with g = dy·γ and x̂ = (x − μ)·r; and each
+/// dx = r·(g − mean(g) − x̂·mean(g·x̂)) per row (added to `dx`'s values with `accumulate`),
+/// with g = dy·γ and x̂ = (x − μ)·r; and each
 /// channel's Σ dy·x̂ and Σ dy over the workgroup's rows into `partials` [2·channels, cubes]
 /// (dγ's partial sums, then dβ's). The workgroup's units share each row, unit u taking channels
 /// u, u + units, … (neighbouring units read neighbouring values), and add up the means of
@@ -80,6 +83,7 @@ fn layer_norm_backward_kernel(
     partials: &mut Tensor<f32>,
     #[comptime] units: usize,
     #[comptime] per_unit: usize,
+    #[comptime] accumulate: bool,
 ) {
     let channels = gamma.len();
     let rows = stats.len() / 2;
@@ -134,7 +138,12 @@ fn layer_norm_backward_kernel(
                 let i = r * per_unit + k;
                 if row < rows && c < channels {
                     let d = dy[start + c];
-                    dx[start + c] = stats[row * 2 + 1] * (g[i] - mean_g - normalised[i] * mean_gn);
+                    let value = stats[row * 2 + 1] * (g[i] - mean_g - normalised[i] * mean_gn);
+                    if accumulate {
+                        dx[start + c] += value;
+                    } else {
+                        dx[start + c] = value;
+                    }
                     d_gamma[k] += d * normalised[i];
                     d_beta[k] += d;
                 }
@@ -208,16 +217,51 @@ pub(crate) fn forward(x: CubeTensor, gamma: CubeTensor, beta: Option<CubeTensor>
 }
 
 /// dx, dγ, dβ: two launches, neither looping over the batch's rows in one unit; on a GPU
-/// emulated on the CPU, the barrier-free kernels of `layer_norm_serial` instead.
-pub(crate) fn backward(saved: &Saved, dy: CubeTensor) -> (CubeTensor, CubeTensor, CubeTensor) {
+/// emulated on the CPU, the barrier-free kernels of `layer_norm_serial` instead. Given x's
+/// gradient so far (`stream`), dx is added to it, in the same launch where nothing else holds
+/// its buffer.
+pub(crate) fn backward(saved: &Saved, dy: CubeTensor, stream: Option<CubeTensor>) -> (CubeTensor, CubeTensor, CubeTensor) {
     if super::product_choice::emulated(&saved.x.device) {
-        return super::layer_norm_serial::backward(&saved.x, &saved.gamma, &saved.stats, dy);
+        return super::layer_norm_serial::backward(&saved.x, &saved.gamma, &saved.stats, dy, stream);
     }
-    backward_in_blocks(saved, dy)
+    backward_in_blocks(saved, dy, stream)
+}
+
+/// Where a backward kernel writes dx. Given x's gradient so far, the kernel adds into it where it
+/// may write over it in row-major order (`accumulate`); else it writes a new tensor, and the
+/// gradient so far is added afterwards ([`Self::finish`]).
+pub(super) struct DxTarget {
+    pub dx: CubeTensor,
+    pub accumulate: bool,
+    afterwards: Option<CubeTensor>,
+}
+
+impl DxTarget {
+    pub(super) fn new(stream: Option<CubeTensor>, x: &CubeTensor) -> Self {
+        match stream {
+            Some(stream) if stream.can_mut() && stream.is_contiguous() && stream.meta.shape() == x.meta.shape() => {
+                Self { dx: stream, accumulate: true, afterwards: None }
+            }
+            afterwards => Self { dx: empty(x, x.meta.shape()), accumulate: false, afterwards },
+        }
+    }
+
+    /// Values the kernel reads of dx: all of them where it adds into it.
+    pub(super) fn values_read(&self) -> usize {
+        if self.accumulate { self.dx.meta.shape().num_elements() } else { 0 }
+    }
+
+    /// x's whole gradient, once the kernel has run.
+    pub(super) fn finish(self) -> CubeTensor {
+        match self.afterwards {
+            Some(stream) => Cube::float_add(self.dx, stream),
+            None => self.dx,
+        }
+    }
 }
 
 /// [`backward`] by blocks of rows, with workgroup trees.
-pub(crate) fn backward_in_blocks(saved: &Saved, dy: CubeTensor) -> (CubeTensor, CubeTensor, CubeTensor) {
+pub(crate) fn backward_in_blocks(saved: &Saved, dy: CubeTensor, stream: Option<CubeTensor>) -> (CubeTensor, CubeTensor, CubeTensor) {
     let Saved { x, gamma, stats } = saved;
     let dy = contiguous(dy);
     let channels = gamma.meta.shape().num_elements();
@@ -226,13 +270,13 @@ pub(crate) fn backward_in_blocks(saved: &Saved, dy: CubeTensor) -> (CubeTensor, 
     // A workgroup no wider than the row (down to 32, a warp), so few units idle on narrow rows.
     let units = workgroup_units(&client).min(channels.next_power_of_two().max(32));
     let cubes = rows.div_ceil(ROWS_PER_CUBE);
-    let dx = empty(x, x.meta.shape());
+    let target = DxTarget::new(stream, x);
     let partials = empty(x, [2 * channels, cubes]);
     let (count, dim) = (cubecl::CubeCount::new_1d(cubes as u32), cubecl::CubeDim::new_1d(units as u32));
     let per_unit = channels.div_ceil(units);
     // Two passes over a unit's channels of each of its rows, and a tree every ROWS_AT_ONCE rows.
     let trips = ROWS_PER_CUBE * 2 * per_unit + (ROWS_PER_CUBE / ROWS_AT_ONCE) * tree_steps(units);
-    note(&count, dim, trips, 2 * rows * channels + 2 * rows + channels, rows * channels + 2 * channels * cubes);
+    note(&count, dim, trips, 2 * rows * channels + 2 * rows + channels + target.values_read(), rows * channels + 2 * channels * cubes);
     layer_norm_backward_kernel::launch(
         &client,
         count,
@@ -241,11 +285,13 @@ pub(crate) fn backward_in_blocks(saved: &Saved, dy: CubeTensor) -> (CubeTensor, 
         gamma.clone().into_tensor_arg(),
         stats.clone().into_tensor_arg(),
         dy.into_tensor_arg(),
-        dx.clone().into_tensor_arg(),
+        target.dx.clone().into_tensor_arg(),
         partials.clone().into_tensor_arg(),
         units,
         per_unit,
+        target.accumulate,
     );
+    let dx = target.finish();
     let (d_gamma, d_beta) = (empty(x, [channels]), empty(x, [channels]));
     // A whole workgroup whatever the batch, so that a unit's share stays one partial sum up to
     // 256 blocks (16,384 rows) and the work per unit does not change with the batch.
@@ -286,10 +332,25 @@ mod tests {
             values(from_cube::<1>(Cube::float_reshape(t, [n].into())))
         };
         let as_values = |(dx, dg, db): (CubeTensor, CubeTensor, CubeTensor)| [dx, dg, db].map(flat);
-        let blocked = as_values(super::backward_in_blocks(&saved, dy.clone()));
-        let serial = as_values(super::super::layer_norm_serial::backward(&saved.x, &saved.gamma, &saved.stats, dy));
+        let blocked = as_values(super::backward_in_blocks(&saved, dy.clone(), None));
+        let serial_with =
+            |stream| as_values(super::super::layer_norm_serial::backward(&saved.x, &saved.gamma, &saved.stats, dy.clone(), stream));
+        let serial = serial_with(None);
         for (name, (a, b)) in ["dx", "dγ", "dβ"].iter().zip(blocked.iter().zip(&serial)) {
             assert_close(a, b, 1e-5, name);
         }
+        // Given x's gradient so far, dx is added to it: in place where nothing else holds it,
+        // and afterwards where something does (`held`).
+        let stream = input([150, 300], 4, &device);
+        let sum: Vec<f32> = values(stream.clone()).iter().zip(&serial[0]).map(|(s, d)| s + d).collect();
+        let in_place = as_values(super::backward_in_blocks(&saved, dy.clone(), Some(to_cube(stream.clone()))));
+        let serial_in_place = serial_with(Some(to_cube(stream.clone())));
+        let held = to_cube(stream);
+        let afterwards = as_values(super::backward_in_blocks(&saved, dy.clone(), Some(held.clone())));
+        for (name, got) in [("in place", &in_place), ("afterwards", &afterwards), ("serial, in place", &serial_in_place)] {
+            assert_close(&got[0], &sum, 1e-5, name);
+            assert_close(&got[1], &serial[1], 1e-5, name);
+        }
+        drop(held);
     }
 }

@@ -10,11 +10,20 @@
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
+use super::layer_norm::DxTarget;
 use super::{contiguous, empty, note, units};
 
-/// dx = r·(g − mean(g) − x̂·mean(g·x̂)) per row, with g = dy·γ and x̂ = (x − μ)·r.
+/// dx = r·(g − mean(g) − x̂·mean(g·x̂)) per row (added to `dx`'s values with `accumulate`), with
+/// g = dy·γ and x̂ = (x − μ)·r.
 #[cube(launch)]
-fn layer_norm_dx_kernel(x: &Tensor<f32>, gamma: &Tensor<f32>, stats: &Tensor<f32>, dy: &Tensor<f32>, dx: &mut Tensor<f32>) {
+fn layer_norm_dx_kernel(
+    x: &Tensor<f32>,
+    gamma: &Tensor<f32>,
+    stats: &Tensor<f32>,
+    dy: &Tensor<f32>,
+    dx: &mut Tensor<f32>,
+    #[comptime] accumulate: bool,
+) {
     let row = ABSOLUTE_POS;
     let channels = gamma.len();
     if row * 2 >= stats.len() {
@@ -36,7 +45,12 @@ fn layer_norm_dx_kernel(x: &Tensor<f32>, gamma: &Tensor<f32>, stats: &Tensor<f32
     for c in 0..channels {
         let g = dy[start + c] * gamma[c];
         let normalised = (x[start + c] - mu) * r;
-        dx[start + c] = r * (g - mean_g - normalised * mean_gn);
+        let value = r * (g - mean_g - normalised * mean_gn);
+        if accumulate {
+            dx[start + c] += value;
+        } else {
+            dx[start + c] = value;
+        }
     }
 }
 
@@ -67,16 +81,22 @@ fn layer_norm_d_gamma_beta_by_channel_kernel(
     d_beta[channel] = sum_beta;
 }
 /// dx, dγ, dβ from the forward's input `x`, gain `gamma` and row statistics `stats` [rows, 2]
-/// (μ, r): two launches.
-pub(crate) fn backward(x: &CubeTensor, gamma: &CubeTensor, stats: &CubeTensor, dy: CubeTensor) -> (CubeTensor, CubeTensor, CubeTensor) {
+/// (μ, r): two launches. dx is added to x's gradient so far, `stream`, where there is one.
+pub(crate) fn backward(
+    x: &CubeTensor,
+    gamma: &CubeTensor,
+    stats: &CubeTensor,
+    dy: CubeTensor,
+    stream: Option<CubeTensor>,
+) -> (CubeTensor, CubeTensor, CubeTensor) {
     let dy = contiguous(dy);
     let channels = gamma.meta.shape().num_elements();
     let rows = x.meta.shape().num_elements() / channels;
-    let dx = empty(x, x.meta.shape());
+    let target = DxTarget::new(stream, x);
     let (d_gamma, d_beta) = (empty(x, [channels]), empty(x, [channels]));
     let client = x.client.clone();
     let (cube_count, cube_dim) = units(&client, rows);
-    note(&cube_count, cube_dim, 2 * channels, 2 * rows * channels + 2 * rows + channels, rows * channels);
+    note(&cube_count, cube_dim, 2 * channels, 2 * rows * channels + 2 * rows + channels + target.values_read(), rows * channels);
     layer_norm_dx_kernel::launch(
         &client,
         cube_count,
@@ -85,8 +105,10 @@ pub(crate) fn backward(x: &CubeTensor, gamma: &CubeTensor, stats: &CubeTensor, d
         gamma.clone().into_tensor_arg(),
         stats.clone().into_tensor_arg(),
         dy.clone().into_tensor_arg(),
-        dx.clone().into_tensor_arg(),
+        target.dx.clone().into_tensor_arg(),
+        target.accumulate,
     );
+    let dx = target.finish();
     let (cube_count, cube_dim) = units(&client, channels);
     note(&cube_count, cube_dim, rows, 2 * rows * channels + 2 * rows, 2 * channels);
     layer_norm_d_gamma_beta_by_channel_kernel::launch(
