@@ -30,9 +30,7 @@ const MIN_PER_TASK: usize = 32 * 1024;
 /// an element's mask is the one it has in the whole batch, so a batch trained in shards drops
 /// what it would drop in one piece.
 pub fn dropout<const D: usize>(x: Tensor<D>, prob: f64, seed: u64, first_row: usize) -> Tensor<D> {
-    assert!((0.0..1.0).contains(&prob), "dropout probability {prob} is outside [0, 1)");
-    let row_len = x.dims()[1..].iter().product::<usize>();
-    let mask = Mask::new(prob, seed, (first_row * row_len) as u32);
+    let mask = Mask::of(&x, prob, seed, first_row);
     match route(&x.device(), x.dtype()) {
         Route::Composed => DropoutConfig::new(prob).init().forward(x),
         Route::Cube => from_cube(mask.apply_on_cube(to_cube(x))),
@@ -51,6 +49,27 @@ pub fn dropout<const D: usize>(x: Tensor<D>, prob: f64, seed: u64, first_row: us
     }
 }
 
+/// `residual + dropout(x, …)`, a residual branch's dropout and its skip: on a GPU one launch
+/// forward where the two took two (the backward is dropout's: the skip passes its gradient on).
+/// `x` and `residual` have one shape. The values are those of the two ops apart.
+pub fn dropout_added<const D: usize>(x: Tensor<D>, residual: Tensor<D>, prob: f64, seed: u64, first_row: usize) -> Tensor<D> {
+    assert_eq!(x.shape(), residual.shape(), "a residual branch adds to a tensor of its own shape");
+    match route(&x.device(), x.dtype()) {
+        Route::Cube => {
+            let mask = Mask::of(&x, prob, seed, first_row);
+            from_cube(mask.apply_added_on_cube(to_cube(x), to_cube(residual)))
+        }
+        Route::CubeAutodiff => {
+            let mask = Mask::of(&x, prob, seed, first_row);
+            let (x, x_node) = to_cube_autodiff(x).into_parts();
+            let (residual, residual_node) = to_cube_autodiff(residual).into_parts();
+            let run = || (mask.apply_added_on_cube(x, residual), mask);
+            from_cube_autodiff(cube::record(CubeDropoutAddedBackward, [x_node, residual_node], run))
+        }
+        Route::Composed | Route::Flex | Route::FlexAutodiff => residual + dropout(x, prob, seed, first_row),
+    }
+}
+
 /// A dropout mask, as its seed and rate: element i is kept when a hash of (seed, first + i)
 /// reaches the threshold.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +83,13 @@ struct Mask {
 }
 
 impl Mask {
+    /// The mask of `x`, rows `first_row..` of its batch.
+    fn of<const D: usize>(x: &Tensor<D>, prob: f64, seed: u64, first_row: usize) -> Self {
+        assert!((0.0..1.0).contains(&prob), "dropout probability {prob} is outside [0, 1)");
+        let row_len = x.dims()[1..].iter().product::<usize>();
+        Self::new(prob, seed, (first_row * row_len) as u32)
+    }
+
     fn new(prob: f64, seed: u64, first: u32) -> Self {
         Self { seed, first, threshold: (prob * 4_294_967_296.0) as u32, scale: (1.0 / (1.0 - prob)) as f32 }
     }
@@ -79,6 +105,11 @@ impl Mask {
     /// [`Mask::apply`] on a cubecl GPU.
     fn apply_on_cube(&self, x: CubeTensor) -> CubeTensor {
         cube::dropout::apply(x, self.seed, self.first, self.threshold, self.scale)
+    }
+
+    /// `residual +` [`Mask::apply_on_cube`] in one launch.
+    fn apply_added_on_cube(&self, x: CubeTensor, residual: CubeTensor) -> CubeTensor {
+        cube::dropout::apply_added(x, residual, self.seed, self.first, self.threshold, self.scale)
     }
 }
 
@@ -125,6 +156,18 @@ impl Backward<Cube, 1> for CubeDropoutBackward {
 
     fn backward(self, ops: Ops<Mask, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         backward_step_on::<Cube, _, 1, _>(&ops, grads, |mask, grad| [Some(mask.apply_on_cube(grad))]);
+    }
+}
+
+#[derive(Debug)]
+struct CubeDropoutAddedBackward;
+
+/// x's gradient is dropout's backward; the residual's is the gradient itself.
+impl Backward<Cube, 2> for CubeDropoutAddedBackward {
+    type State = Mask;
+
+    fn backward(self, ops: Ops<Mask, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        backward_step_on::<Cube, _, 2, _>(&ops, grads, |mask, grad| [Some(mask.apply_on_cube(grad.clone())), Some(grad)]);
     }
 }
 
@@ -175,6 +218,29 @@ mod tests {
         assert_eq!(zeros(&gpu.0), zeros(&flex.0), "the same mask");
         crate::tests::assert_close(&gpu.0, &flex.0, 1e-6, "dropout on wgpu");
         crate::tests::assert_close(&gpu.1, &flex.1, 1e-6, "dropout's backward on wgpu");
+    }
+
+    /// A branch's dropout and its skip as one op give what the two give apart, on flex and on
+    /// wgpu, forward and backward.
+    #[test]
+    fn dropout_added_is_the_residual_plus_dropout() {
+        for (device, _) in crate::tests::flex_and_wgpu((), ()) {
+            let run = |together: bool| {
+                let x = (input([30, 70], 5, &device).abs() + 0.5).detach().require_grad();
+                let residual = input([30, 70], 7, &device).detach().require_grad();
+                let y = if together {
+                    dropout_added(x.clone(), residual.clone(), 0.3, 99, 4)
+                } else {
+                    residual.clone() + dropout(x.clone(), 0.3, 99, 4)
+                };
+                let grads = (y.clone() * input([30, 70], 6, &device)).sum().backward();
+                [values(y), values(x.grad(&grads).unwrap()), values(residual.grad(&grads).unwrap())]
+            };
+            let (together, apart) = (run(true), run(false));
+            for (name, (a, b)) in ["y", "dx", "d residual"].iter().zip(together.iter().zip(&apart)) {
+                assert_eq!(a, b, "{name} on {device:?}");
+            }
+        }
     }
 
     #[test]

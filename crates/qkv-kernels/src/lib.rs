@@ -42,6 +42,7 @@ mod launches;
 mod layer_norm;
 mod linear;
 mod math;
+mod packed_attention;
 mod parallel;
 
 pub use adamw::{AdamWUpdates, SumOfSquares, adamw_update};
@@ -49,7 +50,7 @@ pub use adamw_step::AdamWStep;
 pub use attention::{Mask, attention, repeat_kv_heads};
 pub use cross_entropy::cross_entropy;
 pub use cube::product_choice::{Product, ProductChoice, choose_product, use_product};
-pub use dropout::dropout;
+pub use dropout::{dropout, dropout_added};
 pub use embed::embed;
 pub use flex::{fused_kernels_enabled, is_flex};
 pub use gelu::gelu;
@@ -57,6 +58,7 @@ pub use kernel_times::{KernelTime, KernelTimes};
 pub use launches::{CountedLaunch, DryRun, LaunchCounter, LaunchShape, ReadBackError, Tally, read_back, read_floats, read_floats_together};
 pub use layer_norm::{layer_norm, pre_norm};
 pub use linear::linear;
+pub use packed_attention::{Projections, packed_attention};
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -7,7 +7,7 @@ use burn::module::{Module, Param};
 use burn::nn::{Initializer, Linear};
 use burn::tensor::activation::softmax;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
-use qkv_kernels::{Mask, repeat_kv_heads};
+use qkv_kernels::{Mask, Projections, packed_attention, repeat_kv_heads};
 
 use crate::config::GptConfig;
 use crate::dropout::{Dropout, SeedStream};
@@ -317,9 +317,15 @@ impl CausalSelfAttention {
     /// with a KV cache). Returns the output [batch, time, n_embd] and, when asked, the attention
     /// itself ([`AttentionTrace`]).
     pub fn attend(&self, projected: Projected, query_offset: usize, traced: bool) -> (Tensor<3>, Option<AttentionTrace>) {
+        let (context, trace) = self.context(projected, query_offset, traced);
+        (self.resid_dropout.forward(self.project_out(context)), trace)
+    }
+
+    /// [`Self::attend`]'s attention itself, [batch, heads, t_q, d], before W_O.
+    fn context(&self, projected: Projected, query_offset: usize, traced: bool) -> (Tensor<4>, Option<AttentionTrace>) {
         let [b, _, t_q, _] = projected.query.dims();
         let t_k = projected.key.dims()[2];
-        let (context, trace) = if traced {
+        if traced {
             let logits = self.logits(&projected, query_offset);
             let masked = match self.mask() {
                 Mask::Causal => {
@@ -337,10 +343,42 @@ impl CausalSelfAttention {
             // t_k positions, exactly the kernel's causal alignment.
             let (query, bias) = self.with_asymmetry(projected.query, query_offset, t_k);
             (qkv_kernels::attention(query, projected.key, projected.value, bias, self.scale, self.mask()), None)
-        };
+        }
+    }
 
+    /// W_O over the attention's [batch, heads, t_q, d], its heads merged.
+    fn project_out(&self, context: Tensor<4>) -> Tensor<3> {
+        let [b, _, t_q, _] = context.dims();
         let y = context.swap_dims(1, 2).reshape([b, t_q, self.n_head * self.head_dim]);
-        (self.resid_dropout.forward(apply_linear(&self.w_o, y)), trace)
+        apply_linear(&self.w_o, y)
+    }
+
+    /// `residual` plus the layer's output for its (normalised) input `x`, and its attention when
+    /// `traced`: the layer in a residual block, its dropout and the skip one op
+    /// (`Dropout::forward_added_to`). Where the device takes it, the projections run as one
+    /// product (`qkv_kernels::packed_attention`): a GPU, for layers whose queries, keys and values
+    /// each have a projection of their own or the queries none (standard, W_Q = I), without
+    /// biases. The values are those of [`Self::attend`] added to `residual`.
+    pub fn forward_onto(&self, residual: Tensor<3>, x: Tensor<3>, traced: bool) -> (Tensor<3>, Option<AttentionTrace>) {
+        let packed = if traced { None } else { self.packed_context(&x) };
+        let (context, trace) = match packed {
+            Some(context) => (context, None),
+            None => self.context(self.project(x), 0, traced),
+        };
+        (self.resid_dropout.forward_added_to(self.project_out(context), residual), trace)
+    }
+
+    /// [`Self::forward`]'s attention with packed projections, where the layer and the device
+    /// take them.
+    fn packed_context(&self, x: &Tensor<3>) -> Option<Tensor<4>> {
+        let weight = |projection: &Option<Linear>| projection.as_ref().filter(|layer| layer.bias.is_none()).map(|layer| layer.weight.val());
+        let query = match self.variant {
+            AttentionVariant::Standard => Some(weight(&self.w_q)?),
+            AttentionVariant::QueryIdentity => None,
+            _ => return None,
+        };
+        let projections = Projections { query, key: weight(&self.w_k)?, value: weight(&self.w_v)? };
+        packed_attention(x, &projections, self.n_head, self.kv_heads, self.scale, self.mask())
     }
 
     fn mask(&self) -> Mask {

@@ -35,7 +35,16 @@ impl Mlp {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.dropout.forward(apply_linear(&self.c_proj, gelu(apply_linear(&self.c_fc, x))))
+        self.dropout.forward(self.before_dropout(x))
+    }
+
+    /// `residual + self.forward(x)`, the dropout and the skip one op (`Dropout::forward_added_to`).
+    pub fn forward_onto(&self, residual: Tensor<3>, x: Tensor<3>) -> Tensor<3> {
+        self.dropout.forward_added_to(self.before_dropout(x), residual)
+    }
+
+    fn before_dropout(&self, x: Tensor<3>) -> Tensor<3> {
+        apply_linear(&self.c_proj, gelu(apply_linear(&self.c_fc, x)))
     }
 }
 
@@ -93,17 +102,14 @@ impl Block {
 
     /// The block's output and, when asked, its attention.
     pub(crate) fn run(&self, x: Tensor<3>, traced: bool) -> (Tensor<3>, Option<AttentionTrace>) {
-        let projected = self.attn.project(normalise_branch(&self.ln_1, x.clone()));
-        let (attended, trace) = self.attn.attend(projected, 0, traced);
-        (self.finish(x, attended), trace)
+        let (x, trace) = self.attn.forward_onto(x.clone(), normalise_branch(&self.ln_1, x), traced);
+        (self.finish(x), trace)
     }
 
-    /// The block after attention: the attention skip, then the MLP with or without its skip.
-    fn finish(&self, x: Tensor<3>, attended: Tensor<3>) -> Tensor<3> {
-        let x = x + attended;
+    /// The block after the attention and its skip: the MLP with or without its skip.
+    fn finish(&self, x: Tensor<3>) -> Tensor<3> {
         if self.mlp_skip {
-            let mlp_out = self.mlp.forward(normalise_branch(&self.ln_2, x.clone()));
-            x + mlp_out
+            self.mlp.forward_onto(x.clone(), normalise_branch(&self.ln_2, x))
         } else {
             self.mlp.forward(normalise(&self.ln_2, x))
         }
@@ -281,7 +287,7 @@ impl Gpt {
         let mut x = self.embed(tokens, cache.len());
         for (block, layer_cache) in self.layers().zip(&mut cache.layers) {
             let attended = block.attn.forward_cached(normalise(&block.ln_1, x.clone()), layer_cache);
-            x = block.finish(x, attended);
+            x = block.finish(x + attended);
         }
         self.head(x)
     }

@@ -255,7 +255,7 @@ pub(crate) fn forward(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32, c
 /// [`forward`] with `kernels`.
 fn forward_with(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32, kernels: Kernels) -> (CubeTensor, Saved) {
     if let Kernels::Tiled { causal } = kernels {
-        let (out, stats) = super::attention_tiled::forward(&q, &k, &v, scale, causal);
+        let (out, stats) = super::attention_tiled::forward(&q, &k, &v, super::attention_tiled::Bases::default(), scale, causal);
         return (out.clone(), Saved { q, k, v, out, stats, scale, kernels });
     }
     let [batch, heads, t_q, d] = q.meta.shape().dims();

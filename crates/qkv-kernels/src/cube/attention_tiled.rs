@@ -44,11 +44,14 @@ fn at(x: &Tensor<f32>, b: usize, h: usize, i: usize) -> usize {
     b * x.stride(0) + h * x.stride(1) + i * x.stride(2)
 }
 
-/// Loads rows `first..first + rows` of head (b, g) of `x` (each `d` values) into `tile`, rows past
-/// `len` as zeros: the workgroup's units together, unit u taking values u, u + units, …
+/// Loads rows `first..first + rows` of head (b, g) of `x` (each `d` values; element [0, 0, 0, 0]
+/// at `base`) into `tile`, rows past `len` as zeros: the workgroup's units together, unit u
+/// taking values u, u + units, …
 #[cube]
+#[allow(clippy::too_many_arguments)]
 fn load_tile(
     x: &Tensor<f32>,
+    base: usize,
     tile: &mut Shared<[f32]>,
     b: usize,
     g: usize,
@@ -62,7 +65,7 @@ fn load_tile(
         let j = first + e / d;
         let mut value = 0.0f32;
         if j < len {
-            value = x[at(x, b, g, j) + (e % d) * x.stride(3)];
+            value = x[base + at(x, b, g, j) + (e % d) * x.stride(3)];
         }
         tile[e] = value;
         e += CUBE_DIM as usize;
@@ -106,7 +109,9 @@ fn sees(i: usize, j: usize, t_k: usize, past: usize, #[comptime] causal: bool) -
 #[allow(clippy::too_many_arguments)]
 fn load_tiles(
     x: &Tensor<f32>,
+    x_base: usize,
     y: &Tensor<f32>,
+    y_base: usize,
     x_tile: &mut Shared<[f32]>,
     y_tile: &mut Shared<[f32]>,
     b: usize,
@@ -116,8 +121,8 @@ fn load_tiles(
     #[comptime] rows: usize,
     #[comptime] d: usize,
 ) {
-    load_tile(x, x_tile, b, g, first, len, rows, d);
-    load_tile(y, y_tile, b, g, first, len, rows, d);
+    load_tile(x, x_base, x_tile, b, g, first, len, rows, d);
+    load_tile(y, y_base, y_tile, b, g, first, len, rows, d);
     sync_cube();
 }
 
@@ -131,6 +136,9 @@ fn attention_tiled_kernel(
     out: &mut Tensor<f32>,
     stats: &mut Tensor<f32>,
     scale: f32,
+    q_base: u32,
+    k_base: u32,
+    v_base: u32,
     #[comptime] d: usize,
     #[comptime] tile: usize,
     #[comptime] causal: bool,
@@ -142,7 +150,7 @@ fn attention_tiled_kernel(
     let past = t_k - t_q;
     let keys = keys_seen(t_q, t_k, causal);
     let mut q_row = Array::<f32>::new(d);
-    let q_at = at(q, b, h, row_i);
+    let q_at = q_base as usize + at(q, b, h, row_i);
     #[unroll]
     for c in 0..d {
         q_row[c] = q[q_at + c * q.stride(3)] * scale;
@@ -158,7 +166,7 @@ fn attention_tiled_kernel(
     let mut v_tile = Shared::<[f32]>::new_slice(tile * d);
     for t in 0..keys.div_ceil(tile) {
         let first = t * tile;
-        load_tiles(k, v, &mut k_tile, &mut v_tile, b, g, first, t_k, tile, d);
+        load_tiles(k, k_base as usize, v, v_base as usize, &mut k_tile, &mut v_tile, b, g, first, t_k, tile, d);
         for jj in 0..tile {
             let j = first + jj;
             let visible = sees(row_i, j, t_k, past, causal);
@@ -210,6 +218,9 @@ fn attention_tiled_d_query_kernel(
     stats: &mut Tensor<f32>,
     d_q: &mut Tensor<f32>,
     scale: f32,
+    q_base: u32,
+    k_base: u32,
+    v_base: u32,
     #[comptime] d: usize,
     #[comptime] tile: usize,
     #[comptime] causal: bool,
@@ -221,7 +232,7 @@ fn attention_tiled_d_query_kernel(
     let row = (b * heads + h) * t_q + row_i;
     let past = t_k - t_q;
     let keys = keys_seen(t_q, t_k, causal);
-    let (q_at, o_at) = (at(q, b, h, row_i), at(d_out, b, h, row_i));
+    let (q_at, o_at) = (q_base as usize + at(q, b, h, row_i), at(d_out, b, h, row_i));
     let mut q_row = Array::<f32>::new(d);
     let mut do_row = Array::<f32>::new(d);
     // Σ_j P_ij dP_ij K_j and Σ_j P_ij K_j.
@@ -240,7 +251,7 @@ fn attention_tiled_d_query_kernel(
     let mut v_tile = Shared::<[f32]>::new_slice(tile * d);
     for t in 0..keys.div_ceil(tile) {
         let first = t * tile;
-        load_tiles(k, v, &mut k_tile, &mut v_tile, b, g, first, t_k, tile, d);
+        load_tiles(k, k_base as usize, v, v_base as usize, &mut k_tile, &mut v_tile, b, g, first, t_k, tile, d);
         for jj in 0..tile {
             let j = first + jj;
             let visible = sees(row_i, j, t_k, past, causal);
@@ -274,8 +285,8 @@ fn attention_tiled_d_query_kernel(
     }
 }
 
-/// dK_j and dV_j for key row (b, g, j), summed over the group's query heads, into `d_kv`
-/// [2, batch, t_k, kv_heads, d] (dK first); the workgroup is (block, g, b).
+/// dK_j and dV_j for key row (b, g, j), summed over the group's query heads, into `d_kv`: head g of
+/// key row (b, j) at `dk_base + (b·t_k + j)·d_row + g·d` (dV at `dv_base + …`); the workgroup is (block, g, b).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn attention_tiled_d_key_value_kernel(
@@ -286,6 +297,12 @@ fn attention_tiled_d_key_value_kernel(
     stats: &Tensor<f32>,
     d_kv: &mut Tensor<f32>,
     scale: f32,
+    q_base: u32,
+    k_base: u32,
+    v_base: u32,
+    dk_base: u32,
+    dv_base: u32,
+    d_row: u32,
     #[comptime] d: usize,
     #[comptime] tile: usize,
     #[comptime] causal: bool,
@@ -304,7 +321,7 @@ fn attention_tiled_d_key_value_kernel(
             first_query = first_key - past;
         }
     }
-    let (k_at, v_at) = (at(k, b, g, row_j), at(v, b, g, row_j));
+    let (k_at, v_at) = (k_base as usize + at(k, b, g, row_j), v_base as usize + at(v, b, g, row_j));
     let mut k_row = Array::<f32>::new(d);
     let mut v_row = Array::<f32>::new(d);
     let mut d_k = Array::<f32>::new(d);
@@ -323,8 +340,8 @@ fn attention_tiled_d_key_value_kernel(
     for h in g * group..(g + 1) * group {
         for t in first_tile..t_q.div_ceil(tile) {
             let first = t * tile;
-            load_tile(q, &mut q_tile, b, h, first, t_q, tile, d);
-            load_tile(d_out, &mut do_tile, b, h, first, t_q, tile, d);
+            load_tile(q, q_base as usize, &mut q_tile, b, h, first, t_q, tile, d);
+            load_tile(d_out, 0, &mut do_tile, b, h, first, t_q, tile, d);
             let mut e = UNIT_POS as usize;
             while e < tile * 2 {
                 let i = first + e / 2;
@@ -360,10 +377,8 @@ fn attention_tiled_d_key_value_kernel(
         }
     }
     if live {
-        // Laid out [2, batch, t_k, kv_heads, d], so that the heads merge back without a copy.
-        let key_rows = k.shape(0) * kv_heads * t_k;
-        let k_out = ((b * t_k + j) * kv_heads + g) * d;
-        let v_out = key_rows * d + k_out;
+        let row_out = (b * t_k + j) * d_row as usize + g * d;
+        let (k_out, v_out) = (dk_base as usize + row_out, dv_base as usize + row_out);
         #[unroll]
         for c in 0..d {
             d_kv[k_out + c] = d_k[c] * scale;
@@ -377,9 +392,33 @@ fn grid(rows: usize, heads: usize, batch: usize) -> cubecl::CubeCount {
     cubecl::CubeCount::new_3d(rows.div_ceil(ROWS) as u32, heads as u32, batch as u32)
 }
 
+/// Where Q, K and V lie in their buffers: each tensor's metadata gives a [batch, heads, t, d]
+/// view's strides, and these the positions of its element [0, 0, 0, 0] (0 for a tensor of its
+/// own; a column for a packed projection, `crate::packed_attention`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Bases {
+    pub q: usize,
+    pub k: usize,
+    pub v: usize,
+}
+
+/// Where the backward pass writes dK and dV in one tensor: head g of key row (b, j) at
+/// `k + (b·t_k + j)·row + g·d`, and at `v + …`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyValueLayout {
+    pub k: usize,
+    pub v: usize,
+    pub row: usize,
+}
+
+/// A kernel's u32 argument: the buffers this playground allocates hold far fewer values.
+fn arg(value: usize) -> u32 {
+    u32::try_from(value).expect("an index within a GPU buffer fits in 32 bits")
+}
+
 /// The output [batch, heads, t_q, d] (laid out [batch, t_q, heads, d]) and the rows' L in
-/// `stats` [rows, 2]. `k` and `v` are [batch, kv_heads, t_k, d].
-pub(crate) fn forward(q: &CubeTensor, k: &CubeTensor, v: &CubeTensor, scale: f32, causal: bool) -> (CubeTensor, CubeTensor) {
+/// `stats` [rows, 2]. `k` and `v` are [batch, kv_heads, t_k, d], each where `bases` says.
+pub(crate) fn forward(q: &CubeTensor, k: &CubeTensor, v: &CubeTensor, bases: Bases, scale: f32, causal: bool) -> (CubeTensor, CubeTensor) {
     let [batch, heads, t_q, d] = q.meta.shape().dims();
     let [_, kv_heads, t_k, _] = k.meta.shape().dims();
     let rows = batch * heads * t_q;
@@ -399,6 +438,9 @@ pub(crate) fn forward(q: &CubeTensor, k: &CubeTensor, v: &CubeTensor, scale: f32
         out.clone().into_tensor_arg(),
         stats.clone().into_tensor_arg(),
         scale,
+        arg(bases.q),
+        arg(bases.k),
+        arg(bases.v),
         d,
         tile,
         causal,
@@ -418,11 +460,37 @@ pub(crate) fn backward(
 ) -> (CubeTensor, CubeTensor) {
     let [batch, heads, t_q, d] = q.meta.shape().dims();
     let [_, kv_heads, t_k, _] = k.meta.shape().dims();
+    let d_q = Cube::float_swap_dims(empty(q, [batch, t_q, heads, d]), 1, 2);
+    // Laid out [2, batch, t_k, kv_heads, d], so that the heads merge back without a copy.
+    let d_kv = empty(q, [2, batch, t_k, kv_heads, d]);
+    let layout = KeyValueLayout { k: 0, v: batch * t_k * kv_heads * d, row: kv_heads * d };
+    backward_into(q, k, v, Bases::default(), stats, d_out, scale, causal, &d_q, &d_kv, layout);
+    (d_q, d_kv)
+}
+
+/// The backward pass into given tensors: dQ through `d_q`'s strides (its element [0, 0, 0, 0]
+/// first), dK and dV into `d_kv` as `layout` says; `stats` gains each row's D. Q, K and V lie
+/// where `bases` says.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn backward_into(
+    q: &CubeTensor,
+    k: &CubeTensor,
+    v: &CubeTensor,
+    bases: Bases,
+    stats: &CubeTensor,
+    d_out: CubeTensor,
+    scale: f32,
+    causal: bool,
+    d_q: &CubeTensor,
+    d_kv: &CubeTensor,
+    layout: KeyValueLayout,
+) {
+    let [batch, heads, t_q, d] = q.meta.shape().dims();
+    let [_, kv_heads, t_k, _] = k.meta.shape().dims();
     let rows = batch * heads * t_q;
     let kv_values = batch * kv_heads * t_k * d;
     let tile = tile_rows(d);
     let dim = cubecl::CubeDim::new_1d(ROWS as u32);
-    let d_q = Cube::float_swap_dims(empty(q, [batch, t_q, heads, d]), 1, 2);
     let count = grid(t_q, heads, batch);
     note(&count, dim, t_k * 4 * d + 2 * d, 2 * rows * d + 2 * kv_values + rows, rows * d + rows);
     attention_tiled_d_query_kernel::launch(
@@ -436,11 +504,13 @@ pub(crate) fn backward(
         stats.clone().into_tensor_arg(),
         d_q.clone().into_tensor_arg(),
         scale,
+        arg(bases.q),
+        arg(bases.k),
+        arg(bases.v),
         d,
         tile,
         causal,
     );
-    let d_kv = empty(q, [2, batch, t_k, kv_heads, d]);
     let count = grid(t_k, kv_heads, batch);
     // The block's first key is seen by every query of its group's heads.
     note(&count, dim, (heads / kv_heads) * t_q * 4 * d + 4 * d, 2 * rows * d + 2 * kv_values + 2 * rows, 2 * kv_values);
@@ -455,9 +525,14 @@ pub(crate) fn backward(
         stats.clone().into_tensor_arg(),
         d_kv.clone().into_tensor_arg(),
         scale,
+        arg(bases.q),
+        arg(bases.k),
+        arg(bases.v),
+        arg(layout.k),
+        arg(layout.v),
+        arg(layout.row),
         d,
         tile,
         causal,
     );
-    (d_q, d_kv)
 }

@@ -37,6 +37,54 @@ fn dropout_kernel(x: &Tensor<f32>, y: &mut Tensor<f32>, seed_low: u32, seed_high
     y[i] = value;
 }
 
+/// y = residual + x·scale where the hash of (seed, first + i) reaches `threshold`, else residual.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn dropout_added_kernel(
+    x: &Tensor<f32>,
+    residual: &Tensor<f32>,
+    y: &mut Tensor<f32>,
+    seed_low: u32,
+    seed_high: u32,
+    first: u32,
+    threshold: u32,
+    scale: f32,
+) {
+    let i = ABSOLUTE_POS;
+    if i >= x.len() {
+        terminate!();
+    }
+    let mut value = f32::new(0.0);
+    if hash(seed_low, seed_high, first + i as u32) >= threshold {
+        value = x[i] * scale;
+    }
+    y[i] = residual[i] + value;
+}
+
+/// `residual + x ⊙ mask · scale` in one launch: a residual branch's dropout and its skip.
+pub(crate) fn apply_added(x: CubeTensor, residual: CubeTensor, seed: u64, first: u32, threshold: u32, scale: f32) -> CubeTensor {
+    let (x, residual) = (contiguous(x), contiguous(residual));
+    let n = x.meta.shape().num_elements();
+    let y = empty(&x, x.meta.shape().clone());
+    let client = x.client.clone();
+    let (cube_count, cube_dim) = units(&client, n);
+    note(&cube_count, cube_dim, 1, 2 * n, n);
+    dropout_added_kernel::launch(
+        &client,
+        cube_count,
+        cube_dim,
+        x.into_tensor_arg(),
+        residual.into_tensor_arg(),
+        y.clone().into_tensor_arg(),
+        seed as u32,
+        (seed >> 32) as u32,
+        first,
+        threshold,
+        scale,
+    );
+    y
+}
+
 /// `x ⊙ mask · scale`: the forward pass, and the backward pass on the gradient.
 pub(crate) fn apply(x: CubeTensor, seed: u64, first: u32, threshold: u32, scale: f32) -> CubeTensor {
     let x = contiguous(x);

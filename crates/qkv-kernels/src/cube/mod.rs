@@ -15,6 +15,7 @@ pub(crate) mod gelu;
 pub(crate) mod layer_norm;
 pub(crate) mod layer_norm_serial;
 pub(crate) mod linear;
+pub(crate) mod packed;
 pub(crate) mod product;
 pub(crate) mod product_choice;
 
