@@ -6,12 +6,11 @@
 //! (`block_sum`): no unit loops over the batch's rows. GPUs emulated on the CPU take the
 //! barrier-free backward of `layer_norm_serial` instead.
 
-use burn::backend::ops::FloatTensorOps;
-use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::block_sum::{strided_sum, workgroup_sums, workgroup_units};
+use super::dx_target::DxTarget;
 use super::{contiguous, empty, note, tree_steps, units};
 
 /// y = (x − μ)·r·γ + β per row of `channels` values, and each row's μ and r = 1/√(σ² + ε) in
@@ -225,39 +224,6 @@ pub(crate) fn backward(saved: &Saved, dy: CubeTensor, stream: Option<CubeTensor>
         return super::layer_norm_serial::backward(&saved.x, &saved.gamma, &saved.stats, dy, stream);
     }
     backward_in_blocks(saved, dy, stream)
-}
-
-/// Where a backward kernel writes dx. Given x's gradient so far, the kernel adds into it where it
-/// may write over it in row-major order (`accumulate`); else it writes a new tensor, and the
-/// gradient so far is added afterwards ([`Self::finish`]).
-pub(super) struct DxTarget {
-    pub dx: CubeTensor,
-    pub accumulate: bool,
-    afterwards: Option<CubeTensor>,
-}
-
-impl DxTarget {
-    pub(super) fn new(stream: Option<CubeTensor>, x: &CubeTensor) -> Self {
-        match stream {
-            Some(stream) if stream.can_mut() && stream.is_contiguous() && stream.meta.shape() == x.meta.shape() => {
-                Self { dx: stream, accumulate: true, afterwards: None }
-            }
-            afterwards => Self { dx: empty(x, x.meta.shape()), accumulate: false, afterwards },
-        }
-    }
-
-    /// Values the kernel reads of dx: all of them where it adds into it.
-    pub(super) fn values_read(&self) -> usize {
-        if self.accumulate { self.dx.meta.shape().num_elements() } else { 0 }
-    }
-
-    /// x's whole gradient, once the kernel has run.
-    pub(super) fn finish(self) -> CubeTensor {
-        match self.afterwards {
-            Some(stream) => Cube::float_add(self.dx, stream),
-            None => self.dx,
-        }
-    }
 }
 
 /// [`backward`] by blocks of rows, with workgroup trees.

@@ -10,7 +10,7 @@
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::layer_norm::DxTarget;
+use super::dx_target::DxTarget;
 use super::{contiguous, empty, note, units};
 
 /// dx = r·(g − mean(g) − x̂·mean(g·x̂)) per row (added to `dx`'s values with `accumulate`), with

@@ -10,6 +10,7 @@ pub(crate) mod attention_tiled;
 pub(crate) mod block_sum;
 pub(crate) mod cross_entropy;
 pub(crate) mod dropout;
+pub(crate) mod dx_target;
 pub(crate) mod embed;
 pub(crate) mod gelu;
 pub(crate) mod layer_norm;
