@@ -10,23 +10,39 @@ use burn_cubecl::CubeBackend as Cube;
 
 use crate::cube::{self, from_cube, from_cube_autodiff, int_to_cube, to_cube, to_cube_autodiff};
 use crate::flex::{Route, backward_step_on, route};
+use crate::token_groups::{Layout, TokenGroups};
 
 /// `wte[tokens] + wpe[offset..offset + time]`: [batch, time] tokens, [vocab, channels] and
-/// [positions, channels] tables → [batch, time, channels].
-pub fn embed(tokens: Tensor<2, Int>, wte: Tensor<2>, wpe: Tensor<2>, offset: usize) -> Tensor<3> {
+/// [positions, channels] tables → [batch, time, channels]. `groups`, the same tokens grouped on
+/// the host ([`TokenGroups`]), lets a GPU's backward add up the token table's gradient without
+/// looping a unit over the whole batch; without them it takes Burn's scatter.
+pub fn embed(tokens: Tensor<2, Int>, wte: Tensor<2>, wpe: Tensor<2>, offset: usize, groups: Option<&TokenGroups>) -> Tensor<3> {
     let route = route(&wte.device(), wte.dtype());
     // The kernel reads the tokens as the i32 Burn's cubecl devices use.
     let takes = matches!(route, Route::Cube | Route::CubeAutodiff) && tokens.dtype() == burn::tensor::DType::I32;
     match route {
-        Route::Cube if takes => from_cube(cube::embed::forward(int_to_cube(tokens, false), to_cube(wte), to_cube(wpe), offset).0),
+        Route::Cube if takes => from_cube(cube::embed::forward(int_to_cube(tokens, false), to_cube(wte), to_cube(wpe), offset, None).0),
         Route::CubeAutodiff if takes => {
+            let [batch, time] = tokens.dims();
+            let groups = groups.filter(|groups| groups.len() == batch * time).map(|groups| upload(groups, wte.dims()[0], &tokens.device()));
             let tokens = int_to_cube(tokens, true);
             let (wte, wte_node) = to_cube_autodiff(wte).into_parts();
             let (wpe, wpe_node) = to_cube_autodiff(wpe).into_parts();
-            from_cube_autodiff(cube::record(CubeEmbedBackward, [wte_node, wpe_node], || cube::embed::forward(tokens, wte, wpe, offset)))
+            let run = || cube::embed::forward(tokens, wte, wpe, offset, groups);
+            from_cube_autodiff(cube::record(CubeEmbedBackward, [wte_node, wpe_node], run))
         }
         _ => composed(tokens, wte, wpe, offset),
     }
+}
+
+/// `groups`' layout for a table of `vocab` tokens, on `device` (three uploads, no launch).
+fn upload(groups: &TokenGroups, vocab: usize, device: &burn::tensor::Device) -> cube::embed::DeviceGroups {
+    let Layout { order, run_starts, token_runs, span } = groups.layout(vocab);
+    let on_device = |values: Vec<i32>| {
+        let len = values.len();
+        int_to_cube(Tensor::<1, Int>::from_data(TensorData::new(values, [len]), device), true)
+    };
+    cube::embed::DeviceGroups { order: on_device(order), run_starts: on_device(run_starts), token_runs: on_device(token_runs), span }
 }
 
 /// Burn's embeddings and an add.
@@ -62,23 +78,27 @@ mod tests {
     #[test]
     fn the_kernel_matches_burns_embeddings_forward_and_backward() {
         let Some(device) = crate::tests::wgpu().map(|d| d.autodiff()) else { return };
-        for (time, offset) in [(7, 0), (3, 4)] {
-            let tokens =
-                Tensor::<2, Int>::from_data(TensorData::new((0..2 * time as i64).map(|i| (i * 5) % 11).collect(), [2, time]), &device);
-            let run = |fused: bool| {
-                let (wte, wpe) = (input([11, 6], 1, &device), input([7, 6], 2, &device));
+        // Token 0 at over a third of 200 positions: two runs of its group.
+        for (time, offset) in [(7, 0), (3, 4), (100, 0)] {
+            let ids: Vec<i64> = (0..2 * time as i64).map(|i| if i % 3 == 0 { 0 } else { (i * 5) % 11 }).collect();
+            let groups = TokenGroups::of(&ids);
+            let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids, [2, time]), &device);
+            let run = |fused: bool, groups: Option<&TokenGroups>| {
+                let (wte, wpe) = (input([11, 6], 1, &device), input([offset + time, 6], 2, &device));
                 let out = if fused {
-                    embed(tokens.clone(), wte.clone(), wpe.clone(), offset)
+                    embed(tokens.clone(), wte.clone(), wpe.clone(), offset, groups)
                 } else {
                     composed(tokens.clone(), wte.clone(), wpe.clone(), offset)
                 };
                 let grads = (out.clone() * input([2, time, 6], 3, &device)).sum().backward();
                 (values(out), values(wte.grad(&grads).expect("dwte")), values(wpe.grad(&grads).expect("dwpe")))
             };
-            let (fused, composed) = (run(true), run(false));
-            assert_close(&fused.0, &composed.0, 1e-6, &format!("out, offset {offset}"));
-            assert_close(&fused.1, &composed.1, 1e-5, &format!("d wte, offset {offset}"));
-            assert_close(&fused.2, &composed.2, 1e-5, &format!("d wpe, offset {offset}"));
+            let composed = run(false, None);
+            for (fused, how) in [(run(true, None), "scattered"), (run(true, Some(&groups)), "grouped")] {
+                assert_close(&fused.0, &composed.0, 1e-6, &format!("out, offset {offset}, time {time}"));
+                assert_close(&fused.1, &composed.1, 1e-5, &format!("d wte {how}, offset {offset}, time {time}"));
+                assert_close(&fused.2, &composed.2, 1e-5, &format!("d wpe, offset {offset}, time {time}"));
+            }
         }
     }
 }

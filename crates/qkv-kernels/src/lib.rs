@@ -44,6 +44,7 @@ mod linear;
 mod math;
 mod packed_attention;
 mod parallel;
+mod token_groups;
 
 pub use adamw::{AdamWUpdates, SumOfSquares, adamw_update};
 pub use adamw_step::AdamWStep;
@@ -59,6 +60,7 @@ pub use launches::{CountedLaunch, DryRun, LaunchCounter, LaunchShape, ReadBackEr
 pub use layer_norm::{layer_norm, pre_norm};
 pub use linear::linear;
 pub use packed_attention::{Projections, packed_attention};
+pub use token_groups::TokenGroups;
 
 #[cfg(test)]
 pub(crate) mod tests {

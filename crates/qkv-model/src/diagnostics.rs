@@ -437,7 +437,7 @@ mod tests {
     }
 
     fn diagnose_gpt(model: &Gpt, device: &Device) -> ModelDiagnostics {
-        pollster::block_on(diagnose(&Model::Gpt(model.clone()), Input::Tokens(tokens(device)))).unwrap()
+        pollster::block_on(diagnose(&Model::Gpt(model.clone()), Input::Tokens(tokens(device), None))).unwrap()
     }
 
     fn diagnose_config(variant: AttentionVariant, edit: impl FnOnce(&mut Gpt)) -> ModelDiagnostics {

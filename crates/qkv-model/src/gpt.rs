@@ -4,7 +4,7 @@
 use burn::module::Module;
 use burn::nn::{Embedding, LayerNorm, LayerNormConfig, Linear};
 use burn::tensor::{Device, Int, Tensor};
-use qkv_kernels::{gelu, layer_norm, linear, pre_norm};
+use qkv_kernels::{TokenGroups, gelu, layer_norm, linear, pre_norm};
 
 use crate::attention::{AttentionTrace, CausalSelfAttention, LayerCache, apply_linear, init_linear};
 use crate::config::{ConfigError, GptConfig, Norm};
@@ -246,6 +246,12 @@ impl Gpt {
 
     /// Token plus position embeddings for positions `offset..offset + time`.
     pub fn embed(&self, tokens: Tensor<2, Int>, offset: usize) -> Tensor<3> {
+        self.embed_grouped(tokens, offset, None)
+    }
+
+    /// [`Gpt::embed`] with the tokens grouped on the host (`qkv_kernels::TokenGroups`), for a
+    /// GPU's backward.
+    fn embed_grouped(&self, tokens: Tensor<2, Int>, offset: usize, groups: Option<&TokenGroups>) -> Tensor<3> {
         let [_, time] = tokens.dims();
         assert!(
             offset + time <= self.block_size,
@@ -253,7 +259,7 @@ impl Gpt {
             offset + time,
             self.block_size
         );
-        self.drop.forward(qkv_kernels::embed(tokens, self.wte.weight.val(), self.wpe.weight.val(), offset))
+        self.drop.forward(qkv_kernels::embed(tokens, self.wte.weight.val(), self.wpe.weight.val(), offset, groups))
     }
 
     /// Final norm and LM head: hidden states [batch, time, n_embd] → logits [batch, time, vocab].
@@ -265,8 +271,8 @@ impl Gpt {
         }
     }
 
-    fn run(&self, tokens: Tensor<2, Int>, with_attention: bool) -> GptOutput {
-        let (x, attention, attention_logits) = run_layers(self.layers(), self.embed(tokens, 0), with_attention);
+    fn run(&self, tokens: Tensor<2, Int>, groups: Option<&TokenGroups>, with_attention: bool) -> GptOutput {
+        let (x, attention, attention_logits) = run_layers(self.layers(), self.embed_grouped(tokens, 0, groups), with_attention);
         GptOutput { logits: self.head(x), attention, attention_logits }
     }
 
@@ -294,13 +300,19 @@ impl Gpt {
 
     /// Logits [batch, time, vocab] for tokens [batch, time], through the fused attention kernel.
     pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
-        self.run(tokens, false).logits
+        self.run(tokens, None, false).logits
+    }
+
+    /// [`Gpt::forward`] with the tokens grouped on the host too (`qkv_kernels::TokenGroups`):
+    /// the same logits; on a GPU the token table's gradient is added up by the groups.
+    pub fn forward_grouped(&self, tokens: Tensor<2, Int>, groups: Option<&TokenGroups>) -> Tensor<3> {
+        self.run(tokens, groups, false).logits
     }
 
     /// Logits and every layer's attention probabilities and logits (for the attention maps).
     /// Slower than [`Gpt::forward`]: the probabilities are materialised.
     pub fn forward_with_attention(&self, tokens: Tensor<2, Int>) -> GptOutput {
-        self.run(tokens, true)
+        self.run(tokens, None, true)
     }
 }
 

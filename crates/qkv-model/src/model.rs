@@ -2,8 +2,11 @@
 //! answer with logits [batch, time, outputs] (a ViT's time is 1, one answer per image), so the
 //! loss, the accuracy and the optimiser treat them alike.
 
+use std::sync::Arc;
+
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
+use qkv_kernels::TokenGroups;
 
 use crate::config::{ConfigError, GptConfig};
 use crate::dropout::SeedStream;
@@ -19,7 +22,9 @@ pub enum Model {
 /// What a model reads: token ids [batch, time], or images [batch, height·width·channels].
 #[derive(Debug, Clone)]
 pub enum Input {
-    Tokens(Tensor<2, Int>),
+    /// The ids, and the same grouped by token where the host that made the batch grouped them
+    /// (a GPU's backward adds up the token table's gradient by them: `qkv_kernels::TokenGroups`).
+    Tokens(Tensor<2, Int>, Option<Arc<TokenGroups>>),
     Pixels(Tensor<2>),
 }
 
@@ -75,7 +80,7 @@ impl Model {
     /// embedded patches.
     pub fn embed(&self, input: Input) -> Tensor<3> {
         match (self, input) {
-            (Model::Gpt(gpt), Input::Tokens(tokens)) => gpt.embed(tokens, 0),
+            (Model::Gpt(gpt), Input::Tokens(tokens, _)) => gpt.embed(tokens, 0),
             (Model::Vit(vit), Input::Pixels(pixels)) => vit.embed(pixels),
             (model, input) => panic!("{} given {}", model.reads(), input.kind()),
         }
@@ -88,7 +93,7 @@ impl Model {
     /// trainer checks its data against the config before it builds a model.
     pub fn forward(&self, input: Input) -> Tensor<3> {
         match (self, input) {
-            (Model::Gpt(gpt), Input::Tokens(tokens)) => gpt.forward(tokens),
+            (Model::Gpt(gpt), Input::Tokens(tokens, groups)) => gpt.forward_grouped(tokens, groups.as_deref()),
             (Model::Vit(vit), Input::Pixels(pixels)) => vit.forward(pixels),
             (model, input) => panic!("{} given {}", model.reads(), input.kind()),
         }
@@ -97,7 +102,7 @@ impl Model {
     /// Logits and every layer's attention (for the maps).
     pub fn forward_with_attention(&self, input: Input) -> GptOutput {
         match (self, input) {
-            (Model::Gpt(gpt), Input::Tokens(tokens)) => gpt.forward_with_attention(tokens),
+            (Model::Gpt(gpt), Input::Tokens(tokens, _)) => gpt.forward_with_attention(tokens),
             (Model::Vit(vit), Input::Pixels(pixels)) => vit.forward_with_attention(pixels),
             (model, input) => panic!("{} given {}", model.reads(), input.kind()),
         }
@@ -115,14 +120,14 @@ impl Input {
     /// No rows, or rows of nothing.
     pub fn is_empty(&self) -> bool {
         match self {
-            Input::Tokens(tokens) => tokens.dims().contains(&0),
+            Input::Tokens(tokens, _) => tokens.dims().contains(&0),
             Input::Pixels(pixels) => pixels.dims().contains(&0),
         }
     }
 
     fn kind(&self) -> &'static str {
         match self {
-            Input::Tokens(_) => "tokens",
+            Input::Tokens(..) => "tokens",
             Input::Pixels(_) => "pixels",
         }
     }

@@ -180,7 +180,12 @@ impl Inputs {
         use burn::tensor::{Tensor, TensorData};
         match self {
             Inputs::Tokens(tokens) => {
-                qkv_model::Input::Tokens(Tensor::from_data(TensorData::new(tokens.clone(), [rows, tokens.len() / rows.max(1)]), device))
+                // Grouped by token for a GPU's backward (training on one), where it saves a unit
+                // looping over every position: a sort on the host, which holds the batch.
+                let grouped = device.is_autodiff() && !qkv_kernels::is_flex(device);
+                let groups = grouped.then(|| std::sync::Arc::new(qkv_kernels::TokenGroups::of(tokens)));
+                let ids = Tensor::from_data(TensorData::new(tokens.clone(), [rows, tokens.len() / rows.max(1)]), device);
+                qkv_model::Input::Tokens(ids, groups)
             }
             Inputs::Pixels(pixels) => {
                 qkv_model::Input::Pixels(Tensor::from_data(TensorData::new(pixels.clone(), [rows, pixels.len() / rows.max(1)]), device))
