@@ -50,8 +50,9 @@ pub fn dropout<const D: usize>(x: Tensor<D>, prob: f64, seed: u64, first_row: us
 }
 
 /// `residual + dropout(x, …)`, a residual branch's dropout and its skip: on a GPU one launch
-/// forward where the two took two (the backward is dropout's: the skip passes its gradient on).
-/// `x` and `residual` have one shape. The values are those of the two ops apart.
+/// forward where the two took two (the backward is dropout's: the skip passes its gradient on),
+/// and at rate 0 the add as a kernel of ours. `x` and `residual` have one shape. The values are
+/// those of the two ops apart.
 pub fn dropout_added<const D: usize>(x: Tensor<D>, residual: Tensor<D>, prob: f64, seed: u64, first_row: usize) -> Tensor<D> {
     assert_eq!(x.shape(), residual.shape(), "a residual branch adds to a tensor of its own shape");
     match route(&x.device(), x.dtype()) {
@@ -66,6 +67,7 @@ pub fn dropout_added<const D: usize>(x: Tensor<D>, residual: Tensor<D>, prob: f6
             let run = || (mask.apply_added_on_cube(x, residual), mask);
             from_cube_autodiff(cube::record(CubeDropoutAddedBackward, [x_node, residual_node], run))
         }
+        Route::Composed | Route::Flex | Route::FlexAutodiff if prob == 0.0 => residual + x,
         Route::Composed | Route::Flex | Route::FlexAutodiff => residual + dropout(x, prob, seed, first_row),
     }
 }
@@ -92,6 +94,11 @@ impl Mask {
 
     fn new(prob: f64, seed: u64, first: u32) -> Self {
         Self { seed, first, threshold: (prob * 4_294_967_296.0) as u32, scale: (1.0 / (1.0 - prob)) as f32 }
+    }
+
+    /// Rate 0: every element kept, unscaled.
+    fn keeps_all(&self) -> bool {
+        self.threshold == 0
     }
 
     /// `x ⊙ mask / (1 − prob)`: the forward pass, and the backward pass on the gradient; over
@@ -167,7 +174,11 @@ impl Backward<Cube, 2> for CubeDropoutAddedBackward {
     type State = Mask;
 
     fn backward(self, ops: Ops<Mask, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step_on::<Cube, _, 2, _>(&ops, grads, |mask, grad| [Some(mask.apply_on_cube(grad.clone())), Some(grad)]);
+        backward_step_on::<Cube, _, 2, _>(&ops, grads, |mask, grad| {
+            // At rate 0 the branch's gradient is the skip's: no launch.
+            let branch = if mask.keeps_all() { grad.clone() } else { mask.apply_on_cube(grad.clone()) };
+            [Some(branch), Some(grad)]
+        });
     }
 }
 
@@ -224,21 +235,21 @@ mod tests {
     /// wgpu, forward and backward.
     #[test]
     fn dropout_added_is_the_residual_plus_dropout() {
-        for (device, _) in crate::tests::flex_and_wgpu((), ()) {
+        for ((device, _), rate) in crate::tests::flex_and_wgpu((), ()).into_iter().flat_map(|d| [(d.clone(), 0.3), (d, 0.0)]) {
             let run = |together: bool| {
                 let x = (input([30, 70], 5, &device).abs() + 0.5).detach().require_grad();
                 let residual = input([30, 70], 7, &device).detach().require_grad();
                 let y = if together {
-                    dropout_added(x.clone(), residual.clone(), 0.3, 99, 4)
+                    dropout_added(x.clone(), residual.clone(), rate, 99, 4)
                 } else {
-                    residual.clone() + dropout(x.clone(), 0.3, 99, 4)
+                    residual.clone() + dropout(x.clone(), rate, 99, 4)
                 };
                 let grads = (y.clone() * input([30, 70], 6, &device)).sum().backward();
                 [values(y), values(x.grad(&grads).unwrap()), values(residual.grad(&grads).unwrap())]
             };
             let (together, apart) = (run(true), run(false));
             for (name, (a, b)) in ["y", "dx", "d residual"].iter().zip(together.iter().zip(&apart)) {
-                assert_eq!(a, b, "{name} on {device:?}");
+                assert_eq!(a, b, "{name} on {device:?} at rate {rate}");
             }
         }
     }

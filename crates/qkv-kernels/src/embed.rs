@@ -8,7 +8,7 @@ use burn::backend::autodiff::ops::{Backward, Ops};
 use burn::tensor::{Int, Tensor, TensorData};
 use burn_cubecl::CubeBackend as Cube;
 
-use crate::cube::{self, from_cube, from_cube_autodiff, int_to_cube, to_cube, to_cube_autodiff};
+use crate::cube::{self, CubeAutodiffTensor, from_cube, from_cube_autodiff, int_to_cube, to_cube, to_cube_autodiff};
 use crate::flex::{Route, backward_step_on, route};
 use crate::token_groups::{Layout, TokenGroups};
 
@@ -26,9 +26,13 @@ pub fn embed(tokens: Tensor<2, Int>, wte: Tensor<2>, wpe: Tensor<2>, offset: usi
             let [batch, time] = tokens.dims();
             let groups = groups.filter(|groups| groups.len() == batch * time).map(|groups| upload(groups, wte.dims()[0], &tokens.device()));
             let tokens = int_to_cube(tokens, true);
-            let (wte, wte_node) = to_cube_autodiff(wte).into_parts();
+            let table = to_cube_autodiff(wte);
+            let (wte, wte_node) = table.clone().into_parts();
             let (wpe, wpe_node) = to_cube_autodiff(wpe).into_parts();
-            let run = || cube::embed::forward(tokens, wte, wpe, offset, groups);
+            let run = || {
+                let (out, saved) = cube::embed::forward(tokens, wte, wpe, offset, groups);
+                (out, EmbedState { saved, table })
+            };
             from_cube_autodiff(cube::record(CubeEmbedBackward, [wte_node, wpe_node], run))
         }
         _ => composed(tokens, wte, wpe, offset),
@@ -57,12 +61,23 @@ fn composed(tokens: Tensor<2, Int>, wte: Tensor<2>, wpe: Tensor<2>, offset: usiz
 #[derive(Debug)]
 struct CubeEmbedBackward;
 
+/// What the backward pass needs: the kernel's, and the token table as the graph knows it.
+#[derive(Debug, Clone)]
+struct EmbedState {
+    saved: cube::embed::Saved,
+    /// The token table's tensor, to take its gradient so far out of the graph's (a tied LM head
+    /// steps back first: it uses the table later) and add to it in the kernel, where autodiff
+    /// would add the two in a launch of its own. A parameter, which the model holds anyway.
+    table: CubeAutodiffTensor,
+}
+
 impl Backward<Cube, 2> for CubeEmbedBackward {
-    type State = cube::embed::Saved;
+    type State = EmbedState;
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step_on::<Cube, _, 2, _>(&ops, grads, |saved, grad| {
-            let (d_wte, d_wpe) = cube::embed::backward(saved, grad);
+        let so_far = ops.parents[0].is_some().then(|| grads.remove::<Cube>(&ops.state.table)).flatten();
+        backward_step_on::<Cube, _, 2, _>(&ops, grads, |state, grad| {
+            let (d_wte, d_wpe) = cube::embed::backward(&state.saved, grad, so_far);
             [Some(d_wte), Some(d_wpe)]
         });
     }
@@ -83,21 +98,30 @@ mod tests {
             let ids: Vec<i64> = (0..2 * time as i64).map(|i| if i % 3 == 0 { 0 } else { (i * 5) % 11 }).collect();
             let groups = TokenGroups::of(&ids);
             let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids, [2, time]), &device);
-            let run = |fused: bool, groups: Option<&TokenGroups>| {
+            // Tied: the table is also read later (as a GPT's LM head reads it), so its gradient
+            // from there is added to the embedding's.
+            let run = |fused: bool, groups: Option<&TokenGroups>, tied: bool| {
                 let (wte, wpe) = (input([11, 6], 1, &device), input([offset + time, 6], 2, &device));
                 let out = if fused {
                     embed(tokens.clone(), wte.clone(), wpe.clone(), offset, groups)
                 } else {
                     composed(tokens.clone(), wte.clone(), wpe.clone(), offset)
                 };
-                let grads = (out.clone() * input([2, time, 6], 3, &device)).sum().backward();
+                let loss = match tied {
+                    true => (out.clone().matmul(wte.clone().transpose().unsqueeze()) * input([2, time, 11], 3, &device)).sum(),
+                    false => (out.clone() * input([2, time, 6], 3, &device)).sum(),
+                };
+                let grads = loss.backward();
                 (values(out), values(wte.grad(&grads).expect("dwte")), values(wpe.grad(&grads).expect("dwpe")))
             };
-            let composed = run(false, None);
-            for (fused, how) in [(run(true, None), "scattered"), (run(true, Some(&groups)), "grouped")] {
-                assert_close(&fused.0, &composed.0, 1e-6, &format!("out, offset {offset}, time {time}"));
-                assert_close(&fused.1, &composed.1, 1e-5, &format!("d wte {how}, offset {offset}, time {time}"));
-                assert_close(&fused.2, &composed.2, 1e-5, &format!("d wpe, offset {offset}, time {time}"));
+            for tied in [false, true] {
+                let composed = run(false, None, tied);
+                for (fused, how) in [(run(true, None, tied), "scattered"), (run(true, Some(&groups), tied), "grouped")] {
+                    let case = format!("offset {offset}, time {time}, tied {tied}");
+                    assert_close(&fused.0, &composed.0, 1e-6, &format!("out, {case}"));
+                    assert_close(&fused.1, &composed.1, 1e-4, &format!("d wte {how}, {case}"));
+                    assert_close(&fused.2, &composed.2, 1e-4, &format!("d wpe, {case}"));
+                }
             }
         }
     }

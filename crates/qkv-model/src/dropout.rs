@@ -82,13 +82,15 @@ impl Dropout {
         qkv_kernels::dropout(x, self.prob, self.seeds.next(), self.seeds.first_row)
     }
 
-    /// `residual + self.forward(x)`: a residual branch's dropout and its skip, one launch on a GPU
-    /// (`qkv_kernels::dropout_added`); the same values.
+    /// `residual + self.forward(x)`: a residual branch's dropout and its skip, one launch of ours
+    /// on a GPU in training (`qkv_kernels::dropout_added`, a plain add at rate 0); the same values.
     pub fn forward_added_to<const D: usize>(&self, x: Tensor<D>, residual: Tensor<D>) -> Tensor<D> {
-        if self.prob == 0.0 || !x.device().is_autodiff() {
+        if !x.device().is_autodiff() {
             return residual + x;
         }
-        qkv_kernels::dropout_added(x, residual, self.prob, self.seeds.next(), self.seeds.first_row)
+        // No mask at rate 0, so no seed drawn: the stream stays as a run without dropout left it.
+        let seed = if self.prob == 0.0 { 0 } else { self.seeds.next() };
+        qkv_kernels::dropout_added(x, residual, self.prob, seed, self.seeds.first_row)
     }
 }
 

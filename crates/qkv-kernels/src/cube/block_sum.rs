@@ -122,12 +122,75 @@ pub(crate) fn sum_all(values: CubeTensor) -> CubeTensor {
     sum_runs(partials, shares)
 }
 
+/// Rows a unit of [`column_sums`] adds up in one launch: a fixed loop, so that a unit's work
+/// does not grow with the rows (the batch).
+const COLUMN_ROWS: usize = 64;
+
+/// `sums[b, c]` = Σ `values[r, c]` over the rows r of block b ([`COLUMN_ROWS`] rows), one unit a
+/// (block, column): neighbouring units read neighbouring values of a row.
+#[cube(launch)]
+fn column_sums_kernel(values: &Tensor<f32>, sums: &mut Tensor<f32>, rows: u32, columns: u32) {
+    let (rows, columns) = (rows as usize, columns as usize);
+    let i = ABSOLUTE_POS;
+    if i >= sums.len() {
+        terminate!();
+    }
+    let (block, column) = (i / columns, i % columns);
+    let mut sum = 0.0f32;
+    for k in 0..COLUMN_ROWS {
+        let row = block * COLUMN_ROWS + k;
+        if row < rows {
+            sum += values[row * columns + column];
+        }
+    }
+    sums[i] = sum;
+}
+
+/// Each column's sum of `values` [rows, columns], as a [columns] tensor: a launch for every
+/// 64-fold of rows (one up to 64 rows, two up to 4,096), each unit adding 64 values.
+pub(crate) fn column_sums(values: CubeTensor) -> CubeTensor {
+    let mut values = contiguous(values);
+    let [mut rows, columns] = values.meta.shape().dims();
+    loop {
+        let blocks = rows.div_ceil(COLUMN_ROWS).max(1);
+        let sums = empty(&values, [blocks, columns]);
+        let client = values.client.clone();
+        let (count, dim) = super::units(&client, blocks * columns);
+        note(&count, dim, COLUMN_ROWS, rows * columns, blocks * columns);
+        column_sums_kernel::launch(
+            &client,
+            count,
+            dim,
+            values.into_tensor_arg(),
+            sums.clone().into_tensor_arg(),
+            rows as u32,
+            columns as u32,
+        );
+        if blocks == 1 {
+            return sums;
+        }
+        (values, rows) = (sums, blocks);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use burn::tensor::Tensor;
 
     use crate::cube::{from_cube, to_cube};
     use crate::tests::{assert_close, gpu, input, values};
+
+    /// Up to 64 rows in one launch, more in a second (and a third past 4,096).
+    #[test]
+    fn columns_sum_as_the_cpu_sums_them() {
+        for (rows, columns) in [(1, 5), (8, 300), (64, 7), (65, 3), (4100, 2)] {
+            let x: Tensor<2> = input([rows, columns], rows as u64, &gpu());
+            let flat = values(x.clone());
+            let expected: Vec<f32> = (0..columns).map(|c| (0..rows).map(|r| flat[r * columns + c]).sum()).collect();
+            let sums = values(from_cube::<2>(super::column_sums(to_cube(x))));
+            assert_close(&sums, &expected, 1e-3, &format!("{rows} rows of {columns}"));
+        }
+    }
 
     #[test]
     fn runs_sum_as_the_cpu_sums_them() {

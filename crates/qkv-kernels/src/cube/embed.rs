@@ -3,8 +3,9 @@
 //! Backward, the token table's gradient is two launches over the batch's positions grouped by
 //! token on the host (`crate::token_groups`): each run of one token's positions summed, then each
 //! token's runs; without the groups, Burn's scatter (`embedding_backward`, a unit a channel looping
-//! over every position). The position table's is the gradient summed over the batch, one launch
-//! where Burn's embedding, its scatter and the broadcast's sum took three.
+//! over every position); a tied LM head's gradient for the table is added in the second. The
+//! position table's is the gradient summed over the batch (`block_sum::column_sums`, one launch up
+//! to 64 rows), where Burn's embedding, its scatter and the broadcast's sum took three launches.
 
 use burn::backend::ops::{FloatTensorOps, ModuleOps};
 use burn::tensor::Slice;
@@ -55,10 +56,18 @@ fn token_run_sums_kernel(d_out: &Tensor<f32>, order: &Tensor<i32>, run_starts: &
 }
 
 /// `d_wte[v, c]` = Σ `partial[j, c]` over token v's runs `token_runs[v]..token_runs[v + 1]`, 0
-/// for a token without any: a workgroup a token, its units along the channels, each looping
-/// `span` times (at least any token's runs).
+/// for a token without any, plus `so_far[v, c]` (read through its strides) `with_so_far`: a
+/// workgroup a token, its units along the channels, each looping `span` times (at least any
+/// token's runs).
 #[cube(launch)]
-fn token_sums_kernel(partial: &Tensor<f32>, token_runs: &Tensor<i32>, d_wte: &mut Tensor<f32>, span: u32) {
+fn token_sums_kernel(
+    partial: &Tensor<f32>,
+    token_runs: &Tensor<i32>,
+    so_far: &Tensor<f32>,
+    d_wte: &mut Tensor<f32>,
+    span: u32,
+    #[comptime] with_so_far: bool,
+) {
     let token = CUBE_POS;
     let channels = d_wte.shape(1);
     if token >= d_wte.shape(0) {
@@ -73,6 +82,9 @@ fn token_sums_kernel(partial: &Tensor<f32>, token_runs: &Tensor<i32>, d_wte: &mu
             if j < last {
                 sum += partial[j * channels + c];
             }
+        }
+        if with_so_far {
+            sum += so_far[token * so_far.stride(0) + c * so_far.stride(1)];
         }
         d_wte[token * channels + c] = sum;
         c += CUBE_DIM as usize;
@@ -106,8 +118,9 @@ fn groups_grid(groups: usize) -> cubecl::CubeCount {
     cubecl::CubeCount::new_2d(groups.clamp(1, MOST) as u32, groups.div_ceil(MOST).max(1) as u32)
 }
 
-/// The token table's gradient from the output's by the batch's groups: two launches.
-fn token_gradient(d_out: &CubeTensor, wte: &CubeTensor, groups: &DeviceGroups) -> CubeTensor {
+/// The token table's gradient from the output's by the batch's groups, plus the table's gradient
+/// `so_far` (a tied LM head's): two launches.
+fn token_gradient(d_out: &CubeTensor, wte: &CubeTensor, groups: &DeviceGroups, so_far: Option<CubeTensor>) -> CubeTensor {
     let [vocab, channels] = wte.meta.shape().dims();
     let runs = groups.run_starts.meta.shape().num_elements() - 1;
     let positions = groups.order.meta.shape().num_elements();
@@ -129,15 +142,21 @@ fn token_gradient(d_out: &CubeTensor, wte: &CubeTensor, groups: &DeviceGroups) -
     );
     let d_wte = empty(wte, [vocab, channels]);
     let count = groups_grid(vocab);
-    note(&count, dim, groups.span * per_unit, runs * channels + vocab + 1, vocab * channels);
+    let with_so_far = so_far.is_some();
+    let so_far_read = if with_so_far { vocab * channels } else { 0 };
+    note(&count, dim, groups.span * per_unit, runs * channels + vocab + 1 + so_far_read, vocab * channels);
+    // Unread without a gradient so far; any f32 tensor fills the slot.
+    let so_far = so_far.unwrap_or_else(|| partial.clone());
     token_sums_kernel::launch(
         &client,
         count,
         dim,
         partial.into_tensor_arg(),
         groups.token_runs.clone().into_tensor_arg(),
+        so_far.into_tensor_arg(),
         d_wte.clone().into_tensor_arg(),
         groups.span as u32,
+        with_so_far,
     );
     d_wte
 }
@@ -174,15 +193,21 @@ pub(crate) fn forward(
 }
 
 /// The token table's and the position table's gradients from the output's.
-pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTensor) {
+/// The token table's gradient is added to `table_so_far`, the table's gradient from its other
+/// uses (a tied LM head's), where there is one.
+pub(crate) fn backward(saved: &Saved, d_out: CubeTensor, table_so_far: Option<CubeTensor>) -> (CubeTensor, CubeTensor) {
     let Saved { tokens, wte, positions, offset, groups } = saved;
-    let [_, time, channels] = d_out.meta.shape().dims();
+    let [batch, time, channels] = d_out.meta.shape().dims();
     let d_out = contiguous(d_out);
-    let d_wte = match groups {
-        Some(groups) => token_gradient(&d_out, wte, groups),
-        None => Cube::embedding_backward(wte.clone(), d_out.clone(), tokens.clone()),
+    let d_wte = match (groups, table_so_far) {
+        (Some(groups), so_far) => token_gradient(&d_out, wte, groups, so_far),
+        (None, so_far) => {
+            let scattered = Cube::embedding_backward(wte.clone(), d_out.clone(), tokens.clone());
+            so_far.map_or(scattered.clone(), |so_far| Cube::float_add(scattered, so_far))
+        }
     };
-    let by_position = Cube::float_reshape(Cube::float_sum_dim(d_out, 0), [time, channels].into());
+    let by_batch_row = Cube::float_reshape(d_out, [batch, time * channels].into());
+    let by_position = Cube::float_reshape(super::block_sum::column_sums(by_batch_row), [time, channels].into());
     let d_wpe = if *offset == 0 && time == *positions {
         by_position
     } else {

@@ -1,9 +1,8 @@
 //! GELU on a cubecl GPU: one launch forward that also keeps the derivative Φ(x) + x·φ(x) for the
-//! backward pass (as the flex kernel does, `crate::gelu`), which is then one multiplication.
+//! backward pass (as the flex kernel does, `crate::gelu`), which is then one multiplication (in
+//! place where it may).
 //! Burn's composed exact GELU is about five launches forward and ten backward.
 
-use burn::backend::ops::FloatTensorOps;
-use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
@@ -57,7 +56,40 @@ pub(crate) fn forward_with_derivative(x: CubeTensor) -> (CubeTensor, CubeTensor)
     (y, derivative.expect("asked for"))
 }
 
-/// dx = dy · GELU'(x).
+/// dx[i] = dy[i]·derivative[i], over dy itself where nothing else holds it (`in_place`).
+#[cube(launch)]
+fn gelu_backward_kernel(dy: &Tensor<f32>, derivative: &Tensor<f32>, dx: &mut Tensor<f32>, #[comptime] in_place: bool) {
+    let i = ABSOLUTE_POS;
+    if i >= derivative.len() {
+        terminate!();
+    }
+    if in_place {
+        dx[i] *= derivative[i];
+    } else {
+        dx[i] = dy[i] * derivative[i];
+    }
+}
+
+/// dx = dy · GELU'(x): one launch of ours (so it says its shape), written over dy where it may.
 pub(crate) fn backward(derivative: CubeTensor, dy: CubeTensor) -> CubeTensor {
-    Cube::float_mul(dy, derivative)
+    let dy = contiguous(dy);
+    let n = dy.meta.shape().num_elements();
+    let in_place = dy.can_mut();
+    let dx = if in_place { dy.clone() } else { empty(&dy, dy.meta.shape().clone()) };
+    let client = dy.client.clone();
+    let (cube_count, cube_dim) = units(&client, n);
+    note(&cube_count, cube_dim, 1, 2 * n, n);
+    // In place, dy's slot takes the derivative again: dx alone binds dy's buffer (two bindings
+    // of one buffer, one of them writable, would alias).
+    let dy_slot = if in_place { derivative.clone() } else { dy };
+    gelu_backward_kernel::launch(
+        &client,
+        cube_count,
+        cube_dim,
+        dy_slot.into_tensor_arg(),
+        derivative.into_tensor_arg(),
+        dx.clone().into_tensor_arg(),
+        in_place,
+    );
+    dx
 }
