@@ -161,4 +161,16 @@ fn a_bigger_batch_adds_units_to_our_kernels_not_serial_work() {
     let bytes = |row: &Value| shape(row, "bytes_read") + shape(row, "bytes_written");
     assert!(bytes(&large) > 4 * bytes(&small) && bytes(&large) < 8 * bytes(&small), "{} → {}", bytes(&small), bytes(&large));
     assert_eq!(small["launches_per_step"].as_f64(), Some(215.0), "{small:#}");
+    // Every other launch is Burn's matrix product or the fill that seeds the loss's gradient: the
+    // products' serial work is their inner dimension (the batch's rows for a weight's gradient).
+    for row in [&small, &large] {
+        let burns: std::collections::BTreeSet<&str> = row["step_shapes"]["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|k| k["ours"] == false)
+            .map(|k| k["kernel"].as_str().unwrap())
+            .collect();
+        assert_eq!(burns, ["FullKernel", "MatmulEntry"].into(), "{row:#}");
+    }
 }

@@ -142,3 +142,22 @@ pub(crate) fn tree_steps(units: usize) -> usize {
 pub(crate) fn contiguous(tensor: CubeTensor) -> CubeTensor {
     burn_cubecl::kernel::into_contiguous(tensor)
 }
+
+#[cfg(test)]
+mod tests {
+    /// No kernel of ours needs atomics: browsers have no float atomics, so a step's kernels and
+    /// their shapes (`crate::launches`) are the same there as natively, where Burn's sums used
+    /// them.
+    #[test]
+    fn no_kernel_of_ours_uses_atomics() {
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/src/cube");
+        let mut read = 0;
+        for entry in std::fs::read_dir(folder).expect("the kernels' folder") {
+            let path = entry.expect("an entry").path();
+            let source = std::fs::read_to_string(&path).expect("a kernel's source");
+            assert!(!source.contains(&["Atomic", "<"].concat()), "{} uses atomics", path.display());
+            read += 1;
+        }
+        assert!(read > 10, "read {read} files of kernels");
+    }
+}
