@@ -368,7 +368,7 @@ impl CausalSelfAttention {
         (self.resid_dropout.forward_added_to(self.project_out(context), residual), trace)
     }
 
-    /// [`Self::forward`]'s attention with packed projections, where the layer and the device
+    /// [`Self::forward_onto`]'s attention with packed projections, where the layer and the device
     /// take them.
     fn packed_context(&self, x: &Tensor<3>) -> Option<Tensor<4>> {
         let weight = |projection: &Option<Linear>| projection.as_ref().filter(|layer| layer.bias.is_none()).map(|layer| layer.weight.val());
