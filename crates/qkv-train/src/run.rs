@@ -256,22 +256,8 @@ impl Run {
             (loss.inner(), grads)
         };
         if shards.len() > 1 {
-            // Each shard forks the parameters into leaves of its own: Burn's autodiff merges
-            // graphs that share a node and holds a graph's lock through a whole backward pass,
-            // so shards on the same leaves would take turns. Gradients are keyed by parameter,
-            // not by node, and meet again in the accumulator.
-            // Each also draws its dropout masks from a shard of the model's seed stream, which
-            // masks its rows as the whole batch would be masked.
             let devices: Vec<&Device> = (0..shards.len()).map(|i| self.shard_device(i)).collect();
-            let forks: Vec<Model> = shards
-                .iter()
-                .zip(&devices)
-                .map(|(shard, device)| model.clone().fork(device).with_seeds(&model.seeds().shard(shard.first_row)))
-                .collect();
-            let threads_each = (rayon::current_num_threads() / shards.len()).max(1);
-            let tasks = forks.iter().zip(shards).zip(&devices).collect();
-            let steps = crate::threads::on_threads(tasks, threads_each, |((fork, shard), device)| step(fork, shard, device));
-            model.seeds().catch_up(forks[0].seeds());
+            let steps = shards::fan_out(model, shards, &devices, step);
             if self.replicas.is_empty() {
                 return steps;
             }

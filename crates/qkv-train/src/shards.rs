@@ -1,5 +1,5 @@
-//! A batch split by rows into shards that go forward and backward on threads of their own, their
-//! gradients summed: data parallelism inside one run.
+//! A batch split by rows into shards that go forward and backward on threads of their own
+//! ([`fan_out`]), their gradients summed: data parallelism inside one run.
 //!
 //! Why: on the CPU a step is many ops of a fraction of a millisecond each, and spreading every op
 //! over the cores costs a wake-up and a wait per op (on this project's 2-core machine a single
@@ -7,6 +7,10 @@
 //! step. The loss is a weighted mean over the batch's counted tokens, so each shard's loss is
 //! weighted by its share of them and the sum of the shards' gradients is the batch's gradient, up
 //! to the order in which floats are added.
+
+use burn::module::Module;
+use burn::tensor::Device;
+use qkv_model::Model;
 
 use crate::dataset::Batch;
 
@@ -19,6 +23,33 @@ pub(crate) struct Shard {
     /// The shard's counted tokens over the batch's: its mean loss times this is its part of the
     /// batch's mean.
     pub weight: f64,
+}
+
+/// `step` of each shard on `model`, in order: each shard on a thread of its own and on its
+/// device (`devices`, one a shard), and on a fork of the model's parameters into leaves of its
+/// own. Burn's autodiff merges graphs that share a node and holds a graph's lock through a whole
+/// backward pass, so shards on the same leaves would take turns; gradients are keyed by parameter,
+/// not by node, and meet again in the caller's accumulator. Each shard draws its dropout masks
+/// from its share of the model's seed stream, which masks its rows as the whole batch would be
+/// masked, and the stream then moves on as one step's draws moved it.
+pub(crate) fn fan_out<T: Send>(
+    model: &Model,
+    shards: &[Shard],
+    devices: &[&Device],
+    step: impl Fn(&Model, &Shard, &Device) -> T + Sync,
+) -> Vec<T> {
+    let forks: Vec<Model> = shards
+        .iter()
+        .zip(devices)
+        .map(|(shard, device)| model.clone().fork(device).with_seeds(&model.seeds().shard(shard.first_row)))
+        .collect();
+    let threads_each = (rayon::current_num_threads() / shards.len().max(1)).max(1);
+    let tasks = forks.iter().zip(shards).zip(devices).collect();
+    let steps = crate::threads::on_threads(tasks, threads_each, |((fork, shard), device)| step(fork, shard, device));
+    if let Some(first) = forks.first() {
+        model.seeds().catch_up(first.seeds());
+    }
+    steps
 }
 
 /// `batch` as up to `parts` shards of whole rows, in order. Shards without a counted token (a

@@ -95,7 +95,7 @@ pub enum Outcome {
 }
 
 /// What a trial needs from the playground to start a contender.
-pub struct Arena<'a> {
+pub struct TrialContext<'a> {
     /// Starts a session on compute `index`.
     pub start: &'a dyn Fn(usize) -> SessionHandle,
     pub labels: &'a [String],
@@ -136,10 +136,10 @@ impl Trial {
 
     /// Looks at the compute being timed (its messages are read here when it is a contender);
     /// moves on to the next once it is timed, and says when all are.
-    pub fn advance(&mut self, own_session: &SessionHandle, own_view: &SessionView, arena: &Arena<'_>, now: Instant) -> Outcome {
+    pub fn advance(&mut self, own_session: &SessionHandle, own_view: &SessionView, context: &TrialContext<'_>, now: Instant) -> Outcome {
         if let Some(contender) = &mut self.contender {
             while let Some(message) = contender.session.try_recv() {
-                contender.view.apply(message, arena.colours);
+                contender.view.apply(message, context.colours);
             }
         }
         let view = self.contender.as_ref().map_or(own_view, |c| &c.view);
@@ -169,9 +169,9 @@ impl Trial {
             }
         }
         if let Some(next) = self.queue.pop() {
-            let session = (arena.start)(next);
-            session.send(Command::AttentionEvery(arena.attention_every));
-            session.send(Command::Load(arena.plan.clone()));
+            let session = (context.start)(next);
+            session.send(Command::AttentionEvery(context.attention_every));
+            session.send(Command::Load(context.plan.clone()));
             session.send(Command::Play);
             self.contender = Some(Contender { compute: next, session, view: SessionView::default() });
             self.watch = Stopwatch::start(now);
@@ -180,7 +180,11 @@ impl Trial {
         let timed = self
             .timed
             .iter()
-            .map(|(compute, secs, problem)| Timed { label: arena.labels[*compute].clone(), secs_per_step: *secs, problem: problem.clone() })
+            .map(|(compute, secs, problem)| Timed {
+                label: context.labels[*compute].clone(),
+                secs_per_step: *secs,
+                problem: problem.clone(),
+            })
             .collect();
         Outcome::Done { verdict: Verdict::fastest(timed, std::mem::take(&mut self.setup)), winner: self.best.take().map(|b| Box::new(b.1)) }
     }

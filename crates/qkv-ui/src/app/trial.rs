@@ -8,7 +8,7 @@ use qkv_session::Command;
 
 use super::{Playground, start_session};
 use crate::compute_choice::Verdict;
-use crate::compute_trial::{Arena, Outcome, Trial};
+use crate::compute_trial::{Outcome, Trial, TrialContext};
 
 impl Playground {
     /// The verdict to keep for the next visit (JSON), once there is one.
@@ -57,7 +57,7 @@ impl Playground {
         let start = |compute: usize| start_session(platform, news, &computes[compute]);
         let labels: Vec<String> = computes.iter().map(|c| c.label.clone()).collect();
         let colours = self.setup.colours32();
-        let arena = Arena {
+        let context = TrialContext {
             start: &start,
             labels: &labels,
             plan: &self.setup.plan,
@@ -65,7 +65,7 @@ impl Playground {
             colours: &colours,
         };
         let previous = trial.timing();
-        match trial.advance(&self.session, &self.view, &arena, Instant::now()) {
+        match trial.advance(&self.session, &self.view, &context, Instant::now()) {
             Outcome::Running => {
                 let now = trial.timing();
                 if now != previous {
