@@ -70,14 +70,16 @@ fn adamw_kernel(
     param[i] = adamw_value(param[i], moment_1, moment_2, i, g, beta_1, beta_2, correction_1, correction_2, epsilon, keep, lr);
 }
 
-/// Parameters one launch of [`adamw_many_kernel`] updates: four, whose parameter, moments and
+/// Parameters one launch of `adamw_many_kernel` updates: four, whose parameter, moments and
 /// gradient make sixteen bindings and the clipping factor a seventeenth. Only where the device
-/// allows that many (natively; a browser's WebGPU allows seven, and takes one a launch).
+/// allows that many: natively. A browser's WebGPU allows seven and takes one a launch, so the
+/// page is built without that kernel (it would cost the page's download and never run).
 pub(crate) const PARAMETERS_PER_LAUNCH: usize = 4;
 
 /// The update of up to four parameters, laid end to end: parameter s's values end before
 /// `ends[s]`, and `per_parameter` holds its correction₁, correction₂ and keep (1 − lr·λ) at 3s.
 /// A slot without a parameter has no values (its buffers are a placeholder's).
+#[cfg(not(target_arch = "wasm32"))]
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::needless_pass_by_value, reason = "CubeCL's launch takes a sequence by value")]
@@ -178,7 +180,7 @@ pub(crate) fn prepare(param: CubeTensor, grad: CubeTensor, moments: Option<(Cube
 /// Whether `like`'s device binds the buffers of [`PARAMETERS_PER_LAUNCH`] parameters a kernel,
 /// and CubeCL its own metadata beside them.
 pub(crate) fn takes_many(like: &CubeTensor) -> bool {
-    like.client.properties().hardware.max_bindings as usize > 4 * PARAMETERS_PER_LAUNCH + 1
+    cfg!(not(target_arch = "wasm32")) && like.client.properties().hardware.max_bindings as usize > 4 * PARAMETERS_PER_LAUNCH + 1
 }
 
 /// Correction₁, correction₂ and keep of a step.
@@ -187,8 +189,15 @@ fn settings(step: AdamWStep) -> [f32; 3] {
     [1.0 - beta_1.powi(time), 1.0 - beta_2.powi(time), (1.0 - lr * weight_decay as f64) as f32]
 }
 
+/// In a browser nothing takes several parameters a launch ([`takes_many`]).
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn launch_many(_: &[Prepared], _: Option<&CubeTensor>) {
+    unreachable!("a browser updates one parameter a launch (takes_many)")
+}
+
 /// Updates `prepared` (one to [`PARAMETERS_PER_LAUNCH`], sharing β₁, β₂, ε and lr) in one
 /// launch, gradients scaled by `grad_scale` when given.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn launch_many(prepared: &[Prepared], grad_scale: Option<&CubeTensor>) {
     assert!(!prepared.is_empty() && prepared.len() <= PARAMETERS_PER_LAUNCH, "{} parameters in one AdamW launch", prepared.len());
     let first = &prepared[0];
