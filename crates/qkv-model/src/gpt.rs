@@ -9,6 +9,7 @@ use qkv_kernels::{TokenGroups, gelu, layer_norm, linear, pre_norm};
 use crate::attention::{AttentionTrace, CausalSelfAttention, LayerCache, apply_linear, init_linear};
 use crate::config::{ConfigError, GptConfig, Norm};
 use crate::dropout::{Dropout, SeedStream};
+use crate::output::ModelOutput;
 use crate::random::InitialWeights;
 
 pub(crate) const INIT_STD: f64 = 0.02;
@@ -186,15 +187,6 @@ pub struct Gpt {
     pub n_layer: usize,
 }
 
-/// Logits and, when requested, the attention probabilities of every layer
-/// ([batch, n_head, time, time] each) and the attention logits they are the softmax of.
-pub struct GptOutput {
-    pub logits: Tensor<3>,
-    pub attention: Vec<Tensor<4>>,
-    /// Per layer, [`AttentionTrace::logits`]: before the causal mask.
-    pub attention_logits: Vec<Tensor<4>>,
-}
-
 impl Gpt {
     /// [`Gpt::new_seeded`] with seed 0.
     pub fn new(config: &GptConfig, device: &Device) -> Result<Self, ConfigError> {
@@ -271,9 +263,9 @@ impl Gpt {
         }
     }
 
-    fn run(&self, tokens: Tensor<2, Int>, groups: Option<&TokenGroups>, with_attention: bool) -> GptOutput {
+    fn run(&self, tokens: Tensor<2, Int>, groups: Option<&TokenGroups>, with_attention: bool) -> ModelOutput {
         let (x, attention, attention_logits) = run_layers(self.layers(), self.embed_grouped(tokens, 0, groups), with_attention);
-        GptOutput { logits: self.head(x), attention, attention_logits }
+        ModelOutput { logits: self.head(x), attention, attention_logits }
     }
 
     /// An encoder: every position attends to every other, so it answers a whole input at once
@@ -311,7 +303,7 @@ impl Gpt {
 
     /// Logits and every layer's attention probabilities and logits (for the attention maps).
     /// Slower than [`Gpt::forward`]: the probabilities are materialised.
-    pub fn forward_with_attention(&self, tokens: Tensor<2, Int>) -> GptOutput {
+    pub fn forward_with_attention(&self, tokens: Tensor<2, Int>) -> ModelOutput {
         self.run(tokens, None, true)
     }
 }

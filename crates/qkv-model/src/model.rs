@@ -10,7 +10,8 @@ use qkv_kernels::TokenGroups;
 
 use crate::config::{ConfigError, GptConfig};
 use crate::dropout::SeedStream;
-use crate::gpt::{Block, Gpt, GptOutput};
+use crate::gpt::{Block, Gpt};
+use crate::output::ModelOutput;
 use crate::vit::Vit;
 
 #[derive(Module, Debug)]
@@ -100,7 +101,7 @@ impl Model {
     }
 
     /// Logits and every layer's attention (for the maps).
-    pub fn forward_with_attention(&self, input: Input) -> GptOutput {
+    pub fn forward_with_attention(&self, input: Input) -> ModelOutput {
         match (self, input) {
             (Model::Gpt(gpt), Input::Tokens(tokens, _)) => gpt.forward_with_attention(tokens),
             (Model::Vit(vit), Input::Pixels(pixels)) => vit.forward_with_attention(pixels),

@@ -9,7 +9,8 @@ use burn::tensor::{Device, Tensor};
 use crate::attention::{apply_linear, init_linear};
 use crate::config::{ConfigError, GptConfig, ImageInput};
 use crate::dropout::{Dropout, SeedStream};
-use crate::gpt::{Block, GptOutput, INIT_STD, layers, new_blocks, new_layer_norm, normalise, run_layers};
+use crate::gpt::{Block, INIT_STD, layers, new_blocks, new_layer_norm, normalise, run_layers};
+use crate::output::ModelOutput;
 use crate::random::InitialWeights;
 
 /// A ViT classifier. Built only from a validated [`GptConfig`] with an `image` section.
@@ -92,11 +93,11 @@ impl Vit {
         self.drop.forward(tokens + self.positions.val().unsqueeze_dim(0))
     }
 
-    fn run(&self, pixels: Tensor<2>, with_attention: bool) -> GptOutput {
+    fn run(&self, pixels: Tensor<2>, with_attention: bool) -> ModelOutput {
         let (x, attention, attention_logits) = run_layers(self.layers(), self.embed(pixels), with_attention);
         let [batch, _, d] = x.dims();
         let class = normalise(&self.ln_f, x.slice([0..batch, 0..1, 0..d]));
-        GptOutput { logits: apply_linear(&self.head, class), attention, attention_logits }
+        ModelOutput { logits: apply_linear(&self.head, class), attention, attention_logits }
     }
 
     /// Class logits [batch, 1, classes] for images [batch, height·width·channels]: one
@@ -106,7 +107,7 @@ impl Vit {
     }
 
     /// Logits and every layer's attention over the class token and the patches.
-    pub fn forward_with_attention(&self, pixels: Tensor<2>) -> GptOutput {
+    pub fn forward_with_attention(&self, pixels: Tensor<2>) -> ModelOutput {
         self.run(pixels, true)
     }
 }
