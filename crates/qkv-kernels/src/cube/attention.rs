@@ -24,13 +24,8 @@ use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
+use super::attention_tiled::row_start;
 use super::{empty, note, units};
-
-/// The position of element [b, h, i, 0] of a 4-d tensor, and its last dimension's stride.
-#[cube]
-fn row_start(x: &Tensor<f32>, b: usize, h: usize, i: usize) -> usize {
-    b * x.stride(0) + h * x.stride(1) + i * x.stride(2)
-}
 
 /// scale · Q_i·K_j, with Q_i at `q_at` and K_j at `k_at`.
 #[cube]

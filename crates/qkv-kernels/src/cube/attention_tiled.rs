@@ -38,9 +38,9 @@ fn tile_rows(d: usize) -> usize {
     1 << rows.ilog2()
 }
 
-/// Element [b, h, i, c] of a 4-d tensor read through its strides.
+/// The position of element [b, h, i, 0] of a 4-d tensor (its last dimension's stride steps on).
 #[cube]
-fn at(x: &Tensor<f32>, b: usize, h: usize, i: usize) -> usize {
+pub(super) fn row_start(x: &Tensor<f32>, b: usize, h: usize, i: usize) -> usize {
     b * x.stride(0) + h * x.stride(1) + i * x.stride(2)
 }
 
@@ -65,7 +65,7 @@ fn load_tile(
         let j = first + e / d;
         let mut value = 0.0f32;
         if j < len {
-            value = x[base + at(x, b, g, j) + (e % d) * x.stride(3)];
+            value = x[base + row_start(x, b, g, j) + (e % d) * x.stride(3)];
         }
         tile[e] = value;
         e += CUBE_DIM as usize;
@@ -150,7 +150,7 @@ fn attention_tiled_kernel(
     let past = t_k - t_q;
     let keys = keys_seen(t_q, t_k, causal);
     let mut q_row = Array::<f32>::new(d);
-    let q_at = q_base as usize + at(q, b, h, row_i);
+    let q_at = q_base as usize + row_start(q, b, h, row_i);
     #[unroll]
     for c in 0..d {
         q_row[c] = q[q_at + c * q.stride(3)] * scale;
@@ -232,7 +232,7 @@ fn attention_tiled_d_query_kernel(
     let row = (b * heads + h) * t_q + row_i;
     let past = t_k - t_q;
     let keys = keys_seen(t_q, t_k, causal);
-    let (q_at, o_at) = (q_base as usize + at(q, b, h, row_i), at(d_out, b, h, row_i));
+    let (q_at, o_at) = (q_base as usize + row_start(q, b, h, row_i), row_start(d_out, b, h, row_i));
     let mut q_row = Array::<f32>::new(d);
     let mut do_row = Array::<f32>::new(d);
     // Σ_j P_ij dP_ij K_j and Σ_j P_ij K_j.
@@ -321,7 +321,7 @@ fn attention_tiled_d_key_value_kernel(
             first_query = first_key - past;
         }
     }
-    let (k_at, v_at) = (k_base as usize + at(k, b, g, row_j), v_base as usize + at(v, b, g, row_j));
+    let (k_at, v_at) = (k_base as usize + row_start(k, b, g, row_j), v_base as usize + row_start(v, b, g, row_j));
     let mut k_row = Array::<f32>::new(d);
     let mut v_row = Array::<f32>::new(d);
     let mut d_k = Array::<f32>::new(d);

@@ -6,8 +6,20 @@
 use burn::backend::ops::FloatTensorOps;
 use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
+use cubecl::prelude::*;
 
 use super::empty;
+
+/// `dx[at]` = `value`, or += where the kernel adds into the gradient so far
+/// ([`DxTarget::accumulate`]).
+#[cube]
+pub(crate) fn store_dx(dx: &mut Tensor<f32>, at: usize, value: f32, #[comptime] accumulate: bool) {
+    if accumulate {
+        dx[at] += value;
+    } else {
+        dx[at] = value;
+    }
+}
 
 /// Where a backward kernel writes dx. Given x's gradient so far, the kernel adds into it where it
 /// may write over it in row-major order (`accumulate`); else it writes a new tensor, and the

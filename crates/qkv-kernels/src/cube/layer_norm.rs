@@ -10,7 +10,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::block_sum::{strided_sum, workgroup_sums, workgroup_units};
-use super::dx_target::DxTarget;
+use super::dx_target::{DxTarget, store_dx};
 use super::{contiguous, empty, note, tree_steps, units};
 
 /// y = (x − μ)·r·γ + β per row of `channels` values, and each row's μ and r = 1/√(σ² + ε) in
@@ -138,11 +138,7 @@ fn layer_norm_backward_kernel(
                 if row < rows && c < channels {
                     let d = dy[start + c];
                     let value = stats[row * 2 + 1] * (g[i] - mean_g - normalised[i] * mean_gn);
-                    if accumulate {
-                        dx[start + c] += value;
-                    } else {
-                        dx[start + c] = value;
-                    }
+                    store_dx(dx, start + c, value, accumulate);
                     d_gamma[k] += d * normalised[i];
                     d_beta[k] += d;
                 }

@@ -10,7 +10,7 @@
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::dx_target::DxTarget;
+use super::dx_target::{DxTarget, store_dx};
 use super::{contiguous, empty, note, units};
 
 /// dx = r·(g − mean(g) − x̂·mean(g·x̂)) per row (added to `dx`'s values with `accumulate`), with
@@ -45,12 +45,7 @@ fn layer_norm_dx_kernel(
     for c in 0..channels {
         let g = dy[start + c] * gamma[c];
         let normalised = (x[start + c] - mu) * r;
-        let value = r * (g - mean_g - normalised * mean_gn);
-        if accumulate {
-            dx[start + c] += value;
-        } else {
-            dx[start + c] = value;
-        }
+        store_dx(dx, start + c, r * (g - mean_g - normalised * mean_gn), accumulate);
     }
 }
 
