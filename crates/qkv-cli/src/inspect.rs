@@ -146,13 +146,19 @@ fn text_of(i: &Inspection) -> String {
     out += &format!("diagnostics on {} tokens:\n", i.diagnostic_tokens);
     let figure = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
     for (l, layer) in diagnostics.layers.iter().enumerate() {
-        let symmetry: Vec<String> = layer.symmetry.iter().map(|s| format!("{s:.3}")).collect();
+        let by_head = |values: &[f64]| values.iter().map(|s| format!("{s:.3}")).collect::<Vec<_>>().join(", ");
+        let positional = if layer.positional_share.is_empty() {
+            String::new()
+        } else {
+            format!(", positional term's share by head [{}]", by_head(&layer.positional_share))
+        };
         out += &format!(
-            "  layer {l}: cos(W_K, W_V) {}, K/V overlap {}, cos(W_Q, W_K) {}, logit symmetry by head [{}], logit rms {:.3}\n",
+            "  layer {l}: cos(W_K, W_V) {}, K/V overlap {}, cos(W_Q, W_K) {}, {} by head [{}]{positional}, logit rms {:.3}\n",
             figure(layer.key_value_cosine),
             figure(layer.key_value_overlap),
             figure(layer.query_key_cosine),
-            symmetry.join(", "),
+            layer.symmetry_measure.name(),
+            by_head(&layer.symmetry),
             layer.logit_rms
         );
     }

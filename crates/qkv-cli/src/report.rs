@@ -5,6 +5,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use qkv_model::{ModelDiagnostics, SymmetryMeasure};
 use qkv_train::papers::PAPER2_KEY_VALUE_COSINE;
 use qkv_train::{Metrics, Run};
 
@@ -90,18 +91,42 @@ fn image_table(summaries: &[RunSummary]) -> String {
 }
 
 /// The title and explanation of a report's diagnostics section, its logits measured on
-/// validation `inputs` ("text", "images").
-pub fn diagnostics_heading(inputs: &str) -> String {
+/// validation `inputs` ("text", "images"), for runs whose diagnostics are `measured`.
+pub fn diagnostics_heading<'a>(inputs: &str, measured: impl Iterator<Item = &'a ModelDiagnostics>) -> String {
+    let content_form = measured.into_iter().any(|d| d.symmetry_measure() == SymmetryMeasure::ContentForm);
+    let symmetry = if content_form {
+        "the symmetric share of each head's content form (W_Q W_Kᵀ with the layer norm's gain) in a \
+         decoder, whose softmax never sees a masked logit, and of the logits in an encoder (1 for \
+         Q=K-V, about 0.5 for unrelated queries and keys)"
+    } else {
+        "the share of the logits' energy in their symmetric part (1: attention cannot tell i→j from j→i)"
+    };
     format!(
         "## Attention diagnostics\n\n\
     Of the trained models, means over layers, logits measured on validation {inputs}: the cosine of \
     two projections' weights (paper 2 reports cos(W_K, W_V) = {PAPER2_KEY_VALUE_COSINE} in trained standard models), \
     which a change of basis that leaves every output as it is can move; the K/V overlap, how much \
     of the input each head's keys and values read in common, which it cannot (1: the same \
-    subspace, head_dim / n_embd: chance); the share of the logits' energy in their symmetric part \
-    (1: attention cannot tell i→j from j→i) and the logits' root mean square. Definitions: \
+    subspace, head_dim / n_embd: chance); {symmetry} and the logits' root mean square. Definitions: \
     docs/diagnostics.md in QKV Lab."
     )
+}
+
+/// The symmetry column's heading: the measure the runs' diagnostics hold, named for what it is
+/// (docs/diagnostics.md), or both where a report holds decoders and encoders.
+pub fn symmetry_heading<'a>(measured: impl Iterator<Item = &'a ModelDiagnostics>) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for d in measured {
+        let name = d.symmetry_measure().name();
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    match names.as_slice() {
+        [] => SymmetryMeasure::default().name().to_string(),
+        [one] => (*one).to_string(),
+        _ => "symmetry (decoders: content form; encoders: logits)".to_string(),
+    }
 }
 
 /// The trained models' attention diagnostics in markdown, means over layers (over heads too for
@@ -109,8 +134,9 @@ pub fn diagnostics_heading(inputs: &str) -> String {
 pub fn diagnostics_table(summaries: &[RunSummary]) -> Option<String> {
     summaries.iter().find(|s| s.diagnostics.is_some())?;
     let figure = |value: Option<f64>| value.map_or("-".into(), |v| format!("{v:.3}"));
-    let mut out = String::from(
-        "| variant | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | logit symmetry | logit RMS |\n|---|---:|---:|---:|---:|---:|\n",
+    let mut out = format!(
+        "| variant | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | {} | logit RMS |\n|---|---:|---:|---:|---:|---:|\n",
+        symmetry_heading(summaries.iter().filter_map(|s| s.diagnostics.as_ref()))
     );
     for s in summaries {
         let Some(d) = &s.diagnostics else {
@@ -141,7 +167,9 @@ pub struct ReportContext {
 
 pub fn report_markdown(summaries: &[RunSummary], context: &ReportContext) -> String {
     let inputs = if context.images { "images" } else { "text" };
-    let diagnostics = diagnostics_table(summaries).map_or(String::new(), |table| format!("\n{}\n\n{table}", diagnostics_heading(inputs)));
+    let diagnostics = diagnostics_table(summaries).map_or(String::new(), |table| {
+        format!("\n{}\n\n{table}", diagnostics_heading(inputs, summaries.iter().filter_map(|s| s.diagnostics.as_ref())))
+    });
     format!(
         "# QKV Lab comparison\n\n\
          - command: `{}`\n- data: {}\n- backend: {}\n- wall time: {:.1} s\n\n\
@@ -275,7 +303,16 @@ mod tests {
     fn layer(key_value_cosine: Option<f64>, query_key_cosine: Option<f64>, symmetry: Vec<f64>, logit_rms: f64) -> LayerDiagnostics {
         // The overlap as half the cosine: a figure of its own column.
         let key_value_overlap = key_value_cosine.map(|c| c / 2.0);
-        LayerDiagnostics { key_value_cosine, key_value_overlap, query_key_cosine, effective_ranks: vec![], symmetry, logit_rms }
+        LayerDiagnostics {
+            key_value_cosine,
+            key_value_overlap,
+            query_key_cosine,
+            effective_ranks: vec![],
+            symmetry,
+            symmetry_measure: SymmetryMeasure::EveryLogit,
+            positional_share: vec![],
+            logit_rms,
+        }
     }
 
     #[test]

@@ -301,15 +301,26 @@ impl CausalSelfAttention {
     /// query-key products, with (Q=K-V)+'s or (Q=K-V)+rel's learned term; queries at positions
     /// `query_offset..query_offset + t_q`.
     pub fn logits(&self, projected: &Projected, query_offset: usize) -> Tensor<4> {
+        match self.logit_parts(projected, query_offset) {
+            (content, Some(term)) => content + term.unsqueeze_dim(0),
+            (content, None) => content,
+        }
+    }
+
+    /// [`Self::logits`] in its two parts: what the queries and keys give, [batch, n_head, t_q,
+    /// t_k] (scaled, and with (Q=K-V)+'s gain), and the variant's learned positional term, if it
+    /// has one ([1 or n_head, t_q, t_k]), which the logits add.
+    pub fn logit_parts(&self, projected: &Projected, query_offset: usize) -> (Tensor<4>, Option<Tensor<3>>) {
         let t_k = projected.key.dims()[2];
-        let (query, bias) = self.with_asymmetry(projected.query.clone(), query_offset, t_k);
+        let (query, term) = self.with_asymmetry(projected.query.clone(), query_offset, t_k);
         // GQA/MQA: each key/value head serves n_head / kv_heads consecutive query heads.
         let key = repeat_kv_heads(projected.key.clone(), self.n_head);
-        let logits = query.matmul(key.swap_dims(2, 3)) * self.scale;
-        match bias {
-            Some(bias) => logits + bias.unsqueeze_dim(0),
-            None => logits,
-        }
+        (query.matmul(key.swap_dims(2, 3)) * self.scale, term)
+    }
+
+    /// Whether a query sees every key (an encoder) or only those up to its own position.
+    pub fn mask(&self) -> Mask {
+        if self.bidirectional { Mask::Bidirectional } else { Mask::Causal }
     }
 
     /// Attention over projected tensors whose queries sit at positions
@@ -379,10 +390,6 @@ impl CausalSelfAttention {
         };
         let projections = Projections { query, key: weight(&self.w_k)?, value: weight(&self.w_v)? };
         packed_attention(x, &projections, self.n_head, self.kv_heads, self.scale, self.mask())
-    }
-
-    fn mask(&self) -> Mask {
-        if self.bidirectional { Mask::Bidirectional } else { Mask::Causal }
     }
 
     pub fn forward_with_probabilities(&self, x: Tensor<3>) -> (Tensor<3>, Tensor<4>) {

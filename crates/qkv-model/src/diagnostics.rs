@@ -5,14 +5,16 @@
 //!   keys and values can share a projection by the first being high in trained standard models;
 //!   and, since a cosine of weights changes with a change of basis that leaves the model's outputs
 //!   as they are, how much of the input W_K and W_V read in common, which does not;
-//! - how symmetric each head's attention logits are: sharing W_Q and W_K forces symmetry, which
-//!   paper 2 blames for Q=K-V's losses;
+//! - how symmetric each head's attention is: sharing W_Q and W_K forces symmetry, which paper 2
+//!   blames for Q=K-V's losses (measured as fits the framing: `symmetry`);
 //! - how many directions each projection uses, its effective rank;
 //! - how large the logits are, which the scale 1/√d_k (or paper 1's 1/(2√d_k)) sets at the start.
 //!
 //! The weight figures need only the model; the logit figures need an input (tokens, or images
 //! for a ViT). Every read from
 //! the device is awaited, so that the browser (which cannot block on its GPU) can compute them.
+
+mod symmetry;
 
 use burn::module::Param;
 use burn::nn::Linear;
@@ -21,8 +23,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::attention::CausalSelfAttention;
 use crate::gpt::normalise;
+use crate::linalg::{Matrix, dot, orthonormal_columns, singular_values};
 use crate::model::{Input, Model};
 use crate::variant::Projection;
+pub use symmetry::{LogitParts, SymmetryMeasure, positional_share, symmetry_figures, symmetry_score};
 
 /// One layer's diagnostics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,7 +36,8 @@ pub struct LayerDiagnostics {
     pub key_value_cosine: Option<f64>,
     /// How much of the input the keys and the values read in common, a property of the model
     /// rather than of its weights' basis: per key/value head, the mean squared cosine of the
-    /// principal angles between the spaces W_K's and W_V's slices read ([`subspace_overlap`]), then
+    /// principal angles between the spaces ΓW_K's and ΓW_V's slices read ([`subspace_overlap`];
+    /// Γ the layer norm's gain, folded in because γ → Dγ with W → D⁻¹W changes no output), then
     /// the mean over heads. 1 when each head's values read exactly what its keys read, 0 when
     /// nothing; subspaces drawn at random give head_dim / n_embd. `None` as for the cosine.
     #[serde(default)]
@@ -43,13 +48,17 @@ pub struct LayerDiagnostics {
     /// The effective rank of each projection the layer owns, by its name ("W_K", "W_QK", …);
     /// empty where they were not computed ([`Ranks::Skipped`]).
     pub effective_ranks: Vec<(String, f64)>,
-    /// Per head: the share of the logit matrix's energy in its symmetric part,
-    /// `‖(A* + A*ᵀ)/2‖² / ‖A*‖²`, over every query-key pair before the causal mask, where A* is
-    /// A with each row shifted by the constant that makes it most symmetric (a row's constant
-    /// changes nothing in its softmax; [`symmetry_score`]): 1 when some symmetric logits give the
-    /// same attention (Q=K-V's, and (Q=K-V)+'s, whose term is a row constant plus a key bias), 0.5
-    /// for unrelated A_ij and A_ji, 0 for a cyclic antisymmetric matrix.
+    /// Per head, how symmetric its attention is, by `symmetry_measure`: the symmetric share of the
+    /// content form in a decoder, the logits' score in an encoder (docs/diagnostics.md). 1 for
+    /// Q=K-V in either; about 0.5 for unrelated queries and keys.
     pub symmetry: Vec<f64>,
+    /// Which symmetry `symmetry` holds.
+    #[serde(default)]
+    pub symmetry_measure: SymmetryMeasure,
+    /// Per head, the share of the visible logits the variant's positional term carries
+    /// ([`positional_share`]); empty where the variant has none.
+    #[serde(default)]
+    pub positional_share: Vec<f64>,
     /// Root mean square of the scaled logits over the pairs a query may attend to, all heads.
     pub logit_rms: f64,
 }
@@ -67,10 +76,24 @@ impl ModelDiagnostics {
         (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
     }
 
-    /// The symmetry score's mean over layers and heads.
+    /// The symmetry's mean over layers and heads (by [`Self::symmetry_measure`]).
     pub fn mean_symmetry(&self) -> Option<f64> {
-        self.mean(|l| (!l.symmetry.is_empty()).then(|| l.symmetry.iter().sum::<f64>() / l.symmetry.len() as f64))
+        self.mean(|l| head_mean(&l.symmetry))
     }
+
+    /// Which symmetry the layers hold (one measure for a model).
+    pub fn symmetry_measure(&self) -> SymmetryMeasure {
+        self.layers.first().map(|l| l.symmetry_measure).unwrap_or_default()
+    }
+
+    /// The positional term's share, mean over layers and heads; `None` without a term.
+    pub fn mean_positional_share(&self) -> Option<f64> {
+        self.mean(|l| head_mean(&l.positional_share))
+    }
+}
+
+fn head_mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -120,7 +143,11 @@ pub async fn diagnose_with(model: &Model, input: Input, ranks: Ranks) -> Result<
     let mut layers = Vec::new();
     for block in model.layers() {
         let attention_input = normalise(&block.ln_1, x.clone());
-        layers.push(diagnose_layer(&block.attn, attention_input, ranks).await?);
+        let gain: Vec<f64> = match &block.ln_1 {
+            Some(norm) => read(norm.gamma.val()).await?.into_iter().map(f64::from).collect(),
+            None => vec![1.0; attention_input.dims()[2]],
+        };
+        layers.push(diagnose_layer(&block.attn, attention_input, &gain, ranks).await?);
         x = block.run(x, false).0;
     }
     Ok(ModelDiagnostics { layers })
@@ -129,6 +156,7 @@ pub async fn diagnose_with(model: &Model, input: Input, ranks: Ranks) -> Result<
 async fn diagnose_layer(
     attn: &CausalSelfAttention,
     attention_input: Tensor<3>,
+    gain: &[f64],
     ranks: Ranks,
 ) -> Result<LayerDiagnostics, DiagnosticsError> {
     let mut owned = Vec::new();
@@ -149,28 +177,41 @@ async fn diagnose_layer(
             .collect(),
         Ranks::Skipped => Vec::new(),
     };
-
-    let logits = attn.logits(&attn.project(attention_input), 0);
-    let [batch, heads, time, _] = logits.dims();
-    let values = read(logits).await?;
-    let matrices: Vec<&[f32]> = values.chunks(time * time).collect();
-    let symmetry = (0..heads).map(|h| symmetry_score((0..batch).map(|b| matrices[b * heads + h]), time)).collect();
-    let key_value_overlap = match (find(Projection::Key), find(Projection::Value)) {
-        (Some(k), Some(v)) if k.dims == v.dims => Some(subspace_overlap(&k.values, &v.values, k.dims[0], k.dims[1] / attn.head_dim)),
+    // What each projection reads of the normalised input before its gain: γ → Dγ with every
+    // W → D⁻¹W changes no output, and leaves ΓW as it is (docs/diagnostics.md).
+    let folded: Vec<(Projection, Matrix)> =
+        owned.iter().map(|(projection, w)| (*projection, Matrix::from_f32(&w.values, w.dims[0], w.dims[1]).scale_rows(gain))).collect();
+    let find_folded = |wanted: Projection| folded.iter().find(|(p, _)| *p == wanted).map(|(_, w)| w);
+    let key_value_overlap = match (find_folded(Projection::Key), find_folded(Projection::Value)) {
+        (Some(k), Some(v)) if k.cols == v.cols => Some(subspace_overlap(k, v, k.cols / attn.head_dim)),
         _ => None,
     };
+
+    let (content, term) = attn.logit_parts(&attn.project(attention_input), 0);
+    let [batch, heads, time, _] = content.dims();
+    let term = match term {
+        Some(term) => Some(read(term).await?),
+        None => None,
+    };
+    let parts = LogitParts { content: read(content).await?, term, batch, heads, time };
+    let content_form = symmetry::content_form_symmetry(attn, &folded, gain);
+    let (symmetry_measure, symmetry, positional_share) = symmetry_figures(&parts, attn.mask(), content_form);
+    let logits: Vec<Vec<f32>> = (0..batch * heads).map(|m| parts.logits(m / heads, m % heads)).collect();
+    let matrices: Vec<&[f32]> = logits.iter().map(Vec::as_slice).collect();
     Ok(LayerDiagnostics {
         key_value_cosine: same_shape_cosine(Projection::Key, Projection::Value),
         key_value_overlap,
         query_key_cosine: same_shape_cosine(Projection::Query, Projection::Key),
         effective_ranks,
         symmetry,
+        symmetry_measure,
+        positional_share,
         logit_rms: causal_rms(&matrices, time),
     })
 }
 
 /// How much two projections of the same shape read the same part of their input, head by head:
-/// `a` and `b` are row-major `[inputs, heads · head_dim]` (Burn's `Linear` layout, y = x W), and
+/// `a` and `b` are `[inputs, heads · head_dim]` (Burn's `Linear` layout, y = x W), and
 /// each head reads the span of its `head_dim` columns. Per head, the mean of cos² over the
 /// principal angles between the two spans (`‖Q_aᵀ Q_b‖²_F / min(rank_a, rank_b)` for orthonormal
 /// bases Q), then the mean over heads.
@@ -178,15 +219,14 @@ async fn diagnose_layer(
 /// Replacing a head's W_V slice by W_V R and its rows of W_O by R⁻¹ W_O, for any invertible R,
 /// changes no output of the model, and changes `cos(W_K, W_V)`; it leaves the span, and so this
 /// figure, as it was.
-pub fn subspace_overlap(a: &[f32], b: &[f32], inputs: usize, heads: usize) -> f64 {
-    let columns = a.len() / inputs.max(1);
-    let head_dim = columns / heads.max(1);
+pub(crate) fn subspace_overlap(a: &Matrix, b: &Matrix, heads: usize) -> f64 {
+    let head_dim = a.cols / heads.max(1);
     if head_dim == 0 {
         return 0.0;
     }
     let overlaps: Vec<f64> = (0..heads)
         .map(|h| {
-            let span = |w: &[f32]| orthonormal_columns(w, inputs, columns, h * head_dim..(h + 1) * head_dim);
+            let span = |w: &Matrix| orthonormal_columns(w, h * head_dim..(h + 1) * head_dim);
             let (qa, qb) = (span(a), span(b));
             let rank = qa.len().min(qb.len());
             if rank == 0 {
@@ -199,32 +239,6 @@ pub fn subspace_overlap(a: &[f32], b: &[f32], inputs: usize, heads: usize) -> f6
     overlaps.iter().sum::<f64>() / overlaps.len() as f64
 }
 
-fn dot(u: &[f64], v: &[f64]) -> f64 {
-    u.iter().zip(v).map(|(x, y)| x * y).sum()
-}
-
-/// An orthonormal basis of the span of some columns of a row-major `rows × columns` matrix, by
-/// Gram-Schmidt with the projection repeated (so that nearly dependent columns stay
-/// orthogonal); columns that add no direction are left out.
-fn orthonormal_columns(w: &[f32], rows: usize, columns: usize, which: std::ops::Range<usize>) -> Vec<Vec<f64>> {
-    let mut basis: Vec<Vec<f64>> = Vec::new();
-    for c in which {
-        let mut u: Vec<f64> = (0..rows).map(|r| f64::from(w[r * columns + c])).collect();
-        let norm = dot(&u, &u).sqrt();
-        for _ in 0..2 {
-            for e in &basis {
-                let along = dot(&u, e);
-                u.iter_mut().zip(e).for_each(|(x, y)| *x -= along * y);
-            }
-        }
-        let left = dot(&u, &u).sqrt();
-        if left > 1e-9 * norm.max(f64::MIN_POSITIVE) {
-            basis.push(u.into_iter().map(|x| x / left).collect());
-        }
-    }
-    basis
-}
-
 /// The cosine of two equally long vectors (0 when either is zero).
 pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let (mut dot, mut aa, mut bb) = (0.0f64, 0.0f64, 0.0f64);
@@ -235,33 +249,6 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
         bb += y * y;
     }
     if aa == 0.0 || bb == 0.0 { 0.0 } else { dot / (aa.sqrt() * bb.sqrt()) }
-}
-
-/// `‖(A* + A*ᵀ)/2‖² / ‖A*‖²` summed over several `time × time` matrices (row-major), where A*
-/// is what the softmax sees of A: adding r_i to row i changes no attention, so each row is
-/// shifted by the r_i that leaves the least antisymmetric energy, and the whole by its mean.
-///
-/// The antisymmetric part of A + r1ᵀ is K + (r1ᵀ − 1rᵀ)/2 with K = (A − Aᵀ)/2; the r that
-/// minimises its energy is r_i = −(1/n) Σ_j (A_ij − A_ji) (a least-squares fit of the
-/// differences r_i − r_j to −2K_ij). A plain row centring would not do: it makes a symmetric
-/// Gram matrix, Q=K-V's, asymmetric wherever two rows' means differ.
-pub fn symmetry_score<'a>(matrices: impl Iterator<Item = &'a [f32]>, time: usize) -> f64 {
-    let (mut symmetric, mut total) = (0.0f64, 0.0f64);
-    let n = time as f64;
-    for a in matrices {
-        let at = |i: usize, j: usize| f64::from(a[i * time + j]);
-        let shift: Vec<f64> = (0..time).map(|i| -(0..time).map(|j| at(i, j) - at(j, i)).sum::<f64>() / n).collect();
-        let mean = (0..time).map(|i| (0..time).map(|j| at(i, j)).sum::<f64>() + n * shift[i]).sum::<f64>() / (n * n);
-        let seen = |i: usize, j: usize| at(i, j) + shift[i] - mean;
-        for i in 0..time {
-            for j in 0..time {
-                let (aij, aji) = (seen(i, j), seen(j, i));
-                symmetric += ((aij + aji) / 2.0).powi(2);
-                total += aij * aij;
-            }
-        }
-    }
-    if total == 0.0 { 1.0 } else { symmetric / total }
 }
 
 /// Root mean square of the entries with key position ≤ query position (the causal ones) of
@@ -288,139 +275,6 @@ pub fn effective_rank(singular_values: &[f64]) -> f64 {
     }
     let entropy: f64 = singular_values.iter().map(|s| s / total).filter(|&p| p > 0.0).map(|p| -p * p.ln()).sum();
     entropy.exp()
-}
-
-/// The singular values of a `rows × cols` row-major matrix, largest first: the square roots of
-/// the eigenvalues of its smaller Gram matrix (a few hundred columns at most here).
-pub fn singular_values(matrix: &[f32], rows: usize, cols: usize) -> Vec<f64> {
-    let n = rows.min(cols);
-    let at = |r: usize, c: usize| f64::from(matrix[r * cols + c]);
-    // G = MᵀM (cols ≤ rows) or MMᵀ, n × n.
-    let mut gram = vec![0.0f64; n * n];
-    for i in 0..n {
-        for j in i..n {
-            let value: f64 =
-                if cols <= rows { (0..rows).map(|r| at(r, i) * at(r, j)).sum() } else { (0..cols).map(|c| at(i, c) * at(j, c)).sum() };
-            gram[i * n + j] = value;
-            gram[j * n + i] = value;
-        }
-    }
-    let mut eigenvalues = symmetric_eigenvalues(gram, n);
-    eigenvalues.sort_by(|a, b| b.total_cmp(a));
-    eigenvalues.into_iter().map(|e| e.max(0.0).sqrt()).collect()
-}
-
-/// Eigenvalues of a symmetric `n × n` row-major matrix: Householder reflections bring it to
-/// tridiagonal form, whose eigenvalues implicit QL steps then find. About 4n³/3 operations in
-/// all; cyclic Jacobi rotations, used before, took that several times over for every sweep,
-/// which made the browser's attention refresh take most of a second.
-fn symmetric_eigenvalues(mut a: Vec<f64>, n: usize) -> Vec<f64> {
-    let (mut diagonal, mut off_diagonal) = tridiagonalise(&mut a, n);
-    tridiagonal_eigenvalues(&mut diagonal, &mut off_diagonal);
-    diagonal
-}
-
-/// Reduces symmetric `a` (its lower triangle is read, and overwritten) to a tridiagonal matrix
-/// with the same eigenvalues: its diagonal, and its off-diagonal with `e[i]` beside `d[i]` and
-/// `e[0] = 0`. Row by row from the last, a reflection zeroes the row left of its subdiagonal.
-fn tridiagonalise(a: &mut [f64], n: usize) -> (Vec<f64>, Vec<f64>) {
-    let mut e = vec![0.0f64; n];
-    for i in (1..n).rev() {
-        let l = i - 1;
-        let scale: f64 = (0..=l).map(|k| a[i * n + k].abs()).sum();
-        if l == 0 || scale == 0.0 {
-            // Nothing left of the subdiagonal to zero.
-            e[i] = a[i * n + l];
-            continue;
-        }
-        // The reflection v = row − g·e_l (scaled for range), with |g| the row's norm.
-        let mut h = 0.0;
-        for k in 0..=l {
-            a[i * n + k] /= scale;
-            h += a[i * n + k] * a[i * n + k];
-        }
-        let f = a[i * n + l];
-        let g = if f >= 0.0 { -h.sqrt() } else { h.sqrt() };
-        e[i] = scale * g;
-        h -= f * g;
-        a[i * n + l] = f - g;
-        // p = A v / h into e[..=l] (free until those rows are reduced), and K = vᵀp / 2h.
-        let mut vp = 0.0;
-        for j in 0..=l {
-            let below: f64 = (0..=j).map(|k| a[j * n + k] * a[i * n + k]).sum();
-            let right: f64 = (j + 1..=l).map(|k| a[k * n + j] * a[i * n + k]).sum();
-            e[j] = (below + right) / h;
-            vp += e[j] * a[i * n + j];
-        }
-        let k_half = vp / (h + h);
-        // A ← A − v qᵀ − q vᵀ with q = p − K v, on the lower triangle.
-        for j in 0..=l {
-            let vj = a[i * n + j];
-            let qj = e[j] - k_half * vj;
-            e[j] = qj;
-            for k in 0..=j {
-                a[j * n + k] -= vj * e[k] + qj * a[i * n + k];
-            }
-        }
-    }
-    let d = (0..n).map(|i| a[i * n + i]).collect();
-    (d, e)
-}
-
-/// The eigenvalues of the symmetric tridiagonal matrix with diagonal `d` and off-diagonal `e`
-/// (`e[i]` beside `d[i]`, `e[0]` unused), into `d`, by QL steps with an implicit shift towards
-/// the eigenvalue of the leading 2 × 2 block nearest its corner.
-fn tridiagonal_eigenvalues(d: &mut [f64], e: &mut [f64]) {
-    let n = d.len();
-    if n == 0 {
-        return;
-    }
-    // From here on e[i] sits between d[i] and d[i + 1].
-    e.copy_within(1.., 0);
-    e[n - 1] = 0.0;
-    for l in 0..n {
-        for _iteration in 0..64 {
-            // The first negligible off-diagonal entry from l on splits off a block l..=m.
-            let mut m = l;
-            while m + 1 < n && e[m].abs() > f64::EPSILON * (d[m].abs() + d[m + 1].abs()) {
-                m += 1;
-            }
-            if m == l {
-                break;
-            }
-            let mut g = (d[l + 1] - d[l]) / (2.0 * e[l]);
-            let mut r = g.hypot(1.0);
-            g = d[m] - d[l] + e[l] / (g + r.copysign(g));
-            let (mut s, mut c, mut p) = (1.0f64, 1.0f64, 0.0f64);
-            let mut deflated = false;
-            // Plane rotations chase the bulge from m back up to l.
-            for i in (l..m).rev() {
-                let f = s * e[i];
-                let b = c * e[i];
-                r = f.hypot(g);
-                e[i + 1] = r;
-                if r == 0.0 {
-                    // An off-diagonal entry vanished: the block splits here; start again.
-                    d[i + 1] -= p;
-                    e[m] = 0.0;
-                    deflated = true;
-                    break;
-                }
-                s = f / r;
-                c = g / r;
-                g = d[i + 1] - p;
-                r = (d[i] - g) * s + 2.0 * c * b;
-                p = s * r;
-                d[i + 1] = g + p;
-                g = c * r - b;
-            }
-            if !deflated {
-                d[l] -= p;
-                e[l] = g;
-                e[m] = 0.0;
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -551,7 +405,8 @@ mod tests {
                 w_v[row * 4 + 2 * head + 1] = 3.0 * a - b;
             }
         }
-        assert!((subspace_overlap(&w_k, &w_v, inputs, 2) - 1.0).abs() < 1e-9);
+        let overlap = |a: &[f32], b: &[f32]| subspace_overlap(&Matrix::from_f32(a, inputs, 4), &Matrix::from_f32(b, inputs, 4), 2);
+        assert!((overlap(&w_k, &w_v) - 1.0).abs() < 1e-9);
         assert!(cosine(&w_k, &w_v) < 0.9, "while their cosine is not 1");
         // Keys read inputs 0-1 (head 0) and 2-3 (head 1); values read 4-5 in both heads.
         let unit = |rows: [[usize; 2]; 2]| {
@@ -564,10 +419,10 @@ mod tests {
             w
         };
         let (keys, values) = (unit([[0, 1], [2, 3]]), unit([[4, 5], [4, 5]]));
-        assert!(subspace_overlap(&keys, &values, inputs, 2).abs() < 1e-12);
+        assert!(overlap(&keys, &values).abs() < 1e-12);
         // Head 0 shares one of its two directions, head 1 none: (1/2 + 0) / 2.
         let half = unit([[0, 4], [4, 5]]);
-        assert!((subspace_overlap(&keys, &half, inputs, 2) - 0.25).abs() < 1e-12);
+        assert!((overlap(&keys, &half) - 0.25).abs() < 1e-12);
     }
 
     #[test]
@@ -582,35 +437,87 @@ mod tests {
     }
 
     #[test]
-    fn shared_query_key_logits_are_symmetric_and_standard_ones_are_not() {
+    fn a_decoder_scores_the_content_form_and_q_equals_k_gives_one() {
         let shared = diagnose_config(AttentionVariant::SharedQueryKey, |_| {});
+        assert_eq!(shared.symmetry_measure(), SymmetryMeasure::ContentForm);
         for layer in &shared.layers {
             assert_eq!(layer.symmetry.len(), 4);
-            assert!(layer.symmetry.iter().all(|s| (s - 1.0).abs() < 1e-6), "{layer:?}");
+            assert!(layer.symmetry.iter().all(|s| (s - 1.0).abs() < 1e-9), "{layer:?}");
+            assert!(layer.positional_share.is_empty(), "no positional term");
         }
         let standard = diagnose_config(AttentionVariant::Standard, |_| {});
+        assert!(standard.layers.iter().flat_map(|l| &l.symmetry).all(|&s| s < 0.9), "{standard:?}");
+        // W_Q = I: the query reads the head's own channels; a random W_K is not their mirror.
+        let identity = diagnose_config(AttentionVariant::QueryIdentity, |_| {});
+        assert!(identity.layers.iter().flat_map(|l| &l.symmetry).all(|&s| s < 0.9), "{identity:?}");
+        // (Q=K-V)+: a symmetric content form, and a positional term that carries some of the
+        // visible logits.
+        let plus = diagnose_config(AttentionVariant::SharedQueryKeyAsym, |_| {});
+        for layer in &plus.layers {
+            assert!(layer.symmetry.iter().all(|s| (s - 1.0).abs() < 1e-9), "{layer:?}");
+            assert!(layer.positional_share.len() == 4 && layer.positional_share.iter().all(|&s| s > 0.0 && s < 1.0), "{layer:?}");
+        }
+    }
+
+    #[test]
+    fn an_encoder_scores_its_logits_as_before() {
+        let encoder = |variant| {
+            let device = Device::flex();
+            let mut config = tiny_config(variant);
+            config.attention.bidirectional = true;
+            diagnose_gpt(&Gpt::new_seeded(&config, &device, 3).unwrap(), &device)
+        };
+        let shared = encoder(AttentionVariant::SharedQueryKey);
+        assert_eq!(shared.symmetry_measure(), SymmetryMeasure::VisibleLogits);
+        assert!(shared.layers.iter().flat_map(|l| &l.symmetry).all(|s| (s - 1.0).abs() < 1e-6), "{shared:?}");
+        let standard = encoder(AttentionVariant::Standard);
         assert!(standard.layers.iter().flat_map(|l| &l.symmetry).all(|&s| s < 0.99), "{standard:?}");
     }
 
     #[test]
-    fn the_symmetry_score_sees_what_the_softmax_sees() {
-        let score = |a: &[f32], time| symmetry_score([a].into_iter(), time);
-        // A cycle, i → i+1 (mod 3), antisymmetric with no row constant to remove: 0.
-        let cycle = [0.0f32, 1.0, -1.0, -1.0, 0.0, 1.0, 1.0, -1.0, 0.0];
-        assert!(score(&cycle, 3).abs() < 1e-12);
-        let gram = [1.0f32, 2.0, 0.5, 2.0, 5.0, -1.0, 0.5, -1.0, 3.0];
-        assert!((score(&gram, 3) - 1.0).abs() < 1e-12);
-        // (Q=K-V)+'s kind of term, a row constant plus a key bias, on symmetric logits: the
-        // softmax sees symmetric logits (g_ij + c_i + c_j), so 1. The raw matrix is not symmetric.
-        let (rows, keys) = ([0.3f32, -2.0, 1.1], [0.7f32, 0.0, -1.5]);
-        let plus: Vec<f32> = (0..9).map(|k| gram[k] + rows[k / 3] + keys[k % 3]).collect();
-        assert!((score(&plus, 3) - 1.0).abs() < 1e-9, "{}", score(&plus, 3));
-        assert!((plus[1] - plus[3]).abs() > 0.1);
-        // Any two tokens: their attention is always that of a symmetric matrix.
-        assert!((score(&[0.0, 1.0, -1.0, 0.0], 2) - 1.0).abs() < 1e-12);
-        // A term in i − j that prefers the previous token is not.
-        let previous: Vec<f32> = (0..9).map(|k| gram[k] + if k / 3 == k % 3 + 1 { 2.0 } else { 0.0 }).collect();
-        assert!(score(&previous, 3) < 0.95, "{}", score(&previous, 3));
+    fn the_overlap_survives_moving_the_layer_norm_s_gain_into_the_projections() {
+        let device = Device::flex();
+        let config = tiny_config(AttentionVariant::Standard);
+        let n = config.n_embd;
+        let vector = |values: Vec<f32>| Tensor::<1>::from_data(burn::tensor::TensorData::new(values, [n]), &device);
+        let mut model = Gpt::new_seeded(&config, &device, 3).unwrap();
+        // A trained-looking gain first, so that the model's own Γ is not the identity.
+        for block in &mut model.blocks {
+            let norm = block.ln_1.as_mut().unwrap();
+            norm.gamma = Param::from_tensor(vector((0..n).map(|i| 0.5 + (i * 7 % 5) as f32 * 0.3).collect()));
+        }
+        // γ → Dγ, β → Dβ and W → D⁻¹W for W_Q, W_K, W_V: this norm feeds only attention.
+        let d: Vec<f32> = (0..n).map(|i| [0.25f32, 4.0, 1.5, 0.6][i % 4] * if i < n / 2 { 3.0 } else { 1.0 }).collect();
+        let mut changed = model.clone();
+        for block in &mut changed.blocks {
+            let norm = block.ln_1.as_mut().unwrap();
+            norm.gamma = Param::from_tensor(norm.gamma.val() * vector(d.clone()));
+            if let Some(beta) = &mut norm.beta {
+                *beta = Param::from_tensor(beta.val() * vector(d.clone()));
+            }
+            let inverse = vector(d.iter().map(|v| 1.0 / v).collect()).reshape([n, 1]);
+            for w in [&mut block.attn.w_q, &mut block.attn.w_k, &mut block.attn.w_v] {
+                let w = w.as_mut().unwrap();
+                w.weight = Param::from_tensor(w.weight.val() * inverse.clone());
+            }
+        }
+        let logits = |m: &Gpt| m.forward(tokens(&device)).into_data().try_to_vec::<f32>().unwrap();
+        let largest = logits(&model).iter().zip(logits(&changed)).fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(largest < 1e-4, "the rescaling changes no output: {largest}");
+        let (before, after) = (diagnose_gpt(&model, &device), diagnose_gpt(&changed, &device));
+        for (b, a) in before.layers.iter().zip(&after.layers) {
+            let (overlap_before, overlap_after) = (b.key_value_overlap.unwrap(), a.key_value_overlap.unwrap());
+            assert!((overlap_before - overlap_after).abs() < 1e-6, "{overlap_before} → {overlap_after}");
+            for (s, t) in b.symmetry.iter().zip(&a.symmetry) {
+                assert!((s - t).abs() < 1e-6, "the content form folds the gain in too: {s} → {t}");
+            }
+        }
+        // The overlap of the raw weights, without the gain, is what moved.
+        let raw = |m: &Gpt| {
+            let read = |w: &Option<Linear>| Matrix::read(w.as_ref().unwrap().weight.val());
+            subspace_overlap(&read(&m.blocks[0].attn.w_k), &read(&m.blocks[0].attn.w_v), config.n_head)
+        };
+        assert!((raw(&model) - raw(&changed)).abs() > 0.01, "{} {}", raw(&model), raw(&changed));
     }
 
     #[test]
@@ -640,65 +547,5 @@ mod tests {
         // p = (3/4, 1/4): exp(-(0.75 ln 0.75 + 0.25 ln 0.25)).
         let expected = (-(0.75f64 * 0.75f64.ln() + 0.25 * 0.25f64.ln())).exp();
         assert!((effective_rank(&[3.0, 1.0]) - expected).abs() < 1e-12);
-    }
-
-    #[test]
-    fn singular_values_of_known_matrices() {
-        // Rows (3, 0), (0, -1), (0, 0): singular values 3 and 1.
-        let tall = [3.0f32, 0.0, 0.0, -1.0, 0.0, 0.0];
-        let values = singular_values(&tall, 3, 2);
-        assert!((values[0] - 3.0).abs() < 1e-9 && (values[1] - 1.0).abs() < 1e-9, "{values:?}");
-        // A rank-one 3 × 4 matrix u vᵀ with |u| = 3, |v| = 2: one singular value 6.
-        let (u, v) = ([1.0f32, 2.0, 2.0], [1.0f32, 1.0, 1.0, 1.0]);
-        let outer: Vec<f32> = u.iter().flat_map(|a| v.iter().map(move |b| a * b)).collect();
-        let values = singular_values(&outer, 3, 4);
-        assert!((values[0] - 6.0).abs() < 1e-9 && values[1..].iter().all(|s| s.abs() < 1e-6), "{values:?}");
-        // A cyclic permutation scaled by 2 in 5 dimensions: all singular values 2, effective
-        // rank 5.
-        let n = 5;
-        let mut m = vec![0.0f32; n * n];
-        for i in 0..n {
-            m[i * n + (i + 1) % n] = 2.0;
-        }
-        let values = singular_values(&m, n, n);
-        assert!((effective_rank(&values) - 5.0).abs() < 1e-6, "{values:?}");
-    }
-
-    /// M = H₁ diag(σ) H₂ with Householder reflections H = I − 2vvᵀ/vᵀv, which are orthogonal:
-    /// M's singular values are the σ, whatever the v. Distinct, repeated and small ones (as
-    /// small as the f32 entries and the Gram matrix leave measurable).
-    #[test]
-    fn singular_values_of_a_rotated_spectrum() {
-        let n = 48;
-        let reflection = |seed: f64| -> Vec<f64> {
-            let v: Vec<f64> = (0..n).map(|i| ((i as f64 + 1.0) * seed).sin()).collect();
-            let vv: f64 = v.iter().map(|x| x * x).sum();
-            (0..n * n).map(|ij| f64::from(u8::from(ij / n == ij % n)) - 2.0 * v[ij / n] * v[ij % n] / vv).collect()
-        };
-        let (h1, h2) = (reflection(0.7), reflection(1.9));
-        let sigma: Vec<f64> = (0..n)
-            .map(|i| {
-                if i < 8 {
-                    2.0
-                } else if i < 12 {
-                    0.1
-                } else {
-                    1.0 + i as f64 * 0.25
-                }
-            })
-            .collect();
-        let m: Vec<f32> = (0..n * n)
-            .map(|ij| {
-                let (i, j) = (ij / n, ij % n);
-                (0..n).map(|k| h1[i * n + k] * sigma[k] * h2[k * n + j]).sum::<f64>() as f32
-            })
-            .collect();
-        let mut expected = sigma.clone();
-        expected.sort_by(|a, b| b.total_cmp(a));
-        let values = singular_values(&m, n, n);
-        assert_eq!(values.len(), n);
-        for (got, want) in values.iter().zip(&expected) {
-            assert!((got - want).abs() < 1e-3 * want.max(1.0), "{got} against {want}: {values:?}");
-        }
     }
 }

@@ -16,10 +16,11 @@
 
 use burn::module::Param;
 use burn::nn::Linear;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 
 use crate::config::{GptConfig, Norm};
 use crate::gpt::Gpt;
+use crate::linalg::Matrix;
 use crate::variant::{AttentionVariant, Projection};
 
 /// Above this 1-norm condition number an f32 model loses too many digits to be "the same".
@@ -130,132 +131,6 @@ pub struct Conversion {
     pub case: Option<ReparamCase>,
     /// 1-norm condition number of each layer's Θ.
     pub conditions: Vec<f64>,
-}
-
-/// A dense row-major f64 matrix: just what the change of basis needs.
-#[derive(Debug, Clone, PartialEq)]
-struct Matrix {
-    rows: usize,
-    cols: usize,
-    data: Vec<f64>,
-}
-
-impl Matrix {
-    fn identity(n: usize) -> Self {
-        let mut data = vec![0.0; n * n];
-        (0..n).for_each(|i| data[i * n + i] = 1.0);
-        Self { rows: n, cols: n, data }
-    }
-
-    fn read<const D: usize>(tensor: Tensor<D>) -> Self {
-        let dims = tensor.dims();
-        let (rows, cols) = if D == 1 { (1, dims[0]) } else { (dims[0], dims[1]) };
-        let data = tensor.into_data().try_into_vec_as::<f32>().expect("weights read back as f32");
-        Self { rows, cols, data: data.into_iter().map(f64::from).collect() }
-    }
-
-    fn tensor<const D: usize>(&self, device: &Device) -> Tensor<D> {
-        let values: Vec<f32> = self.data.iter().map(|&v| v as f32).collect();
-        let shape: Vec<usize> = if D == 1 { vec![self.cols] } else { vec![self.rows, self.cols] };
-        Tensor::from_data(TensorData::new(values, shape), device)
-    }
-
-    fn matmul(&self, other: &Matrix) -> Matrix {
-        assert_eq!(self.cols, other.rows, "matrix shapes");
-        let mut data = vec![0.0; self.rows * other.cols];
-        for i in 0..self.rows {
-            for k in 0..self.cols {
-                let a = self.data[i * self.cols + k];
-                if a == 0.0 {
-                    continue;
-                }
-                let row = &other.data[k * other.cols..][..other.cols];
-                for (out, &b) in data[i * other.cols..][..other.cols].iter_mut().zip(row) {
-                    *out += a * b;
-                }
-            }
-        }
-        Matrix { rows: self.rows, cols: other.cols, data }
-    }
-
-    /// Row i multiplied by factors[i]: diag(factors)·M.
-    fn scale_rows(mut self, factors: &[f64]) -> Matrix {
-        for (row, factor) in self.data.chunks_mut(self.cols).zip(factors) {
-            row.iter_mut().for_each(|v| *v *= factor);
-        }
-        self
-    }
-
-    /// Column j multiplied by factors[j]: M·diag(factors).
-    fn scale_columns(mut self, factors: &[f64]) -> Matrix {
-        for row in self.data.chunks_mut(self.cols) {
-            row.iter_mut().zip(factors).for_each(|(v, factor)| *v *= factor);
-        }
-        self
-    }
-
-    fn transpose(&self) -> Matrix {
-        let data = (0..self.cols).flat_map(|j| (0..self.rows).map(move |i| self.data[i * self.cols + j])).collect();
-        Matrix { rows: self.cols, cols: self.rows, data }
-    }
-
-    /// Columns `from..from + n`.
-    fn columns(&self, from: usize, n: usize) -> Matrix {
-        let data = self.data.chunks(self.cols).flat_map(|row| row[from..from + n].iter().copied()).collect();
-        Matrix { rows: self.rows, cols: n, data }
-    }
-
-    /// Rows `from..from + n`.
-    fn rows_of(&self, from: usize, n: usize) -> Matrix {
-        Matrix { rows: n, cols: self.cols, data: self.data[from * self.cols..(from + n) * self.cols].to_vec() }
-    }
-
-    /// Columns `from..` replaced by `block`'s.
-    fn set_columns(&mut self, from: usize, block: &Matrix) {
-        for (row, new) in self.data.chunks_mut(self.cols).zip(block.data.chunks(block.cols)) {
-            row[from..from + block.cols].copy_from_slice(new);
-        }
-    }
-
-    /// Largest column sum of absolute values.
-    fn norm1(&self) -> f64 {
-        (0..self.cols).map(|j| (0..self.rows).map(|i| self.data[i * self.cols + j].abs()).sum::<f64>()).fold(0.0, f64::max)
-    }
-
-    /// Gauss–Jordan with partial pivoting; `None` when singular.
-    fn inverse(&self) -> Option<Matrix> {
-        let n = self.rows;
-        let mut a = self.clone();
-        let mut inv = Matrix::identity(n);
-        let scale = self.data.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(f64::MIN_POSITIVE);
-        for col in 0..n {
-            let pivot = (col..n).max_by(|&x, &y| a.data[x * n + col].abs().total_cmp(&a.data[y * n + col].abs()))?;
-            if a.data[pivot * n + col].abs() <= scale * 1e-13 {
-                return None;
-            }
-            for m in [&mut a, &mut inv] {
-                for j in 0..n {
-                    m.data.swap(col * n + j, pivot * n + j);
-                }
-            }
-            let p = a.data[col * n + col];
-            for j in 0..n {
-                a.data[col * n + j] /= p;
-                inv.data[col * n + j] /= p;
-            }
-            for row in 0..n {
-                let factor = a.data[row * n + col];
-                if row == col || factor == 0.0 {
-                    continue;
-                }
-                for j in 0..n {
-                    a.data[row * n + j] -= factor * a.data[col * n + j];
-                    inv.data[row * n + j] -= factor * inv.data[col * n + j];
-                }
-            }
-        }
-        Some(inv)
-    }
 }
 
 fn linear_weight(linear: &Linear) -> Matrix {
@@ -560,17 +435,6 @@ mod tests {
 
     fn logits(model: &Gpt, device: &Device) -> Vec<f32> {
         values(model.forward(tokens(&[&[1, 2, 3, 4, 5, 6, 7, 8], &[8, 3, 3, 0, 12, 5, 1, 2]], device)))
-    }
-
-    #[test]
-    fn matrix_inverse_and_condition() {
-        let m = Matrix { rows: 2, cols: 2, data: vec![4.0, 7.0, 2.0, 6.0] };
-        let inv = m.inverse().unwrap();
-        let product = m.matmul(&inv);
-        for (p, i) in product.data.iter().zip(Matrix::identity(2).data) {
-            assert!((p - i).abs() < 1e-12);
-        }
-        assert!(Matrix { rows: 2, cols: 2, data: vec![1.0, 2.0, 2.0, 4.0] }.inverse().is_none());
     }
 
     #[test]

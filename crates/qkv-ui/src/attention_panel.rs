@@ -124,10 +124,12 @@ fn cell_at(rect: Rect, time: usize, pointer: egui::Pos2) -> Option<(usize, usize
 /// line, every layer's figures on hover.
 fn diagnostics_ui(ui: &mut Ui, diagnostics: &ModelDiagnostics) {
     let figure = |value: Option<f64>| value.map_or("–".to_string(), |v| format!("{v:.2}"));
+    let positional = diagnostics.mean_positional_share().map_or(String::new(), |share| format!(" (position {share:.2})"));
     let line = format!(
-        "cos(W_K,W_V) {}  cos(W_Q,W_K) {}\nsymmetry {}  logit RMS {}",
+        "cos(W_K,W_V) {}  cos(W_Q,W_K) {}\n{} {}{positional}  logit RMS {}",
         figure(diagnostics.mean(|l| l.key_value_cosine)),
         figure(diagnostics.mean(|l| l.query_key_cosine)),
+        diagnostics.symmetry_measure().name(),
         figure(diagnostics.mean_symmetry()),
         figure(diagnostics.mean(|l| Some(l.logit_rms)))
     );
@@ -136,12 +138,16 @@ fn diagnostics_ui(ui: &mut Ui, diagnostics: &ModelDiagnostics) {
             "Means over layers, on this prompt. cos: the two weight matrices as vectors (paper 2 finds \
              {PAPER2_KEY_VALUE_COSINE} for W_K, W_V in trained standard models); a change of basis that changes no output can move it. K/V \
              overlap: how much of the input each head's keys and values read in common, which no such change \
-             moves (1: the same subspace; head_dim / n_embd: chance). Symmetry: the share of each head's logits in \
-             their symmetric part, 1 for Q=K-V, about 0.5 for unrelated logits. Logit RMS: the size of the scaled \
-             logits a query may attend to.",
+             moves (1: the same subspace; head_dim / n_embd: chance). Symmetry, 1 for Q=K-V and about 0.5 for \
+             unrelated queries and keys: in a decoder, the symmetric share of each head's content form W_Q W_Kᵀ (the \
+             softmax never sees a masked logit, so the logits cannot show it); in an encoder, of its logits. \
+             Position: the share of the visible logits a learned positional term carries. Logit RMS: the size of \
+             the scaled logits a query may attend to.",
         ));
         egui::Grid::new("diagnostics_by_layer").striped(true).show(ui, |ui| {
-            for heading in ["layer", "cos(W_K,W_V)", "K/V overlap", "cos(W_Q,W_K)", "symmetry by head", "logit RMS", "effective ranks"] {
+            for heading in
+                ["layer", "cos(W_K,W_V)", "K/V overlap", "cos(W_Q,W_K)", "symmetry by head", "position", "logit RMS", "effective ranks"]
+            {
                 ui.strong(heading);
             }
             ui.end_row();
@@ -150,7 +156,9 @@ fn diagnostics_ui(ui: &mut Ui, diagnostics: &ModelDiagnostics) {
                 ui.label(figure(layer.key_value_cosine));
                 ui.label(figure(layer.key_value_overlap));
                 ui.label(figure(layer.query_key_cosine));
-                ui.label(layer.symmetry.iter().map(|s| format!("{s:.2}")).collect::<Vec<_>>().join(" "));
+                let by_head = |values: &[f64]| values.iter().map(|s| format!("{s:.2}")).collect::<Vec<_>>().join(" ");
+                ui.label(by_head(&layer.symmetry));
+                ui.label(if layer.positional_share.is_empty() { "–".to_string() } else { by_head(&layer.positional_share) });
                 ui.label(format!("{:.2}", layer.logit_rms));
                 let ranks: Vec<String> = layer.effective_ranks.iter().map(|(name, rank)| format!("{name} {rank:.0}")).collect();
                 ui.label(if ranks.is_empty() { "– (wide model)".to_string() } else { ranks.join(", ") });

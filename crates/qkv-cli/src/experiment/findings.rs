@@ -96,9 +96,11 @@ pub(super) fn diagnostics_section(outcomes: &[Outcome], inputs: &str) -> String 
     if outcomes.iter().all(|o| o.summary.diagnostics.is_none()) {
         return String::new();
     }
+    let measured = || outcomes.iter().filter_map(|o| o.summary.diagnostics.as_ref());
     let mut out = format!(
-        "{}\n\n| study | run | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | logit symmetry | logit RMS |\n|---|---|---:|---:|---:|---:|---:|\n",
-        crate::report::diagnostics_heading(inputs)
+        "{}\n\n| study | run | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | {} | logit RMS |\n|---|---|---:|---:|---:|---:|---:|\n",
+        crate::report::diagnostics_heading(inputs, measured()),
+        crate::report::symmetry_heading(measured())
     );
     for study in studies_of(outcomes) {
         for (name, list) in by_run(outcomes, study) {
@@ -586,6 +588,8 @@ pub(super) mod tests {
                 query_key_cosine: None,
                 effective_ranks: vec![],
                 symmetry: vec![0.5, 0.7],
+                symmetry_measure: qkv_model::SymmetryMeasure::EveryLogit,
+                positional_share: vec![],
                 logit_rms: 2.0,
             };
             outcome.summary.diagnostics = Some(ModelDiagnostics { layers: vec![layer] });
