@@ -239,7 +239,8 @@ fn side_by_side(rows: &[ParamsRow]) -> String {
         }
     }
     names.sort_by_key(|name| component_rank(name));
-    let width = 15;
+    // Every column at least one wider than its longest name, so that names never touch.
+    let width = 1 + rows.iter().map(|r| r.counts.variant.name().len().max(r.counts.notation.len())).max().unwrap_or(0).max(14);
     let line = |label: &str, cells: Vec<String>| {
         let mut s = format!("{label:<22}");
         for cell in cells {

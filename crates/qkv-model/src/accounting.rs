@@ -101,7 +101,7 @@ impl ParamReport {
         let (per, all) = layered(attention_biases);
         push("attention biases", per, all, true, false);
         let asymmetry = match config.attention.variant {
-            crate::AttentionVariant::SharedQueryKeyAsym => ASYMMETRY_CHANNELS + 1,
+            v if v.has_positional_term() => ASYMMETRY_CHANNELS + 1,
             crate::AttentionVariant::SharedQueryKeyRel => {
                 config.n_head * RelativeBias::distances(config.block_size, config.attention.bidirectional)
             }
@@ -265,6 +265,22 @@ mod tests {
             let cache = |c: &GptConfig| kv_cache_bytes_per_token(c, CacheDType::F32);
             assert_eq!(cache(&config.clone().with_variant(variant)), cache(&config), "{variant}");
         }
+    }
+
+    #[test]
+    fn the_fully_shared_variants_count_one_matrix_and_the_plus_term_eleven_more() {
+        // GPT-2 small with one d×d projection a layer, no biases: (Q=K=V)+ adds its Linear(10 → 1)
+        // with a bias to every layer, and caches what Q=K=V caches.
+        let config = Preset::Gpt2Small.config();
+        let standard = ParamReport::new(&config);
+        let all = ParamReport::new(&config.clone().with_variant(AttentionVariant::SharedAll));
+        let plus = ParamReport::new(&config.clone().with_variant(AttentionVariant::SharedAllAsym));
+        assert_eq!(standard.total_params - all.total_params, 12 * 2 * 768 * 768);
+        assert_eq!(plus.total_params - all.total_params, 12 * (10 + 1));
+        assert_eq!(plus.attention_params, 12 * 2 * 768 * 768 + 12 * 11);
+        let cache = |variant| kv_cache_bytes_per_token(&config.clone().with_variant(variant), CacheDType::F32);
+        assert_eq!(cache(AttentionVariant::SharedAllAsym), cache(AttentionVariant::SharedAll));
+        assert_eq!(2 * cache(AttentionVariant::SharedAllAsym), cache(AttentionVariant::Standard));
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub(crate) fn init_linear(init: &InitialWeights, name: &str, d_in: usize, d_out:
     Linear { weight, bias: bias.then(|| Initializer::Zeros.init([d_out], device)) }
 }
 
-/// The learned asymmetric logit term of (Q=K-V)+: `a'_ij = Linear_10→1(a_ij·1 + p_ij)`, one per
+/// The learned asymmetric logit term of (Q=K-V)+ and (Q=K=V)+: `a'_ij = Linear_10→1(a_ij·1 + p_ij)`, one per
 /// layer, shared by its heads. Because the map is linear this equals
 /// `(Σw)·a_ij + w·p_ij + b`: a learned gain on the symmetric logits plus a positional bias.
 #[derive(Module, Debug)]
@@ -158,7 +158,7 @@ pub struct CausalSelfAttention {
     pub w_qkv: Option<Linear>,
     /// W_O, back to the residual stream.
     pub w_o: Linear,
-    /// The (Q=K-V)+ positional logit term.
+    /// The (Q=K-V)+ and (Q=K=V)+ positional logit term.
     pub asymmetry: Option<AsymmetricLogits>,
     /// The (Q=K-V)+rel pairwise logit term.
     pub relative: Option<RelativeBias>,
@@ -205,7 +205,7 @@ impl CausalSelfAttention {
             *layer.slot(projection) =
                 Some(init_linear(init, projection.name(), d, projection_width(config, projection), config.bias, std, device));
         }
-        if variant == AttentionVariant::SharedQueryKeyAsym {
+        if variant.has_positional_term() {
             layer.asymmetry = Some(AsymmetricLogits::new(device));
         }
         if variant == AttentionVariant::SharedQueryKeyRel {
@@ -276,7 +276,7 @@ impl CausalSelfAttention {
                 let kv = Self::apply(&self.w_kv, &x);
                 (Self::apply(&self.w_q, &x), kv.clone(), kv)
             }
-            SharedAll => {
+            SharedAll | SharedAllAsym => {
                 let qkv = Self::apply(&self.w_qkv, &x);
                 (qkv.clone(), qkv.clone(), qkv)
             }
@@ -571,6 +571,35 @@ mod tests {
         assert!(is_symmetric(&logits(AttentionVariant::SharedAll)));
         assert!(!is_symmetric(&logits(AttentionVariant::SharedQueryKeyAsym)));
         assert!(!is_symmetric(&logits(AttentionVariant::Standard)));
+    }
+
+    /// In an encoder, where the softmax reads every logit, Q=K=V's logits (the layer's own, as its
+    /// attention takes them) are symmetric and (Q=K=V)+'s positional term makes them not. Its
+    /// term is a row constant plus a key bias, so a score that lets each row shift still finds
+    /// the attention symmetric (docs/diagnostics.md, "Symmetry").
+    #[test]
+    fn the_plus_term_breaks_the_symmetry_of_q_equals_k_equals_v_s_logits_in_an_encoder() {
+        let device = Device::flex();
+        for variant in [AttentionVariant::SharedAll, AttentionVariant::SharedAllAsym] {
+            let mut config = tiny_config(variant);
+            config.attention.bidirectional = true;
+            let mut layer = CausalSelfAttention::new(&config, &InitialWeights::new(0), &SeedStream::new(0), &device);
+            if let Some(asymmetry) = &mut layer.asymmetry {
+                // The term starts symmetric (equal weights on the query's and the key's
+                // channels, r_i = c_i); training moves it off, as here.
+                let trained = (0..10).map(|i| 0.1 + 0.05 * i as f32).collect::<Vec<_>>();
+                asymmetry.mix.weight = Param::from_tensor(Tensor::from_data(TensorData::new(trained, [10, 1]), &device));
+            }
+            let logits = values(layer.logits(&layer.project(input(&device)), 0));
+            let largest_asymmetry = (0..2 * 4)
+                .flat_map(|m| (0..5).flat_map(move |i| (0..5).map(move |j| (m, i, j))))
+                .map(|(m, i, j)| (logits[m * 25 + i * 5 + j] - logits[m * 25 + j * 5 + i]).abs())
+                .fold(0.0f32, f32::max);
+            match variant {
+                AttentionVariant::SharedAll => assert!(largest_asymmetry < 1e-5, "{largest_asymmetry}"),
+                _ => assert!(largest_asymmetry > 1e-2, "the term breaks it: {largest_asymmetry}"),
+            }
+        }
     }
 
     /// (Q=K-V)+rel's bias is the table's entry for the distance i − j, in a decoder (distances

@@ -40,6 +40,10 @@ pub enum AttentionVariant {
     /// Paper 2, "Q=K=V": one projection for all three.
     #[serde(rename = "shared-qkv")]
     SharedAll,
+    /// Paper 2, "(Q=K=V)+": as `SharedAll`, plus (Q=K-V)+'s learned positional term on the
+    /// logits.
+    #[serde(rename = "shared-qkv-asym")]
+    SharedAllAsym,
 }
 
 /// One learned projection of the attention input, named by the roles it plays.
@@ -87,11 +91,11 @@ impl AttentionVariant {
                 &[QueryKey, Value]
             }
             AttentionVariant::SharedKeyValue => &[Query, KeyValue],
-            AttentionVariant::SharedAll => &[QueryKeyValue],
+            AttentionVariant::SharedAll | AttentionVariant::SharedAllAsym => &[QueryKeyValue],
         }
     }
 
-    pub const ALL: [AttentionVariant; 9] = [
+    pub const ALL: [AttentionVariant; 10] = [
         AttentionVariant::Standard,
         AttentionVariant::QueryIdentity,
         AttentionVariant::KeyIdentity,
@@ -101,6 +105,7 @@ impl AttentionVariant {
         AttentionVariant::SharedQueryKeyRel,
         AttentionVariant::SharedKeyValue,
         AttentionVariant::SharedAll,
+        AttentionVariant::SharedAllAsym,
     ];
 
     /// The name used on the command line and in files.
@@ -115,6 +120,7 @@ impl AttentionVariant {
             AttentionVariant::SharedQueryKeyRel => "shared-qk-rel",
             AttentionVariant::SharedKeyValue => "shared-kv",
             AttentionVariant::SharedAll => "shared-qkv",
+            AttentionVariant::SharedAllAsym => "shared-qkv-asym",
         }
     }
 
@@ -130,6 +136,7 @@ impl AttentionVariant {
             AttentionVariant::SharedQueryKeyRel => "(Q=K-V)+rel",
             AttentionVariant::SharedKeyValue => "Q-K=V",
             AttentionVariant::SharedAll => "Q=K=V",
+            AttentionVariant::SharedAllAsym => "(Q=K=V)+",
         }
     }
 
@@ -142,7 +149,14 @@ impl AttentionVariant {
                 | AttentionVariant::SharedQueryKeyAsym
                 | AttentionVariant::SharedQueryKeyRel
                 | AttentionVariant::SharedAll
+                | AttentionVariant::SharedAllAsym
         )
+    }
+
+    /// Adds paper 2's "+" term to the logits: a learned gain and a bias on the query and key
+    /// positions (`AsymmetricLogits`), which lets a symmetric score prefer some keys.
+    pub fn has_positional_term(self) -> bool {
+        matches!(self, AttentionVariant::SharedQueryKeyAsym | AttentionVariant::SharedAllAsym)
     }
 
     /// Why this variant's keys and values must have all n_head heads (no GQA or MQA), if they must.
@@ -163,7 +177,7 @@ impl AttentionVariant {
 
     /// Keys and values are one tensor, so the KV cache holds one tensor per layer, not two.
     pub fn key_is_value(self) -> bool {
-        matches!(self, AttentionVariant::SharedKeyValue | AttentionVariant::SharedAll)
+        matches!(self, AttentionVariant::SharedKeyValue | AttentionVariant::SharedAll | AttentionVariant::SharedAllAsym)
     }
 
     /// Tensors the KV cache keeps per layer and token: 2 (K and V), or 1 when K = V.
@@ -193,8 +207,8 @@ impl fmt::Display for AttentionVariant {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "unknown attention variant '{0}': use one of standard, wq-identity, wk-identity, wv-identity, \
-     shared-qk, shared-qk-asym, shared-qk-rel, shared-kv, shared-qkv (or the papers' Q=I, K=I, V=I, \
-     Q=K-V, (Q=K-V)+, Q-K=V, Q=K=V, and our (Q=K-V)+rel)"
+     shared-qk, shared-qk-asym, shared-qk-rel, shared-kv, shared-qkv, shared-qkv-asym (or the papers' \
+     Q=I, K=I, V=I, Q=K-V, (Q=K-V)+, Q-K=V, Q=K=V, (Q=K=V)+, and our (Q=K-V)+rel)"
 )]
 pub struct UnknownVariant(pub String);
 
