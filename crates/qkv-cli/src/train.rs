@@ -11,7 +11,8 @@ use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, Preset};
 use qkv_session::{CheckpointFile, Command, Message, Session};
 use qkv_train::checkpoint::{to_bytes, write_atomically};
-use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
+use qkv_train::lesson_plans::lesson_plan;
+use qkv_train::plan::{ExperimentPlan, RunPlan};
 use qkv_train::{DataSource, Experiment, Run, RunEvent, TokenizerKind};
 
 use crate::Failure;
@@ -25,9 +26,9 @@ use qkv_train::folder_lock::FolderLock;
 /// Settings shared by `train` and `compare`.
 #[derive(Args, Debug, Clone)]
 pub struct TrainArgs {
-    /// Architecture and recipe preset.
-    #[arg(long)]
-    pub preset: Preset,
+    /// Architecture and recipe preset (not with `compare --lesson`, whose lesson sets it).
+    #[arg(long, required = true)]
+    pub preset: Option<Preset>,
     /// Data: shakespeare (embedded), synthetic:TASK[:L][:encoder] (copy, reverse, sort, swap, sub, rotate; :encoder
     /// reads the list with attention both ways and answers at every position), digits (embedded 8×8 handwritten digits,
     /// for a vision preset), relations (generated images: where a bright square is from a dim one), mnist:DIR, fashion-mnist:DIR or cifar10:DIR (their published files in DIR, unpacked; the
@@ -96,30 +97,35 @@ pub struct ShapeArgs {
 impl TrainArgs {
     /// The experiment these flags describe: one run per variant, the flags shared by all.
     pub fn plan(&self, variants: &[AttentionVariant]) -> ExperimentPlan {
-        let runs =
-            variants.iter().map(|&variant| RunPlan { kv_heads: self.kv_heads, ..RunPlan::new(variant) }.named(variant.name())).collect();
-        ExperimentPlan {
-            preset: self.preset,
+        let runs = variants.iter().map(|&variant| RunPlan::new(variant).named(variant.name())).collect();
+        self.laid_over(ExperimentPlan {
+            preset: self.preset.expect("clap asks for --preset wherever no lesson sets it"),
             data: self.data.clone(),
             tokenizer: self.tokenizer.clone(),
-            model: ModelOverrides {
-                n_layer: self.shape.layers,
-                n_head: self.shape.heads,
-                n_embd: self.shape.width,
-                block_size: self.shape.context,
-                dropout: self.dropout,
-                ..Default::default()
-            },
-            training: TrainingOverrides {
-                steps: self.steps,
-                batch_size: self.batch,
-                lr: self.lr,
-                weight_decay: self.wd,
-                seed: self.seed,
-                ..TrainingOverrides::default()
-            },
             runs,
+            ..ExperimentPlan::default()
+        })
+    }
+
+    /// `plan` with each setting given on the command line laid over its own (for a lesson's
+    /// setup: `qkv compare --lesson 3 --steps 100`); what the flags leave out stays as it was.
+    pub fn laid_over(&self, mut plan: ExperimentPlan) -> ExperimentPlan {
+        let model = &mut plan.model;
+        model.n_layer = self.shape.layers.or(model.n_layer);
+        model.n_head = self.shape.heads.or(model.n_head);
+        model.n_embd = self.shape.width.or(model.n_embd);
+        model.block_size = self.shape.context.or(model.block_size);
+        model.dropout = self.dropout.or(model.dropout);
+        let training = &mut plan.training;
+        training.steps = self.steps.or(training.steps);
+        training.batch_size = self.batch.or(training.batch_size);
+        training.lr = self.lr.or(training.lr);
+        training.weight_decay = self.wd.or(training.weight_decay);
+        training.seed = self.seed.or(training.seed);
+        if let Some(kv_heads) = self.kv_heads {
+            plan.runs.iter_mut().for_each(|run| run.kv_heads = Some(kv_heads));
         }
+        plan
     }
 }
 
@@ -149,10 +155,10 @@ impl Trained {
 
 /// Trains the variants, writing the runs so far at every evaluation (a run killed outright loses
 /// at most the steps since) and stopping early, after the step in flight, on Ctrl-C or SIGTERM.
-pub fn train_variants(args: &TrainArgs, variants: &[AttentionVariant], to: &Outputs) -> Result<Trained, Failure> {
+pub fn train_variants(args: &TrainArgs, plan: &ExperimentPlan, to: &Outputs) -> Result<Trained, Failure> {
     let interrupts = Interrupts::catch()?;
     let save = |experiment: &Experiment| write_runs(to, experiment);
-    train_plan(&args.plan(variants), &args.spread.compute(args.backend)?, &interrupts, save)
+    train_plan(plan, &args.spread.compute(args.backend)?, &interrupts, save)
 }
 
 /// Trains every run of `plan` on identical batches with progress bars (plain lines in logs), each
@@ -321,7 +327,7 @@ pub struct TrainCommand {
 pub fn run_train(command: &TrainCommand) -> Result<(), Failure> {
     let to = Outputs { out: command.args.out.clone(), data: command.args.data.to_string(), single: true };
     let _lock = FolderLock::take(&to.out)?;
-    let trained = train_variants(&command.args, &[command.variant], &to)?;
+    let trained = train_variants(&command.args, &command.args.plan(&[command.variant]), &to)?;
     finish_train(&trained, &to)
 }
 
@@ -350,18 +356,35 @@ fn finish_train(trained: &Trained, to: &Outputs) -> Result<(), Failure> {
 
 /// `qkv compare`.
 #[derive(Args, Debug)]
+#[command(mut_arg("preset", |preset| preset.required(false).required_unless_present("lesson")))]
 pub struct CompareCommand {
     #[command(flatten)]
     pub args: TrainArgs,
     /// Comma-separated variants, e.g. standard,wq-identity.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required_unless_present = "lesson")]
     pub variants: Vec<AttentionVariant>,
+    /// Train lesson N's setup (1-5, as the app numbers its lessons) headless: its preset, data,
+    /// model and runs; --steps, --seed, --batch and the other training and shape flags still
+    /// apply on top.
+    #[arg(long, conflicts_with_all = ["preset", "variants", "data", "tokenizer", "kv_heads"])]
+    pub lesson: Option<usize>,
+}
+
+impl CompareCommand {
+    /// The experiment to train: the lesson's, or one run per variant.
+    fn plan(&self) -> Result<ExperimentPlan, Failure> {
+        match self.lesson {
+            Some(number) => Ok(self.args.laid_over(lesson_plan(number)?)),
+            None => Ok(self.args.plan(&self.variants)),
+        }
+    }
 }
 
 pub fn run_compare(command: &CompareCommand, invocation: &str) -> Result<(), Failure> {
-    let to = Outputs { out: command.args.out.clone(), data: command.args.data.to_string(), single: false };
+    let plan = command.plan()?;
+    let to = Outputs { out: command.args.out.clone(), data: plan.data.to_string(), single: false };
     let _lock = FolderLock::take(&to.out)?;
-    let trained = train_variants(&command.args, &command.variants, &to)?;
+    let trained = train_variants(&command.args, &plan, &to)?;
     finish_compare(&trained, &to, invocation, command.args.backend)
 }
 

@@ -104,3 +104,33 @@ fn the_model_s_shape_is_set_on_the_command_line_as_in_the_app() {
     assert_eq!(refused.status.code(), Some(2), "heads that do not divide the width: {}", String::from_utf8_lossy(&refused.stderr));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `qkv compare --lesson 3` trains the app's lesson 3 headless and its summary.json holds the
+/// lesson's contrast: Q-K-V and (Q=K-V)+rel get every digit, Q=K-V stalls near 55% with logits
+/// that are symmetric as the softmax sees them.
+#[test]
+fn compare_lesson_3_reproduces_the_lesson_s_contrast() {
+    let dir = std::env::temp_dir().join(format!("qkv-lesson-cli-{}", std::process::id()));
+    let out = dir.display().to_string();
+    succeeded(&qkv(&["compare", "--lesson", "3", "--out", &out]));
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let run = |name: &str| {
+        summary.as_array().unwrap().iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("{name} in {summary}")).clone()
+    };
+    let accuracy = |name: &str| run(name)["accuracy"].as_f64().unwrap();
+    let symmetry = |name: &str| {
+        let layer = &run(name)["diagnostics"]["layers"][0];
+        assert_eq!(layer["symmetry_measure"], "visible-logits", "an encoder's measure: {layer}");
+        layer["symmetry"][0].as_f64().unwrap()
+    };
+    assert!(accuracy("standard") >= 0.99 && accuracy("shared-qk-rel") >= 0.99, "{summary}");
+    assert!((0.50..=0.60).contains(&accuracy("shared-qk")), "Q=K-V stalls near 55%: {summary}");
+    assert!((symmetry("shared-qk") - 1.0).abs() < 1e-6, "{summary}");
+    assert!(symmetry("shared-qk-rel") < 0.9, "{summary}");
+
+    let refused = qkv(&["compare", "--lesson", "3", "--preset", "classroom", "--out", &out]);
+    assert_eq!(refused.status.code(), Some(2), "the lesson sets the preset");
+    let missing = qkv(&["compare", "--lesson", "6", "--out", &out]);
+    assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("numbered 1 to 5"));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -17,6 +17,7 @@ pub mod generate;
 mod image_files;
 pub mod image_split;
 pub mod images;
+pub mod lesson_plans;
 pub mod loss;
 pub mod optimiser;
 pub mod papers;

@@ -1,8 +1,7 @@
 //! Classroom presets: a question, a few sentences of context, and the runs that answer it.
 
-use qkv_model::{AttentionVariant, Preset};
-use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
-use qkv_train::{DataSource, Framing, SyntheticTask};
+use qkv_train::lesson_plans::LESSON_PLANS;
+use qkv_train::plan::ExperimentPlan;
 
 use crate::view::SessionView;
 
@@ -78,29 +77,8 @@ pub struct Lesson {
     /// The lesson in three to five steps, one panel each, in the order a teacher shows them.
     pub cards: &'static [Card],
     pub explanation: &'static str,
+    /// What it trains: qkv-train's `LESSON_PLANS`, which `qkv compare --lesson N` runs too.
     pub plan: fn() -> ExperimentPlan,
-}
-
-/// Validation every this many steps in a lesson, so that its curves show their shape (at the
-/// recipe's 50 both were straight lines from step 0 to 50).
-const LESSON_EVAL_INTERVAL: usize = 10;
-
-/// The classroom preset with the lessons' recipe: a batch of 32 and a 50-step warm-up instead of
-/// 16 and 20. With the recipe's, the standard run's loss jumped by 1.3 nats at step 24, where
-/// the warm-up reached its peak rate of 3e-3, and batch-to-batch noise reached 0.15 nats; with
-/// these no step lies more than 0.09 nats above the curve's moving average, and 500 steps of two
-/// runs take about 15 s on a laptop core (the lesson tests below measure both).
-fn classroom(data: DataSource, runs: Vec<RunPlan>) -> ExperimentPlan {
-    ExperimentPlan { preset: Preset::Classroom, data, runs, training: classroom_training(), ..ExperimentPlan::default() }
-}
-
-fn classroom_training() -> TrainingOverrides {
-    TrainingOverrides {
-        batch_size: Some(32),
-        warmup_steps: Some(50),
-        eval_interval: Some(LESSON_EVAL_INTERVAL),
-        ..TrainingOverrides::default()
-    }
 }
 
 pub const LESSONS: [Lesson; 5] = [
@@ -129,12 +107,7 @@ pub const LESSONS: [Lesson; 5] = [
             Q-K-V on Shakespeare and watch whether the curves separate: in this tiny model Q=I's validation loss \
             ends within 6% of Q-K-V's; paper 1 finds a GPT-2 small without W_Q on par with the original in \
             validation loss.",
-        plan: || {
-            classroom(
-                DataSource::Shakespeare,
-                vec![RunPlan::new(AttentionVariant::Standard), RunPlan::new(AttentionVariant::QueryIdentity)],
-            )
-        },
+        plan: LESSON_PLANS[0],
     },
     Lesson {
         title: "Share K and V, halve the cache",
@@ -158,16 +131,7 @@ pub const LESSONS: [Lesson; 5] = [
             after 500 steps Q-K=V's validation loss ends 3-6% above Q-K-V's and Q=K=V's 7-10% above. Paper 2's \
             300M-parameter models order them the same way: +1.9% and +13.9% in validation loss (perplexity 5.27 \
             and 6.41 against Q-K-V's 5.11).",
-        plan: || {
-            classroom(
-                DataSource::Shakespeare,
-                vec![
-                    RunPlan::new(AttentionVariant::Standard),
-                    RunPlan::new(AttentionVariant::SharedKeyValue),
-                    RunPlan::new(AttentionVariant::SharedAll),
-                ],
-            )
-        },
+        plan: LESSON_PLANS[1],
     },
     Lesson {
         title: "Symmetric attention",
@@ -202,18 +166,7 @@ pub const LESSONS: [Lesson; 5] = [
             The paper's (Q=K-V)+ adds a bias on each key's position instead: a length by another name, no help \
             around a cycle (add it as a run to see it stall with Q=K-V). With four heads, Q=K-V learns the \
             rotation too: pairs of heads can share the work.",
-        plan: || ExperimentPlan {
-            model: ModelOverrides { n_layer: Some(1), n_head: Some(1), ..ModelOverrides::default() },
-            training: TrainingOverrides { steps: Some(300), ..classroom_training() },
-            ..classroom(
-                DataSource::Synthetic { task: SyntheticTask::Rotate, length: 4, framing: Framing::Encoder },
-                vec![
-                    RunPlan::new(AttentionVariant::SharedQueryKey),
-                    RunPlan::new(AttentionVariant::Standard),
-                    RunPlan::new(AttentionVariant::SharedQueryKeyRel),
-                ],
-            )
-        },
+        plan: LESSON_PLANS[2],
     },
     Lesson {
         title: "Fewer KV heads",
@@ -236,17 +189,7 @@ pub const LESSONS: [Lesson; 5] = [
             size. Sharing K and V on top of MQA (Q-K=V + MQA) shrinks it again by half. Here GQA-2 and MQA end \
             within 2% of Q-K-V's validation loss, above or below it: in a model this small the seed decides \
             which. Q-K=V + MQA costs clearly more.",
-        plan: || {
-            classroom(
-                DataSource::Shakespeare,
-                vec![
-                    RunPlan::new(AttentionVariant::Standard),
-                    RunPlan::new(AttentionVariant::Standard).with_kv_heads(2),
-                    RunPlan::new(AttentionVariant::Standard).with_kv_heads(1),
-                    RunPlan::new(AttentionVariant::SharedKeyValue).with_kv_heads(1),
-                ],
-            )
-        },
+        plan: LESSON_PLANS[3],
     },
     Lesson {
         title: "Is W_Q needed? Watch it vanish",
@@ -276,17 +219,7 @@ pub const LESSONS: [Lesson; 5] = [
             move every weight by about the learning rate whatever its gradient, and Adam is not invariant to the \
             change of basis, which is ill-conditioned here (see 'condition of W_Q'). One reason paper 1 trains \
             with W_Q = I from the start rather than converting.",
-        plan: || ExperimentPlan {
-            preset: Preset::Theory,
-            model: ModelOverrides { mlp_skip: Some(false), ..ModelOverrides::default() },
-            runs: vec![RunPlan::new(AttentionVariant::Standard)],
-            // The jump is chaotic: after 100 steps W_Q's condition number is ~300–6,000 depending
-            // on the seed, and the copy's first steps range from a few tenths to twenty nats
-            // (measured over seeds 1–7 and 1337). This seed shows a clear jump (~2.4) that is
-            // caught up well within 40 steps, as the text says.
-            training: TrainingOverrides { seed: Some(4), eval_interval: Some(LESSON_EVAL_INTERVAL), ..TrainingOverrides::default() },
-            ..ExperimentPlan::default()
-        },
+        plan: LESSON_PLANS[4],
     },
 ];
 

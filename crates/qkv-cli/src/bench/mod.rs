@@ -186,7 +186,7 @@ fn train_steps(run: &mut Run, batch: &Batch, steps: usize, read_back_every: usiz
 /// (the embedded digits for a vision preset), for as many steps as the benchmark takes.
 fn train_args(args: &BenchArgs) -> TrainArgs {
     TrainArgs {
-        preset: args.preset,
+        preset: Some(args.preset),
         data: if args.preset.is_vision() { DataSource::Images(ImageSource::Digits) } else { DataSource::Shakespeare },
         tokenizer: TokenizerKind::Char,
         steps: Some(args.warmup + args.steps * args.rounds + 1),
