@@ -3,12 +3,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use qkv_model::{AttentionVariant, GptConfig, Preset};
+use qkv_model::{AttentionVariant, ModelConfig, Preset};
 use qkv_train::{DataSource, ExperimentPlan, TokenizerKind};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    if let Ok(config) = GptConfig::from_json(text) {
+    if let Ok(config) = ModelConfig::from_json(text) {
         let _ = qkv_model::accounting::ParamReport::new(&config);
     }
     let _ = serde_json::from_str::<ExperimentPlan>(text);

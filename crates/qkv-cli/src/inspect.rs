@@ -9,7 +9,7 @@ use pollster::FutureExt as _;
 use serde::Serialize;
 
 use qkv_model::diagnostics::diagnose;
-use qkv_model::{CacheDType, GptConfig, ModelDiagnostics};
+use qkv_model::{CacheDType, ModelConfig, ModelDiagnostics};
 use qkv_train::checkpoint::Checkpoint;
 use qkv_train::corpus::shakespeare;
 use qkv_train::dataset::Inputs;
@@ -47,7 +47,7 @@ struct Inspection {
     /// Exact counts as `qkv params` gives them, the KV cache in f32.
     #[serde(flatten)]
     counts: Counts,
-    model: GptConfig,
+    model: ModelConfig,
     /// How many tokens the diagnostics read; 0 where there are none.
     diagnostic_tokens: usize,
     /// None for a vision transformer: it reads images, not text.
@@ -87,7 +87,7 @@ pub fn run(args: &InspectArgs) -> Result<(), Failure> {
 
 /// The token ids the diagnostics read: `text` (or the default for the model's data) through the
 /// checkpoint's tokenizer, cut to the model's context and [`DIAGNOSTIC_TOKENS`].
-fn diagnostic_tokens(tokenizer: Option<&Tokenizer>, text: Option<&str>, config: &GptConfig) -> Result<Vec<u32>, Failure> {
+fn diagnostic_tokens(tokenizer: Option<&Tokenizer>, text: Option<&str>, config: &ModelConfig) -> Result<Vec<u32>, Failure> {
     let tokens: Vec<u32> = match tokenizer {
         Some(tokenizer) => {
             let default = || shakespeare().chars().take(4 * DIAGNOSTIC_TOKENS).collect::<String>();

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::Failure;
 use qkv_model::accounting::{component_rank, kv_cache_bytes_per_token};
-use qkv_model::{AttentionVariant, CacheDType, Component, GptConfig, ParamReport, Preset};
+use qkv_model::{AttentionVariant, CacheDType, Component, ModelConfig, ParamReport, Preset};
 
 #[derive(Args, Debug)]
 pub struct ParamsArgs {
@@ -50,7 +50,7 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
-    pub(crate) fn of(config: &GptConfig, dtype: CacheDType) -> Self {
+    pub(crate) fn of(config: &ModelConfig, dtype: CacheDType) -> Self {
         let report = ParamReport::new(config);
         Self {
             variant: config.attention.variant,
@@ -76,11 +76,11 @@ struct ParamsRow {
     context: usize,
     dtype: CacheDType,
     #[serde(skip)]
-    config: GptConfig,
+    config: ModelConfig,
 }
 
 impl ParamsRow {
-    fn new(preset: Preset, config: GptConfig, context: usize, dtype: CacheDType) -> Self {
+    fn new(preset: Preset, config: ModelConfig, context: usize, dtype: CacheDType) -> Self {
         let counts = Counts::of(&config, dtype);
         Self {
             preset: preset.name().to_string(),
@@ -186,7 +186,7 @@ fn percent_change(value: usize, reference: usize) -> String {
     format!("{:+.2}%", 100.0 * (value as f64 - reference as f64) / reference as f64)
 }
 
-fn describe(config: &GptConfig) -> String {
+fn describe(config: &ModelConfig) -> String {
     format!(
         "{} layers × {} heads × {} (d_k {}), kv_heads {}, MLP {}, vocab {}, context {}, bias {}, {}",
         config.n_layer,

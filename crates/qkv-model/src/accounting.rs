@@ -7,7 +7,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::attention::{ASYMMETRY_CHANNELS, RelativeBias, projection_width};
-use crate::config::{GptConfig, Norm};
+use crate::config::{ModelConfig, Norm};
 
 /// Parameters of one part of the model, summed over all layers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,7 +67,7 @@ pub struct ParamReport {
 }
 
 impl ParamReport {
-    pub fn new(config: &GptConfig) -> Self {
+    pub fn new(config: &ModelConfig) -> Self {
         let d = config.n_embd;
         // Shared layers hold one block's weights, however often it is applied.
         let layers = if config.shared_layers { 1 } else { config.n_layer };
@@ -196,7 +196,7 @@ impl FromStr for CacheDType {
 
 /// Bytes the KV cache holds per token: every layer caches K and V (one tensor when K = V),
 /// each with kv_heads·d_k channels.
-pub fn kv_cache_bytes_per_token(config: &GptConfig, dtype: CacheDType) -> usize {
+pub fn kv_cache_bytes_per_token(config: &ModelConfig, dtype: CacheDType) -> usize {
     config.n_layer * config.attention.variant.cached_tensors() * config.kv_heads() * config.head_dim() * dtype.bytes()
 }
 
@@ -207,7 +207,7 @@ pub fn kv_cache_bytes_per_token(config: &GptConfig, dtype: CacheDType) -> usize 
 /// full T×T score and value products, as the kernels compute them, at a context of
 /// `block_size`. Each projection the variant has is computed once, whatever roles it serves, so
 /// dropping W_Q, sharing a projection or sharing key/value heads all lower it.
-pub fn training_flops_per_token(config: &GptConfig) -> f64 {
+pub fn training_flops_per_token(config: &ModelConfig) -> f64 {
     let d = config.n_embd as f64;
     let projections: f64 = config.attention.variant.projections().iter().map(|&p| projection_width(config, p) as f64).sum();
     let matmuls = projections + d + 2.0 * config.mlp_hidden as f64; // W_Q·K·V as present, W_O, MLP
@@ -262,7 +262,7 @@ mod tests {
             let report = ParamReport::new(&config.clone().with_variant(variant));
             assert_eq!(standard.total_params - report.total_params, 12 * 768 * 768, "{variant}");
             // Keys and values are still two tensors to cache.
-            let cache = |c: &GptConfig| kv_cache_bytes_per_token(c, CacheDType::F32);
+            let cache = |c: &ModelConfig| kv_cache_bytes_per_token(c, CacheDType::F32);
             assert_eq!(cache(&config.clone().with_variant(variant)), cache(&config), "{variant}");
         }
     }

@@ -9,7 +9,7 @@ use burn::tensor::activation::softmax;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use qkv_kernels::{Mask, Projections, packed_attention, repeat_kv_heads};
 
-use crate::config::GptConfig;
+use crate::config::ModelConfig;
 use crate::dropout::{Dropout, SeedStream};
 use crate::random::InitialWeights;
 use crate::variant::{AttentionVariant, Projection};
@@ -127,7 +127,7 @@ fn sinusoid(start: usize, len: usize, channels: usize, device: &Device) -> Tenso
 }
 
 /// Output channels of a projection: n_head·d_k, or kv_heads·d_k for keys and values.
-pub fn projection_width(config: &GptConfig, projection: Projection) -> usize {
+pub fn projection_width(config: &ModelConfig, projection: Projection) -> usize {
     let heads = if projection.serves_kv_heads_only() { config.kv_heads() } else { config.n_head };
     heads * config.head_dim()
 }
@@ -177,7 +177,7 @@ impl CausalSelfAttention {
     /// Builds the layer of a validated config, its weights drawn from `init` (the layer's own
     /// part of the model, e.g. `blocks.0.attn`) and named after its projections (`W_K`: the
     /// same tensor in every variant that has it); its dropout draws from `seeds`.
-    pub fn new(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
+    pub fn new(config: &ModelConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
         let d = config.n_embd;
         let std = 0.02;
         let variant = config.attention.variant;

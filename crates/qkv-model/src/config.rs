@@ -1,4 +1,4 @@
-//! `GptConfig`: the architecture of one model, validated before anything is allocated.
+//! `ModelConfig`: the architecture of one model, validated before anything is allocated.
 
 use serde::{Deserialize, Serialize};
 
@@ -99,10 +99,13 @@ impl ImageInput {
     }
 }
 
-/// A decoder-only GPT: token and learned position embeddings, `n_layer` blocks, LM head.
+/// The shape of either model QKV Lab trains, both built from the same blocks: a GPT (token and
+/// learned position embeddings, `n_layer` blocks, an LM head; an encoder when its attention reads
+/// both ways), or with `image` set a ViT ([`crate::Vit`]). Saved in every checkpoint under the
+/// same field names whatever the type is called (a test reads one written as `GptConfig`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct GptConfig {
+pub struct ModelConfig {
     pub vocab_size: usize,
     /// Longest context the model accepts (rows of the position embedding).
     pub block_size: usize,
@@ -190,7 +193,7 @@ pub enum ConfigError {
         "this is a vision transformer's configuration (it has an image section): it reads images, not text, so it cannot be used as a GPT"
     )]
     NotAGpt,
-    #[error("the configuration is not valid JSON for a GptConfig: {0}")]
+    #[error("the configuration is not valid JSON for a ModelConfig: {0}")]
     Json(#[source] JsonError),
 }
 
@@ -213,7 +216,7 @@ impl PartialEq for JsonError {
     }
 }
 
-impl GptConfig {
+impl ModelConfig {
     /// Checks every constraint the model relies on; a model is only built from a config that
     /// passed this.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -294,7 +297,7 @@ impl GptConfig {
 
     /// Parses and validates a JSON configuration.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let config: GptConfig = serde_json::from_str(text).map_err(|e| ConfigError::Json(JsonError(std::sync::Arc::new(e))))?;
+        let config: ModelConfig = serde_json::from_str(text).map_err(|e| ConfigError::Json(JsonError(std::sync::Arc::new(e))))?;
         config.validate()?;
         Ok(config)
     }
@@ -329,8 +332,8 @@ impl GptConfig {
 mod tests {
     use super::*;
 
-    fn tiny() -> GptConfig {
-        GptConfig {
+    fn tiny() -> ModelConfig {
+        ModelConfig {
             vocab_size: 11,
             block_size: 8,
             n_layer: 2,
@@ -348,9 +351,9 @@ mod tests {
         }
     }
 
-    fn vision() -> GptConfig {
+    fn vision() -> ModelConfig {
         let image = ImageInput { height: 8, width: 8, channels: 1, patch: 2 };
-        let mut config = GptConfig { vocab_size: 10, block_size: image.tokens(), tie_embeddings: false, image: Some(image), ..tiny() };
+        let mut config = ModelConfig { vocab_size: 10, block_size: image.tokens(), tie_embeddings: false, image: Some(image), ..tiny() };
         config.attention.bidirectional = true;
         config
     }
@@ -391,7 +394,7 @@ mod tests {
         // A GPT's saved config says nothing of images, and reads back without them.
         assert!(!serde_json::to_string(&tiny()).unwrap().contains("image"));
         let text = serde_json::to_string(&vision()).unwrap();
-        assert_eq!(GptConfig::from_json(&text).unwrap(), vision());
+        assert_eq!(ModelConfig::from_json(&text).unwrap(), vision());
     }
 
     #[test]
@@ -467,10 +470,10 @@ mod tests {
     fn json_round_trip_and_malformed_json() {
         let c = tiny().with_variant(AttentionVariant::QueryIdentity);
         let text = serde_json::to_string(&c).unwrap();
-        assert_eq!(GptConfig::from_json(&text).unwrap(), c);
-        let err = GptConfig::from_json("{\"vocab_size\": 3").unwrap_err();
+        assert_eq!(ModelConfig::from_json(&text).unwrap(), c);
+        let err = ModelConfig::from_json("{\"vocab_size\": 3").unwrap_err();
         assert!(matches!(err, ConfigError::Json(_)), "{err}");
-        let err = GptConfig::from_json(&text.replace("\"n_head\":4", "\"n_head\":5")).unwrap_err();
+        let err = ModelConfig::from_json(&text.replace("\"n_head\":4", "\"n_head\":5")).unwrap_err();
         assert!(matches!(err, ConfigError::EmbdNotDivisibleByHeads { .. }), "{err}");
     }
 

@@ -7,7 +7,7 @@ use burn::tensor::{Device, Int, Tensor};
 use qkv_kernels::{TokenGroups, gelu, layer_norm, linear, pre_norm};
 
 use crate::attention::{AttentionTrace, CausalSelfAttention, LayerCache, apply_linear, init_linear};
-use crate::config::{ConfigError, GptConfig, Norm};
+use crate::config::{ConfigError, ModelConfig, Norm};
 use crate::dropout::{Dropout, SeedStream};
 use crate::output::ModelOutput;
 use crate::random::InitialWeights;
@@ -26,7 +26,7 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    fn new(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
+    fn new(config: &ModelConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
         let residual_std = INIT_STD / (2.0 * config.n_layer as f64).sqrt();
         Self {
             c_fc: init_linear(init, "c_fc", config.n_embd, config.mlp_hidden, config.bias, INIT_STD, device),
@@ -49,7 +49,7 @@ impl Mlp {
     }
 }
 
-pub(crate) fn new_layer_norm(config: &GptConfig, device: &Device) -> Option<LayerNorm> {
+pub(crate) fn new_layer_norm(config: &ModelConfig, device: &Device) -> Option<LayerNorm> {
     match config.norm {
         Norm::LayerNorm => Some(LayerNormConfig::new(config.n_embd).with_bias(config.bias).with_epsilon(LAYER_NORM_EPSILON).init(device)),
         Norm::None => None,
@@ -84,7 +84,7 @@ pub struct Block {
 }
 
 impl Block {
-    pub(crate) fn new(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
+    pub(crate) fn new(config: &ModelConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Self {
         Self {
             ln_1: new_layer_norm(config, device),
             attn: CausalSelfAttention::new(config, &init.within("attn"), seeds, device),
@@ -119,7 +119,7 @@ impl Block {
 
 /// A model's blocks: one per layer, or a single one every layer reuses (`shared_layers`); block
 /// i's weights are named `blocks.i.…`.
-pub(crate) fn new_blocks(config: &GptConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Vec<Block> {
+pub(crate) fn new_blocks(config: &ModelConfig, init: &InitialWeights, seeds: &SeedStream, device: &Device) -> Vec<Block> {
     let blocks = init.within("blocks");
     (0..if config.shared_layers { 1 } else { config.n_layer }).map(|i| Block::new(config, &blocks.within(i), seeds, device)).collect()
 }
@@ -170,7 +170,7 @@ impl KvCache {
     }
 }
 
-/// A decoder-only transformer. Built only from a validated [`GptConfig`].
+/// A decoder-only transformer. Built only from a validated [`ModelConfig`].
 #[derive(Module, Debug)]
 pub struct Gpt {
     /// Token embedding [vocab_size, n_embd]; also the LM head when tied.
@@ -189,7 +189,7 @@ pub struct Gpt {
 
 impl Gpt {
     /// [`Gpt::new_seeded`] with seed 0.
-    pub fn new(config: &GptConfig, device: &Device) -> Result<Self, ConfigError> {
+    pub fn new(config: &ModelConfig, device: &Device) -> Result<Self, ConfigError> {
         Self::new_seeded(config, device, 0)
     }
 
@@ -197,7 +197,7 @@ impl Gpt {
     /// same seed gives the same weights (on every backend, whatever else runs beside it) and the
     /// same dropout masks in the same order. Each tensor is drawn from the seed and its name
     /// ([`InitialWeights`]), so the variants of one seed share every tensor they have in common.
-    pub fn new_seeded(config: &GptConfig, device: &Device, seed: u64) -> Result<Self, ConfigError> {
+    pub fn new_seeded(config: &ModelConfig, device: &Device, seed: u64) -> Result<Self, ConfigError> {
         config.validate()?;
         if config.is_vision() {
             return Err(ConfigError::NotAGpt);
@@ -315,8 +315,8 @@ pub(crate) mod tests {
     use crate::config::AttentionConfig;
     use crate::variant::{AttentionVariant, Projection};
 
-    pub(crate) fn tiny_config(variant: AttentionVariant) -> GptConfig {
-        GptConfig {
+    pub(crate) fn tiny_config(variant: AttentionVariant) -> ModelConfig {
+        ModelConfig {
             vocab_size: 13,
             block_size: 8,
             n_layer: 2,
@@ -335,7 +335,7 @@ pub(crate) mod tests {
     }
 
     /// Every variant with every head-sharing setting it allows, on the tiny config.
-    pub(crate) fn all_tiny_configs() -> Vec<GptConfig> {
+    pub(crate) fn all_tiny_configs() -> Vec<ModelConfig> {
         let mut configs = Vec::new();
         for variant in AttentionVariant::ALL {
             for kv_heads in [4, 2, 1] {
@@ -367,12 +367,12 @@ pub(crate) mod tests {
     #[test]
     fn variants_of_one_seed_start_every_tensor_they_share_from_the_same_values() {
         let device = Device::flex();
-        let untied = |variant| GptConfig { tie_embeddings: false, ..tiny_config(variant) };
-        let build = |config: &GptConfig| Gpt::new_seeded(config, &device, 5).unwrap();
+        let untied = |variant| ModelConfig { tie_embeddings: false, ..tiny_config(variant) };
+        let build = |config: &ModelConfig| Gpt::new_seeded(config, &device, 5).unwrap();
         let standard = build(&untied(AttentionVariant::Standard));
         let no_query = build(&untied(AttentionVariant::QueryIdentity));
         // Paper 1's wider MLP: W_Q's parameters spent on the MLP, so its tensors change shape.
-        let wide = build(&GptConfig { mlp_hidden: 32, ..untied(AttentionVariant::QueryIdentity) });
+        let wide = build(&ModelConfig { mlp_hidden: 32, ..untied(AttentionVariant::QueryIdentity) });
         let shared_kv = build(&untied(AttentionVariant::SharedKeyValue).with_kv_heads(2));
         let same = |a: &Linear, b: &Linear| values(a.weight.val()) == values(b.weight.val());
         let projection = |gpt: &Gpt, layer: usize, p: Projection| gpt.blocks[layer].attn.projection(p).unwrap().clone();

@@ -22,7 +22,7 @@ pub mod vit;
 
 pub use accounting::{CacheDType, Component, ParamReport};
 pub use attention::{AttentionTrace, CausalSelfAttention};
-pub use config::{AttentionConfig, ConfigError, GptConfig, ImageInput, Norm};
+pub use config::{AttentionConfig, ConfigError, ImageInput, ModelConfig, Norm};
 pub use diagnostics::{LayerDiagnostics, ModelDiagnostics, SymmetryMeasure};
 pub use gpt::{Gpt, KvCache};
 pub use model::{Input, Model};

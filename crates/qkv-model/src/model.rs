@@ -8,7 +8,7 @@ use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
 use qkv_kernels::TokenGroups;
 
-use crate::config::{ConfigError, GptConfig};
+use crate::config::{ConfigError, ModelConfig};
 use crate::dropout::SeedStream;
 use crate::gpt::{Block, Gpt};
 use crate::output::ModelOutput;
@@ -32,7 +32,7 @@ pub enum Input {
 impl Model {
     /// Validates `config` and builds its model: a ViT when it has an image section, a GPT
     /// otherwise; the same seed gives the same weights.
-    pub fn new_seeded(config: &GptConfig, device: &Device, seed: u64) -> Result<Self, ConfigError> {
+    pub fn new_seeded(config: &ModelConfig, device: &Device, seed: u64) -> Result<Self, ConfigError> {
         Ok(match config.is_vision() {
             true => Model::Vit(Vit::new_seeded(config, device, seed)?),
             false => Model::Gpt(Gpt::new_seeded(config, device, seed)?),

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{AttentionConfig, GptConfig, ImageInput, Norm};
+use crate::config::{AttentionConfig, ImageInput, ModelConfig, Norm};
 use crate::variant::AttentionVariant;
 
 /// GPT-2's BPE vocabulary (50257) padded to a multiple of 64, as nanoGPT and both papers do.
@@ -88,8 +88,8 @@ impl Preset {
     }
 
     /// The preset's architecture (with its own default variant).
-    pub fn config(self) -> GptConfig {
-        let gpt = |vocab_size, block_size, n_layer, n_head, n_embd, bias, dropout| GptConfig {
+    pub fn config(self) -> ModelConfig {
+        let gpt = |vocab_size, block_size, n_layer, n_head, n_embd, bias, dropout| ModelConfig {
             vocab_size,
             block_size,
             n_layer,
@@ -110,7 +110,7 @@ impl Preset {
             Preset::Gpt2SmallRealloc => {
                 let standard = Preset::Gpt2Small.config();
                 // W_Q's d² per layer moves into the MLP: 2·d·Δhidden = d², so Δhidden = d/2.
-                GptConfig {
+                ModelConfig {
                     mlp_hidden: standard.mlp_hidden + standard.n_embd / 2,
                     ..standard.with_variant(AttentionVariant::QueryIdentity)
                 }
@@ -122,10 +122,10 @@ impl Preset {
             Preset::Classroom => gpt(SHAKESPEARE_CHARS, 64, 2, 4, 64, false, 0.0),
             // Digits 0-9 and the separator.
             Preset::Synthetic => gpt(11, 128, 2, 4, 128, true, 0.0),
-            Preset::Theory => GptConfig { norm: Norm::None, tie_embeddings: false, ..gpt(SHAKESPEARE_CHARS, 32, 2, 2, 32, false, 0.0) },
+            Preset::Theory => ModelConfig { norm: Norm::None, tie_embeddings: false, ..gpt(SHAKESPEARE_CHARS, 32, 2, 2, 32, false, 0.0) },
             Preset::VisionDigits => {
                 let image = ImageInput { height: 8, width: 8, channels: 1, patch: 2 };
-                let mut config = GptConfig {
+                let mut config = ModelConfig {
                     tie_embeddings: false,
                     image: Some(image),
                     mlp_hidden: 128,

@@ -18,7 +18,7 @@ use burn::module::Param;
 use burn::nn::Linear;
 use burn::tensor::{Device, Tensor};
 
-use crate::config::{GptConfig, Norm};
+use crate::config::{ModelConfig, Norm};
 use crate::gpt::Gpt;
 use crate::linalg::Matrix;
 use crate::variant::{AttentionVariant, Projection};
@@ -70,7 +70,7 @@ impl ReparamCase {
     }
 
     /// The case a configuration falls under, or why none does.
-    pub fn of(config: &GptConfig) -> Result<Self, ReparamError> {
+    pub fn of(config: &ModelConfig) -> Result<Self, ReparamError> {
         if config.norm != Norm::None {
             return Err(ReparamError::HasLayerNorm);
         }
@@ -127,7 +127,7 @@ pub enum ReparamError {
 /// A converted model and what the conversion did.
 pub struct Conversion {
     pub model: Gpt,
-    pub config: GptConfig,
+    pub config: ModelConfig,
     pub case: Option<ReparamCase>,
     /// 1-norm condition number of each layer's Θ.
     pub conditions: Vec<f64>,
@@ -166,7 +166,7 @@ fn theta(linear: &Linear, projection: &'static str, layer: usize) -> Result<(Mat
 /// `exact`: an exact conversion, which changes the residual stream's basis (so the embeddings and
 /// the LM head must be separate matrices) and has no bias to give the identity projection. The
 /// approximate one keeps the basis and drops W_Q's bias with the rest of the query's error.
-fn check_standard(config: &GptConfig, role: Eliminated, exact: bool) -> Result<(), ReparamError> {
+fn check_standard(config: &ModelConfig, role: Eliminated, exact: bool) -> Result<(), ReparamError> {
     if config.attention.variant != AttentionVariant::Standard {
         return Err(ReparamError::NotStandard { variant: config.attention.variant });
     }
@@ -188,7 +188,7 @@ fn projection_mut(attn: &mut crate::attention::CausalSelfAttention, role: Elimin
 /// `wq-identity` variant (no query parameters, the original attention scale kept); W_K or W_V
 /// stay in the standard layout with an identity matrix in their place, since QKV Lab has no
 /// model-wide conversion into `wk-identity` or `wv-identity`.
-pub fn eliminate(model: &Gpt, config: &GptConfig, role: Eliminated) -> Result<Conversion, ReparamError> {
+pub fn eliminate(model: &Gpt, config: &ModelConfig, role: Eliminated) -> Result<Conversion, ReparamError> {
     check_standard(config, role, true)?;
     let case = ReparamCase::of(config)?;
     let device = model.wte.weight.device();
@@ -240,7 +240,7 @@ pub fn eliminate(model: &Gpt, config: &GptConfig, role: Eliminated) -> Result<Co
 /// Θ = W^(layer): the embeddings absorb Θ, every layer reads through Θ⁻¹ and writes through Θ,
 /// and the LM head absorbs Θ⁻¹. The other layers keep their projection (in the new basis), so the
 /// model stays standard, with the identity stored in that layer's place.
-pub fn eliminate_in_layer(model: &Gpt, config: &GptConfig, role: Eliminated, layer: usize) -> Result<Conversion, ReparamError> {
+pub fn eliminate_in_layer(model: &Gpt, config: &ModelConfig, role: Eliminated, layer: usize) -> Result<Conversion, ReparamError> {
     check_standard(config, role, true)?;
     if config.norm != Norm::None {
         return Err(ReparamError::HasLayerNorm);
@@ -304,7 +304,7 @@ fn change_basis(model: &Gpt, basis: &[(Matrix, Matrix)]) -> Gpt {
 }
 
 /// [`eliminate`] for W_Q.
-pub fn eliminate_query(model: &Gpt, config: &GptConfig) -> Result<Conversion, ReparamError> {
+pub fn eliminate_query(model: &Gpt, config: &ModelConfig) -> Result<Conversion, ReparamError> {
     eliminate(model, config, Eliminated::Query)
 }
 
@@ -318,7 +318,7 @@ pub fn eliminate_query(model: &Gpt, config: &GptConfig) -> Result<Conversion, Re
 /// argmin ‖W_Q^h − E_h M‖, is W_Q^h's own rows for those channels, S_h; A_h = S_h⁻¹ turns that block
 /// into the identity, which the elimination then keeps exactly, and leaves in W_Q^h A_h only the
 /// rows that read other heads' channels: what no change of basis inside the head can move.
-pub fn fit_query_heads(model: &Gpt, config: &GptConfig) -> Result<Gpt, ReparamError> {
+pub fn fit_query_heads(model: &Gpt, config: &ModelConfig) -> Result<Gpt, ReparamError> {
     check_standard(config, Eliminated::Query, false)?;
     let (d, d_k) = (config.n_embd, config.head_dim());
     if config.kv_heads() != config.n_head {
@@ -361,7 +361,7 @@ pub fn fit_query_heads(model: &Gpt, config: &GptConfig) -> Result<Gpt, ReparamEr
 /// [`eliminate_query_approx`] after [`fit_query_heads`]: the query loses only what no change of
 /// basis inside its heads could move onto the identity's slices.
 /// With shared key/value heads there is no basis per head to fit: the plain approximation.
-pub fn eliminate_query_fitted(model: &Gpt, config: &GptConfig) -> Result<Conversion, ReparamError> {
+pub fn eliminate_query_fitted(model: &Gpt, config: &ModelConfig) -> Result<Conversion, ReparamError> {
     if config.kv_heads() != config.n_head {
         return eliminate_query_approx(model, config);
     }
@@ -375,7 +375,7 @@ pub fn eliminate_query_fitted(model: &Gpt, config: &GptConfig) -> Result<Convers
 /// the query, LN(x)·diag(d) in place of LN(x)·Θ_l, loses Θ_l's off-diagonal part (and W_Q's bias,
 /// in a model with biases: GPT-2's). The residual stream keeps its basis, so tied embeddings stay
 /// tied. The caller measures the error; a short fine-tune recovers it.
-pub fn eliminate_query_approx(model: &Gpt, config: &GptConfig) -> Result<Conversion, ReparamError> {
+pub fn eliminate_query_approx(model: &Gpt, config: &ModelConfig) -> Result<Conversion, ReparamError> {
     check_standard(config, Eliminated::Query, false)?;
     if config.norm != Norm::LayerNorm {
         return Err(ReparamError::NoLayerNorm);
@@ -419,7 +419,7 @@ mod tests {
     use crate::gpt::tests::{tokens, values};
     use burn::module::Module;
 
-    fn theory_config(n_layer: usize, mlp_skip: bool, shared_layers: bool) -> GptConfig {
+    fn theory_config(n_layer: usize, mlp_skip: bool, shared_layers: bool) -> ModelConfig {
         let mut config = crate::Preset::Theory.config();
         config.vocab_size = 13;
         config.block_size = 8;

@@ -7,13 +7,13 @@ use burn::nn::{LayerNorm, Linear};
 use burn::tensor::{Device, Tensor};
 
 use crate::attention::{apply_linear, init_linear};
-use crate::config::{ConfigError, GptConfig, ImageInput};
+use crate::config::{ConfigError, ImageInput, ModelConfig};
 use crate::dropout::{Dropout, SeedStream};
 use crate::gpt::{Block, INIT_STD, layers, new_blocks, new_layer_norm, normalise, run_layers};
 use crate::output::ModelOutput;
 use crate::random::InitialWeights;
 
-/// A ViT classifier. Built only from a validated [`GptConfig`] with an `image` section.
+/// A ViT classifier. Built only from a validated [`ModelConfig`] with an `image` section.
 #[derive(Module, Debug)]
 pub struct Vit {
     /// A patch's values [patch_values] → n_embd (a linear map, as a stride-p convolution is).
@@ -36,7 +36,7 @@ pub struct Vit {
 impl Vit {
     /// Validates `config` and builds the model on `device`: the same seed gives the same weights
     /// and dropout masks, as [`crate::Gpt::new_seeded`] does.
-    pub fn new_seeded(config: &GptConfig, device: &Device, seed: u64) -> Result<Self, ConfigError> {
+    pub fn new_seeded(config: &ModelConfig, device: &Device, seed: u64) -> Result<Self, ConfigError> {
         config.validate()?;
         let image = config.image.ok_or(ConfigError::NotAVit)?;
         let (init, seeds) = (InitialWeights::new(seed), SeedStream::new(seed));
@@ -122,16 +122,16 @@ pub(crate) mod tests {
     use crate::variant::AttentionVariant;
 
     /// A 4×6 image in 2 channels, 2×2 patches: 6 patches, 7 tokens; 10 classes.
-    pub(crate) fn tiny_vision(variant: AttentionVariant) -> GptConfig {
+    pub(crate) fn tiny_vision(variant: AttentionVariant) -> ModelConfig {
         let image = ImageInput { height: 4, width: 6, channels: 2, patch: 2 };
         let mut config =
-            GptConfig { vocab_size: 10, block_size: image.tokens(), tie_embeddings: false, image: Some(image), ..tiny_config(variant) };
+            ModelConfig { vocab_size: 10, block_size: image.tokens(), tie_embeddings: false, image: Some(image), ..tiny_config(variant) };
         config.attention.bidirectional = true;
         config
     }
 
     /// Every variant with every head-sharing setting it allows, as a ViT.
-    pub(crate) fn all_tiny_vision_configs() -> Vec<GptConfig> {
+    pub(crate) fn all_tiny_vision_configs() -> Vec<ModelConfig> {
         let mut configs = Vec::new();
         for variant in AttentionVariant::ALL {
             for kv_heads in [4, 2, 1] {
@@ -144,7 +144,7 @@ pub(crate) mod tests {
         configs
     }
 
-    fn images(rows: usize, config: &GptConfig, device: &Device) -> Tensor<2> {
+    fn images(rows: usize, config: &ModelConfig, device: &Device) -> Tensor<2> {
         let values = config.image.unwrap().values();
         let pixels: Vec<f32> = (0..rows * values).map(|i| ((i * 7919) % 17) as f32 / 16.0).collect();
         Tensor::from_data(TensorData::new(pixels, [rows, values]), device)

@@ -271,6 +271,20 @@ mod tests {
     use pollster::FutureExt as _;
     use qkv_model::AttentionVariant;
 
+    /// A checkpoint `qkv train` wrote on 2026-12-06, before the model's config type was renamed
+    /// from `GptConfig` to `ModelConfig` (classroom, 1 layer of 2 heads, 8 wide, 2 steps): it
+    /// still reads, and its model still runs.
+    #[test]
+    fn a_checkpoint_written_before_the_config_was_renamed_still_loads() {
+        let bytes = include_bytes!("../tests/fixtures/checkpoint-2026-12-06.qkv");
+        let checkpoint = Checkpoint::from_bytes("checkpoint-2026-12-06.qkv", bytes).unwrap();
+        let model = &checkpoint.header.spec.model;
+        assert_eq!((model.n_layer, model.n_head, model.n_embd, model.block_size), (1, 2, 8, 8));
+        assert_eq!((checkpoint.header.step, checkpoint.header.spec.name.as_str()), (2, "standard"));
+        let loaded = checkpoint.into_model(&Device::flex()).unwrap();
+        assert_eq!(loaded.layers().count(), 1);
+    }
+
     fn trained_run(dataset: &Dataset) -> Run {
         let mut run = Run::new(tiny_spec(AttentionVariant::SharedKeyValue, dataset), dataset, &Device::flex()).unwrap();
         let mut rng = Rng::new(3);

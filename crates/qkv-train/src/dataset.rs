@@ -348,7 +348,7 @@ impl Dataset {
 
     /// Checks that `model` reads this data: images for a vision transformer of their shape,
     /// tokens for a GPT.
-    pub fn check_model(&self, model: &qkv_model::GptConfig) -> Result<(), DataError> {
+    pub fn check_model(&self, model: &qkv_model::ModelConfig) -> Result<(), DataError> {
         match (self, &model.image) {
             (Dataset::Images(images), None) => Err(DataError::ImagesNeedVit { name: images.name() }),
             (Dataset::Images(images), Some(input)) => {

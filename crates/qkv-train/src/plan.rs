@@ -6,7 +6,7 @@
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
-use qkv_model::{AttentionVariant, ConfigError, GptConfig, Preset};
+use qkv_model::{AttentionVariant, ConfigError, ModelConfig, Preset};
 
 use crate::corpus::DataError;
 use crate::dataset::{DataSource, Dataset};
@@ -35,7 +35,7 @@ pub struct ModelOverrides {
 
 impl ModelOverrides {
     /// `preset` with these changes: the model every run starts from.
-    pub fn applied_to(&self, preset: GptConfig) -> GptConfig {
+    pub fn applied_to(&self, preset: ModelConfig) -> ModelConfig {
         let mut model = preset;
         model.n_layer = self.n_layer.unwrap_or(model.n_layer);
         model.n_head = self.n_head.unwrap_or(model.n_head);

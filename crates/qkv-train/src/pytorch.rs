@@ -31,7 +31,7 @@ use burn::store::{BurnToPyTorchAdapter, KeyRemapper, ModuleSnapshot, PyTorchToBu
 use burn::tensor::Device;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
-use qkv_model::{AttentionConfig, AttentionVariant, ConfigError, Gpt, GptConfig, Norm};
+use qkv_model::{AttentionConfig, AttentionVariant, ConfigError, Gpt, ModelConfig, Norm};
 
 use crate::{Cause, cause};
 
@@ -215,7 +215,7 @@ fn layers(tensors: &Tensors) -> Vec<usize> {
 }
 
 /// Whether the model's attention is GPT-2's: three full projections, fused as `c_attn`.
-fn has_gpt2_attention(config: &GptConfig) -> bool {
+fn has_gpt2_attention(config: &ModelConfig) -> bool {
     config.attention.variant == AttentionVariant::Standard && config.kv_heads() == config.n_head
 }
 
@@ -256,7 +256,7 @@ fn split_qkv(tensors: &mut Tensors, name: &str) -> Result<(), PyTorchError> {
 
 /// The model's weights as a safetensors file in `layout`, its config in the metadata (`config`,
 /// as QKV Lab writes it; [`gpt2_config_json`] gives Hugging Face's `config.json`).
-pub fn to_safetensors(model: &Gpt, config: &GptConfig, layout: Layout) -> Result<Vec<u8>, PyTorchError> {
+pub fn to_safetensors(model: &Gpt, config: &ModelConfig, layout: Layout) -> Result<Vec<u8>, PyTorchError> {
     // The model's tensors as PyTorch names and lays them out (what a `SafetensorsStore` with
     // this adapter and remapper would write), taken straight to the host: they are fused and
     // transposed below before the one file is written.
@@ -290,7 +290,7 @@ pub fn to_safetensors(model: &Gpt, config: &GptConfig, layout: Layout) -> Result
 
 /// Hugging Face's `config.json` for a GPT-2 with this architecture, QKV Lab's own config beside
 /// it (`qkv_lab`) so that every variant comes back whole.
-pub fn gpt2_config_json(config: &GptConfig) -> serde_json::Value {
+pub fn gpt2_config_json(config: &ModelConfig) -> serde_json::Value {
     serde_json::json!({
         "model_type": "gpt2",
         "architectures": ["GPT2LMHeadModel"],
@@ -329,7 +329,7 @@ fn detect_layout(tensors: &Tensors, n_embd: usize) -> Layout {
 
 /// A GPT-2's architecture from its tensors' shapes; the head count (which no shape shows) from
 /// Hugging Face's `config.json`. Not validated here: the caller validates every config.
-fn infer_config(tensors: &Tensors, gpt2_config: Option<&str>, name: &str) -> Result<GptConfig, PyTorchError> {
+fn infer_config(tensors: &Tensors, gpt2_config: Option<&str>, name: &str) -> Result<ModelConfig, PyTorchError> {
     let get =
         |tensor: &str| tensors.get(tensor).ok_or_else(|| PyTorchError::Missing { name: name.to_string(), tensor: tensor.to_string() });
     let wte = get("transformer.wte.weight")?;
@@ -342,7 +342,7 @@ fn infer_config(tensors: &Tensors, gpt2_config: Option<&str>, name: &str) -> Res
         .and_then(|json| serde_json::from_str::<serde_json::Value>(json).ok())
         .and_then(|json| json.get("n_head").or(json.get("num_attention_heads")).and_then(|n| n.as_u64()))
         .ok_or_else(|| PyTorchError::NoHeadCount { name: name.to_string() })?;
-    Ok(GptConfig {
+    Ok(ModelConfig {
         vocab_size,
         block_size: wpe.shape[0],
         n_layer: layers(tensors).len(),
@@ -363,7 +363,7 @@ fn infer_config(tensors: &Tensors, gpt2_config: Option<&str>, name: &str) -> Res
 /// A model read from a safetensors file: Hugging Face's GPT-2 (`gpt2_config` is its
 /// `config.json`, for the head count), a nanoGPT export, or one of ours (any variant; its config
 /// travels in the file).
-pub fn from_safetensors(bytes: &[u8], name: &str, gpt2_config: Option<&str>, device: &Device) -> Result<(GptConfig, Gpt), PyTorchError> {
+pub fn from_safetensors(bytes: &[u8], name: &str, gpt2_config: Option<&str>, device: &Device) -> Result<(ModelConfig, Gpt), PyTorchError> {
     let (tensors, metadata) = read(bytes, name)?;
     // Hugging Face's GPT2Model has no "transformer." prefix and keeps its causal masks as buffers.
     let mut tensors: Tensors = tensors
@@ -376,7 +376,7 @@ pub fn from_safetensors(bytes: &[u8], name: &str, gpt2_config: Option<&str>, dev
         .collect();
     let mut config = match metadata.get("config") {
         Some(json) => {
-            serde_json::from_str::<GptConfig>(json).map_err(|source| PyTorchError::ConfigUnreadable { name: name.to_string(), source })?
+            serde_json::from_str::<ModelConfig>(json).map_err(|source| PyTorchError::ConfigUnreadable { name: name.to_string(), source })?
         }
         None => infer_config(&tensors, gpt2_config, name)?,
     };

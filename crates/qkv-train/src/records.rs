@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use qkv_model::GptConfig;
+use qkv_model::ModelConfig;
 
 use crate::recipe::TrainingConfig;
 
@@ -10,7 +10,7 @@ use crate::recipe::TrainingConfig;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSpec {
     pub name: String,
-    pub model: GptConfig,
+    pub model: ModelConfig,
     pub training: TrainingConfig,
 }
 

@@ -525,7 +525,7 @@ pub(crate) mod tests {
         let vit = Preset::VisionDigits.config();
         let spec = |model| RunSpec { name: "vit".into(), model, training: TrainingConfig::for_preset(Preset::VisionDigits) };
         let error =
-            Run::new(spec(qkv_model::GptConfig { vocab_size: 80, ..vit.clone() }), &text, &Device::flex()).err().unwrap().to_string();
+            Run::new(spec(qkv_model::ModelConfig { vocab_size: 80, ..vit.clone() }), &text, &Device::flex()).err().unwrap().to_string();
         assert!(error.contains("give it images"), "{error}");
         let mut other_shape = vit;
         other_shape.image = Some(qkv_model::ImageInput { height: 4, width: 16, channels: 1, patch: 2 });

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use qkv_model::reparam::{
     Conversion, Eliminated, ReparamCase, ReparamError, eliminate_in_layer, eliminate_query, eliminate_query_approx, eliminate_query_fitted,
 };
-use qkv_model::{Gpt, GptConfig, Model, Norm, ParamReport, Preset};
+use qkv_model::{Gpt, Model, ModelConfig, Norm, ParamReport, Preset};
 
 use crate::dataset::{Batch, Dataset};
 use crate::loss::cross_entropy;
@@ -56,7 +56,7 @@ impl TheoryCase {
     }
 
     /// `preset` (normally `theory`) shaped for this case, its vocabulary fitted to the data.
-    pub fn config(self, preset: Preset, vocab_size: usize) -> GptConfig {
+    pub fn config(self, preset: Preset, vocab_size: usize) -> ModelConfig {
         let mut config = preset.config();
         config.vocab_size = vocab_size;
         match self {
@@ -69,7 +69,7 @@ impl TheoryCase {
         config
     }
 
-    pub fn convert(self, model: &Gpt, config: &GptConfig) -> Result<Conversion, ReparamError> {
+    pub fn convert(self, model: &Gpt, config: &ModelConfig) -> Result<Conversion, ReparamError> {
         match self {
             TheoryCase::Deep => eliminate_in_layer(model, config, Eliminated::Query, self.layer(config).unwrap_or(0)),
             TheoryCase::LayerNorm => eliminate_query_fitted(model, config),
@@ -78,7 +78,7 @@ impl TheoryCase {
     }
 
     /// The one layer whose W_Q goes, where only one does: the middle layer of the deep case.
-    pub fn layer(self, config: &GptConfig) -> Option<usize> {
+    pub fn layer(self, config: &ModelConfig) -> Option<usize> {
         (self == TheoryCase::Deep).then_some(config.n_layer / 2)
     }
 }

@@ -2,7 +2,7 @@
 
 use egui::{ComboBox, DragValue, Grid, RichText, Ui};
 use qkv_model::accounting::kv_cache_bytes_per_token;
-use qkv_model::{AttentionVariant, CacheDType, GptConfig, ParamReport, Preset};
+use qkv_model::{AttentionVariant, CacheDType, ModelConfig, ParamReport, Preset};
 
 /// Settings of the comparison; the table is recomputed from them every frame (it is cheap:
 /// counting never allocates weights).
@@ -27,7 +27,7 @@ pub struct VariantColumn {
 }
 
 impl ParamsPanel {
-    fn base_config(&self) -> GptConfig {
+    fn base_config(&self) -> ModelConfig {
         let mut config = self.preset.config();
         config.attention.kv_heads = self.kv_heads;
         config

@@ -4,7 +4,7 @@
 use egui::{Color32, ComboBox, DragValue, Grid, RichText, Ui};
 use serde::{Deserialize, Serialize};
 
-use qkv_model::{AttentionVariant, GptConfig, Preset};
+use qkv_model::{AttentionVariant, ModelConfig, Preset};
 use qkv_train::dataset::DEFAULT_SYNTHETIC_LENGTH;
 use qkv_train::plan::{ExperimentPlan, RunPlan};
 use qkv_train::recipe::TrainingConfig;
@@ -122,7 +122,7 @@ fn tokenizer_ui(ui: &mut Ui, tokenizer: &mut TokenizerKind) {
 }
 
 /// The model's shape and the training recipe, as overrides of the preset's.
-fn model_and_training_rows(ui: &mut Ui, plan: &mut ExperimentPlan, preset_config: &GptConfig, recipe: &TrainingConfig) {
+fn model_and_training_rows(ui: &mut Ui, plan: &mut ExperimentPlan, preset_config: &ModelConfig, recipe: &TrainingConfig) {
     // Two fields a row, so that the panel's default width shows every one of them.
     ui.label("model");
     ui.horizontal_wrapped(|ui| {

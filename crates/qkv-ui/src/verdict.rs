@@ -95,7 +95,7 @@ impl Verdict {
 /// What the papers report for `run` against `reference`, in validation loss, where they report
 /// that comparison: (the figure, its source).
 fn paper_figure(run: &RunView, reference: &RunView, measure: Measure) -> Option<(String, String)> {
-    fn model(run: &RunView) -> &qkv_model::GptConfig {
+    fn model(run: &RunView) -> &qkv_model::ModelConfig {
         &run.info.spec.model
     }
     let full_heads = |r: &RunView| model(r).attention.shared_kv_heads(model(r).n_head).is_none();

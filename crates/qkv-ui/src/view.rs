@@ -67,7 +67,7 @@ impl RunView {
 /// A run's label in the papers' notation. A name the user gave it (one the plan would not have
 /// built from the variant and its heads) follows in brackets, so two runs of one variant stay
 /// apart; a name the plan built says nothing the notation does not.
-pub fn run_label(name: &str, model: &qkv_model::GptConfig) -> String {
+pub fn run_label(name: &str, model: &qkv_model::ModelConfig) -> String {
     use qkv_train::plan::RunPlan;
     let notation = model.attention.notation(model.n_head);
     let kv_heads = model.attention.shared_kv_heads(model.n_head);

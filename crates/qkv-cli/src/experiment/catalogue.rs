@@ -1,7 +1,7 @@
 //! The paper catalogue: which studies `qkv experiment` trains for each paper at each scale (the
 //! runs, their variants and scales, the parameter-matched MLPs).
 
-use qkv_model::{AttentionVariant, GptConfig, ParamReport, Preset};
+use qkv_model::{AttentionVariant, ModelConfig, ParamReport, Preset};
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
 use qkv_train::{DataSource, Framing, ImageSource, SyntheticTask, TrainingConfig};
 
@@ -113,7 +113,7 @@ impl Scale {
 }
 
 /// The MLP width that brings `config` (with `variant`) closest to `target` parameters.
-pub(super) fn mlp_matching(config: &GptConfig, variant: AttentionVariant, target: usize) -> usize {
+pub(super) fn mlp_matching(config: &ModelConfig, variant: AttentionVariant, target: usize) -> usize {
     let params = |hidden: usize| {
         let mut c = config.clone().with_variant(variant);
         c.mlp_hidden = hidden;
@@ -123,7 +123,7 @@ pub(super) fn mlp_matching(config: &GptConfig, variant: AttentionVariant, target
 }
 
 /// The width of the MLP that spends W_Q's parameters: wq-identity's model at standard's count.
-fn wide_mlp(config: &GptConfig) -> usize {
+fn wide_mlp(config: &ModelConfig) -> usize {
     let standard = ParamReport::new(&config.clone().with_variant(AttentionVariant::Standard)).total_params;
     mlp_matching(config, AttentionVariant::QueryIdentity, standard)
 }
