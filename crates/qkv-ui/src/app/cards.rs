@@ -10,30 +10,30 @@ use crate::lessons::{Card, LESSONS, Panel};
 impl Playground {
     /// The loaded lesson's steps (none outside a lesson).
     fn cards(&self) -> &'static [Card] {
-        self.lesson.map_or(&[], |i| LESSONS[i].cards)
+        self.lesson.index.map_or(&[], |i| LESSONS[i].cards)
     }
 
     /// The lesson's step shown now and its number (from 0), unless the steps are hidden.
     pub fn card(&self) -> Option<(usize, Card)> {
-        if self.hidden.hides(Part::Steps) {
+        if self.shown.hidden.hides(Part::Steps) {
             return None;
         }
-        self.cards().get(self.card).map(|&card| (self.card, card))
+        self.cards().get(self.lesson.card).map(|&card| (self.lesson.card, card))
     }
 
     /// The lesson's next step (Right arrow), if there is one.
     pub fn next_card(&mut self) {
-        self.card = (self.card + 1).min(self.cards().len().saturating_sub(1));
+        self.lesson.card = (self.lesson.card + 1).min(self.cards().len().saturating_sub(1));
     }
 
     /// The lesson's previous step (Left arrow).
     pub fn previous_card(&mut self) {
-        self.card = self.card.saturating_sub(1);
+        self.lesson.card = self.lesson.card.saturating_sub(1);
     }
 
     /// Hides the steps (or shows them again): a teacher who knows the lesson skips them.
     pub fn skip_cards(&mut self, skip: bool) {
-        self.hidden.set(Part::Steps, skip);
+        self.shown.hidden.set(Part::Steps, skip);
     }
 
     /// The step's card: its sentence, where it stands among the lesson's steps, back, next and
@@ -71,7 +71,7 @@ impl Playground {
             let stroke = Stroke::new(3.0, ui.visuals().selection.bg_fill);
             // The layer's own painter, unclipped by the section's scroll area.
             ui.ctx().layer_painter(ui.layer_id()).rect_stroke(rect.expand(2.0), 6.0, stroke, egui::StrokeKind::Outside);
-            self.outlined = Some(panel);
+            self.lesson.outlined = Some(panel);
         }
     }
 }

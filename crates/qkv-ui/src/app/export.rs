@@ -12,25 +12,38 @@ use crate::files::OutgoingFile;
 /// The screenshot a PNG export waits for, filled by the renderer's callback.
 pub(super) type ScreenshotSlot = Arc<egui::mutex::Mutex<Option<Arc<ColorImage>>>>;
 
+/// What leaves the app besides runs: figures asked for, PNGs waiting for their frame, and the
+/// link that opens the setup.
+#[derive(Default)]
+pub(super) struct Exports {
+    /// Figures asked for, exported on the next frame.
+    pub(super) wanted: Vec<Export>,
+    /// PNG exports waiting for the frame they crop: which figure, where it was drawn.
+    pub(super) png_pending: Vec<(Figure, egui::Rect)>,
+    pub(super) screenshot: ScreenshotSlot,
+    /// A link that opens this setup, where the shell has one (the browser's address).
+    pub(super) share_link: Option<String>,
+}
+
 impl Playground {
     /// Exports `what` (into the export folder; the browser downloads), on the next frame.
     pub fn export_figure(&mut self, what: Export) {
-        self.exports_wanted.push(what);
+        self.exports.wanted.push(what);
     }
 
     /// Writes what was asked for since the last frame, and a PNG whose screenshot has come.
     pub(super) fn export_figures(&mut self, ctx: &egui::Context) {
-        let screen = self.screenshot.lock().take();
+        let screen = self.exports.screenshot.lock().take();
         if let Some(screen) = screen {
-            for (figure, rect) in std::mem::take(&mut self.png_pending) {
+            for (figure, rect) in std::mem::take(&mut self.exports.png_pending) {
                 match figures::png(&screen, rect, ctx.pixels_per_point(), figure) {
                     Ok(bytes) => self.save_figure(figure.stem(), "png", "image/png", bytes),
                     Err(e) => self.tell(e.to_string(), true),
                 }
             }
         }
-        let waiting = !self.png_pending.is_empty();
-        for what in std::mem::take(&mut self.exports_wanted) {
+        let waiting = !self.exports.png_pending.is_empty();
+        for what in std::mem::take(&mut self.exports.wanted) {
             match what {
                 Export::Svg(Figure::Loss) => {
                     let svg = figures::loss_svg(&self.view, self.panels.loss.smoothing);
@@ -53,13 +66,13 @@ impl Playground {
                         self.tell(FigureError::OffScreen(figure).to_string(), true);
                         continue;
                     };
-                    self.png_pending.push((figure, rect));
+                    self.exports.png_pending.push((figure, rect));
                 }
             }
         }
         // One frame serves every PNG asked for in it.
-        if !waiting && !self.png_pending.is_empty() {
-            let (slot, waker) = (self.screenshot.clone(), ctx.clone());
+        if !waiting && !self.exports.png_pending.is_empty() {
+            let (slot, waker) = (self.exports.screenshot.clone(), ctx.clone());
             ctx.send_viewport_cmd(egui::ViewportCommand::Screenshot(egui::ScreenshotCallback::new(move |image| {
                 *slot.lock() = Some(image);
                 waker.request_repaint();

@@ -30,10 +30,10 @@ impl Playground {
     /// The whole app, inside whatever container the shell gives it.
     pub fn ui(&mut self, ui: &mut Ui) {
         let started = Instant::now();
-        self.news.drawing_now();
-        self.frames.tick();
+        self.channels.news.drawing_now();
+        self.overlays.frames.tick();
         self.panels(ui);
-        self.frames.record_ui_work(started.elapsed().as_secs_f64());
+        self.overlays.frames.record_ui_work(started.elapsed().as_secs_f64());
     }
 
     fn panels(&mut self, ui: &mut Ui) {
@@ -41,8 +41,8 @@ impl Playground {
         for shortcut in shortcuts::pressed(ui.ctx(), LESSONS.len()) {
             self.apply_shortcut(shortcut);
         }
-        if self.show_keys {
-            egui::Window::new("Keys").collapsible(false).resizable(false).open(&mut self.show_keys).show(ui.ctx(), |ui| {
+        if self.overlays.show_keys {
+            egui::Window::new("Keys").collapsible(false).resizable(false).open(&mut self.overlays.show_keys).show(ui.ctx(), |ui| {
                 egui::Grid::new("keys").num_columns(2).show(ui, |ui| {
                     for (key, what) in shortcuts::KEYS {
                         ui.label(RichText::new(key).strong());
@@ -52,17 +52,17 @@ impl Playground {
                 });
             });
         }
-        if let Some(kept) = self.kept.take().filter(|kept| kept.step > 0 && !kept.files.is_empty()) {
-            self.offer = Some(kept);
+        if let Some(kept) = self.autosave.kept.take().filter(|kept| kept.step > 0 && !kept.files.is_empty()) {
+            self.autosave.offer = Some(kept);
         }
         self.receive_files(ui.ctx());
-        self.apply_look(ui.ctx());
+        self.look.apply(ui.ctx());
         // Where the figures are drawn this frame: none until they are.
         (self.panels.loss.drawn_at, self.panels.attention.drawn_at) = (None, None);
         self.panels.attention.presented.clear();
-        self.outlined = None;
+        self.lesson.outlined = None;
         self.qr_window(ui.ctx());
-        if self.look.presenting {
+        if self.look.chosen.presenting {
             self.presentation_ui(ui);
         } else {
             self.workbench_ui(ui);
@@ -102,7 +102,7 @@ impl Playground {
     }
 
     fn tab_ui(&mut self, ui: &mut Ui) {
-        match self.tab {
+        match self.shown.tab {
             Tab::Playground => self.playground_ui(ui),
             Tab::Samples => {
                 for run in self.panels.samples.ui(ui, &self.view) {
@@ -118,25 +118,25 @@ impl Playground {
         ui.horizontal_wrapped(|ui| {
             ui.heading("QKV Lab");
             ui.separator();
-            if !self.hidden.hides(Part::Classroom) {
+            if !self.shown.hidden.hides(Part::Classroom) {
                 self.classroom_menu(ui);
                 ui.separator();
             }
             self.training_buttons(ui, 120.0);
             ui.separator();
-            if !self.hidden.hides(Part::Tabs) {
-                ui.selectable_value(&mut self.tab, Tab::Playground, "Playground");
-                ui.selectable_value(&mut self.tab, Tab::Samples, "Samples");
-                ui.selectable_value(&mut self.tab, Tab::AllVariants, "All variants");
+            if !self.shown.hidden.hides(Part::Tabs) {
+                ui.selectable_value(&mut self.shown.tab, Tab::Playground, "Playground");
+                ui.selectable_value(&mut self.shown.tab, Tab::Samples, "Samples");
+                ui.selectable_value(&mut self.shown.tab, Tab::AllVariants, "All variants");
                 ui.separator();
             }
-            if !self.hidden.hides(Part::Compute) {
+            if !self.shown.hidden.hides(Part::Compute) {
                 self.compute_menu(ui);
                 ui.separator();
             }
             self.classroom_buttons(ui);
-            if self.show_readouts
-                && let Some(mean) = self.frames.mean()
+            if self.overlays.show_readouts
+                && let Some(mean) = self.overlays.frames.mean()
             {
                 ui.label(RichText::new(format!("frame {:.1} ms ({:.0} fps)", mean * 1e3, 1.0 / mean)).weak());
             }
@@ -154,7 +154,7 @@ impl Playground {
                 }
             }
             ui.separator();
-            let mut steps = !self.hidden.hides(Part::Steps);
+            let mut steps = !self.shown.hidden.hides(Part::Steps);
             if ui.checkbox(&mut steps, "a lesson's steps, one at a time").changed() {
                 self.skip_cards(!steps);
             }
@@ -163,27 +163,27 @@ impl Playground {
 
     /// The device training runs on, and the developers' readouts.
     fn compute_menu(&mut self, ui: &mut Ui) {
-        let mut compute = self.compute;
+        let mut compute = self.compute.chosen;
         let mut time_again = false;
         egui::ComboBox::from_id_salt("compute")
-            .selected_text(format!("compute: {}", self.computes[compute].label))
+            .selected_text(format!("compute: {}", self.compute.offered[compute].label))
             .show_ui(ui, |ui| {
-                for (i, c) in self.computes.iter().enumerate() {
+                for (i, c) in self.compute.offered.iter().enumerate() {
                     ui.selectable_value(&mut compute, i, &c.label);
                 }
-                if self.computes.len() > 1 {
+                if self.compute.offered.len() > 1 {
                     time_again = ui.button("time each on the next Train").clicked();
                 }
                 // For whoever tunes the app, not for the class: out of the top bar.
                 ui.separator();
-                ui.checkbox(&mut self.show_readouts, "show the frame time");
+                ui.checkbox(&mut self.overlays.show_readouts, "show the frame time");
             })
             .response
             .accessible_name("compute device");
         if let Some(label) = self.timing() {
             ui.label(RichText::new(format!("timing {label}…")).weak());
         }
-        if compute != self.compute {
+        if compute != self.compute.chosen {
             self.pick_compute(compute);
         }
         if time_again {
@@ -195,13 +195,13 @@ impl Playground {
     /// link, the list of keys.
     fn classroom_buttons(&mut self, ui: &mut Ui) {
         if ui.button("Present (P)").on_hover_text("large text and the lesson's point, for a projector").clicked() {
-            self.look.presenting = true;
+            self.look.chosen.presenting = true;
         }
         if ui.button("QR code (Q)").on_hover_text("a QR code of this demo's link, for the class's phones").clicked() {
-            self.show_qr = !self.show_qr;
+            self.overlays.show_qr = !self.overlays.show_qr;
         }
         if ui.button("Keys (?)").on_hover_text("every key and what it does").clicked() {
-            self.show_keys = !self.show_keys;
+            self.overlays.show_keys = !self.overlays.show_keys;
         }
     }
 
@@ -224,7 +224,7 @@ impl Playground {
             self.view.error = None;
         }
         let mut answer = None;
-        if let Some(kept) = &self.offer {
+        if let Some(kept) = &self.autosave.offer {
             ui.horizontal(|ui| {
                 ui.label(format!("{} runs from your last visit are kept at step {}.", kept.files.len(), kept.step));
                 if ui.button("Continue them").clicked() {
@@ -237,16 +237,16 @@ impl Playground {
         }
         match answer {
             Some(true) => self.continue_kept(),
-            Some(false) => self.offer = None,
+            Some(false) => self.autosave.offer = None,
             None => {}
         }
-        if let Some((notice, is_error)) = self.notice.clone() {
+        if let Some((notice, is_error)) = self.overlays.notice.clone() {
             // Wrapped: a lesson's pause says a sentence or two, at presentation mode's size too.
             ui.horizontal_wrapped(|ui| {
                 let colour = if is_error { ui.visuals().error_fg_color } else { ui.visuals().weak_text_color() };
                 ui.colored_label(colour, notice);
                 if ui.small_button("dismiss").clicked() {
-                    self.notice = None;
+                    self.overlays.notice = None;
                 }
             });
         }
@@ -282,7 +282,7 @@ impl Playground {
 
     /// The lesson's title and text, where a lesson is loaded.
     fn lesson_ui(&mut self, ui: &mut Ui) {
-        if let Some(lesson) = self.lesson.map(|i| &LESSONS[i]) {
+        if let Some(lesson) = self.lesson.index.map(|i| &LESSONS[i]) {
             ui.label(RichText::new(lesson.title).heading());
             wrapped(ui, lesson.explanation);
             ui.separator();
@@ -292,32 +292,32 @@ impl Playground {
     /// The setup, the throughput, the theory and the files, each a section that folds;
     /// `open`: the setup starts open (beside the charts; on a phone, under them, folded).
     fn side_sections(&mut self, ui: &mut Ui, open: bool) {
-        if !self.hidden.hides(Part::Setup) {
+        if !self.shown.hidden.hides(Part::Setup) {
             self.setup_section(ui, open);
         }
         self.throughput_section(ui);
-        if !self.hidden.hides(Part::Theory) {
+        if !self.shown.hidden.hides(Part::Theory) {
             self.theory_section(ui);
         }
-        if !self.hidden.hides(Part::Files) {
+        if !self.shown.hidden.hides(Part::Files) {
             self.files_section(ui);
         }
     }
 
     fn setup_section(&mut self, ui: &mut Ui, open: bool) {
         egui::CollapsingHeader::new("Experiment setup").default_open(open).show(ui, |ui| {
-            let changed = self.applied.as_ref().is_some_and(|a| a != &self.setup);
-            match self.panels.setup.ui(ui, &mut self.setup, changed) {
+            let changed = self.setup.changed();
+            match self.panels.setup.ui(ui, &mut self.setup.edited, changed) {
                 SetupAction::None => {}
                 SetupAction::Apply => {
-                    self.lesson = None;
+                    self.lesson.index = None;
                     self.apply_setup();
                 }
                 SetupAction::UploadText => self.pick_file(FileKind::Text),
                 SetupAction::BrowseText => {
                     if let Some(path) = self.choose_path(PathChoice::File(FileKind::Text)) {
-                        self.setup.plan.data = qkv_train::DataSource::File(path);
-                        self.lesson = None;
+                        self.setup.edited.plan.data = qkv_train::DataSource::File(path);
+                        self.lesson.index = None;
                     }
                 }
             }
@@ -345,7 +345,7 @@ impl Playground {
             if !self.view.backend.is_empty() {
                 ui.label(RichText::new(format!("trained on {}; data: {}", self.view.backend, self.view.data)).weak());
             }
-            if let Some(verdict) = &self.verdict {
+            if let Some(verdict) = &self.compute.verdict {
                 wrapped(ui, &verdict.summary());
             }
         });
@@ -353,7 +353,7 @@ impl Playground {
 
     fn theory_section(&mut self, ui: &mut Ui) {
         // The theory lesson opens its section once; after that the user decides.
-        let open = std::mem::take(&mut self.open_theory).then_some(true);
+        let open = std::mem::take(&mut self.lesson.open_theory).then_some(true);
         let highlight = self.awaits_elimination();
         let convert =
             egui::CollapsingHeader::new("Theory: eliminate W_Q").open(open).show(ui, |ui| self.panels.theory.ui(ui, &self.view, highlight));
@@ -367,7 +367,7 @@ impl Playground {
 
     fn files_section(&mut self, ui: &mut Ui) {
         let files = egui::CollapsingHeader::new("Export and import")
-            .show(ui, |ui| self.panels.files.ui(ui, &self.view, self.share_link.as_deref()))
+            .show(ui, |ui| self.panels.files.ui(ui, &self.view, self.exports.share_link.as_deref()))
             .body_returned
             .unwrap_or(FilesRequest::None);
         match files {

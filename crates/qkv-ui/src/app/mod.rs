@@ -1,20 +1,27 @@
 //! The playground: the panels around one training session. It sends the session commands and
 //! draws its messages; it never computes anything itself.
 
+mod autosave;
 mod cards;
+mod channels;
+mod compute;
 mod export;
 mod layout;
+mod lesson;
+mod look;
+mod overlays;
 mod present;
+mod setups;
+mod shown;
 mod trial;
 
 use qkv_session::{CheckpointFile, Command, RunId, Session, SessionHandle};
 
-use crate::files::{FileKind, Inbox, IncomingFile, KeptInbox, KeptRuns, OutgoingFile, PathChoice};
+use crate::files::{FileKind, Inbox, IncomingFile, OutgoingFile, PathChoice};
 use crate::platform::Platform;
 
 use crate::attention_panel::{AttentionPanel, HeadIndex};
-use crate::compute_choice::{Compute, ComputeOffer, Verdict};
-use crate::compute_trial::Trial;
+use crate::compute_choice::{Compute, ComputeOffer};
 use crate::costs_panel::CostsPanel;
 use crate::files_panel::FilesPanel;
 use crate::frame_timer::FrameTimer;
@@ -30,24 +37,21 @@ use crate::setup_panel::{Setup, SetupPanel};
 use crate::shortcuts::Shortcut;
 use crate::theory_panel::TheoryPanel;
 use crate::view::SessionView;
-
-/// Steps between two autosaves of every run, where the platform keeps runs (the browser): a
-/// checkpoint of the classroom demo's two runs is about 2.6 MB, written in the background.
-const AUTOSAVE_EVERY: usize = 50;
+use autosave::Autosave;
+use channels::Channels;
+use compute::ComputeChoice;
+use export::Exports;
+use lesson::{Discussion, LessonProgress};
+use look::Appearance;
+use overlays::Overlays;
+use setups::Setups;
+use shown::Shown;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tab {
     Playground,
     Samples,
     AllVariants,
-}
-
-/// A lesson's pause for discussion: still ahead, now (paused, its words shown), or done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Discussion {
-    Ahead,
-    Now,
-    Done,
 }
 
 /// What the last frame drew (what the UI tests look at).
@@ -95,67 +99,22 @@ impl Panels {
     }
 }
 
-/// The app: the setup, the session training it, and the panels that show it. Shells and tests
-/// reach it through methods, as a user would through the panels.
+/// The app: the setup, the session training it, and the panels that show it, in parts of one
+/// concern each. Shells and tests reach it through methods, as a user would through the panels.
 pub struct Playground {
-    setup: Setup,
-    /// The setup the session was last loaded with.
-    applied: Option<Setup>,
-    session: SessionHandle,
+    setup: Setups,
+    channels: Channels,
+    /// What the session has reported, as the panels draw it.
     view: SessionView,
-    computes: Vec<Compute>,
-    compute: usize,
-    /// Why `compute` trains: the remembered or new verdict of a trial, or the user's pick.
-    verdict: Option<Verdict>,
-    /// The shell was told which compute to use: nothing is timed.
-    pinned: bool,
-    /// The timing of every compute under way (from the first Train without a verdict).
-    trial: Option<Trial>,
-    /// When the session's news is drawn.
-    news: NewsPacing,
-    tab: Tab,
-    lesson: Option<usize>,
-    /// The lesson's step shown (an index into its cards).
-    card: usize,
-    /// The panel the step outlined in the last frame.
-    outlined: Option<Panel>,
-    /// The controls the link or the command line hid.
-    hidden: Hidden,
+    compute: ComputeChoice,
+    shown: Shown,
+    lesson: LessonProgress,
     /// Each panel's own state (what it shows is the view's).
     panels: Panels,
-    /// The latest note for the user (saved files, errors of the shell's own work).
-    notice: Option<(String, bool)>,
-    frames: FrameTimer,
-    open_theory: bool,
-    /// The list of keys is open (`?`).
-    show_keys: bool,
-    /// The developers' readouts (frame time) are shown in the top bar.
-    show_readouts: bool,
-    /// Where the lesson is with its pause for discussion (it pauses once per load).
-    discussion: Discussion,
-    /// The QR code of the demo's link is open (`Q`).
-    show_qr: bool,
-    /// The link the QR code drawn in the last frame holds (for tests).
-    qr_shown: Option<String>,
-    /// Presentation mode and the theme, as the user chose them.
-    look: Look,
-    /// The style the shell gave the app, which each look starts from (taken at the first frame).
-    shell_style: Option<std::sync::Arc<egui::Style>>,
-    /// The look the context's style was last set to.
-    applied_look: Option<Look>,
-    /// Figures asked for, exported on the next frame.
-    exports_wanted: Vec<crate::figures::Export>,
-    /// PNG exports waiting for the frame they crop: which figure, where it was drawn.
-    png_pending: Vec<(crate::figures::Figure, egui::Rect)>,
-    screenshot: export::ScreenshotSlot,
-    /// A link that opens this setup, where the shell has one (the browser's address).
-    share_link: Option<String>,
-    inbox: Inbox,
-    /// Runs the platform kept from an earlier start, offered until continued or dismissed.
-    kept: KeptInbox,
-    offer: Option<KeptRuns>,
-    /// The experiment step of the last snapshot asked for (autosave).
-    autosaved_at: usize,
+    overlays: Overlays,
+    look: Appearance,
+    exports: Exports,
+    autosave: Autosave,
     platform: Box<dyn Platform>,
 }
 
@@ -172,66 +131,37 @@ impl Playground {
     /// is the setup stored by a previous run of the app (JSON); an unreadable one is replaced by
     /// the default.
     pub fn new(ctx: &egui::Context, platform: Box<dyn Platform>, offer: impl Into<ComputeOffer>, saved: Option<&str>) -> Self {
-        let ComputeOffer { computes, pinned, remembered } = offer.into();
-        assert!(!computes.is_empty(), "the playground needs at least one device");
-        let labels: Vec<&str> = computes.iter().map(|c| c.label.as_str()).collect();
-        // A remembered verdict holds while the same computes are offered and none is pinned.
-        let verdict = remembered.as_deref().and_then(Verdict::parse).filter(|v| !pinned && v.holds_for(&labels));
-        let compute = verdict.as_ref().and_then(|v| labels.iter().position(|l| *l == v.chosen)).unwrap_or(0);
+        let compute = ComputeChoice::new(offer.into());
         let (setup, notice) = match saved.map(serde_json::from_str::<Setup>) {
             Some(Ok(setup)) => (setup, None),
             Some(Err(e)) => (Setup::default(), Some((format!("the saved setup could not be read ({e}); starting from the default"), true))),
             None => (Setup::default(), None),
         };
         let news = NewsPacing::new(ctx);
-        let session = start_session(platform.as_ref(), &news, &computes[compute]);
+        let session = start_session(platform.as_ref(), &news, compute.current());
         let folder = platform.default_folder();
         // A setup that is a lesson's (the default is the first) shows that lesson's text.
         let lesson = LESSONS.iter().position(|lesson| (lesson.plan)() == setup.plan);
         let mut playground = Self {
-            setup,
-            applied: None,
-            session,
+            setup: Setups { edited: setup, applied: None },
+            channels: Channels { session, news, inbox: Inbox::default() },
             view: SessionView::default(),
-            computes,
             compute,
-            verdict,
-            pinned,
-            trial: None,
-            news,
-            tab: Tab::Playground,
-            lesson,
-            card: 0,
-            outlined: None,
-            hidden: Hidden::default(),
+            shown: Shown::default(),
+            lesson: LessonProgress::at_start(lesson),
             panels: Panels::new(folder),
-            notice,
-            frames: FrameTimer::default(),
-            open_theory: false,
-            show_keys: false,
-            show_readouts: false,
-            discussion: Discussion::Ahead,
-            show_qr: false,
-            qr_shown: None,
-            look: Look::default(),
-            shell_style: None,
-            applied_look: None,
-            exports_wanted: Vec::new(),
-            png_pending: Vec::new(),
-            screenshot: Default::default(),
-            share_link: None,
-            inbox: Inbox::default(),
-            kept: KeptInbox::default(),
-            offer: None,
-            autosaved_at: 0,
+            overlays: Overlays { notice, ..Overlays::default() },
+            look: Appearance::default(),
+            exports: Exports::default(),
+            autosave: Autosave::default(),
             platform,
         };
-        playground.platform.kept_runs(&playground.kept);
+        playground.platform.kept_runs(&playground.autosave.kept);
         // The first screen shows what the setup is about before anyone presses Train: its
         // parameter and KV-cache bars, the untrained models' loss and attention maps. On a GPU this
         // also compiles the kernels the first step needs while the page draws.
         playground.apply_setup();
-        if let Some(verdict) = &playground.verdict {
+        if let Some(verdict) = &playground.compute.verdict {
             let summary = verdict.summary();
             playground.tell(summary, false);
         }
@@ -240,17 +170,17 @@ impl Playground {
 
     /// The setup to persist.
     pub fn saved_setup(&self) -> String {
-        serde_json::to_string(&self.setup).unwrap_or_default()
+        serde_json::to_string(&self.setup.edited).unwrap_or_default()
     }
 
     /// The shell's measure of the last repaint's cost on the UI thread, which paces how often
     /// training news is drawn.
     pub fn record_repaint(&mut self, secs: f64) {
-        self.news.record_repaint(secs);
+        self.channels.news.record_repaint(secs);
     }
 
     pub fn compute_label(&self) -> &str {
-        &self.computes[self.compute].label
+        &self.compute.current().label
     }
 
     /// What the session has reported: the runs, their curves, the attention maps.
@@ -260,36 +190,36 @@ impl Playground {
 
     /// The setup being edited.
     pub fn setup(&self) -> &Setup {
-        &self.setup
+        &self.setup.edited
     }
 
     /// The setup being edited, for a shell or a test that edits it as the setup panel would.
     pub fn setup_mut(&mut self) -> &mut Setup {
-        &mut self.setup
+        &mut self.setup.edited
     }
 
     /// The latest note for the user, and whether it reports a problem.
     pub fn notice(&self) -> Option<(&str, bool)> {
-        self.notice.as_ref().map(|(text, is_problem)| (text.as_str(), *is_problem))
+        self.overlays.notice()
     }
 
     /// Shows `text` in the top bar (a problem in the error colour).
     pub fn tell(&mut self, text: String, is_problem: bool) {
-        self.notice = Some((text, is_problem));
+        self.overlays.notice = Some((text, is_problem));
     }
 
     /// The frame times measured so far.
     pub fn frames(&self) -> &FrameTimer {
-        &self.frames
+        &self.overlays.frames
     }
 
     /// A link that opens the applied setup, where the shell has one (the browser's address).
     pub fn set_share_link(&mut self, link: String) {
-        self.share_link = Some(link);
+        self.exports.share_link = Some(link);
     }
 
     pub fn share_link(&self) -> Option<&str> {
-        self.share_link.as_deref()
+        self.exports.share_link.as_deref()
     }
 
     /// Where exports are written (desktop).
@@ -311,7 +241,7 @@ impl Playground {
         Drawn {
             attention_maps: self.panels.attention.maps_drawn,
             loss_points: self.panels.loss.points_drawn,
-            qr_link: self.qr_shown.clone(),
+            qr_link: self.overlays.qr_shown.clone(),
             presented_maps: self
                 .panels
                 .attention
@@ -320,15 +250,15 @@ impl Playground {
                 .filter_map(|&r| self.view.runs.get(r))
                 .map(|r| r.label().to_string())
                 .collect(),
-            outlined: self.outlined,
+            outlined: self.lesson.outlined,
         }
     }
 
     fn send(&mut self, command: Command) {
-        if !self.session.send(command) {
+        if !self.channels.session.send(command) {
             self.tell("the training session stopped unexpectedly; restarting it".into(), true);
-            self.session = start_session(self.platform.as_ref(), &self.news, &self.computes[self.compute]);
-            self.applied = None;
+            self.channels.session = start_session(self.platform.as_ref(), &self.channels.news, self.compute.current());
+            self.setup.applied = None;
         }
     }
 
@@ -336,25 +266,24 @@ impl Playground {
     pub fn apply_setup(&mut self) {
         self.cancel_trial();
         self.view = SessionView { exports: std::mem::take(&mut self.view.exports), ..SessionView::default() };
-        self.autosaved_at = 0;
-        self.discussion = Discussion::Ahead;
+        self.autosave.saved_at = 0;
+        self.lesson.discussion = Discussion::Ahead;
         self.send(Command::AttentionEvery(self.panels.attention.refresh_every));
-        self.send(Command::Load(self.setup.plan.clone()));
-        self.applied = Some(self.setup.clone());
+        self.send(Command::Load(self.setup.edited.plan.clone()));
+        self.setup.applied = Some(self.setup.edited.clone());
     }
 
     fn ensure_loaded(&mut self) {
         // A setup already sent is not sent again: its Load may still be on its way.
-        if self.applied.as_ref() != Some(&self.setup) {
+        if self.setup.unloaded() {
             self.apply_setup();
         }
     }
 
     pub fn train(&mut self) {
         // Going on ends the lesson's pause, and what it said.
-        if self.discussion == Discussion::Now {
-            self.discussion = Discussion::Done;
-            self.notice = None;
+        if self.lesson.go_on() {
+            self.overlays.notice = None;
         }
         // Train while another compute is timed: the user wants this one now.
         self.cancel_trial();
@@ -383,7 +312,7 @@ impl Playground {
 
     /// The lesson whose setup is loaded, if the setup is a lesson's.
     pub fn lesson(&self) -> Option<usize> {
-        self.lesson
+        self.lesson.index
     }
 
     /// What a key asks for ([`crate::shortcuts`]), as its button would do it.
@@ -399,10 +328,10 @@ impl Playground {
             Shortcut::Step => self.step(),
             Shortcut::Reset => self.apply_setup(),
             Shortcut::Lesson(index) => self.load_lesson(index),
-            Shortcut::Keys => self.show_keys = !self.show_keys,
-            Shortcut::Present => self.look.presenting = !self.look.presenting,
-            Shortcut::HighContrast => self.look.high_contrast = !self.look.high_contrast,
-            Shortcut::QrCode => self.show_qr = !self.show_qr,
+            Shortcut::Keys => self.overlays.show_keys = !self.overlays.show_keys,
+            Shortcut::Present => self.look.chosen.presenting = !self.look.chosen.presenting,
+            Shortcut::HighContrast => self.look.chosen.high_contrast = !self.look.chosen.high_contrast,
+            Shortcut::QrCode => self.overlays.show_qr = !self.overlays.show_qr,
             Shortcut::NextStep => self.next_card(),
             Shortcut::PreviousStep => self.previous_card(),
         }
@@ -411,53 +340,39 @@ impl Playground {
     /// Hides the controls a link's `hide=` (or `--hide`) names ([`Hidden::parse`]); steps the
     /// teacher skipped stay skipped.
     pub fn hide(&mut self, hidden: Hidden) {
-        let steps_skipped = self.hidden.hides(Part::Steps);
-        self.hidden = hidden;
+        let steps_skipped = self.shown.hidden.hides(Part::Steps);
+        self.shown.hidden = hidden;
         if steps_skipped {
-            self.hidden.set(Part::Steps, true);
+            self.shown.hidden.set(Part::Steps, true);
         }
     }
 
     /// Presentation mode and the theme, as the user chose them.
     pub fn look(&self) -> Look {
-        self.look
+        self.look.chosen
     }
 
     /// Enters or leaves presentation mode, or changes the theme (from the next frame on).
     pub fn set_look(&mut self, look: Look) {
-        self.look = look;
-    }
-
-    /// Sets the context's style to the chosen look when it changed.
-    fn apply_look(&mut self, ctx: &egui::Context) {
-        if self.applied_look == Some(self.look) {
-            return;
-        }
-        let shell = self.shell_style.get_or_insert_with(|| ctx.global_style());
-        ctx.set_global_style(self.look.style(shell));
-        self.applied_look = Some(self.look);
-        // This frame was laid out with the old style.
-        ctx.request_repaint();
+        self.look.chosen = look;
     }
 
     pub fn load_lesson(&mut self, index: usize) {
-        self.lesson = Some(index);
-        self.card = 0;
         let plan = (LESSONS[index].plan)();
-        self.open_theory = plan.preset == qkv_model::Preset::Theory;
-        self.setup = Setup::from_plan(plan);
+        self.lesson = LessonProgress { open_theory: plan.preset == qkv_model::Preset::Theory, ..LessonProgress::at_start(Some(index)) };
+        self.setup.edited = Setup::from_plan(plan);
         self.apply_setup();
     }
 
     /// Applies every message the session has sent since the last frame.
     fn apply_messages(&mut self) {
-        let colours = self.setup.colours32();
-        while let Some(message) = self.session.try_recv() {
+        let colours = self.setup.edited.colours32();
+        while let Some(message) = self.channels.session.try_recv() {
             self.view.apply(message, &colours);
         }
         self.advance_trial();
         self.save_exports();
-        self.autosave();
+        self.autosave_runs();
         self.pause_for_discussion();
     }
 
@@ -468,20 +383,20 @@ impl Playground {
     /// shown: the maps to discuss are there. A moment at a step is not (its words are about the
     /// steps after it).
     fn pause_for_discussion(&mut self) {
-        let Some(pause) = self.lesson.and_then(|i| LESSONS[i].pause) else { return };
+        let Some(pause) = self.lesson.index.and_then(|i| LESSONS[i].pause) else { return };
         let ended_past_it = self.view.finished && matches!(pause.when, Moment::ReferenceAccuracy(_));
         let trained = self.view.playing || ended_past_it;
-        if self.discussion != Discussion::Ahead || !trained || !pause.when.reached(&self.view) {
+        if self.lesson.discussion != Discussion::Ahead || !trained || !pause.when.reached(&self.view) {
             return;
         }
-        self.discussion = Discussion::Now;
+        self.lesson.discussion = Discussion::Now;
         self.pause();
         self.tell(pause.say.to_string(), false);
     }
 
     /// The lesson is paused at its moment to discuss, waiting for the teacher to go on.
     pub fn discussing(&self) -> bool {
-        self.discussion == Discussion::Now
+        self.lesson.discussion == Discussion::Now
     }
 
     /// Goes on from the lesson's pause as the teacher would: where the lesson waits for
@@ -499,33 +414,33 @@ impl Playground {
     /// is highlighted. Only the lesson about the elimination pauses for it (lesson 3 pauses to
     /// discuss its maps, and its Q-K-V has a button too).
     pub fn awaits_elimination(&self) -> bool {
-        let eliminating = self.lesson.is_some_and(|i| LESSONS[i].screen == crate::lessons::Screen::Elimination);
+        let eliminating = self.lesson.index.is_some_and(|i| LESSONS[i].screen == crate::lessons::Screen::Elimination);
         eliminating && self.discussing() && self.view.conversion.is_none()
     }
 
     /// Where the platform keeps runs: asks for every run's checkpoint each [`AUTOSAVE_EVERY`]
     /// steps and when training ends, and hands what comes back to the platform.
-    fn autosave(&mut self) {
+    fn autosave_runs(&mut self) {
         if let Some(snapshot) = self.view.snapshot.take() {
             self.platform.keep_runs(snapshot);
         }
         let step = self.view.step();
-        if self.platform.keeps_runs() && (step >= self.autosaved_at + AUTOSAVE_EVERY || (self.view.finished && step > self.autosaved_at)) {
-            self.autosaved_at = step;
+        if self.platform.keeps_runs() && self.autosave.due(step, self.view.finished) {
+            self.autosave.saved_at = step;
             self.send(Command::Snapshot);
         }
     }
 
     /// The experiment step of the runs kept from an earlier start, while they are offered.
     pub fn kept_offer(&self) -> Option<usize> {
-        self.offer.as_ref().map(|kept| kept.step)
+        self.autosave.offer.as_ref().map(|kept| kept.step)
     }
 
     /// Continues the runs kept from an earlier start where they stood, and trains on.
     pub fn continue_kept(&mut self) {
-        let Some(kept) = self.offer.take() else { return };
+        let Some(kept) = self.autosave.offer.take() else { return };
         self.import(kept.files);
-        self.autosaved_at = kept.step;
+        self.autosave.saved_at = kept.step;
         self.send(Command::Play);
     }
 
@@ -555,15 +470,15 @@ impl Playground {
     fn import(&mut self, files: Vec<CheckpointFile>) {
         self.cancel_trial();
         self.view = SessionView::default();
-        let upload = match &self.setup.plan.data {
+        let upload = match &self.setup.edited.plan.data {
             qkv_train::DataSource::Upload(upload) => Some(upload.clone()),
             _ => None,
         };
         self.send(Command::Import { files, upload });
         // The last autosave was of the runs this import replaces.
-        self.autosaved_at = 0;
-        self.applied = Some(self.setup.clone());
-        self.lesson = None;
+        self.autosave.saved_at = 0;
+        self.setup.applied = Some(self.setup.edited.clone());
+        self.lesson.index = None;
     }
 
     fn import_path(&mut self) {
@@ -582,8 +497,8 @@ impl Playground {
         }
         match qkv_train::Upload::new(&file.name, &file.bytes) {
             Ok(upload) => {
-                self.setup.plan.data = qkv_train::DataSource::Upload(upload);
-                self.lesson = None;
+                self.setup.edited.plan.data = qkv_train::DataSource::Upload(upload);
+                self.lesson.index = None;
                 self.tell(format!("{} is the data now: press Train (or Apply setup) to train on it", file.name), false);
             }
             Err(e) => self.tell(e.to_string(), true),
@@ -592,9 +507,9 @@ impl Playground {
 
     fn receive_files(&mut self, ctx: &egui::Context) {
         for file in ctx.input(|i| i.raw.dropped_files.clone()) {
-            self.platform.read_dropped(file, &self.inbox);
+            self.platform.read_dropped(file, &self.channels.inbox);
         }
-        for file in self.inbox.take() {
+        for file in self.channels.inbox.take() {
             match file {
                 Ok(file) => self.receive(file),
                 Err(e) => self.tell(e.to_string(), true),
@@ -604,7 +519,7 @@ impl Playground {
 
     /// Opens the platform's file dialog, where it has one.
     fn pick_file(&mut self, kind: FileKind) {
-        if !self.platform.pick(kind, &self.inbox) {
+        if !self.platform.pick(kind, &self.channels.inbox) {
             self.tell("type the file's path instead: this app has no file dialog here".into(), true);
         }
     }
@@ -623,6 +538,6 @@ impl Playground {
 
     /// The setup the session was last loaded with (what a shared link should open).
     pub fn applied_setup(&self) -> Option<&Setup> {
-        self.applied.as_ref()
+        self.setup.applied.as_ref()
     }
 }

@@ -29,7 +29,7 @@ impl Playground {
     pub(super) fn presentation_ui(&mut self, ui: &mut Ui) {
         let one_column = ui.available_width() < ONE_COLUMN_BELOW;
         egui::Panel::top("presentation_bar").show(ui, |ui| {
-            let title = self.lesson.map_or("QKV Lab", |i| LESSONS[i].title);
+            let title = self.lesson.index.map_or("QKV Lab", |i| LESSONS[i].title);
             if one_column {
                 // A title of its own: wrapped among the buttons it ran into them.
                 ui.heading(title);
@@ -41,20 +41,20 @@ impl Playground {
                 }
                 self.training_buttons(ui, 100.0);
                 ui.separator();
-                let contrast = if self.look.high_contrast { "dark (H)" } else { "light (H)" };
+                let contrast = if self.look.chosen.high_contrast { "dark (H)" } else { "light (H)" };
                 if ui.button(contrast).on_hover_text("the high-contrast light theme, for projectors").clicked() {
-                    self.look.high_contrast = !self.look.high_contrast;
+                    self.look.chosen.high_contrast = !self.look.chosen.high_contrast;
                 }
-                if self.share_link.is_some() && ui.button("QR (Q)").on_hover_text("a QR code of this demo's link").clicked() {
-                    self.show_qr = !self.show_qr;
+                if self.exports.share_link.is_some() && ui.button("QR (Q)").on_hover_text("a QR code of this demo's link").clicked() {
+                    self.overlays.show_qr = !self.overlays.show_qr;
                 }
                 if ui.button("exit (P)").on_hover_text("leave presentation mode").clicked() {
-                    self.look.presenting = false;
+                    self.look.chosen.presenting = false;
                 }
             });
             self.news_ui(ui);
         });
-        let screen = self.lesson.map_or(Screen::Maps, |i| LESSONS[i].screen);
+        let screen = self.lesson.index.map_or(Screen::Maps, |i| LESSONS[i].screen);
         egui::CentralPanel::default().show(ui, |ui| {
             let (width, height) = (ui.available_width(), ui.available_height());
             if one_column {
@@ -131,25 +131,29 @@ impl Playground {
     /// The QR code of the link a class should open, large, while it is asked for (Q); where the
     /// app has no link (the desktop) it says where to find one.
     pub(super) fn qr_window(&mut self, ctx: &egui::Context) {
-        let link = self.share_link.as_deref().map(|link| qr::class_link(link, self.lesson));
-        self.qr_shown = None;
-        egui::Window::new("Open this demo").open(&mut self.show_qr).collapsible(false).resizable(false).show(ctx, |ui| match &link {
-            Some(link) => {
-                if qr::draw(ui, link, 360.0).is_some() {
-                    self.qr_shown = Some(link.clone());
+        let link = self.exports.share_link.as_deref().map(|link| qr::class_link(link, self.lesson.index));
+        self.overlays.qr_shown = None;
+        egui::Window::new("Open this demo").open(&mut self.overlays.show_qr).collapsible(false).resizable(false).show(
+            ctx,
+            |ui| match &link {
+                Some(link) => {
+                    if qr::draw(ui, link, 360.0).is_some() {
+                        self.overlays.qr_shown = Some(link.clone());
+                    }
+                    ui.label(egui::RichText::new(link).small());
                 }
-                ui.label(egui::RichText::new(link).small());
-            }
-            None => {
-                ui.label("The browser version (trunk serve, or the project's GitHub Pages site) shows a QR code of its link.");
-            }
-        });
+                None => {
+                    ui.label("The browser version (trunk serve, or the project's GitHub Pages site) shows a QR code of its link.");
+                }
+            },
+        );
     }
 
     /// One worked example of an encoder task, on the list the maps show: "for example: 7 9 8 3
     /// becomes 3 7 9 8" (the task's own answer, not the model's).
     fn worked_example(&self) -> Option<String> {
-        let qkv_train::DataSource::Synthetic { task, framing: qkv_train::Framing::Encoder, .. } = self.applied.as_ref()?.plan.data else {
+        let qkv_train::DataSource::Synthetic { task, framing: qkv_train::Framing::Encoder, .. } = self.setup.applied.as_ref()?.plan.data
+        else {
             return None;
         };
         let digits: Vec<u32> = self.view.attention()?.tokens.iter().map(|t| t.trim().parse().ok()).collect::<Option<_>>()?;
@@ -161,7 +165,7 @@ impl Playground {
     /// the screen is about parameters, their bars, down the left column of `height`, or down
     /// the one column of a phone, scrolled (`None`).
     fn presentation_story(&mut self, ui: &mut Ui, height: Option<f32>, screen: Screen) {
-        let lesson = self.lesson.map(|i| &LESSONS[i]);
+        let lesson = self.lesson.index.map(|i| &LESSONS[i]);
         if let Some(lesson) = lesson {
             ui.label(lesson.point);
             if let Some(example) = self.worked_example() {
@@ -169,7 +173,7 @@ impl Playground {
             }
             self.card_ui(ui);
             // The theory lesson's action: the setup it trains is the theory preset.
-            if self.applied.as_ref().is_some_and(|setup| setup.plan.preset == qkv_model::Preset::Theory) {
+            if self.setup.applied.as_ref().is_some_and(|setup| setup.plan.preset == qkv_model::Preset::Theory) {
                 let buttons = ui.scope(|ui| TheoryPanel::buttons(ui, &self.view, self.awaits_elimination()));
                 self.outline(ui, Panel::Theory, buttons.response.rect);
                 if let Some(run) = buttons.inner {

@@ -13,80 +13,80 @@ use crate::compute_trial::{Outcome, Trial, TrialContext};
 impl Playground {
     /// The verdict to keep for the next visit (JSON), once there is one.
     pub fn saved_compute_choice(&self) -> Option<String> {
-        self.verdict.as_ref().map(Verdict::to_json)
+        self.compute.verdict.as_ref().map(Verdict::to_json)
     }
 
     /// Why the playground trains on its compute, once timed or picked.
     pub fn compute_choice(&self) -> Option<&Verdict> {
-        self.verdict.as_ref()
+        self.compute.verdict.as_ref()
     }
 
     /// The compute being timed, while a trial is under way.
     pub fn timing(&self) -> Option<&str> {
-        self.trial.as_ref().map(|t| self.computes[t.timing()].label.as_str())
+        self.compute.trial.as_ref().map(|t| self.compute.offered[t.timing()].label.as_str())
     }
 
     /// Times every compute on the first Train, where there is a choice nobody has made.
     pub(super) fn wants_trial(&self) -> bool {
-        self.computes.len() > 1 && !self.pinned && self.verdict.is_none() && !self.view.finished
+        self.compute.offered.len() > 1 && !self.compute.pinned && self.compute.verdict.is_none() && !self.view.finished
     }
 
     pub(super) fn start_trial(&mut self) {
-        let others = (0..self.computes.len()).filter(|&i| i != self.compute).collect();
-        let plan = &self.setup.plan;
+        let others = (0..self.compute.offered.len()).filter(|&i| i != self.compute.chosen).collect();
+        let plan = &self.setup.edited.plan;
         let runs = plan.runs.len();
         let setup = format!("{runs} run{} of the {} model", if runs == 1 { "" } else { "s" }, plan.preset);
-        self.trial = Some(Trial::start(self.compute, others, setup, Instant::now()));
-        let first = self.computes[self.compute].label.clone();
+        self.compute.trial = Some(Trial::start(self.compute.chosen, others, setup, Instant::now()));
+        let first = self.compute.offered[self.compute.chosen].label.clone();
         self.tell(format!("Timing each compute on this setup, to train on the fastest: {first} first."), false);
     }
 
     /// Ends a trial under way without a verdict: the user took over (paused, stepped, changed the
     /// setup or the compute). The contender's session ends with it.
     pub(super) fn cancel_trial(&mut self) {
-        if self.trial.take().is_some() {
-            self.pinned = true;
+        if self.compute.trial.take().is_some() {
+            self.compute.pinned = true;
         }
     }
 
     /// Looks at the trial under way; once every compute is timed, trains on the fastest and
     /// says why.
     pub(super) fn advance_trial(&mut self) {
-        let Some(trial) = &mut self.trial else { return };
-        let (platform, news, computes) = (self.platform.as_ref(), &self.news, &self.computes);
+        let Some(trial) = &mut self.compute.trial else { return };
+        let (platform, news, computes) = (self.platform.as_ref(), &self.channels.news, &self.compute.offered);
         let start = |compute: usize| start_session(platform, news, &computes[compute]);
         let labels: Vec<String> = computes.iter().map(|c| c.label.clone()).collect();
-        let colours = self.setup.colours32();
+        let colours = self.setup.edited.colours32();
         let context = TrialContext {
             start: &start,
             labels: &labels,
-            plan: &self.setup.plan,
+            plan: &self.setup.edited.plan,
             attention_every: self.panels.attention.refresh_every,
             colours: &colours,
         };
         let previous = trial.timing();
-        match trial.advance(&self.session, &self.view, &context, Instant::now()) {
+        match trial.advance(&self.channels.session, &self.view, &context, Instant::now()) {
             Outcome::Running => {
                 let now = trial.timing();
                 if now != previous {
-                    self.tell(format!("Timing {} on the same setup…", self.computes[now].label), false);
+                    self.tell(format!("Timing {} on the same setup…", self.compute.offered[now].label), false);
                 }
             }
             Outcome::Done { verdict, winner } => {
-                self.trial = None;
+                self.compute.trial = None;
                 if let Some(winner) = winner {
                     let mut view = winner.view;
                     // The attention panel redraws when the version changes.
                     view.attention_version += self.view.attention_version + 1;
                     view.exports.append(&mut self.view.exports);
                     self.view = view;
-                    self.session = winner.session;
-                    self.compute = winner.compute;
+                    self.channels.session = winner.session;
+                    self.compute.chosen = winner.compute;
                 }
                 match verdict {
                     Some(verdict) => {
                         self.tell(verdict.summary(), false);
-                        self.verdict = Some(verdict);
+                        self.compute.verdict = Some(verdict);
                     }
                     None => self.tell("No compute could be timed on this setup; training stays where it was.".into(), true),
                 }
@@ -99,17 +99,17 @@ impl Playground {
     /// remembered over any timing.
     pub fn pick_compute(&mut self, compute: usize) {
         self.cancel_trial();
-        self.compute = compute;
-        self.verdict = Some(Verdict::picked(self.computes[compute].label.clone(), self.verdict.as_ref()));
-        self.session = start_session(self.platform.as_ref(), &self.news, &self.computes[compute]);
+        self.compute.chosen = compute;
+        self.compute.verdict = Some(Verdict::picked(self.compute.offered[compute].label.clone(), self.compute.verdict.as_ref()));
+        self.channels.session = start_session(self.platform.as_ref(), &self.channels.news, &self.compute.offered[compute]);
         self.apply_setup();
     }
 
     /// Forgets the verdict: the next Train times every compute again.
     pub fn time_again(&mut self) {
         self.cancel_trial();
-        self.verdict = None;
-        self.pinned = false;
+        self.compute.verdict = None;
+        self.compute.pinned = false;
         self.tell("The next Train times each compute on the setup it trains.".into(), false);
     }
 }
