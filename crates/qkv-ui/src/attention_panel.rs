@@ -7,7 +7,8 @@ use qkv_model::ModelDiagnostics;
 use qkv_session::AttentionMaps;
 use qkv_train::papers::PAPER2_KEY_VALUE_COSINE;
 
-use crate::figures::{Export, Figure};
+use crate::figures::Figure;
+use crate::intent::Intent;
 use crate::palette;
 use crate::presentation::{LABEL_POINTS, map_window};
 use crate::view::SessionView;
@@ -67,15 +68,6 @@ impl Default for AttentionPanel {
             drawn_at: None,
         }
     }
-}
-
-/// What the user asked the session for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AttentionRequest {
-    None,
-    Prompt(String),
-    RefreshEvery(usize),
-    Export(Export),
 }
 
 /// A texture kept between frames (a texture is freed when its handle drops, before the frame is
@@ -226,8 +218,8 @@ impl AttentionPanel {
     }
 
     /// The prompt (text maps only), the refresh interval and the exports, above the maps.
-    fn controls_ui(&mut self, ui: &mut Ui, images: bool) -> AttentionRequest {
-        let mut request = AttentionRequest::None;
+    fn controls_ui(&mut self, ui: &mut Ui, images: bool) -> Option<Intent> {
+        let mut request = None;
         ui.horizontal_wrapped(|ui| {
             if !images {
                 ui.label("prompt");
@@ -235,17 +227,17 @@ impl AttentionPanel {
                     .add(egui::TextEdit::singleline(&mut self.prompt).hint_text("a line of the validation text").desired_width(320.0))
                     .accessible_name("attention prompt");
                 if edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) || ui.button("show").clicked() {
-                    request = AttentionRequest::Prompt(self.prompt.clone());
+                    request = Some(Intent::AttentionPrompt(self.prompt.clone()));
                 }
             }
             ui.label("refresh every");
             let refresh = ui.add(egui::DragValue::new(&mut self.refresh_every).range(1..=10_000).suffix(" steps"));
             if refresh.accessible_name("refresh every").changed() {
-                request = AttentionRequest::RefreshEvery(self.refresh_every);
+                request = Some(Intent::RefreshMapsEvery(self.refresh_every));
             }
             ui.separator();
             if let Some(export) = export_buttons(ui, Figure::AttentionMaps, false) {
-                request = AttentionRequest::Export(export);
+                request = Some(Intent::ExportFigure(export));
             }
         });
         request
@@ -273,7 +265,7 @@ impl AttentionPanel {
         });
     }
 
-    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> AttentionRequest {
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Option<Intent> {
         // A vision experiment's maps read its first held-out image: there is no prompt to type.
         let images = view.attention().is_some_and(|maps| maps.images.is_some());
         let request = self.controls_ui(ui, images);

@@ -2,27 +2,10 @@
 //! the setup. Where files go is the platform's business; this panel only says what the user asked.
 
 use egui::Ui;
-use qkv_session::RunId;
 
+use crate::files::FileKind;
+use crate::intent::Intent;
 use crate::view::SessionView;
-
-/// What the user asked for in the files panel.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FilesRequest {
-    None,
-    /// Save this run's checkpoint and metrics.
-    Export(RunId),
-    /// Continue the run saved at the typed path.
-    ImportPath,
-    /// Choose the checkpoint's path in the platform's dialog, then continue it.
-    BrowseCheckpoint,
-    /// Choose the export folder in the platform's dialog.
-    ChooseFolder,
-    /// Open the platform's dialog for a checkpoint.
-    PickCheckpoint,
-    /// Copy this link (it opens the applied setup).
-    CopyLink(String),
-}
 
 #[derive(Default)]
 pub struct FilesPanel {
@@ -36,14 +19,14 @@ pub struct FilesPanel {
 
 impl FilesPanel {
     /// `share_link`: a link that opens the applied setup, where the shell has one.
-    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView, share_link: Option<&str>) -> FilesRequest {
-        let mut request = FilesRequest::None;
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView, share_link: Option<&str>) -> Option<Intent> {
+        let mut request = None;
         if self.paths {
             ui.horizontal(|ui| {
                 // Buttons first: the fields take what width is left in the panel.
                 ui.label("folder");
                 if ui.button("choose…").clicked() {
-                    request = FilesRequest::ChooseFolder;
+                    request = Some(Intent::ChooseFolder);
                 }
                 ui.add(egui::TextEdit::singleline(&mut self.folder).desired_width(ui.available_width())).accessible_name("export folder");
             });
@@ -51,7 +34,7 @@ impl FilesPanel {
         ui.horizontal_wrapped(|ui| {
             for run in &view.runs {
                 if ui.button(format!("export {}", run.name())).clicked() {
-                    request = FilesRequest::Export(run.info.id);
+                    request = Some(Intent::ExportRun(run.info.id));
                 }
             }
         });
@@ -59,21 +42,21 @@ impl FilesPanel {
             ui.horizontal(|ui| {
                 ui.label("checkpoint");
                 if ui.button("browse…").clicked() {
-                    request = FilesRequest::BrowseCheckpoint;
+                    request = Some(Intent::BrowseCheckpoint);
                 }
                 if ui.button("import").on_hover_text("continue the run saved at the path typed here").clicked() {
-                    request = FilesRequest::ImportPath;
+                    request = Some(Intent::ImportPath);
                 }
                 ui.add(egui::TextEdit::singleline(&mut self.import_path).hint_text("path/to/run.qkv").desired_width(ui.available_width()))
                     .accessible_name("checkpoint path");
             });
         } else if ui.button("load checkpoint…").on_hover_text("or drop a .qkv file on the page").clicked() {
-            request = FilesRequest::PickCheckpoint;
+            request = Some(Intent::PickFile(FileKind::Checkpoint));
         }
         if let Some(link) = share_link
             && ui.button("copy link to this setup").on_hover_text(link).clicked()
         {
-            request = FilesRequest::CopyLink(link.to_string());
+            request = Some(Intent::CopyLink(link.to_string()));
         }
         request
     }

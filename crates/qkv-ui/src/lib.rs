@@ -16,6 +16,7 @@ pub mod files_panel;
 pub mod frame_timer;
 pub mod hidden;
 pub mod images_panel;
+pub mod intent;
 pub mod lessons;
 pub mod loss_panel;
 pub mod news;

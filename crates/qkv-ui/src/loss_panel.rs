@@ -5,7 +5,8 @@ use egui::{ComboBox, RichText, Slider, Ui};
 use egui_plot::{Line, LineStyle, Plot, PlotPoint, PlotPoints, VLine};
 use qkv_train::StepRecord;
 
-use crate::figures::{Export, Figure, decimals};
+use crate::figures::{Figure, decimals};
+use crate::intent::Intent;
 use crate::smoothing::Ema;
 use crate::ticks;
 use crate::verdict::verdict_ui;
@@ -100,7 +101,7 @@ impl TrainCurve {
 
 impl LossPanel {
     /// The chart's settings above the chart; what the user asked to export.
-    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Option<Export> {
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Option<Intent> {
         let mut export = None;
         ui.horizontal_wrapped(|ui| {
             ui.checkbox(&mut self.log_y, "log y");
@@ -110,7 +111,7 @@ impl LossPanel {
                     ui.selectable_value(&mut self.x_axis, axis, axis.label());
                 }
             });
-            export = export_buttons(ui, Figure::Loss, true);
+            export = export_buttons(ui, Figure::Loss, true).map(Intent::ExportFigure);
         });
         self.chart(ui, view);
         export

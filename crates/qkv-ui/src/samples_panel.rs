@@ -1,9 +1,9 @@
 //! Generated text per run, on demand, with temperature and top-k.
 
 use egui::{DragValue, RichText, Slider, Ui};
-use qkv_session::RunId;
 use qkv_train::generate::SampleOptions;
 
+use crate::intent::Intent;
 use crate::view::SessionView;
 
 pub struct SamplesPanel {
@@ -18,8 +18,8 @@ impl Default for SamplesPanel {
 }
 
 impl SamplesPanel {
-    /// Returns the runs to sample from (the app sends the requests).
-    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Vec<RunId> {
+    /// Asks for samples from the runs whose button was pressed (the app sends the requests).
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView) -> Option<Intent> {
         let mut requests = Vec::new();
         ui.horizontal(|ui| {
             ui.label("prompt");
@@ -56,6 +56,6 @@ impl SamplesPanel {
                 ui.separator();
             }
         });
-        requests
+        (!requests.is_empty()).then_some(Intent::Sample(requests))
     }
 }

@@ -10,6 +10,8 @@ use qkv_train::plan::{ExperimentPlan, RunPlan};
 use qkv_train::recipe::TrainingConfig;
 use qkv_train::{DataSource, Framing, ImageSource, SyntheticTask, TokenizerKind};
 
+use crate::files::FileKind;
+use crate::intent::Intent;
 use crate::palette;
 
 /// Everything the setup panel edits; persisted across restarts.
@@ -88,18 +90,6 @@ pub struct SetupPanel {
     pub paths: bool,
 }
 
-/// What the user asked for in the setup panel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SetupAction {
-    None,
-    /// Build the experiment anew from the edited setup.
-    Apply,
-    /// Open the file picker for a text to train on (the browser's way to name a file).
-    UploadText,
-    /// Choose the path of a text to train on in the platform's dialog (the desktop's).
-    BrowseText,
-}
-
 /// Characters or BPE with its vocabulary size (or the tokenizer file a link named).
 fn tokenizer_ui(ui: &mut Ui, tokenizer: &mut TokenizerKind) {
     let is_bpe = matches!(*tokenizer, TokenizerKind::Bpe { .. });
@@ -162,12 +152,12 @@ fn model_and_training_rows(ui: &mut Ui, plan: &mut ExperimentPlan, preset_config
 }
 
 impl SetupPanel {
-    pub fn ui(&mut self, ui: &mut Ui, setup: &mut Setup, changed_since_apply: bool) -> SetupAction {
+    pub fn ui(&mut self, ui: &mut Ui, setup: &mut Setup, changed_since_apply: bool) -> Option<Intent> {
         let plan = &mut setup.plan;
         let preset_config = plan.preset.config();
         let recipe = TrainingConfig::for_preset(plan.preset);
 
-        let mut data_action = SetupAction::None;
+        let mut data_action = None;
         let before = (plan.preset, plan.data.clone());
         Grid::new("setup_base").num_columns(2).spacing([8.0, 4.0]).show(ui, |ui| {
             ui.label("preset");
@@ -264,7 +254,7 @@ impl SetupPanel {
             }
             let apply = egui::Button::new(if changed_since_apply { "Apply setup (resets training)" } else { "Apply setup" });
             if ui.add(apply).clicked() {
-                action = SetupAction::Apply;
+                action = Some(Intent::ApplySetup);
             }
         });
         action
@@ -291,10 +281,10 @@ fn match_preset_and_data(plan: &mut ExperimentPlan, (preset, data): (Preset, Dat
 }
 
 /// The data row; says whether the user asked for a text (uploaded, or by path in a dialog).
-fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
+fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> Option<Intent> {
     let upload_button = |ui: &mut Ui| {
         let asked = ui.button("upload…").on_hover_text("or drop a UTF-8 .txt file on the page").clicked();
-        if asked { SetupAction::UploadText } else { SetupAction::None }
+        asked.then_some(Intent::PickFile(FileKind::Text))
     };
     let label = match data {
         DataSource::Shakespeare => "Shakespeare (embedded)",
@@ -378,11 +368,11 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> SetupAction {
             ui.add(egui::TextEdit::singleline(path).hint_text("path to a UTF-8 text file").desired_width(ui.available_width()))
                 .accessible_name("text file path");
             if browse {
-                return SetupAction::BrowseText;
+                return Some(Intent::BrowseText);
             }
         }
     }
-    SetupAction::None
+    None
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use egui::{RichText, Ui};
 
 use qkv_session::RunId;
 
+use crate::intent::Intent;
 use crate::view::{RunView, SessionView};
 
 #[derive(Default)]
@@ -40,7 +41,7 @@ impl TheoryPanel {
 
     /// Returns the run whose W_Q the user asked to eliminate.
     /// `highlight`: the lesson paused for the button to be pressed.
-    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView, highlight: bool) -> Option<RunId> {
+    pub fn ui(&mut self, ui: &mut Ui, view: &SessionView, highlight: bool) -> Option<Intent> {
         crate::widgets::wrapped(
             ui,
             "Any invertible matrix T can be folded into the layer's input: X becomes XT and each of W_Q, W_K, W_V \
@@ -84,6 +85,6 @@ impl TheoryPanel {
                 ui.end_row();
             });
         }
-        convert
+        convert.map(Intent::EliminateQuery)
     }
 }

@@ -6,15 +6,9 @@
 use egui::{RichText, Ui};
 use web_time::Instant;
 
-use qkv_session::Command;
-
 use super::{Playground, Tab};
-use crate::attention_panel::AttentionRequest;
-use crate::files::{FileKind, PathChoice};
-use crate::files_panel::FilesRequest;
 use crate::hidden::Part;
 use crate::lessons::{LESSONS, Panel};
-use crate::setup_panel::SetupAction;
 use crate::shortcuts;
 use crate::widgets::wrapped;
 
@@ -105,9 +99,8 @@ impl Playground {
         match self.shown.tab {
             Tab::Playground => self.playground_ui(ui),
             Tab::Samples => {
-                for run in self.panels.samples.ui(ui, &self.view) {
-                    let options = qkv_train::generate::SampleOptions { seed: run.0 as u64 + 1, ..self.panels.samples.options.clone() };
-                    self.send(Command::Sample { run, prompt: self.panels.samples.prompt.clone(), options });
+                if let Some(intent) = self.panels.samples.ui(ui, &self.view) {
+                    self.carry_out(ui.ctx(), intent);
                 }
             }
             Tab::AllVariants => self.panels.variants.ui(ui),
@@ -307,19 +300,8 @@ impl Playground {
     fn setup_section(&mut self, ui: &mut Ui, open: bool) {
         egui::CollapsingHeader::new("Experiment setup").default_open(open).show(ui, |ui| {
             let changed = self.setup.changed();
-            match self.panels.setup.ui(ui, &mut self.setup.edited, changed) {
-                SetupAction::None => {}
-                SetupAction::Apply => {
-                    self.lesson.index = None;
-                    self.apply_setup();
-                }
-                SetupAction::UploadText => self.pick_file(FileKind::Text),
-                SetupAction::BrowseText => {
-                    if let Some(path) = self.choose_path(PathChoice::File(FileKind::Text)) {
-                        self.setup.edited.plan.data = qkv_train::DataSource::File(path);
-                        self.lesson.index = None;
-                    }
-                }
+            if let Some(intent) = self.panels.setup.ui(ui, &mut self.setup.edited, changed) {
+                self.carry_out(ui.ctx(), intent);
             }
         });
     }
@@ -360,8 +342,8 @@ impl Playground {
         let rect =
             convert.body_response.as_ref().map_or(convert.header_response.rect, |body| body.rect.union(convert.header_response.rect));
         self.outline(ui, Panel::Theory, rect);
-        if let Some(run) = convert.body_returned.flatten() {
-            self.send(Command::EliminateQuery { run, into: self.view.unused_id() });
+        if let Some(intent) = convert.body_returned.flatten() {
+            self.carry_out(ui.ctx(), intent);
         }
     }
 
@@ -369,27 +351,9 @@ impl Playground {
         let files = egui::CollapsingHeader::new("Export and import")
             .show(ui, |ui| self.panels.files.ui(ui, &self.view, self.exports.share_link.as_deref()))
             .body_returned
-            .unwrap_or(FilesRequest::None);
-        match files {
-            FilesRequest::None => {}
-            FilesRequest::Export(run) => self.export(run),
-            FilesRequest::ImportPath => self.import_path(),
-            FilesRequest::BrowseCheckpoint => {
-                if let Some(path) = self.choose_path(PathChoice::File(FileKind::Checkpoint)) {
-                    self.panels.files.import_path = path;
-                    self.import_path();
-                }
-            }
-            FilesRequest::ChooseFolder => {
-                if let Some(path) = self.choose_path(PathChoice::Folder) {
-                    self.panels.files.folder = path;
-                }
-            }
-            FilesRequest::PickCheckpoint => self.pick_file(FileKind::Checkpoint),
-            FilesRequest::CopyLink(link) => {
-                ui.ctx().copy_text(link);
-                self.tell("copied a link that opens this setup".into(), false);
-            }
+            .flatten();
+        if let Some(intent) = files {
+            self.carry_out(ui.ctx(), intent);
         }
     }
 
@@ -442,8 +406,8 @@ impl Playground {
     fn loss_section(&mut self, ui: &mut Ui) {
         let drawn = ui.vertical(|ui| {
             ui.label(RichText::new("Loss").strong());
-            if let Some(export) = self.panels.loss.ui(ui, &self.view) {
-                self.export_figure(export);
+            if let Some(intent) = self.panels.loss.ui(ui, &self.view) {
+                self.carry_out(ui.ctx(), intent);
             }
         });
         self.outline(ui, Panel::Loss, drawn.response.rect);
@@ -477,11 +441,8 @@ impl Playground {
         ui.label(RichText::new("Attention maps").strong());
         let request = self.panels.attention.ui(ui, &self.view);
         self.outline(ui, Panel::Maps, egui::Rect::from_min_max(top, ui.min_rect().max));
-        match request {
-            AttentionRequest::None => {}
-            AttentionRequest::Prompt(prompt) => self.send(Command::AttentionPrompt(prompt)),
-            AttentionRequest::RefreshEvery(n) => self.send(Command::AttentionEvery(n)),
-            AttentionRequest::Export(export) => self.export_figure(export),
+        if let Some(intent) = request {
+            self.carry_out(ui.ctx(), intent);
         }
     }
 }

@@ -6,6 +6,7 @@ mod cards;
 mod channels;
 mod compute;
 mod export;
+mod intents;
 mod layout;
 mod lesson;
 mod look;
