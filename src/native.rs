@@ -232,14 +232,14 @@ pub fn run() -> eframe::Result {
             // keeps drawing with wgpu).
             computes.splice(0..0, pollster::block_on(Compute::native_gpus()));
             if let Some(wanted) = args.compute {
-                match computes.iter().position(|c| c.backend == wanted) {
+                match computes.iter().position(|c| c.backend() == wanted) {
                     Some(i) => computes.swap(0, i),
                     None if !wanted.is_built() => eprintln!(
                         "qkv-lab: this build has no {wanted} backend (build it with `cargo run --release --features {wanted}`); \
                          using {}",
-                        computes[0].label
+                        computes[0].id
                     ),
-                    None => eprintln!("qkv-lab: no {wanted} device here; using {}", computes[0].label),
+                    None => eprintln!("qkv-lab: no {wanted} device here; using {}", computes[0].id),
                 }
             }
             let offer = ComputeOffer { computes, pinned: args.compute.is_some(), remembered };

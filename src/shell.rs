@@ -1,7 +1,7 @@
 //! What the desktop and the browser shells share: the device eframe draws with, and the devices
 //! training is offered.
 
-use qkv_compute::{Backend, Compute, FLEX_LABEL};
+use qkv_compute::{Backend, Compute, ComputeId};
 use qkv_model::burn::tensor::Device;
 use qkv_model::burn::tensor::wgpu::WgpuSetup;
 
@@ -51,7 +51,7 @@ pub enum SoftwareGpu {
 
 /// The devices to offer, preferred first, and why the GPU is missing when it is.
 pub fn computes(cc: &eframe::CreationContext<'_>, software: SoftwareGpu) -> (Vec<Compute>, Option<String>) {
-    let flex = Compute::on(Backend::Flex, Device::flex(), FLEX_LABEL);
+    let flex = Compute::cpu();
     let Some(render) = &cc.wgpu_render_state else {
         return (vec![flex], Some("no GPU renderer started".into()));
     };
@@ -69,7 +69,7 @@ pub fn computes(cc: &eframe::CreationContext<'_>, software: SoftwareGpu) -> (Vec
     };
     match Device::wgpu_options().setup(setup).init() {
         Ok(device) => {
-            let gpu = Compute::on(Backend::Wgpu, device, format!("wgpu: {} ({})", info.name, info.backend));
+            let gpu = Compute::on(ComputeId::on(Backend::Wgpu, format!("{} ({})", info.name, info.backend)), device);
             let demote = software == SoftwareGpu::Demote && info.device_type == eframe::wgpu::DeviceType::Cpu;
             (if demote { vec![flex, gpu] } else { vec![gpu, flex] }, None)
         }

@@ -24,13 +24,10 @@ pub(super) fn trains_in_worker() -> bool {
     query_value("worker").as_deref() != Some("0")
 }
 
-/// The backend the address asks for: `?compute=flex` (the CPU) or `?compute=webgpu`.
+/// The backend the address asks for: `?compute=flex` (the CPU) or `?compute=webgpu`, by the
+/// backends' one table of names (`Backend::from_name`); the page has no other.
 pub(super) fn compute_asked_for() -> Option<Backend> {
-    match query_value("compute").as_deref() {
-        Some("flex") => Some(Backend::Flex),
-        Some("webgpu") => Some(Backend::Wgpu),
-        _ => None,
-    }
+    query_value("compute").and_then(|name| Backend::from_name(&name)).filter(|b| matches!(b, Backend::Flex | Backend::Wgpu))
 }
 
 /// The setup in the address, if there is one (as JSON).

@@ -1,7 +1,7 @@
 //! What this browser offers: its cores (how many Web Workers train), WebGPU, and so whether the
 //! page will train on the CPU whatever happens.
 
-use qkv_compute::{Backend, FLEX_LABEL};
+use qkv_compute::Backend;
 use qkv_ui::Verdict;
 use wasm_bindgen::JsValue;
 
@@ -35,6 +35,7 @@ pub(super) fn training_workers() -> usize {
 /// address asks for the CPU, or an earlier visit's timing chose it.
 pub(super) fn trains_on_cpu_for_sure() -> bool {
     let has_webgpu = navigator_field("gpu").is_ok_and(|gpu| !gpu.is_undefined() && !gpu.is_null());
-    let chosen_before = || remembered(COMPUTE_KEY).and_then(|json| Verdict::parse(&json)).is_some_and(|v| v.chosen == FLEX_LABEL);
+    let chosen_before =
+        || remembered(COMPUTE_KEY).and_then(|json| Verdict::parse(&json).ok()).is_some_and(|v| v.chosen.backend == Backend::Flex);
     !has_webgpu || compute_asked_for() == Some(Backend::Flex) || (compute_asked_for().is_none() && chosen_before())
 }

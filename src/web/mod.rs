@@ -30,7 +30,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use eframe::egui;
-use qkv_compute::Backend;
+use qkv_compute::{Backend, ComputeId};
 use qkv_model::burn::tensor::Device;
 use qkv_session::RunId;
 use qkv_ui::setup_panel::Setup;
@@ -110,7 +110,7 @@ impl WebShell {
         }
         let asked = compute_asked_for();
         if let Some(asked) = asked {
-            computes.sort_by_key(|c| c.backend != asked);
+            computes.sort_by_key(|c| c.backend() != asked);
         }
         let forced_cpu = asked == Some(Backend::Flex);
         let from_address = setup_in_address();
@@ -292,7 +292,7 @@ pub fn start() {
                 create.instance_descriptor.backends = eframe::wgpu::Backends::GL;
             }
             own_gpu = match Device::wgpu_options().init_async().await {
-                Ok(device) => Some(Compute::on(Backend::Wgpu, device, "wgpu: WebGPU (own device; the page draws with WebGL)")),
+                Ok(device) => Some(Compute::on(ComputeId::on(Backend::Wgpu, "WebGPU (own device; the page draws with WebGL)"), device)),
                 Err(e) => {
                     web_sys::console::warn_1(&format!("QKV Lab: no WebGPU device to train on ({e}); training on the CPU").into());
                     None

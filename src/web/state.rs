@@ -21,7 +21,7 @@ impl WebShell {
         set(&state, "timing", self.playground.timing().map_or(JsValue::NULL, Into::into));
         let choice = self.playground.compute_choice().and_then(|v| js_sys::JSON::parse(&v.to_json()).ok());
         set(&state, "computeChoice", choice.unwrap_or(JsValue::NULL));
-        set(&state, "backend", view.backend.clone().into());
+        set(&state, "backend", view.compute.as_ref().map(ToString::to_string).unwrap_or_default().into());
         set(&state, "step", (view.step() as f64).into());
         set(&state, "playing", view.playing.into());
         set(&state, "error", view.error.clone().map_or(JsValue::NULL, Into::into));

@@ -13,6 +13,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
+use qkv_compute::ComputeId;
 use qkv_model::burn::tensor::Device;
 use qkv_session::fanout::Fanout;
 use qkv_session::wire;
@@ -24,9 +25,6 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use super::capabilities::training_workers;
 use super::turns::{run_in_page, sleep};
-
-/// How the worker's session names its device (the app shows "trained on …").
-const WORKER_BACKEND: &str = "flex (CPU, in a Web Worker)";
 
 /// What the worker posts once its session listens (other strings are the reason it stopped).
 const READY: &str = "ready";
@@ -64,7 +62,7 @@ pub fn run_session(scope: web_sys::DedicatedWorkerGlobalScope) {
             let _ = scope.post_message(&format!("training stopped on an internal error ({info})").into());
         }
     }));
-    let (handle, mut task) = qkv_session::channel(Session::new(Device::flex(), WORKER_BACKEND), |_| {});
+    let (handle, mut task) = qkv_session::channel(Session::new(Device::flex(), ComputeId::cpu().in_workers(1)), |_| {});
     let handle = Rc::new(handle);
     let post = |scope: &web_sys::DedicatedWorkerGlobalScope, messages: &[Message]| {
         let posted = match wire::encode_messages(messages) {
@@ -275,19 +273,11 @@ async fn relay_to(workers: Vec<TrainingWorker>, session: Session, mut relay: Ses
                 },
                 FromWorker::Messages(bytes) => {
                     let messages = wire::decode_messages(&bytes).unwrap_or_else(|e| vec![Message::Failed(Problem::of(&e))]);
-                    let mut messages = match &mut fanout {
+                    // The fan-out's Loaded says in how many workers the runs train.
+                    let messages = match &mut fanout {
                         Some(fanout) => fanout.merge(index, messages),
                         None => messages,
                     };
-                    // The app says where it trains: in how many workers.
-                    for message in &mut messages {
-                        if let Message::Loaded { backend, runs, .. } = message {
-                            let training = runs.len().min(members.len());
-                            if training > 1 {
-                                *backend = format!("flex (CPU, in {training} Web Workers)");
-                            }
-                        }
-                    }
                     if messages.is_empty() { Ok(()) } else { relay.deliver(messages) }
                 }
                 // Before the relay starts: leave it out.

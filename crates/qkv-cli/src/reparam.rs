@@ -6,9 +6,9 @@ use clap::Args;
 use crate::Failure;
 use crate::train::{headless_session, started_or_failed};
 use pollster::FutureExt as _;
+use qkv_compute::Compute;
 use qkv_model::Preset;
 use qkv_model::burn::module::Module;
-use qkv_model::burn::tensor::Device;
 use qkv_session::{Command, Message, Session};
 use qkv_train::experiment::Experiment;
 use qkv_train::recipe::TrainingConfig;
@@ -76,18 +76,17 @@ pub fn run(args: &ReparamArgs) -> Result<(), Failure> {
     let model = args.case.config(args.preset, dataset.vocab_size());
     model.validate()?;
     let spec = RunSpec { name: "standard".into(), model, training };
-    let device = Device::flex();
-    let mut session = headless_session(&device);
-    started_or_failed(
-        session.start(Experiment::new(dataset.clone(), vec![spec], &device)?, DataSource::Shakespeare.to_string()).block_on(),
-    )?;
+    let compute = Compute::cpu();
+    let device = compute.home.clone();
+    let mut session = headless_session(&compute);
+    started_or_failed(session.start(Experiment::new(dataset.clone(), vec![spec], &device)?, DataSource::Shakespeare).block_on())?;
     step_with_progress(&mut session, "train", 0, args.steps)?;
     let experiment = session.experiment().expect("trained");
     let trained = &experiment.runs[0];
     let (conversion, mut report) = convert_and_measure(args.case, trained, &trained.model().valid(), experiment.val_batches())?;
     if !args.case.is_exact() && args.finetune > 0 {
         let converted = continue_converted(trained, conversion, "converted", &dataset)?;
-        started_or_failed(session.start(Experiment::from_runs(dataset, vec![converted])?, DataSource::Shakespeare.to_string()).block_on())?;
+        started_or_failed(session.start(Experiment::from_runs(dataset, vec![converted])?, DataSource::Shakespeare).block_on())?;
         step_with_progress(&mut session, "fine-tune", args.steps, args.finetune)?;
         let mut finetune = session.into_experiment().expect("fine-tuned");
         let val = finetune.val_batches().to_vec();

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use qkv_model::burn::tensor::Device;
 use qkv_model::{AttentionVariant, Preset};
 use qkv_session::{CheckpointFile, Command, Message, Session};
 use qkv_train::checkpoint::{to_bytes, write_atomically};
@@ -175,13 +174,13 @@ pub fn train_plan(
     if let TokenizerKind::Bpe { .. } = plan.tokenizer {
         eprintln!("training the {} tokenizer on the training split…", plan.tokenizer);
     }
-    let mut session = headless_session(device);
+    let mut session = headless_session(compute);
     let mut experiment = plan.experiment(device)?;
     if let Some(line) = compute.devices_line() {
         eprintln!("{line}");
     }
     experiment.spread_over(&compute.replicas);
-    started_or_failed(session.start(experiment, plan.data.to_string()).block_on())?;
+    started_or_failed(session.start(experiment, plan.data.clone()).block_on())?;
     play(session, started, interrupts, save)
 }
 
@@ -221,9 +220,10 @@ fn play(
         for message in messages {
             match message {
                 Message::Run(RunEvent::Stepped { run, record, eval }) => {
-                    let bar = &runs[*run];
+                    let Some(at) = experiment.position(*run) else { continue };
+                    let bar = &runs[at];
                     bar.set_position(record.step as u64);
-                    let val = experiment.runs[*run].metrics.evals.last().map(|e| e.val_loss).unwrap_or(f64::NAN);
+                    let val = experiment.runs[at].metrics.evals.last().map(|e| e.val_loss).unwrap_or(f64::NAN);
                     bar.set_message(format!("loss {:.4}  val {:.4}  {:.0} tok/s", record.train_loss, val, record.tokens_per_sec));
                     if let Some(accuracy) = eval.as_ref().and_then(|e| e.accuracy) {
                         bar.set_message(format!("loss {:.4}  val {val:.4}  acc {:.2}%", record.train_loss, 100.0 * accuracy));
@@ -232,18 +232,19 @@ fn play(
                     if plain_log && eval.is_some() {
                         eprintln!(
                             "{} step {}/{}: {}",
-                            experiment.runs[*run].spec.name,
+                            experiment.runs[at].spec.name,
                             record.step,
-                            experiment.runs[*run].spec.training.steps,
+                            experiment.runs[at].spec.training.steps,
                             bar.message()
                         );
                     }
                 }
                 Message::Run(RunEvent::Stopped { run, error }) => {
+                    let Some(at) = experiment.position(*run) else { continue };
                     if plain_log {
-                        eprintln!("{} stopped: {error}", experiment.runs[*run].spec.name);
+                        eprintln!("{} stopped: {error}", experiment.runs[at].spec.name);
                     }
-                    runs[*run].abandon_with_message(error.to_string());
+                    runs[at].abandon_with_message(error.to_string());
                 }
                 _ => {}
             }
@@ -261,9 +262,9 @@ fn play(
     Ok(Trained { experiment, wall: started.elapsed().as_secs_f64(), stopped_by })
 }
 
-/// A session for a driver without a screen: no attention maps.
-pub fn headless_session(device: &Device) -> Session {
-    let mut session = Session::new(device.clone(), format!("{device:?}"));
+/// A session on `compute` for a driver without a screen: no attention maps.
+pub fn headless_session(compute: &Compute) -> Session {
+    let mut session = Session::new(compute.home.clone(), compute.id.clone());
     session.handle(Command::AttentionEvery(0)).block_on();
     session
 }
@@ -431,13 +432,13 @@ pub fn run_resume(command: &ResumeCommand, invocation: &str) -> Result<(), Failu
     let compute = command.spread.compute(command.backend)?;
     let interrupts = Interrupts::catch()?;
     let started = std::time::Instant::now();
-    let mut session = headless_session(&compute.home);
+    let mut session = headless_session(&compute);
     let answers = session.handle(Command::Import { files, upload: None }).block_on();
     if let Some(failed) = answers.iter().find_map(|m| if let Message::Failed(why) = m { Some(why.clone()) } else { None }) {
         return Err(format!("cannot resume {}: {failed}", folder.display()).into());
     }
     // The data source as the checkpoints name it, which the ones written from here name too.
-    let data = answers.iter().find_map(|m| if let Message::Loaded { data, .. } = m { Some(data.clone()) } else { None });
+    let data = answers.iter().find_map(|m| if let Message::Loaded { data, .. } = m { Some(data.to_string()) } else { None });
     let to = Outputs { out: folder.clone(), data: data.unwrap_or_default(), single };
     started_or_failed(answers)?;
     let step = session.experiment().map_or(0, |e| e.step);

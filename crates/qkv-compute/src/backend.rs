@@ -28,6 +28,18 @@ impl Backend {
     /// The native GPU backends, in the order a shell offers them.
     pub const NATIVE_GPUS: [Backend; 4] = [Backend::Cuda, Backend::Rocm, Backend::Metal, Backend::Vulkan];
 
+    /// Every backend.
+    pub const ALL: [Backend; 6] = [Backend::Flex, Backend::Wgpu, Backend::Cuda, Backend::Rocm, Backend::Metal, Backend::Vulkan];
+
+    /// The backend `name` names: its [`Self::name`], or `webgpu`, the page's word for wgpu in
+    /// its address (`?compute=webgpu`). The one table of backend names; `None` for any other.
+    pub fn from_name(name: &str) -> Option<Backend> {
+        match name {
+            "webgpu" => Some(Backend::Wgpu),
+            name => Self::ALL.into_iter().find(|backend| backend.name() == name),
+        }
+    }
+
     /// Its name on command lines and in addresses, which is also its cargo feature.
     pub fn name(self) -> &'static str {
         match self {
@@ -68,6 +80,9 @@ mod tests {
             let json = serde_json::to_string(&backend).unwrap();
             assert_eq!(json, format!("\"{}\"", backend.name()));
             assert_eq!(serde_json::from_str::<Backend>(&json).unwrap(), backend);
+            assert_eq!(Backend::from_name(backend.name()), Some(backend));
         }
+        assert_eq!(Backend::from_name("webgpu"), Some(Backend::Wgpu), "the page's address word");
+        assert_eq!(Backend::from_name("tpu"), None);
     }
 }

@@ -3,18 +3,15 @@
 use burn::tensor::Device;
 use serde::Serialize;
 
-use crate::{Backend, ComputeError};
-
-/// The CPU's compute, as the shells offer it (and as a kept verdict names it).
-pub const FLEX_LABEL: &str = "flex (CPU)";
+use crate::{Backend, ComputeError, ComputeId};
 
 /// Where a run trains: `home`, where its model lives and the optimiser steps, and `replicas`,
 /// which each train a share of every batch on a copy of the model (none in the app).
 #[derive(Debug, Clone)]
 pub struct Compute {
-    pub backend: Backend,
-    /// Its name for people, as the compute list shows it.
-    pub label: String,
+    /// Which compute it is (its backend, its adapter), as the protocol and the saved choice
+    /// name it.
+    pub id: ComputeId,
     pub home: Device,
     pub replicas: Vec<Device>,
 }
@@ -28,9 +25,23 @@ pub struct Adapter {
 }
 
 impl Compute {
-    /// A device a shell made itself (the window's GPU, shared with egui), named `label`.
-    pub fn on(backend: Backend, device: Device, label: impl Into<String>) -> Self {
-        Self { backend, label: label.into(), home: device, replicas: Vec::new() }
+    /// A device a shell made itself (the window's GPU, shared with egui), as `id` names it.
+    pub fn on(id: ComputeId, device: Device) -> Self {
+        Self { id, home: device, replicas: Vec::new() }
+    }
+
+    /// The CPU's compute, as the shells offer it.
+    pub fn cpu() -> Self {
+        Self::on(ComputeId::cpu(), Device::flex())
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.id.backend
+    }
+
+    /// Its name for people, as the compute list shows it.
+    pub fn label(&self) -> String {
+        self.id.to_string()
     }
 
     /// The backend's first device.
@@ -47,11 +58,11 @@ impl Compute {
             devices.extend(remote_devices(url)?);
         }
         let home = devices.remove(0);
-        let label = match backend {
-            Backend::Flex => FLEX_LABEL.to_string(),
-            gpu => format!("{gpu}: first GPU"),
+        let id = match backend {
+            Backend::Flex => ComputeId::cpu(),
+            gpu => ComputeId::first(gpu),
         };
-        Ok(Self { backend, label, home, replicas: devices })
+        Ok(Self { id, home, replicas: devices })
     }
 
     /// The first device of every native GPU backend this build has: a build with one is made
@@ -66,7 +77,8 @@ impl Compute {
 
     /// The backend and its first device for reports, with the others counted.
     pub fn describe(&self) -> String {
-        let Self { backend, home, replicas, .. } = self;
+        let Self { id, home, replicas } = self;
+        let backend = id.backend;
         match replicas.len() {
             0 => format!("{backend:?} ({home:?})"),
             others => format!("{backend:?} ({home:?} and {others} more, every batch split across them)"),
@@ -115,7 +127,7 @@ mod tests {
     fn one_device_is_the_default_and_is_described_as_before() {
         let compute = pollster::block_on(Compute::first(Backend::Flex)).unwrap();
         assert!(compute.replicas.is_empty());
-        assert_eq!(compute.label, FLEX_LABEL);
+        assert_eq!(compute.label(), "flex (CPU)");
         assert_eq!(compute.devices_line(), None);
         assert_eq!(compute.describe(), format!("Flex ({:?})", Device::flex()));
         assert!(compute.adapter().is_none(), "the CPU has no adapter");

@@ -11,9 +11,11 @@
 
 mod backend;
 mod compute;
+mod compute_id;
 mod devices;
 mod error;
 
 pub use backend::Backend;
-pub use compute::{Adapter, Compute, FLEX_LABEL};
+pub use compute::{Adapter, Compute};
+pub use compute_id::{ComputeId, NotACompute};
 pub use error::ComputeError;

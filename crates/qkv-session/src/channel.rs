@@ -211,7 +211,7 @@ impl SessionTask {
             .unwrap_or("unknown failure");
         let reason = reason.lines().next().unwrap_or(reason);
         let failure =
-            format!("training stopped on {}: {reason}; apply the setup again, or switch compute to flex (CPU)", self.session.backend);
+            format!("training stopped on {}: {reason}; apply the setup again, or switch compute to flex (CPU)", self.session.compute);
         self.deliver(vec![Message::Playing(false), Message::Failed(Problem::new(failure))])
     }
 

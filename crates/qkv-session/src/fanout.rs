@@ -13,7 +13,9 @@
 
 use std::collections::BTreeMap;
 
+use qkv_compute::ComputeId;
 use qkv_train::Problem;
+use qkv_train::dataset::DataSource;
 
 use crate::{AttentionMaps, CheckpointFile, Command, Message, RunId, RunInfo, SessionError, Share};
 
@@ -60,8 +62,8 @@ struct Loading {
 
 struct Loaded {
     runs: Vec<RunInfo>,
-    data: String,
-    backend: String,
+    data: DataSource,
+    compute: ComputeId,
 }
 
 impl Fanout {
@@ -177,7 +179,7 @@ impl Fanout {
         if matches!(message, Message::Loaded { .. } | Message::Failed(_)) && std::mem::take(&mut self.answer_next[session]) {
             if let Some(loading) = &mut self.loading {
                 loading.answers[session] = Some(match message {
-                    Message::Loaded { runs, data, backend } => Ok(Loaded { runs, data, backend }),
+                    Message::Loaded { runs, data, compute } => Ok(Loaded { runs, data, compute }),
                     Message::Failed(error) => Err(error),
                     _ => unreachable!("matched above"),
                 });
@@ -215,19 +217,23 @@ impl Fanout {
             return;
         }
         let mut whole: Vec<RunInfo> = Vec::new();
-        let (mut data, mut backend) = (String::new(), String::new());
+        let mut answers = answers.into_iter().map(|a| a.expect("no failure"));
+        let first = answers.next().expect("at least one session");
+        // Every share loaded the same data on the same kind of compute; the runs are shared by
+        // as many sessions as hold some.
+        let (data, compute) = (first.data.clone(), first.compute.clone());
         self.owners.clear();
-        for (session, loaded) in answers.into_iter().map(|a| a.expect("no failure")).enumerate() {
+        let mut holding = 0;
+        for (session, loaded) in std::iter::once(first).chain(answers).enumerate() {
+            holding += usize::from(!loaded.runs.is_empty());
             self.owners.extend(loaded.runs.iter().map(|info| (info.id, session)));
             whole.extend(loaded.runs);
-            if session == 0 {
-                (data, backend) = (loaded.data, loaded.backend);
-            }
         }
+        let compute = if holding > 1 { compute.in_workers(holding) } else { compute };
         whole.sort_by_key(|info| info.id);
         self.maps = vec![None; self.sessions];
         self.finished = vec![false; self.sessions];
-        out.push(Message::Loaded { runs: whole, data, backend });
+        out.push(Message::Loaded { runs: whole, data, compute });
         for (session, messages) in held.into_iter().enumerate() {
             for message in messages {
                 self.take(session, message, out);
@@ -362,7 +368,7 @@ mod tests {
     use qkv_train::plan::{ExperimentPlan, RunPlan};
 
     fn sessions(count: usize) -> Vec<Session> {
-        (0..count).map(|_| Session::new(Device::flex(), "flex")).collect()
+        (0..count).map(|_| Session::new(Device::flex(), ComputeId::cpu())).collect()
     }
 
     /// `command` through `fanout` to `sessions`, each answering at once, as the front end hears it.
@@ -398,7 +404,7 @@ mod tests {
         let mut losses = vec![Vec::new(); runs];
         for message in heard {
             if let Message::Run(RunEvent::Stepped { run, record, .. }) = message {
-                losses[*run].push(record.train_loss);
+                losses[run.0].push(record.train_loss);
             }
         }
         losses
@@ -508,7 +514,7 @@ mod tests {
         assert!(matches!(&heard[1], Message::Attention(maps) if maps.runs.len() == 3), "the maps of all three runs");
         let stepped: Vec<usize> = send(&mut fanout, &mut two, Command::Step)
             .iter()
-            .filter_map(|m| if let Message::Run(RunEvent::Stepped { run, .. }) = m { Some(*run) } else { None })
+            .filter_map(|m| if let Message::Run(RunEvent::Stepped { run, .. }) = m { Some(run.0) } else { None })
             .collect();
         assert_eq!(stepped, [0, 1, 2], "the converted run, trained by session 1, is run 2 as the front end named it");
         let exported = send(&mut fanout, &mut two, Command::Export { run: RunId(2) });
@@ -522,7 +528,7 @@ mod tests {
         assert!(matches!(&heard[0], Message::Converted { from: RunId(0), info, .. } if info.id == RunId(3)), "{heard:?}");
         let mut stepped: Vec<usize> = send(&mut fanout, &mut two, Command::Step)
             .iter()
-            .filter_map(|m| if let Message::Run(RunEvent::Stepped { run, .. }) = m { Some(*run) } else { None })
+            .filter_map(|m| if let Message::Run(RunEvent::Stepped { run, .. }) = m { Some(run.0) } else { None })
             .collect();
         stepped.sort();
         assert_eq!(stepped, [0, 1, 2, 3]);
@@ -559,7 +565,7 @@ mod tests {
         send(&mut fanout, &mut two, Command::Load(three_runs()));
         assert_eq!(send(&mut fanout, &mut two, Command::Play).iter().filter(|m| matches!(m, Message::Playing(true))).count(), 1);
         assert!(fanout.lost(1).is_empty(), "the other session still plays");
-        two[1] = Session::new(Device::flex(), "flex");
+        two[1] = Session::new(Device::flex(), ComputeId::cpu());
         let paused = send(&mut fanout, &mut two, Command::Pause);
         assert!(matches!(&paused[..], [Message::Playing(false)]), "{paused:?}");
         let lost_run = send(&mut fanout, &mut two, Command::Export { run: RunId(1) });

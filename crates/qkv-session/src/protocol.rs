@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use qkv_model::{ModelDiagnostics, ParamReport};
 
-use qkv_train::dataset::Upload;
+use qkv_compute::ComputeId;
+pub use qkv_train::RunId;
+use qkv_train::dataset::{DataSource, Upload};
 use qkv_train::generate::SampleOptions;
 use qkv_train::plan::ExperimentPlan;
 use qkv_train::run::{EvalRecord, Run, RunSpec, StepRecord};
@@ -57,19 +59,6 @@ pub enum Command {
     /// From now on, load and import only this share of the runs: a session that trains some of
     /// an experiment's runs beside others that train the rest ([`crate::fanout`]).
     Share(Share),
-}
-
-/// A run, by the same number in every message for as long as its experiment is loaded: its
-/// position in the whole experiment as loaded (also where the runs are spread over sessions, each
-/// training a [`Share`]), and for a run added later, the number its command gave it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct RunId(pub usize);
-
-impl std::fmt::Display for RunId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
 }
 
 /// Which of an experiment's runs a session trains: every `of`-th, from run `index`. The whole
@@ -194,8 +183,9 @@ impl AttentionMaps {
 pub enum Message {
     Loaded {
         runs: Vec<RunInfo>,
-        data: String,
-        backend: String,
+        data: DataSource,
+        /// Where they train.
+        compute: ComputeId,
     },
     /// A run stepped or stopped, as the engine says it; its `run` is the run's [`RunId`]'s number.
     Run(RunEvent),

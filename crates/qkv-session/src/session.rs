@@ -4,6 +4,7 @@ use burn::tensor::Device;
 use burn::tensor::activation::softmax;
 use web_time::Instant;
 
+use qkv_compute::ComputeId;
 use qkv_model::Norm;
 use qkv_model::reparam::ReparamCase;
 
@@ -25,11 +26,11 @@ use crate::{AttentionMaps, CheckpointFile, Command, Message, RunId, RunInfo, Ses
 pub struct Session {
     /// Read by the channel's task (`SessionTask`): where it trains, and what a failure names.
     pub(crate) device: Device,
-    pub(crate) backend: String,
+    pub(crate) compute: ComputeId,
+    /// The experiment, its runs named by the ids messages and commands call them.
     experiment: Option<Experiment>,
-    /// Each run's id, in the experiment's order: what messages and commands call it.
-    ids: Vec<RunId>,
-    data: String,
+    /// What the experiment trains on (what its checkpoints name); `None` before the first.
+    data: Option<DataSource>,
     playing: bool,
     attention_prompt: String,
     attention_every: usize,
@@ -45,14 +46,13 @@ pub struct Session {
 }
 
 impl Session {
-    /// `backend` names the device for people ("flex (CPU)", "wgpu: NVIDIA …").
-    pub fn new(device: Device, backend: impl Into<String>) -> Self {
+    /// `compute` is which compute `device` is, as the messages name it.
+    pub fn new(device: Device, compute: ComputeId) -> Self {
         Self {
             device,
-            backend: backend.into(),
+            compute,
             experiment: None,
-            ids: Vec::new(),
-            data: String::new(),
+            data: None,
             playing: false,
             attention_prompt: String::new(),
             attention_every: 25,
@@ -65,7 +65,6 @@ impl Session {
     /// Forgets the experiment (after a failure left it in an unknown state).
     pub fn unload(&mut self) {
         self.experiment = None;
-        self.ids.clear();
         self.playing = false;
         self.maps_due = None;
     }
@@ -85,15 +84,7 @@ impl Session {
 
     /// Where in the experiment run `id` is.
     fn position(&self, id: RunId) -> Result<usize, SessionError> {
-        self.ids.iter().position(|&i| i == id).ok_or(SessionError::NoSuchRun(id))
-    }
-
-    /// The engine's event, its run named by id.
-    fn with_id(&self, mut event: RunEvent) -> RunEvent {
-        match &mut event {
-            RunEvent::Stepped { run, .. } | RunEvent::Stopped { run, .. } => *run = self.ids[*run].0,
-        }
-        event
+        self.experiment.as_ref().and_then(|e| e.position(id)).ok_or(SessionError::NoSuchRun(id))
     }
 
     pub async fn handle(&mut self, command: Command) -> Vec<Message> {
@@ -135,28 +126,28 @@ impl Session {
     }
 
     /// Takes over `experiment` (built by the caller: from a plan, or resumed from checkpoints),
-    /// trained on `data` (the data source as text, for its checkpoints), replacing the current
+    /// trained on `data` (what its checkpoints name), replacing the current
     /// one. Runs that have not trained yet are evaluated: the step-0 point of their curves. The
     /// runs are this session's share of the whole, and take its ids.
-    pub async fn start(&mut self, experiment: Experiment, data: String) -> Vec<Message> {
+    pub async fn start(&mut self, experiment: Experiment, data: DataSource) -> Vec<Message> {
         // Which matrix product the linear layers take on a GPU is timed on it, once, before its
         // first step (at once on any other device).
         for run in &experiment.runs {
             qkv_kernels::choose_product(run.device()).await;
         }
-        self.ids = (0..experiment.runs.len()).map(|local| self.share.whole_id(local)).collect();
-        let runs = experiment.runs.iter().zip(&self.ids).map(|(run, &id)| RunInfo::of(id, run)).collect();
+        let mut experiment = experiment;
+        experiment.name_runs((0..experiment.runs.len()).map(|local| self.share.whole_id(local)).collect());
+        let runs = experiment.runs.iter().zip(experiment.ids()).map(|(run, &id)| RunInfo::of(id, run)).collect();
         self.experiment = Some(experiment);
-        self.data = data.clone();
+        self.data = Some(data.clone());
         self.playing = false;
         self.secs_per_step = None;
-        let mut messages = vec![Message::Loaded { runs, data, backend: self.backend.clone() }, Message::Playing(false)];
+        let mut messages = vec![Message::Loaded { runs, data, compute: self.compute.clone() }, Message::Playing(false)];
         let experiment = self.experiment.as_mut().expect("just set");
-        for (run, result) in experiment.evaluate_untrained().await {
-            let id = self.ids[run];
+        for (id, result) in experiment.evaluate_untrained().await {
             messages.push(match result {
                 Ok(record) => Message::Evaluated { run: id, record },
-                Err(error) => Message::Run(RunEvent::Stopped { run: id.0, error: Problem::of(&error) }),
+                Err(error) => Message::Run(RunEvent::Stopped { run: id, error: Problem::of(&error) }),
             });
         }
         self.maps_due = (self.attention_every > 0).then_some(experiment.step);
@@ -166,7 +157,7 @@ impl Session {
     async fn load(&mut self, plan: &ExperimentPlan) -> Result<Vec<Message>, SessionError> {
         let share = self.share;
         let experiment = plan.experiment_of_runs(&self.device, |specs| share.of_runs(specs))?;
-        Ok(self.start(experiment, plan.data.to_string()).await)
+        Ok(self.start(experiment, plan.data.clone()).await)
     }
 
     async fn import(&mut self, files: &[CheckpointFile], upload: Option<Upload>) -> Result<Vec<Message>, SessionError> {
@@ -198,7 +189,7 @@ impl Session {
         let checkpoints = self.share.of_runs(checkpoints);
         let runs = checkpoints.into_iter().map(|c| c.into_run(&dataset, &self.device)).collect::<Result<Vec<Run>, _>>()?;
         let experiment = Experiment::from_runs(dataset, runs)?;
-        Ok(self.start(experiment, plan.data.to_string()).await)
+        Ok(self.start(experiment, plan.data).await)
     }
 
     /// The experiment, taken out of the session (what a command line writes once training ends).
@@ -229,7 +220,7 @@ impl Session {
         let (first_step, started) = (experiment.step, Instant::now());
         let events = experiment.steps(max_steps).await;
         let (step, done) = (experiment.step, experiment.is_done());
-        let mut messages: Vec<Message> = events.into_iter().map(|event| Message::Run(self.with_id(event))).collect();
+        let mut messages: Vec<Message> = events.into_iter().map(Message::Run).collect();
         self.secs_per_step = Some(started.elapsed().as_secs_f64() / (step - first_step).max(1) as f64);
         if self.attention_every > 0 && (step % self.attention_every == 0 || done) {
             messages.push(self.maps_message().await);
@@ -250,7 +241,7 @@ impl Session {
 
     async fn attention(&self) -> Result<AttentionMaps, SessionError> {
         let Some(experiment) = &self.experiment else { return Err(SessionError::NothingLoaded) };
-        maps::attention_maps(experiment, &self.attention_prompt, &self.ids).await
+        maps::attention_maps(experiment, &self.attention_prompt, experiment.ids()).await
     }
 
     async fn sample(&self, run: RunId, prompt: &str, options: &SampleOptions) -> Result<Vec<Message>, SessionError> {
@@ -298,7 +289,7 @@ impl Session {
             return Err(SessionError::NothingLoaded);
         }
         let index = self.position(from)?;
-        if self.ids.contains(&into) {
+        if self.experiment.as_ref().is_some_and(|e| e.position(into).is_some()) {
             return Err(SessionError::RunIdTaken(into));
         }
         let experiment = self.experiment.as_mut().expect("checked above");
@@ -320,8 +311,7 @@ impl Session {
         };
         let run = continue_converted(original, conversion, &name, experiment.dataset())?;
         let info = RunInfo::of(into, &run);
-        experiment.add_run(run)?;
-        self.ids.push(into);
+        experiment.add_run(run, into)?;
         let mut messages = vec![Message::Converted { from, info: Box::new(info), report: Box::new(report) }];
         // The run has joined whatever the maps do: a failed read of them must not hide it.
         messages.push(match self.attention().await {
@@ -339,10 +329,15 @@ impl Session {
         let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
         let mut files = Vec::new();
         for run in &experiment.runs {
-            let bytes = checkpoint::to_bytes(run, experiment.dataset(), &self.data).await?;
+            let bytes = checkpoint::to_bytes(run, experiment.dataset(), &self.data_name()).await?;
             files.push(CheckpointFile { name: format!("{}.qkv", run.spec.name), bytes });
         }
-        Ok(vec![Message::Snapshot { step: experiment.step, ids: self.ids.clone(), files }])
+        Ok(vec![Message::Snapshot { step: experiment.step, ids: experiment.ids().to_vec(), files }])
+    }
+
+    /// The data source as checkpoints name it.
+    fn data_name(&self) -> String {
+        self.data.as_ref().map(ToString::to_string).unwrap_or_default()
     }
 
     /// The run's metrics and checkpoint.
@@ -350,7 +345,7 @@ impl Session {
         let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
         let r = &experiment.runs[self.position(run)?];
         let metrics_csv = qkv_train::csv::metrics_csv(std::slice::from_ref(r));
-        let checkpoint = checkpoint::to_bytes(r, experiment.dataset(), &self.data).await?;
+        let checkpoint = checkpoint::to_bytes(r, experiment.dataset(), &self.data_name()).await?;
         Ok(vec![Message::Exported { run, name: r.spec.name.clone(), checkpoint, metrics_csv }])
     }
 }
@@ -381,7 +376,7 @@ pub(crate) mod tests {
     /// held-out images and every run's answer for each; a sample classifies one.
     #[test]
     fn a_vision_experiment_shows_its_images_and_each_runs_answers() {
-        let mut session = Session::new(Device::flex(), "flex");
+        let mut session = Session::new(Device::flex(), ComputeId::cpu());
         let plan = ExperimentPlan {
             preset: Preset::VisionDigits,
             data: "digits".parse().unwrap(),
@@ -414,7 +409,7 @@ pub(crate) mod tests {
 
     #[test]
     fn the_maps_of_a_loaded_experiment_come_next_turn_or_after_the_first_step() {
-        let (handle, mut task) = channel(Session::new(Device::flex(), "flex"), |_| {});
+        let (handle, mut task) = channel(Session::new(Device::flex(), ComputeId::cpu()), |_| {});
         let mut turn = || pollster::block_on(task.turn(Duration::ZERO));
         let received = || std::iter::from_fn(|| handle.try_recv()).collect::<Vec<_>>();
         let maps_step = |messages: &[Message]| {
@@ -449,7 +444,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_threaded_session_trains_to_the_end_and_reports_every_step() {
-        let (handle, task) = channel(Session::new(Device::flex(), "flex"), |_| {});
+        let (handle, task) = channel(Session::new(Device::flex(), ComputeId::cpu()), |_| {});
         std::thread::spawn(move || task.run_blocking());
         handle.send(Command::Load(tiny_plan()));
         handle.send(Command::Play);
@@ -458,8 +453,8 @@ pub(crate) mod tests {
         loop {
             match handle.recv_timeout(std::time::Duration::from_secs(60)).expect("the session answers") {
                 Message::Run(RunEvent::Stepped { run, record, .. }) => {
-                    steps[run] += 1;
-                    assert_eq!(record.step, steps[run]);
+                    steps[run.0] += 1;
+                    assert_eq!(record.step, steps[run.0]);
                 }
                 Message::Attention(m) => maps = Some(m),
                 Message::Finished => break,
@@ -488,7 +483,7 @@ pub(crate) mod tests {
 
     #[test]
     fn export_then_import_continues_the_run() {
-        let mut session = Session::new(Device::flex(), "flex");
+        let mut session = Session::new(Device::flex(), ComputeId::cpu());
         session.handle(Command::Load(tiny_plan())).block_on();
         session.handle(Command::Step).block_on();
         let exported = session.handle(Command::Export { run: RunId(1) }).block_on();
@@ -529,7 +524,7 @@ pub(crate) mod tests {
                 .unwrap();
         let checkpoint = qkv_train::checkpoint::to_bytes(&run, &dataset, "synthetic:reverse:6").block_on().unwrap();
 
-        let mut session = Session::new(Device::flex(), "flex");
+        let mut session = Session::new(Device::flex(), ComputeId::cpu());
         let messages = session
             .handle(Command::Import { files: vec![CheckpointFile { name: "gpt2.qkv".into(), bytes: checkpoint }], upload: None })
             .block_on();
@@ -547,7 +542,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_snapshot_continues_every_run_where_it_stood() {
-        let mut session = Session::new(Device::flex(), "flex");
+        let mut session = Session::new(Device::flex(), ComputeId::cpu());
         session.handle(Command::Load(tiny_plan())).block_on();
         session.handle(Command::Step).block_on();
         session.handle(Command::Step).block_on();
@@ -557,7 +552,7 @@ pub(crate) mod tests {
         assert_eq!(names, ["standard.qkv", "shared-qk.qkv"]);
         let uninterrupted = session.handle(Command::Step).block_on();
 
-        let mut resumed = Session::new(Device::flex(), "flex");
+        let mut resumed = Session::new(Device::flex(), ComputeId::cpu());
         let messages = resumed.handle(Command::Import { files: files.clone(), upload: None }).block_on();
         let Some(Message::Loaded { runs, .. }) = messages.first() else { panic!("{messages:?}") };
         assert!(runs.iter().all(|run| run.steps.len() == 2), "both curves continue");
@@ -571,7 +566,7 @@ pub(crate) mod tests {
         assert_eq!(step3(&continued), step3(&uninterrupted), "the next step trains on the same batch from the same weights");
 
         // Runs of another experiment (other data) do not join.
-        let mut other = Session::new(Device::flex(), "flex");
+        let mut other = Session::new(Device::flex(), ComputeId::cpu());
         other.handle(Command::Load(ExperimentPlan { data: "synthetic:copy:6".parse().unwrap(), ..tiny_plan() })).block_on();
         let snapshot = other.handle(Command::Snapshot).block_on();
         let [Message::Snapshot { files: others, .. }] = snapshot.as_slice() else { panic!("no snapshot") };
@@ -583,7 +578,7 @@ pub(crate) mod tests {
 
     #[test]
     fn eliminating_w_q_adds_a_run_with_the_same_attention_and_fewer_parameters() {
-        let mut session = Session::new(Device::flex(), "flex");
+        let mut session = Session::new(Device::flex(), ComputeId::cpu());
         let plan = ExperimentPlan {
             preset: Preset::Theory,
             model: qkv_train::plan::ModelOverrides { mlp_skip: Some(false), block_size: Some(16), ..Default::default() },
@@ -628,7 +623,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_bad_plan_is_refused_and_the_session_keeps_its_experiment() {
-        let mut session = Session::new(Device::flex(), "flex");
+        let mut session = Session::new(Device::flex(), ComputeId::cpu());
         session.handle(Command::Load(tiny_plan())).block_on();
         let mut bad = tiny_plan();
         bad.model.n_head = Some(5);

@@ -4,6 +4,10 @@
 //!
 //! An uploaded text is not part of a plan's serialised form (a saved setup or a link keeps its
 //! name only), so a command that names an upload carries the upload's text beside it.
+//!
+//! Both directions carry the format's version ([`WIRE_VERSION`]). A page and its workers come
+//! from one build, but a browser can hold a cached worker script beside a newer page: such bytes
+//! are refused by their version, with a fix, rather than read as something else.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,8 +15,14 @@ use crate::{Command, Message};
 use qkv_train::dataset::{DataSource, Upload};
 use qkv_train::{Cause, cause};
 
+/// The wire format's version. 2: the data source and the compute travel as types
+/// (`Message::Loaded`), and both directions are stamped; the first format had no stamp.
+pub const WIRE_VERSION: u32 = 2;
+
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
+    #[error("the {what} came from another build of QKV Lab (wire format {found}, this page reads {WIRE_VERSION}): reload the page")]
+    Version { what: &'static str, found: u32 },
     #[error("cannot put the {what} into bytes: {source}")]
     Encode {
         what: &'static str,
@@ -29,6 +39,7 @@ pub enum WireError {
 
 #[derive(Serialize, Deserialize)]
 struct CommandOnWire {
+    version: u32,
     command: Command,
     /// The text of the upload the command names, if it names one with its text.
     upload_text: Option<String>,
@@ -49,24 +60,54 @@ fn upload_of(command: &mut Command) -> Option<&mut Upload> {
 /// Takes the command, which may carry checkpoints of megabytes, rather than copying it.
 pub fn encode_command(mut command: Command) -> Result<Vec<u8>, WireError> {
     let upload_text = upload_of(&mut command).and_then(|upload| upload.corpus().ok()).map(|corpus| corpus.text.clone());
-    rmp_serde::to_vec_named(&CommandOnWire { command, upload_text }).map_err(|source| WireError::Encode { what: "command", source })
+    rmp_serde::to_vec_named(&CommandOnWire { version: WIRE_VERSION, command, upload_text })
+        .map_err(|source| WireError::Encode { what: "command", source })
+}
+
+/// Refuses bytes stamped with another version; unstamped or garbled bytes are left to the
+/// decoding that follows, which says what is wrong with them.
+fn check_version(bytes: &[u8], what: &'static str) -> Result<(), WireError> {
+    #[derive(Deserialize)]
+    struct Stamp {
+        version: u32,
+    }
+    match rmp_serde::from_slice::<Stamp>(bytes) {
+        Ok(Stamp { version }) if version != WIRE_VERSION => Err(WireError::Version { what, found: version }),
+        _ => Ok(()),
+    }
 }
 
 pub fn decode_command(bytes: &[u8]) -> Result<Command, WireError> {
     let garbled = |source: Cause| WireError::Decode { what: "command", source };
-    let CommandOnWire { mut command, upload_text } = rmp_serde::from_slice(bytes).map_err(|e| garbled(cause(e)))?;
+    check_version(bytes, "command")?;
+    let CommandOnWire { mut command, upload_text, .. } = rmp_serde::from_slice(bytes).map_err(|e| garbled(cause(e)))?;
     if let (Some(upload), Some(text)) = (upload_of(&mut command), upload_text) {
         *upload = Upload::new(&upload.name, text.as_bytes()).map_err(|e| garbled(cause(e)))?;
     }
     Ok(command)
 }
 
+#[derive(Serialize)]
+struct MessagesOnWire<'a> {
+    version: u32,
+    messages: &'a [Message],
+}
+
+#[derive(Deserialize)]
+struct MessagesFromWire {
+    messages: Vec<Message>,
+}
+
 pub fn encode_messages(messages: &[Message]) -> Result<Vec<u8>, WireError> {
-    rmp_serde::to_vec_named(messages).map_err(|source| WireError::Encode { what: "messages", source })
+    rmp_serde::to_vec_named(&MessagesOnWire { version: WIRE_VERSION, messages })
+        .map_err(|source| WireError::Encode { what: "messages", source })
 }
 
 pub fn decode_messages(bytes: &[u8]) -> Result<Vec<Message>, WireError> {
-    rmp_serde::from_slice(bytes).map_err(|e| WireError::Decode { what: "messages", source: cause(e) })
+    check_version(bytes, "messages")?;
+    let MessagesFromWire { messages } =
+        rmp_serde::from_slice(bytes).map_err(|e| WireError::Decode { what: "messages", source: cause(e) })?;
+    Ok(messages)
 }
 
 #[cfg(test)]
@@ -106,19 +147,42 @@ mod tests {
             wall_secs: 0.5,
         };
         let messages = vec![
-            Message::Run(RunEvent::Stepped { run: 1, record, eval: None }),
+            Message::Run(RunEvent::Stepped { run: RunId(1), record, eval: None }),
             Message::Exported { run: RunId(0), name: "a".into(), checkpoint: (0..=255).collect(), metrics_csv: "step\n".into() },
             Message::Failed(qkv_train::Problem::new("out of memory")),
         ];
         let decoded = decode_messages(&encode_messages(&messages).unwrap()).unwrap();
-        let [Message::Run(RunEvent::Stepped { run: 1, record, eval: None }), Message::Exported { checkpoint, .. }, Message::Failed(why)] =
-            decoded.as_slice()
+        let [
+            Message::Run(RunEvent::Stepped { run: RunId(1), record, eval: None }),
+            Message::Exported { checkpoint, .. },
+            Message::Failed(why),
+        ] = decoded.as_slice()
         else {
             panic!("{decoded:?}")
         };
         assert!(record.train_loss.is_nan() && record.grad_norm == f64::INFINITY && record.step == 3);
         assert_eq!(checkpoint, &(0..=255).collect::<Vec<u8>>());
         assert_eq!(why.message, "out of memory");
+    }
+
+    /// Bytes of another build (a cached worker beside a newer page) are refused by their
+    /// version, with the fix; the first format, which had no stamp, does not read as this one.
+    #[test]
+    fn another_build_s_bytes_are_refused_by_their_version() {
+        #[derive(Serialize)]
+        struct Stamped {
+            version: u32,
+            messages: Vec<u8>,
+        }
+        let newer = rmp_serde::to_vec_named(&Stamped { version: WIRE_VERSION + 1, messages: vec![] }).unwrap();
+        let error = decode_messages(&newer).unwrap_err();
+        assert!(matches!(error, WireError::Version { found, .. } if found == WIRE_VERSION + 1), "{error}");
+        assert!(error.to_string().contains("reload the page"), "{error}");
+        assert!(matches!(decode_command(&newer), Err(WireError::Version { .. })));
+        // Version 1: the messages as a bare list, the command without a stamp.
+        let first_format = rmp_serde::to_vec_named(&vec![Message::Playing(true)]).unwrap();
+        assert!(decode_messages(&first_format).is_err());
+        assert_eq!(decode_messages(&encode_messages(&[Message::Playing(true)]).unwrap()).unwrap().len(), 1);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use burn::module::Module;
 use burn::tensor::{Device, DeviceKind};
 use pollster::FutureExt as _;
+use qkv_compute::{Backend, ComputeId};
 use qkv_kernels::Product;
 use qkv_model::{AttentionVariant, Model, Preset};
 use qkv_session::{Command, Message, RunId, Session};
@@ -50,7 +51,7 @@ fn handle(session: &mut Session, command: Command) -> Vec<Message> {
 #[test]
 fn a_checkpoint_saved_on_wgpu_continues_on_the_cpu() {
     let gpu = wgpu_device();
-    let mut session = Session::new(gpu.clone(), "wgpu");
+    let mut session = Session::new(gpu.clone(), ComputeId::first(Backend::Wgpu));
     handle(&mut session, Command::Load(plan(Preset::Classroom, AttentionVariant::SharedKeyValue)));
     (0..3).for_each(|_| drop(handle(&mut session, Command::Step)));
 
@@ -79,7 +80,7 @@ fn a_checkpoint_saved_on_wgpu_continues_on_the_cpu() {
 
 #[test]
 fn w_q_is_eliminated_from_a_run_on_wgpu_and_both_train_on() {
-    let mut session = Session::new(wgpu_device(), "wgpu");
+    let mut session = Session::new(wgpu_device(), ComputeId::first(Backend::Wgpu));
     handle(&mut session, Command::Load(plan(Preset::Theory, AttentionVariant::Standard)));
     (0..3).for_each(|_| drop(handle(&mut session, Command::Step)));
     let messages = handle(&mut session, Command::EliminateQuery { run: RunId(0), into: RunId(1) });

@@ -8,15 +8,16 @@ use crate::dataset::{Batch, Dataset};
 use crate::problem::Problem;
 use crate::rng::Rng;
 use crate::run::{EvalRecord, Run, RunError, RunSpec, StepRecord};
+use crate::run_id::RunId;
 
 /// Steps of one run, one per entry of `steps` and read back together, with an evaluation after
 /// the last if one is due (a group never runs past a due evaluation).
-async fn steps_of_one(index: usize, run: &mut Run, steps: &[&[Batch]], val_batches: &[Batch]) -> Vec<RunEvent> {
+async fn steps_of_one(id: RunId, run: &mut Run, steps: &[&[Batch]], val_batches: &[Batch]) -> Vec<RunEvent> {
     let mut events = Vec::with_capacity(steps.len());
     for outcome in run.train_steps(steps).await {
         events.push(match outcome {
-            Ok(record) => RunEvent::Stepped { run: index, record, eval: None },
-            Err(error) => RunEvent::Stopped { run: index, error: Problem::of(&error) },
+            Ok(record) => RunEvent::Stepped { run: id, record, eval: None },
+            Err(error) => RunEvent::Stopped { run: id, error: Problem::of(&error) },
         });
     }
     if let Some(RunEvent::Stepped { eval, .. }) = events.last_mut()
@@ -24,7 +25,7 @@ async fn steps_of_one(index: usize, run: &mut Run, steps: &[&[Batch]], val_batch
     {
         match run.evaluate(val_batches).await {
             Ok(record) => *eval = Some(record),
-            Err(error) => events.push(RunEvent::Stopped { run: index, error: Problem::of(&error) }),
+            Err(error) => events.push(RunEvent::Stopped { run: id, error: Problem::of(&error) }),
         }
     }
     events
@@ -36,13 +37,13 @@ async fn steps_of_one(index: usize, run: &mut Run, steps: &[&[Batch]], val_batch
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum RunEvent {
     Stepped {
-        run: usize,
+        run: RunId,
         record: StepRecord,
         eval: Option<EvalRecord>,
     },
     /// The run stopped (diverged, or an error); the others continue.
     Stopped {
-        run: usize,
+        run: RunId,
         error: Problem,
     },
 }
@@ -58,6 +59,8 @@ fn check_shared_batches(specs: &[RunSpec]) -> Result<(), RunError> {
 
 pub struct Experiment {
     pub runs: Vec<Run>,
+    /// Each run's id, in the runs' order: what its events name it by.
+    ids: Vec<RunId>,
     dataset: Dataset,
     rng: Rng,
     val_batches: Vec<Batch>,
@@ -97,17 +100,36 @@ impl Experiment {
         for _ in 0..step * grad_accum {
             dataset.train_batch(&mut rng, batch_size, block_size);
         }
-        Ok(Self { runs, rng, val_batches, dataset, block_size, batch_size, grad_accum, step })
+        let ids = (0..runs.len()).map(RunId).collect();
+        Ok(Self { runs, ids, rng, val_batches, dataset, block_size, batch_size, grad_accum, step })
     }
 
-    /// Adds a run that joins at the current step (e.g. a converted model continuing another's
-    /// curve); it must share the others' batch shape and seed.
-    pub fn add_run(&mut self, run: Run) -> Result<usize, RunError> {
+    /// Adds a run, named `id`, that joins at the current step (e.g. a converted model continuing
+    /// another's curve); it must share the others' batch shape and seed.
+    pub fn add_run(&mut self, run: Run, id: RunId) -> Result<(), RunError> {
         let mut specs: Vec<RunSpec> = self.runs.iter().map(|r| r.spec.clone()).collect();
         specs.push(run.spec.clone());
         check_shared_batches(&specs)?;
         self.runs.push(run);
-        Ok(self.runs.len() - 1)
+        self.ids.push(id);
+        Ok(())
+    }
+
+    /// Each run's id, in the runs' order.
+    pub fn ids(&self) -> &[RunId] {
+        &self.ids
+    }
+
+    /// Names the runs, in order (a share of a larger experiment names them by their positions
+    /// in the whole). There must be one id a run.
+    pub fn name_runs(&mut self, ids: Vec<RunId>) {
+        assert_eq!(ids.len(), self.runs.len(), "one id a run");
+        self.ids = ids;
+    }
+
+    /// Where run `id` is in `runs`.
+    pub fn position(&self, id: RunId) -> Option<usize> {
+        self.ids.iter().position(|&i| i == id)
     }
 
     /// Splits every run's batches across its own device and `others` ([`Run::spread_over`]).
@@ -153,9 +175,9 @@ impl Experiment {
             return events;
         }
         let mut events = Vec::new();
-        for (index, run) in self.runs.iter_mut().enumerate() {
+        for (&id, run) in self.ids.iter().zip(self.runs.iter_mut()) {
             if run.is_active() {
-                events.extend(steps_of_one(index, run, &steps, &self.val_batches).await);
+                events.extend(steps_of_one(id, run, &steps, &self.val_batches).await);
             }
         }
         events
@@ -165,20 +187,19 @@ impl Experiment {
     /// does not depend on it (its dropout masks come from its own seeds), beyond the order in
     /// which a thread count adds partial sums.
     fn step_concurrently(&mut self, steps: &[&[Batch]]) -> Option<Vec<RunEvent>> {
-        let events = self.on_runs_together(Run::is_active, |index, run, val_batches| {
-            crate::threads::block_on(steps_of_one(index, run, steps, val_batches))
-        })?;
+        let events = self
+            .on_runs_together(Run::is_active, |id, run, val_batches| crate::threads::block_on(steps_of_one(id, run, steps, val_batches)))?;
         Some(events.into_iter().flatten().collect())
     }
 
-    /// `work` on every run that `picks` picks, given its index and the validation batches, at the
+    /// `work` on every run that `picks` picks, given its id and the validation batches, at the
     /// same time, each on a pool of its share of the threads the caller computes with, when that
     /// can help: on the CPU, with two or more such runs and threads to share. The results come
     /// in the runs' order.
     fn on_runs_together<R: Send>(
         &mut self,
         picks: impl Fn(&Run) -> bool,
-        work: impl Fn(usize, &mut Run, &[Batch]) -> R + Sync,
+        work: impl Fn(RunId, &mut Run, &[Batch]) -> R + Sync,
     ) -> Option<Vec<R>> {
         let (picked, threads) = (self.runs.iter().filter(|run| picks(run)).count(), rayon::current_num_threads());
         let on_cpu = self.runs.iter().all(|r| qkv_kernels::is_flex(r.device()));
@@ -186,22 +207,21 @@ impl Experiment {
             return None;
         }
         let val_batches = &self.val_batches;
-        let runs: Vec<(usize, &mut Run)> = self.runs.iter_mut().enumerate().filter(|(_, run)| picks(run)).collect();
-        Some(crate::threads::on_threads(runs, (threads / picked).max(1), |(index, run)| work(index, run, val_batches)))
+        let runs: Vec<(RunId, &mut Run)> = self.ids.iter().copied().zip(self.runs.iter_mut()).filter(|(_, run)| picks(run)).collect();
+        Some(crate::threads::on_threads(runs, (threads / picked).max(1), |(id, run)| work(id, run, val_batches)))
     }
 
-    /// Evaluates the runs that have not trained yet (the step-0 point of their curves), by index;
+    /// Evaluates the runs that have not trained yet (the step-0 point of their curves), by id;
     /// at the same time where that helps, as their steps are (blocking the calling thread then).
-    pub async fn evaluate_untrained(&mut self) -> Vec<(usize, Result<EvalRecord, RunError>)> {
+    pub async fn evaluate_untrained(&mut self) -> Vec<(RunId, Result<EvalRecord, RunError>)> {
         let untrained = |run: &Run| run.step == 0;
-        let together =
-            self.on_runs_together(untrained, |index, run, val_batches| (index, crate::threads::block_on(run.evaluate(val_batches))));
+        let together = self.on_runs_together(untrained, |id, run, val_batches| (id, crate::threads::block_on(run.evaluate(val_batches))));
         if let Some(records) = together {
             return records;
         }
         let mut records = Vec::new();
-        for (index, run) in self.runs.iter_mut().enumerate().filter(|(_, run)| untrained(run)) {
-            records.push((index, run.evaluate(&self.val_batches).await));
+        for (&id, run) in self.ids.iter().zip(self.runs.iter_mut()).filter(|(_, run)| untrained(run)) {
+            records.push((id, run.evaluate(&self.val_batches).await));
         }
         records
     }
@@ -251,9 +271,9 @@ mod tests {
         let device = Device::flex();
         let val_loss = |result: &Result<EvalRecord, RunError>| result.as_ref().unwrap().val_loss;
         let mut both = Experiment::new(dataset.clone(), specs.to_vec(), &device).unwrap();
-        let together: Vec<(usize, f64)> =
+        let together: Vec<(RunId, f64)> =
             pollster::block_on(both.evaluate_untrained()).iter().map(|(run, result)| (*run, val_loss(result))).collect();
-        assert_eq!(together.iter().map(|(run, _)| *run).collect::<Vec<_>>(), [0, 1], "by run, in order");
+        assert_eq!(together.iter().map(|(run, _)| *run).collect::<Vec<_>>(), [RunId(0), RunId(1)], "by run, in order");
         for (run, spec) in specs.into_iter().enumerate() {
             let mut alone = Experiment::new(dataset.clone(), vec![spec], &device).unwrap();
             let records = pollster::block_on(alone.evaluate_untrained());

@@ -445,6 +445,7 @@ pub(crate) mod tests {
     use crate::corpus::TextCorpus;
     use crate::experiment::{Experiment, RunEvent};
     use crate::recipe::TrainingConfig;
+    use crate::run_id::RunId;
     use crate::tokenizer::TokenizerKind;
     use pollster::FutureExt as _;
     use qkv_model::{AttentionVariant, Preset};
@@ -657,7 +658,7 @@ pub(crate) mod tests {
         let mut diverged = None;
         for _ in 0..10 {
             for event in experiment.step().block_on() {
-                if let RunEvent::Stopped { run: 1, error } = event {
+                if let RunEvent::Stopped { run: RunId(1), error } = event {
                     diverged = Some(error.to_string());
                 }
             }
@@ -711,14 +712,14 @@ pub(crate) mod tests {
         while !grouped.is_done() {
             for event in pollster::block_on(grouped.steps(4)) {
                 match event {
-                    RunEvent::Stepped { run: 0, record, eval } => {
+                    RunEvent::Stepped { run: RunId(0), record, eval } => {
                         if let Some(eval) = eval {
                             assert_eq!(eval.step, record.step);
                             ends.push(record.step);
                         }
                     }
-                    RunEvent::Stopped { run: 1, error } => stopped = Some(error.to_string()),
-                    RunEvent::Stepped { run: 1, .. } => {}
+                    RunEvent::Stopped { run: RunId(1), error } => stopped = Some(error.to_string()),
+                    RunEvent::Stepped { run: RunId(1), .. } => {}
                     other => panic!("{other:?}"),
                 }
             }

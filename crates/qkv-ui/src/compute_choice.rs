@@ -5,6 +5,7 @@
 //! host waits, so a laptop GPU may well be slower than the CPU for the classroom model and faster
 //! for a larger one, and a software GPU (SwiftShader, lavapipe) is slower than either.
 
+use qkv_compute::ComputeId;
 use serde::{Deserialize, Serialize};
 
 pub use qkv_compute::Compute;
@@ -30,7 +31,9 @@ impl From<Vec<Compute>> for ComputeOffer {
 /// One compute's figure in a trial.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Timed {
-    pub label: String,
+    /// Which compute (saved as its label, `label`, before the compute had a type: both read).
+    #[serde(alias = "label")]
+    pub compute: ComputeId,
     /// Seconds an experiment step took (every run's step), after the first; `None` where it
     /// could not be timed.
     pub secs_per_step: Option<f64>,
@@ -50,7 +53,7 @@ pub enum ChosenBy {
 /// The compute to train on, remembered between visits while the same computes are offered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
-    pub chosen: String,
+    pub chosen: ComputeId,
     pub by: ChosenBy,
     /// Every compute offered when the verdict was made (also those that could not be timed).
     pub timed: Vec<Timed>,
@@ -62,19 +65,20 @@ impl Verdict {
     /// The fastest of `timed`; `None` where none could be timed.
     pub fn fastest(timed: Vec<Timed>, setup: String) -> Option<Verdict> {
         let chosen =
-            timed.iter().filter_map(|t| t.secs_per_step.map(|secs| (secs, &t.label))).min_by(|a, b| a.0.total_cmp(&b.0))?.1.clone();
+            timed.iter().filter_map(|t| t.secs_per_step.map(|secs| (secs, &t.compute))).min_by(|a, b| a.0.total_cmp(&b.0))?.1.clone();
         Some(Verdict { chosen, by: ChosenBy::Timing, timed, setup })
     }
 
     /// The user's pick of `chosen`, keeping the figures an earlier trial measured.
-    pub fn picked(chosen: String, earlier: Option<&Verdict>) -> Verdict {
+    pub fn picked(chosen: ComputeId, earlier: Option<&Verdict>) -> Verdict {
         let (timed, setup) = earlier.map_or_else(Default::default, |v| (v.timed.clone(), v.setup.clone()));
         Verdict { chosen, by: ChosenBy::User, timed, setup }
     }
 
-    /// A remembered verdict, if `json` is one.
-    pub fn parse(json: &str) -> Option<Verdict> {
-        serde_json::from_str(json).ok()
+    /// A remembered verdict, or why `json` is not one (one saved by an older version that
+    /// cannot be read, a damaged value).
+    pub fn parse(json: &str) -> Result<Verdict, serde_json::Error> {
+        serde_json::from_str(json)
     }
 
     pub fn to_json(&self) -> String {
@@ -83,15 +87,11 @@ impl Verdict {
 
     /// Whether the verdict was made among these computes (a new GPU, or a browser that lost its
     /// WebGPU, asks for a new one). A user's pick needs only its compute to be offered.
-    pub fn holds_for(&self, labels: &[&str]) -> bool {
+    pub fn holds_for(&self, offered: &[&ComputeId]) -> bool {
         match self.by {
-            ChosenBy::User => labels.contains(&self.chosen.as_str()),
+            ChosenBy::User => offered.contains(&&self.chosen),
             ChosenBy::Timing => {
-                let mut timed: Vec<&str> = self.timed.iter().map(|t| t.label.as_str()).collect();
-                let mut offered = labels.to_vec();
-                timed.sort_unstable();
-                offered.sort_unstable();
-                timed == offered
+                self.timed.len() == offered.len() && offered.iter().all(|&compute| self.timed.iter().any(|t| &t.compute == compute))
             }
         }
     }
@@ -99,15 +99,15 @@ impl Verdict {
     /// Says which compute trains and why, in a sentence: "Training on flex (CPU): 0.21 s a step
     /// against 4.8 s on wgpu: SwiftShader (timed on 2 runs of the classroom model)."
     pub fn summary(&self) -> String {
-        let mine = self.timed.iter().find(|t| t.label == self.chosen).and_then(|t| t.secs_per_step);
+        let mine = self.timed.iter().find(|t| t.compute == self.chosen).and_then(|t| t.secs_per_step);
         let others: Vec<String> = self
             .timed
             .iter()
-            .filter(|t| t.label != self.chosen)
+            .filter(|t| t.compute != self.chosen)
             .map(|t| match (t.secs_per_step, &t.problem) {
-                (Some(secs), _) => format!("{} on {}", seconds(secs), t.label),
-                (None, Some(problem)) => format!("{}: {problem}", t.label),
-                (None, None) => format!("{}: not timed", t.label),
+                (Some(secs), _) => format!("{} on {}", seconds(secs), t.compute),
+                (None, Some(problem)) => format!("{}: {problem}", t.compute),
+                (None, None) => format!("{}: not timed", t.compute),
             })
             .collect();
         match self.by {
@@ -139,36 +139,53 @@ fn seconds(secs: f64) -> String {
 mod tests {
     use super::*;
 
+    fn id(label: &str) -> ComputeId {
+        label.parse().unwrap()
+    }
+
     fn timed(label: &str, secs: Option<f64>) -> Timed {
-        Timed { label: label.into(), secs_per_step: secs, problem: secs.is_none().then(|| "failed to start".into()) }
+        Timed { compute: id(label), secs_per_step: secs, problem: secs.is_none().then(|| "failed to start".into()) }
     }
 
     #[test]
     fn the_fastest_timed_compute_is_chosen_and_the_summary_says_by_how_much() {
         let verdict = Verdict::fastest(
-            vec![timed("wgpu: SwiftShader", Some(4.8)), timed("flex (CPU)", Some(0.21)), timed("cuda", None)],
+            vec![timed("wgpu: SwiftShader", Some(4.8)), timed("flex (CPU)", Some(0.21)), timed("cuda: first GPU", None)],
             "2 runs of the classroom model".into(),
         )
         .unwrap();
-        assert_eq!(verdict.chosen, "flex (CPU)");
+        assert_eq!(verdict.chosen, ComputeId::cpu());
         assert_eq!(
             verdict.summary(),
-            "Training on flex (CPU), the fastest here: 0.21 s a step against 4.80 s on wgpu: SwiftShader, cuda: failed to start \
-             (timed on 2 runs of the classroom model; the compute list switches)."
+            "Training on flex (CPU), the fastest here: 0.21 s a step against 4.80 s on wgpu: SwiftShader, cuda: first GPU: failed \
+             to start (timed on 2 runs of the classroom model; the compute list switches)."
         );
-        assert!(Verdict::fastest(vec![timed("a", None)], String::new()).is_none(), "nothing timed, nothing chosen");
+        assert!(Verdict::fastest(vec![timed("flex (CPU)", None)], String::new()).is_none(), "nothing timed, nothing chosen");
     }
 
     #[test]
     fn a_verdict_holds_while_the_same_computes_are_offered_and_survives_a_restart() {
-        let verdict = Verdict::fastest(vec![timed("gpu", Some(0.01)), timed("cpu", Some(0.02))], "x".into()).unwrap();
-        assert!(verdict.holds_for(&["cpu", "gpu"]), "the order does not matter");
-        assert!(!verdict.holds_for(&["cpu"]), "a compute went away");
-        assert!(!verdict.holds_for(&["cpu", "gpu", "cuda"]), "a new compute is worth timing");
-        assert_eq!(Verdict::parse(&verdict.to_json()), Some(verdict.clone()));
-        assert_eq!(Verdict::parse("{\"chosen\": 7"), None);
-        let pick = Verdict::picked("cpu".into(), Some(&verdict));
-        assert!(pick.holds_for(&["cpu", "cuda"]) && !pick.holds_for(&["gpu"]));
-        assert_eq!(pick.summary(), "Training on cpu, as you chose.");
+        let verdict = Verdict::fastest(vec![timed("wgpu: GPU", Some(0.01)), timed("flex (CPU)", Some(0.02))], "x".into()).unwrap();
+        let (cpu, gpu, cuda) = (id("flex (CPU)"), id("wgpu: GPU"), id("cuda: first GPU"));
+        assert!(verdict.holds_for(&[&cpu, &gpu]), "the order does not matter");
+        assert!(!verdict.holds_for(&[&cpu]), "a compute went away");
+        assert!(!verdict.holds_for(&[&cpu, &gpu, &cuda]), "a new compute is worth timing");
+        assert_eq!(Verdict::parse(&verdict.to_json()).unwrap(), verdict);
+        assert!(Verdict::parse("{\"chosen\": 7").is_err());
+        let pick = Verdict::picked(cpu.clone(), Some(&verdict));
+        assert!(pick.holds_for(&[&cpu, &cuda]) && !pick.holds_for(&[&gpu]));
+        assert_eq!(pick.summary(), "Training on flex (CPU), as you chose.");
+    }
+
+    /// What a page kept before the compute had a type (the page's storage, as the page wrote it
+    /// then): its verdict names the computes by their labels. It still reads, and still holds
+    /// for the same computes.
+    #[test]
+    fn a_verdict_saved_with_labels_still_reads() {
+        let saved = include_str!("../tests/fixtures/compute-choice-before-typed-protocol.json");
+        let verdict = Verdict::parse(saved).unwrap();
+        let webgpu = ComputeId::on(qkv_compute::Backend::Wgpu, "WebGPU (own device; the page draws with WebGL)");
+        assert_eq!((verdict.chosen.clone(), verdict.by), (webgpu.clone(), ChosenBy::Timing));
+        assert!(verdict.holds_for(&[&ComputeId::cpu(), &webgpu]));
     }
 }

@@ -5,6 +5,7 @@
 //! beat it, whose steps so far become the curve. Nothing trained is thrown away but a slower
 //! compute's steps.
 
+use qkv_compute::ComputeId;
 use qkv_session::{Command, SessionHandle};
 use qkv_train::ExperimentPlan;
 use web_time::{Duration, Instant};
@@ -98,7 +99,8 @@ pub enum Outcome {
 pub struct TrialContext<'a> {
     /// Starts a session on compute `index`.
     pub start: &'a dyn Fn(usize) -> SessionHandle,
-    pub labels: &'a [String],
+    /// Which compute each index is.
+    pub computes: &'a [ComputeId],
     pub plan: &'a ExperimentPlan,
     /// The attention maps' refresh, as the playground's session has it: a contender does the
     /// same work a step as the session it may replace.
@@ -181,7 +183,7 @@ impl Trial {
             .timed
             .iter()
             .map(|(compute, secs, problem)| Timed {
-                label: context.labels[*compute].clone(),
+                compute: context.computes[*compute].clone(),
                 secs_per_step: *secs,
                 problem: problem.clone(),
             })

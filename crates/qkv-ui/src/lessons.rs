@@ -478,7 +478,7 @@ mod tests {
             convert_and_measure(TheoryCase::NoMlpSkip, original, &original.model().valid(), experiment.val_batches()).unwrap();
         assert!(report.exact && report.max_abs_logit_diff < 1e-4, "{report:?}");
         let copy = continue_converted(original, conversion, "copy", experiment.dataset()).unwrap();
-        experiment.add_run(copy).unwrap();
+        experiment.add_run(copy, qkv_train::RunId(experiment.runs.len())).unwrap();
         let gaps: Vec<f64> = (0..40)
             .map(|_| {
                 let losses: Vec<f64> = experiment

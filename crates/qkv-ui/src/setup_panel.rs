@@ -379,6 +379,16 @@ fn data_ui(ui: &mut Ui, data: &mut DataSource, paths: bool) -> Option<Intent> {
 mod tests {
     use super::*;
 
+    /// A setup as a page stored it, and as a `#setup=` link carried it, before the protocol's
+    /// types changed (lesson 3's, written by the build before): it still reads, as that lesson.
+    #[test]
+    fn a_setup_saved_before_the_typed_protocol_still_reads() {
+        let saved = include_str!("../tests/fixtures/setup-before-typed-protocol.json");
+        let setup: Setup = serde_json::from_str(saved).unwrap();
+        assert_eq!(setup.plan, qkv_train::lesson_plans::LESSON_PLANS[2]());
+        assert_eq!(serde_json::to_string(&setup).unwrap(), saved.trim(), "and writes as it did");
+    }
+
     #[test]
     fn images_and_a_vision_preset_bring_each_other_along() {
         let mut plan = ExperimentPlan::default();

@@ -2,9 +2,10 @@
 //! samples, built only from the session's messages.
 
 use egui::Color32;
+use qkv_compute::ComputeId;
 use qkv_session::{AttentionMaps, Message, RunId, RunInfo};
-use qkv_train::RunEvent;
 use qkv_train::theory::ReparamReport;
+use qkv_train::{DataSource, RunEvent};
 use qkv_train::{EvalRecord, StepRecord};
 
 use crate::files::KeptRuns;
@@ -93,8 +94,9 @@ pub const MAPS_KEPT: usize = 120;
 #[derive(Default)]
 pub struct SessionView {
     pub runs: Vec<RunView>,
-    pub data: String,
-    pub backend: String,
+    /// What the loaded runs train on, and where (`None` before the first load).
+    pub data: Option<DataSource>,
+    pub compute: Option<ComputeId>,
     pub playing: bool,
     pub finished: bool,
     /// Every set of maps since the runs were loaded, oldest first, for scrubbing back through
@@ -180,14 +182,14 @@ impl SessionView {
     /// `colours` gives each run's colour by index (the setup's choice).
     pub fn apply(&mut self, message: Message, colours: &[Color32]) {
         match message {
-            Message::Loaded { runs, data, backend } => {
+            Message::Loaded { runs, data, compute } => {
                 self.runs = runs
                     .into_iter()
                     .enumerate()
                     .map(|(i, info)| RunView::new(info, colours.get(i).copied().unwrap_or_else(|| crate::palette::colour(i))))
                     .collect();
-                self.data = data;
-                self.backend = backend;
+                self.data = Some(data);
+                self.compute = Some(compute);
                 self.finished = false;
                 self.attention_history.clear();
                 self.error = None;
@@ -206,7 +208,7 @@ impl SessionView {
                 self.error = None;
             }
             Message::Run(RunEvent::Stepped { run, record, eval }) => {
-                if let Some(view) = self.run_mut(RunId(run)) {
+                if let Some(view) = self.run_mut(run) {
                     view.steps.push(record);
                     view.evals.extend(eval);
                 }
@@ -217,7 +219,7 @@ impl SessionView {
                 }
             }
             Message::Run(RunEvent::Stopped { run, error }) => {
-                if let Some(view) = self.run_mut(RunId(run)) {
+                if let Some(view) = self.run_mut(run) {
                     view.error = Some(error.to_string());
                 }
             }

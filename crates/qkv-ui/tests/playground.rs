@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use egui::vec2;
 use egui_kittest::kittest::Queryable;
 use egui_kittest::{Harness, SnapshotOptions};
-use qkv_compute::{Backend, FLEX_LABEL};
+use qkv_compute::{Backend, ComputeId};
 use qkv_model::ParamReport;
 use qkv_model::burn::tensor::Device;
 use qkv_session::SessionTask;
@@ -99,7 +99,7 @@ fn harness_of_size(size: egui::Vec2) -> Harness<'static, State> {
 }
 
 fn harness_on(size: egui::Vec2, platform: impl Fn() -> Box<dyn Platform> + 'static) -> Harness<'static, State> {
-    harness_offering(size, platform, || vec![Compute::on(Backend::Flex, Device::flex(), FLEX_LABEL)].into())
+    harness_offering(size, platform, || vec![Compute::cpu()].into())
 }
 
 fn harness_offering(
@@ -297,7 +297,7 @@ fn a_dropped_text_becomes_the_data_and_a_dropped_checkpoint_continues_its_run() 
     assert_eq!(app.setup_mut().plan.data.to_string(), "fox.txt");
     harness.get_by_label("Step").click();
     run_until(&mut harness, "a step on the dropped text", |p| p.view().step() >= 1);
-    assert_eq!(playground(&harness).view().data, "fox.txt");
+    assert_eq!(playground(&harness).view().data.as_ref().map(ToString::to_string).as_deref(), Some("fox.txt"));
     // The vocabulary is the dropped text's: 28 distinct characters, not Shakespeare's.
     assert_eq!(playground(&harness).view().runs[0].info.spec.model.vocab_size, 28);
 
@@ -488,7 +488,7 @@ fn lesson_screenshots() {
 #[test]
 fn the_setup_survives_a_restart_and_a_damaged_one_is_replaced() {
     let ctx = egui::Context::default();
-    let flex = || vec![Compute::on(Backend::Flex, Device::flex(), FLEX_LABEL)];
+    let flex = || vec![Compute::cpu()];
     let mut first = Playground::new(&ctx, Box::new(TestPlatform::default()), flex(), None);
     first.load_lesson(2);
     first.setup_mut().plan.training.steps = Some(123);
@@ -542,22 +542,22 @@ fn runs_kept_by_the_platform_are_offered_on_the_next_visit_and_continue() {
 #[test]
 fn the_first_train_times_each_compute_and_the_faster_trains_on_and_is_remembered() {
     let two = |remembered: Option<String>, pinned: bool| {
-        let computes = ["flex A (CPU)", "flex B (CPU)"].map(|label| Compute::on(Backend::Flex, Device::flex(), label)).to_vec();
+        let computes = ["A (CPU)", "B (CPU)"].map(|adapter| Compute::on(ComputeId::on(Backend::Flex, adapter), Device::flex())).to_vec();
         move || ComputeOffer { computes: computes.clone(), pinned, remembered: remembered.clone() }
     };
     let mut harness = harness_offering(vec2(1500.0, 920.0), || Box::new(TestPlatform::default()), two(None, false));
     run_until(&mut harness, "the setup loaded", |p| p.view().is_loaded());
     harness.get_by_label("Train").click();
     run_until(&mut harness, "the trial started", |p| p.timing().is_some());
-    assert_eq!(playground(&harness).timing(), Some("flex A (CPU)"), "the compute the playground is on is timed first");
+    assert_eq!(playground(&harness).timing(), Some("flex: A (CPU)".to_string()), "the compute the playground is on is timed first");
     run_until(&mut harness, "both computes timed", |p| p.timing().is_none());
     let app = playground(&harness);
     let verdict = app.compute_choice().expect("a verdict").clone();
     assert_eq!(verdict.by, ChosenBy::Timing);
     let secs: Vec<f64> = verdict.timed.iter().map(|t| t.secs_per_step.expect("both could be timed")).collect();
     assert_eq!(verdict.timed.len(), 2);
-    let fastest = if secs[0] <= secs[1] { "flex A (CPU)" } else { "flex B (CPU)" };
-    assert_eq!(verdict.chosen, fastest, "{verdict:?}");
+    let fastest = if secs[0] <= secs[1] { "flex: A (CPU)" } else { "flex: B (CPU)" };
+    assert_eq!(verdict.chosen.to_string(), fastest, "{verdict:?}");
     assert_eq!(app.compute_label(), fastest);
     let (notice, is_problem) = app.notice().unwrap();
     assert!(!is_problem && notice.starts_with(&format!("Training on {fastest}, the fastest here")), "{notice}");
@@ -589,7 +589,7 @@ fn the_first_train_times_each_compute_and_the_faster_trains_on_and_is_remembered
     // A named compute is used as named, over a remembered choice, and nothing is timed.
     let mut harness = harness_offering(vec2(1500.0, 920.0), || Box::new(TestPlatform::default()), two(saved, true));
     run_until(&mut harness, "the setup loaded", |p| p.view().is_loaded());
-    assert_eq!(playground(&harness).compute_label(), "flex A (CPU)");
+    assert_eq!(playground(&harness).compute_label(), "flex: A (CPU)");
     harness.get_by_label("Train").click();
     run_until(&mut harness, "a step", |p| p.view().step() >= 1);
     assert!(playground(&harness).timing().is_none() && playground(&harness).compute_choice().is_none());

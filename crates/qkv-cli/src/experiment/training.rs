@@ -48,15 +48,16 @@ pub(super) fn train_seed(
     };
     experiment.spread_over(&compute.replicas);
     let data = plan.data.to_string();
-    let mut session = headless_session(device);
-    started_or_failed(session.start(experiment, data.clone()).block_on())?;
+    let mut session = headless_session(compute);
+    started_or_failed(session.start(experiment, plan.data.clone()).block_on())?;
     crate::play::play_to_end(&mut session, |experiment, messages| {
         let mut evaluated = false;
         for message in messages {
             match message {
                 Message::Run(RunEvent::Stepped { eval: Some(_), .. }) => evaluated = true,
                 Message::Run(RunEvent::Stopped { run, error }) => {
-                    eprintln!("{label}: {} stopped: {error}", experiment.runs[*run].spec.name)
+                    let name = experiment.position(*run).map_or("a run", |at| experiment.runs[at].spec.name.as_str());
+                    eprintln!("{label}: {name} stopped: {error}")
                 }
                 _ => {}
             }

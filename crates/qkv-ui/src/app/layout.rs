@@ -159,10 +159,10 @@ impl Playground {
         let mut compute = self.compute.chosen;
         let mut time_again = false;
         egui::ComboBox::from_id_salt("compute")
-            .selected_text(format!("compute: {}", self.compute.offered[compute].label))
+            .selected_text(format!("compute: {}", self.compute.offered[compute].id))
             .show_ui(ui, |ui| {
                 for (i, c) in self.compute.offered.iter().enumerate() {
-                    ui.selectable_value(&mut compute, i, &c.label);
+                    ui.selectable_value(&mut compute, i, c.label());
                 }
                 if self.compute.offered.len() > 1 {
                     time_again = ui.button("time each on the next Train").clicked();
@@ -324,8 +324,8 @@ impl Playground {
                     format!("{}: {rate}, val loss {val}{}", run.label(), accuracy.unwrap_or_default()),
                 );
             }
-            if !self.view.backend.is_empty() {
-                ui.label(RichText::new(format!("trained on {}; data: {}", self.view.backend, self.view.data)).weak());
+            if let (Some(compute), Some(data)) = (&self.view.compute, &self.view.data) {
+                ui.label(RichText::new(format!("trained on {compute}; data: {data}")).weak());
             }
             if let Some(verdict) = &self.compute.verdict {
                 wrapped(ui, &verdict.summary());

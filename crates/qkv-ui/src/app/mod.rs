@@ -121,7 +121,7 @@ pub struct Playground {
 
 /// A new session on `compute`, its task handed to the platform to run.
 fn start_session(platform: &dyn Platform, news: &NewsPacing, compute: &Compute) -> SessionHandle {
-    let (handle, task) = qkv_session::channel(Session::new(compute.home.clone(), compute.label.clone()), news.waker());
+    let (handle, task) = qkv_session::channel(Session::new(compute.home.clone(), compute.id.clone()), news.waker());
     platform.spawn_session(task);
     handle
 }
@@ -132,11 +132,11 @@ impl Playground {
     /// is the setup stored by a previous run of the app (JSON); an unreadable one is replaced by
     /// the default.
     pub fn new(ctx: &egui::Context, platform: Box<dyn Platform>, offer: impl Into<ComputeOffer>, saved: Option<&str>) -> Self {
-        let compute = ComputeChoice::new(offer.into());
+        let (compute, unread_choice) = ComputeChoice::new(offer.into());
         let (setup, notice) = match saved.map(serde_json::from_str::<Setup>) {
-            Some(Ok(setup)) => (setup, None),
+            Some(Ok(setup)) => (setup, unread_choice.map(|note| (note, true))),
             Some(Err(e)) => (Setup::default(), Some((format!("the saved setup could not be read ({e}); starting from the default"), true))),
-            None => (Setup::default(), None),
+            None => (Setup::default(), unread_choice.map(|note| (note, true))),
         };
         let news = NewsPacing::new(ctx);
         let session = start_session(platform.as_ref(), &news, compute.current());
@@ -180,8 +180,9 @@ impl Playground {
         self.channels.news.record_repaint(secs);
     }
 
-    pub fn compute_label(&self) -> &str {
-        &self.compute.current().label
+    /// The compute the session trains on, as the compute list names it.
+    pub fn compute_label(&self) -> String {
+        self.compute.current().label()
     }
 
     /// What the session has reported: the runs, their curves, the attention maps.

@@ -4,6 +4,7 @@
 
 use web_time::Instant;
 
+use qkv_compute::ComputeId;
 use qkv_session::Command;
 
 use super::{Playground, start_session};
@@ -22,8 +23,8 @@ impl Playground {
     }
 
     /// The compute being timed, while a trial is under way.
-    pub fn timing(&self) -> Option<&str> {
-        self.compute.trial.as_ref().map(|t| self.compute.offered[t.timing()].label.as_str())
+    pub fn timing(&self) -> Option<String> {
+        self.compute.trial.as_ref().map(|t| self.compute.offered[t.timing()].label())
     }
 
     /// Times every compute on the first Train, where there is a choice nobody has made.
@@ -37,7 +38,7 @@ impl Playground {
         let runs = plan.runs.len();
         let setup = format!("{runs} run{} of the {} model", if runs == 1 { "" } else { "s" }, plan.preset);
         self.compute.trial = Some(Trial::start(self.compute.chosen, others, setup, Instant::now()));
-        let first = self.compute.offered[self.compute.chosen].label.clone();
+        let first = self.compute.current().label();
         self.tell(format!("Timing each compute on this setup, to train on the fastest: {first} first."), false);
     }
 
@@ -55,11 +56,11 @@ impl Playground {
         let Some(trial) = &mut self.compute.trial else { return };
         let (platform, news, computes) = (self.platform.as_ref(), &self.channels.news, &self.compute.offered);
         let start = |compute: usize| start_session(platform, news, &computes[compute]);
-        let labels: Vec<String> = computes.iter().map(|c| c.label.clone()).collect();
+        let ids: Vec<ComputeId> = computes.iter().map(|c| c.id.clone()).collect();
         let colours = self.setup.edited.colours32();
         let context = TrialContext {
             start: &start,
-            labels: &labels,
+            computes: &ids,
             plan: &self.setup.edited.plan,
             attention_every: self.panels.attention.refresh_every,
             colours: &colours,
@@ -69,7 +70,7 @@ impl Playground {
             Outcome::Running => {
                 let now = trial.timing();
                 if now != previous {
-                    self.tell(format!("Timing {} on the same setup…", self.compute.offered[now].label), false);
+                    self.tell(format!("Timing {} on the same setup…", self.compute.offered[now].id), false);
                 }
             }
             Outcome::Done { verdict, winner } => {
@@ -100,7 +101,7 @@ impl Playground {
     pub fn pick_compute(&mut self, compute: usize) {
         self.cancel_trial();
         self.compute.chosen = compute;
-        self.compute.verdict = Some(Verdict::picked(self.compute.offered[compute].label.clone(), self.compute.verdict.as_ref()));
+        self.compute.verdict = Some(Verdict::picked(self.compute.offered[compute].id.clone(), self.compute.verdict.as_ref()));
         self.channels.session = start_session(self.platform.as_ref(), &self.channels.news, &self.compute.offered[compute]);
         self.apply_setup();
     }
