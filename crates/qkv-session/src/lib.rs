@@ -17,6 +17,7 @@ pub mod fanout;
 mod maps;
 mod pace;
 mod protocol;
+mod samples;
 mod session;
 pub mod wire;
 

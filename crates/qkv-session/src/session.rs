@@ -1,7 +1,6 @@
 //! The session: one experiment at most, driven by [`Command`]s and answered with [`Message`]s.
 
 use burn::tensor::Device;
-use burn::tensor::activation::softmax;
 use web_time::Instant;
 
 use qkv_compute::ComputeId;
@@ -11,16 +10,16 @@ use qkv_model::reparam::ReparamCase;
 use qkv_train::Problem;
 use qkv_train::checkpoint::{self, Checkpoint};
 use qkv_train::cpu_copy::model_on_cpu;
-use qkv_train::dataset::{DataSource, Dataset, Inputs, Upload};
+use qkv_train::dataset::{DataSource, Upload};
 use qkv_train::experiment::{Experiment, RunEvent};
-use qkv_train::generate::{SampleOptions, answer_list, generate};
+use qkv_train::generate::SampleOptions;
 use qkv_train::plan::ExperimentPlan;
-use qkv_train::run::{Run, RunError};
-use qkv_train::synthetic::Split;
+use qkv_train::run::Run;
 use qkv_train::theory::{TheoryCase, continue_converted, convert_and_measure};
 
 use crate::maps;
 use crate::pace::steps_per_read_back;
+use crate::samples;
 use crate::{AttentionMaps, CheckpointFile, Command, Message, RunId, RunInfo, SessionError, Share};
 
 pub struct Session {
@@ -246,41 +245,7 @@ impl Session {
 
     async fn sample(&self, run: RunId, prompt: &str, options: &SampleOptions) -> Result<Vec<Message>, SessionError> {
         let experiment = self.experiment.as_ref().ok_or(SessionError::NothingLoaded)?;
-        let model = burn::module::Module::valid(experiment.runs[self.position(run)?].model());
-        let text = match experiment.dataset() {
-            Dataset::Text(data) => {
-                let prompt = if prompt.is_empty() { data.tokenizer.default_prompt() } else { prompt };
-                let ids = data.tokenizer.encode(prompt)?;
-                let generation = generate(&model.into_gpt().map_err(RunError::from)?, &ids, options).await?;
-                data.tokenizer.continued(prompt, &generation.tokens)
-            }
-            Dataset::Synthetic(data) => {
-                // Answer a validation list.
-                let (input, expected) = data.lists(Split::Val, options.seed as usize % Split::Val.examples());
-                let answer = answer_list(&model.into_gpt().map_err(RunError::from)?, &input).await?;
-                let digits = |t: &[u32]| t.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" ");
-                let right = answer.iter().zip(&expected).filter(|(a, b)| a == b).count();
-                format!(
-                    "input    {}\nanswer   {}\nexpected {}\n{right}/{} digits right",
-                    digits(&input),
-                    digits(&answer),
-                    digits(&expected),
-                    data.length
-                )
-            }
-            Dataset::Images(images) => {
-                // Classify a held-out image.
-                let index = options.seed as usize % images.val.len();
-                let device = experiment.runs[self.position(run)?].device().clone().without_autodiff();
-                let pixels = Inputs::Pixels(images.val.image(index).to_vec()).to_input(1, &device);
-                let probabilities = qkv_kernels::read_floats(softmax(model.forward(pixels), 2).reshape([-1])).await?;
-                let (predicted, p) =
-                    probabilities.iter().enumerate().fold((0, 0f32), |best, (class, &p)| if p > best.1 { (class, p) } else { best });
-                let name = |class: usize| images.class_names[class].clone();
-                let label = usize::from(images.val.label(index));
-                format!("held-out image {index}: {}, the model says {} ({:.0}%)", name(label), name(predicted), 100.0 * p)
-            }
-        };
+        let text = samples::sample_text(experiment, self.position(run)?, prompt, options).await?;
         Ok(vec![Message::Sampled { run, text }])
     }
 
@@ -511,7 +476,7 @@ pub(crate) mod tests {
         use qkv_train::pytorch::{Layout, from_safetensors, to_safetensors};
         // A GPT-2-shaped model (LayerNorm, biases, tied embeddings) as Hugging Face would hand it over.
         let device = Device::flex();
-        let dataset = Dataset::load(&"synthetic:reverse:6".parse().unwrap(), &qkv_train::TokenizerKind::Char, 1).unwrap();
+        let dataset = qkv_train::Dataset::load(&"synthetic:reverse:6".parse().unwrap(), &qkv_train::TokenizerKind::Char, 1).unwrap();
         let mut config = Preset::Classroom.config();
         (config.bias, config.tie_embeddings, config.block_size, config.vocab_size) = (true, true, 16, dataset.vocab_size());
         let model = qkv_model::Gpt::new_seeded(&config, &device, 2).unwrap();
