@@ -144,7 +144,7 @@ fn cycles_in(src: &Path) -> Vec<Vec<ModulePath>> {
 }
 
 /// The file an absolute path, named in module `from`, leads to: the longest prefix that is a file
-/// (`crate::session::Command` names session/mod.rs), followed through what that file's `use`s
+/// (`crate::app::Tab` names app/mod.rs), followed through what that file's `use`s
 /// bind: its re-exports (lib.rs's `pub use backend::Backend` sends `crate::Backend` on to
 /// backend.rs), and its private ones too where `from` is inside it (a submodule sees its
 /// ancestors' private imports: `super::Name`, or `crate::Name` for lib.rs's).
