@@ -80,7 +80,7 @@ fn all_variants_side_by_side_with_gqa_leaves_out_the_query_sharing_ones() {
 #[test]
 fn all_variants_table_lists_every_variant() {
     let rows = json(&["params", "--preset", "gpt2-small", "--variant", "all", "--json"]);
-    assert_eq!(rows.as_array().unwrap().len(), 10);
+    assert_eq!(rows.as_array().unwrap().len(), 11);
     let output = qkv(&["params", "--preset", "gpt2-small", "--variant", "all"]);
     let table = String::from_utf8(output.stdout).unwrap();
     let names = [
@@ -94,8 +94,9 @@ fn all_variants_table_lists_every_variant() {
         "shared-kv",
         "shared-qkv",
         "shared-qkv-asym",
+        "standard-rel",
     ];
-    for name in names.iter().chain(&["Q=K=V", "(Q=K=V)+", "(Q=K-V)+rel"]) {
+    for name in names.iter().chain(&["Q=K=V", "(Q=K=V)+", "(Q=K-V)+rel", "Q-K-V+rel"]) {
         assert!(table.contains(name), "{name} missing from\n{table}");
     }
 }

@@ -102,9 +102,7 @@ impl ParamReport {
         push("attention biases", per, all, true, false);
         let asymmetry = match config.attention.variant {
             v if v.has_positional_term() => ASYMMETRY_CHANNELS + 1,
-            crate::AttentionVariant::SharedQueryKeyRel => {
-                config.n_head * RelativeBias::distances(config.block_size, config.attention.bidirectional)
-            }
+            v if v.has_relative_bias() => config.n_head * RelativeBias::distances(config.block_size, config.attention.bidirectional),
             _ => 0,
         };
         let (per, all) = layered(asymmetry);
@@ -281,6 +279,21 @@ mod tests {
         let cache = |variant| kv_cache_bytes_per_token(&config.clone().with_variant(variant), CacheDType::F32);
         assert_eq!(cache(AttentionVariant::SharedAllAsym), cache(AttentionVariant::SharedAll));
         assert_eq!(2 * cache(AttentionVariant::SharedAllAsym), cache(AttentionVariant::Standard));
+    }
+
+    #[test]
+    fn the_relative_bias_control_is_standard_plus_a_table_per_head() {
+        // GPT-2 small, a decoder: 12 heads × 1024 distances (0 to 1023) a layer.
+        let config = Preset::Gpt2Small.config();
+        let standard = ParamReport::new(&config);
+        let control = ParamReport::new(&config.clone().with_variant(AttentionVariant::StandardRel));
+        assert_eq!(control.total_params - standard.total_params, 12 * 12 * 1024);
+        let shared = ParamReport::new(&config.clone().with_variant(AttentionVariant::SharedQueryKeyRel));
+        assert_eq!(control.total_params - shared.total_params, 12 * 768 * 768, "Q=K-V+rel without W_Q's matrix");
+        // An encoder sees distances both ways: 2·1024 − 1 of them.
+        let mut encoder = config.with_variant(AttentionVariant::StandardRel);
+        encoder.attention.bidirectional = true;
+        assert_eq!(ParamReport::new(&encoder).total_params - standard.total_params, 12 * 12 * 2047);
     }
 
     #[test]

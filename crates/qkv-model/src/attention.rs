@@ -160,7 +160,7 @@ pub struct CausalSelfAttention {
     pub w_o: Linear,
     /// The (Q=K-V)+ and (Q=K=V)+ positional logit term.
     pub asymmetry: Option<AsymmetricLogits>,
-    /// The (Q=K-V)+rel pairwise logit term.
+    /// The (Q=K-V)+rel and Q-K-V+rel pairwise logit term.
     pub relative: Option<RelativeBias>,
     pub resid_dropout: Dropout,
     #[module(skip)]
@@ -208,7 +208,7 @@ impl CausalSelfAttention {
         if variant.has_positional_term() {
             layer.asymmetry = Some(AsymmetricLogits::new(device));
         }
-        if variant == AttentionVariant::SharedQueryKeyRel {
+        if variant.has_relative_bias() {
             layer.relative = Some(RelativeBias::new(config.n_head, config.block_size, config.attention.bidirectional, device));
         }
         layer
@@ -253,7 +253,7 @@ impl CausalSelfAttention {
         use AttentionVariant::*;
         let (h, g) = (self.n_head, self.kv_heads);
         let (query, key, value) = match self.variant {
-            Standard => (Self::apply(&self.w_q, &x), Self::apply(&self.w_k, &x), Self::apply(&self.w_v, &x)),
+            Standard | StandardRel => (Self::apply(&self.w_q, &x), Self::apply(&self.w_k, &x), Self::apply(&self.w_v, &x)),
             // The query is the attention input itself: head h reads channels [h·d_k, (h+1)·d_k).
             QueryIdentity => {
                 let (key, value) = (Self::apply(&self.w_k, &x), Self::apply(&self.w_v, &x));

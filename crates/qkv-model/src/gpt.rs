@@ -626,12 +626,13 @@ pub(crate) mod tests {
             (AttentionVariant::SharedKeyValue, [true, false, false, false, true, false]),
             (AttentionVariant::SharedAll, [false, false, false, false, false, true]),
             (AttentionVariant::SharedAllAsym, [false, false, false, false, false, true]),
+            (AttentionVariant::StandardRel, [true, true, true, false, false, false]),
         ];
         for (variant, fields) in expect {
             let model = Gpt::new(&tiny_config(variant), &device).unwrap();
             assert_eq!(present(&model.blocks[0].attn), fields, "{variant}");
             assert_eq!(model.blocks[0].attn.asymmetry.is_some(), variant.has_positional_term());
-            assert_eq!(model.blocks[0].attn.relative.is_some(), variant == AttentionVariant::SharedQueryKeyRel);
+            assert_eq!(model.blocks[0].attn.relative.is_some(), variant.has_relative_bias());
         }
     }
 

@@ -44,6 +44,10 @@ pub enum AttentionVariant {
     /// logits.
     #[serde(rename = "shared-qkv-asym")]
     SharedAllAsym,
+    /// The standard layer plus (Q=K-V)+rel's learned bias on the distance i − j: the control
+    /// that tells what the bias adds from what sharing W_Q and W_K costs. Ours, not the papers'.
+    #[serde(rename = "standard-rel")]
+    StandardRel,
 }
 
 /// One learned projection of the attention input, named by the roles it plays.
@@ -83,7 +87,7 @@ impl AttentionVariant {
     pub fn projections(self) -> &'static [Projection] {
         use Projection::*;
         match self {
-            AttentionVariant::Standard => &[Query, Key, Value],
+            AttentionVariant::Standard | AttentionVariant::StandardRel => &[Query, Key, Value],
             AttentionVariant::QueryIdentity => &[Key, Value],
             AttentionVariant::KeyIdentity => &[Query, Value],
             AttentionVariant::ValueIdentity => &[Query, Key],
@@ -95,7 +99,7 @@ impl AttentionVariant {
         }
     }
 
-    pub const ALL: [AttentionVariant; 10] = [
+    pub const ALL: [AttentionVariant; 11] = [
         AttentionVariant::Standard,
         AttentionVariant::QueryIdentity,
         AttentionVariant::KeyIdentity,
@@ -106,6 +110,7 @@ impl AttentionVariant {
         AttentionVariant::SharedKeyValue,
         AttentionVariant::SharedAll,
         AttentionVariant::SharedAllAsym,
+        AttentionVariant::StandardRel,
     ];
 
     /// The name used on the command line and in files.
@@ -121,6 +126,7 @@ impl AttentionVariant {
             AttentionVariant::SharedKeyValue => "shared-kv",
             AttentionVariant::SharedAll => "shared-qkv",
             AttentionVariant::SharedAllAsym => "shared-qkv-asym",
+            AttentionVariant::StandardRel => "standard-rel",
         }
     }
 
@@ -137,6 +143,7 @@ impl AttentionVariant {
             AttentionVariant::SharedKeyValue => "Q-K=V",
             AttentionVariant::SharedAll => "Q=K=V",
             AttentionVariant::SharedAllAsym => "(Q=K=V)+",
+            AttentionVariant::StandardRel => "Q-K-V+rel",
         }
     }
 
@@ -151,6 +158,11 @@ impl AttentionVariant {
                 | AttentionVariant::SharedAll
                 | AttentionVariant::SharedAllAsym
         )
+    }
+
+    /// Adds a learned bias per head on the distance i − j to the logits (`RelativeBias`).
+    pub fn has_relative_bias(self) -> bool {
+        matches!(self, AttentionVariant::SharedQueryKeyRel | AttentionVariant::StandardRel)
     }
 
     /// Adds paper 2's "+" term to the logits: a learned gain and a bias on the query and key
@@ -207,8 +219,8 @@ impl fmt::Display for AttentionVariant {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "unknown attention variant '{0}': use one of standard, wq-identity, wk-identity, wv-identity, \
-     shared-qk, shared-qk-asym, shared-qk-rel, shared-kv, shared-qkv, shared-qkv-asym (or the papers' \
-     Q=I, K=I, V=I, Q=K-V, (Q=K-V)+, Q-K=V, Q=K=V, (Q=K=V)+, and our (Q=K-V)+rel)"
+     shared-qk, shared-qk-asym, shared-qk-rel, shared-kv, shared-qkv, shared-qkv-asym, standard-rel (or \
+     the papers' Q=I, K=I, V=I, Q=K-V, (Q=K-V)+, Q-K=V, Q=K=V, (Q=K=V)+, and our (Q=K-V)+rel, Q-K-V+rel)"
 )]
 pub struct UnknownVariant(pub String);
 
