@@ -5,6 +5,7 @@
 // What the browser cannot do (clippy.toml's `disallowed-methods`) is an error in its build.
 #![cfg_attr(target_arch = "wasm32", warn(clippy::disallowed_methods))]
 
+pub mod baselines;
 mod cause;
 pub mod checkpoint;
 pub mod corpus;

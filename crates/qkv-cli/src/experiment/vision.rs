@@ -1,6 +1,10 @@
 //! `paper2-vision`'s findings: vision transformers of every variant on images, each seed's
 //! held-out accuracy and loss paired against Q-K-V's, and paper 2's vision claim checked.
 
+use qkv_train::DataSource;
+use qkv_train::baselines::Baselines;
+use qkv_train::images::ImageData;
+
 use super::catalogue::Study;
 use super::findings::{best_losses, by_run, paired_cell, pm};
 use super::seeds::Outcome;
@@ -28,7 +32,10 @@ pub(super) fn vision_report(outcomes: &[Outcome], studies: &[Study]) -> String {
     let mut out = String::from(
         "\nChanges are against Q-K-V, paired by seed: mean ± std over seeds of each seed's change, in validation loss (%) \
          and in held-out accuracy (points). Accuracy is the share of the held-out images classified right at the end of \
-         training. Head sharing is named by its ratio, key/value heads / heads.\n",
+         training. Head sharing is named by its ratio, key/value heads / heads. The last two rows are trivial classifiers \
+         trained on the same training images and scored on the same held-out ones, no seeds: each held-out image given \
+         the label of the nearest training image, and a multinomial logistic regression on the pixels. The held-out \
+         images here also validate the runs (there is no separate test set yet).\n",
     );
     for study in studies {
         let rows = by_run(outcomes, &study.name);
@@ -55,8 +62,24 @@ pub(super) fn vision_report(outcomes: &[Outcome], studies: &[Study]) -> String {
                 pm(mean_std(list.iter().map(|o| o.summary.best_val_loss)))
             );
         }
+        out += &baseline_rows(&study.plan.data);
     }
     out
+}
+
+/// The trivial classifiers' rows on the study's own split (`qkv_train::baselines`): nearest
+/// neighbour, which has no parameters, and a linear classifier (a weight per pixel and class,
+/// and a bias per class). Empty where the data are not images, or cannot be read.
+fn baseline_rows(data: &DataSource) -> String {
+    let DataSource::Images(source) = data else { return String::new() };
+    let Ok(images) = ImageData::load(source) else { return String::new() };
+    let baselines = Baselines::of(&images.train, &images.val, images.classes);
+    let linear_params = images.classes * (images.shape.values() + 1);
+    format!(
+        "| *nearest neighbour (baseline)* | 0 | - | - | {:.2}% | - |\n| *linear classifier (baseline)* | {linear_params} | - | - | {:.2}% | - |\n",
+        100.0 * baselines.nearest_neighbour,
+        100.0 * baselines.linear
+    )
 }
 
 /// Paper 2's vision claim, Q-K=V stays competitive, checked in the first study: its held-out
