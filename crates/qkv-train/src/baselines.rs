@@ -38,11 +38,12 @@ pub fn nearest_neighbour(train: &ImageSplit, held_out: &ImageSplit) -> f64 {
     })
 }
 
-/// Gradient descent steps, learning rate and L2 penalty of the linear classifier: enough steps
-/// for the training loss to settle on the 8×8 digits (its accuracy moves by less than a held-out
-/// image between 300 and 600 steps).
-const LINEAR_STEPS: usize = 400;
-const LINEAR_RATE: f64 = 0.5;
+/// Gradient descent steps, learning rate and L2 penalty of the linear classifier. Measured on the
+/// embedded digits' held-out 299: at rate 0.5 the fit was still climbing (93.98% after 400 steps,
+/// 94.65% after 1,500, 95.32% after 4,000); at rate 4, 2,000 steps give 95.99% (rate 8, 3,000
+/// steps: 95.65%), about where a logistic regression is known to land on this set.
+const LINEAR_STEPS: usize = 2000;
+const LINEAR_RATE: f64 = 4.0;
 const LINEAR_L2: f64 = 1e-4;
 
 /// Multinomial logistic regression's accuracy, its weights (and biases) from zero.
@@ -99,12 +100,12 @@ mod tests {
     }
 
     /// The embedded digits' figures, which the vision report quotes: nearest neighbour 98.0% on
-    /// the held-out 299 (docs/vision.md), the linear classifier in the mid 90s.
+    /// the held-out 299 (docs/vision.md), the linear classifier about 96%.
     #[test]
     fn the_digits_baselines_are_high() {
         let digits = ImageData::load(&ImageSource::Digits).unwrap();
         let baselines = Baselines::of(&digits.train, &digits.val, digits.classes);
         assert!((baselines.nearest_neighbour - 293.0 / 299.0).abs() < 1e-9, "{baselines:?}");
-        assert!((0.93..0.99).contains(&baselines.linear), "{baselines:?}");
+        assert!((0.95..0.97).contains(&baselines.linear), "{baselines:?}");
     }
 }
