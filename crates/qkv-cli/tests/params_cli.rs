@@ -68,7 +68,7 @@ fn json_has_the_stable_fields() {
 fn all_variants_side_by_side_with_gqa_leaves_out_the_query_sharing_ones() {
     let rows = json(&["params", "--preset", "paper2-300m", "--variant", "all", "--kv-heads", "4", "--json"]);
     let variants: Vec<&str> = rows.as_array().unwrap().iter().map(|r| r["variant"].as_str().unwrap()).collect();
-    assert_eq!(variants, ["standard", "wq-identity", "shared-kv"]);
+    assert_eq!(variants, ["standard", "wq-identity", "shared-kv", "standard-rel"]);
     let output = qkv(&["params", "--preset", "paper2-300m", "--variant", "all", "--kv-heads", "4"]);
     assert!(String::from_utf8_lossy(&output.stderr).contains("shared-qk left out"));
     let table = String::from_utf8(output.stdout).unwrap();
