@@ -75,7 +75,8 @@ fn verdict(change: &PairedChange, claim: Claim) -> String {
             } else {
                 format!(
                     "cannot tell: the interval includes 0, but the seeds do not place the change within ±{EQUIVALENCE_MARGIN}%, \
-                     the margin 'on par' needs (two one-sided tests, p = {p:.3})"
+                     the margin 'on par' needs (two one-sided tests, p = {p:.3}){}",
+                    change.seeds_needed(EQUIVALENCE_MARGIN)
                 )
             }
         }

@@ -169,6 +169,25 @@ impl PairedChange {
         Some(above_low.max(below_high))
     }
 
+    /// How many seeds would decide "within ±margin" at the spread these seeds show: a sentence
+    /// for a verdict that could not ([`seeds_for_equivalence`]); empty with fewer than two seeds
+    /// or no spread.
+    pub(super) fn seeds_needed(&self, margin: f64) -> String {
+        let (_, std, n) = self.stats();
+        if n < 2 || std == 0.0 {
+            return String::new();
+        }
+        let amount = |x: f64| self.unit.amount(x).trim_start_matches('+').to_string();
+        match seeds_for_equivalence(std, margin) {
+            Some(seeds) => format!(
+                "; at this spread between seeds (std {}), {seeds} seeds would give the test an 80% chance to pass if there is \
+                 no change",
+                amount(std)
+            ),
+            None => format!("; at this spread between seeds (std {}), no number of seeds up to 1,000 would", amount(std)),
+        }
+    }
+
     pub(super) fn direction(&self) -> Direction {
         match self.interval() {
             Some((low, _)) if low > 0.0 => Direction::Higher,
@@ -198,6 +217,17 @@ impl fmt::Display for PairedChange {
         }
         write!(f, "; per seed: {})", self.listed())
     }
+}
+
+/// The seeds a paired test of "within ±`margin`" (two one-sided tests at 5 %) needs to pass with
+/// an 80 % chance when the true change is 0 and the seeds' changes scatter with standard
+/// deviation `std`: the least n with √n · margin / std ≥ t₀.₉₅(n − 1) + t₀.₉₀(n − 1), the usual
+/// approximation; `None` beyond 1,000 seeds.
+pub(super) fn seeds_for_equivalence(std: f64, margin: f64) -> Option<usize> {
+    (2..=1000).find(|&n| {
+        let df = n - 1;
+        (n as f64).sqrt() * margin / std >= t_central_quantile(0.90, df) + t_central_quantile(0.80, df)
+    })
 }
 
 /// The 0.975 quantile of Student's t with `df` degrees of freedom: the half-width of a 95 %
@@ -431,6 +461,17 @@ mod tests {
         // A clear 2% change: different, and not equivalent.
         let change = PairedChange::of(Unit::Loss, &changed_by(&[2.0, 2.1, 1.9]), &reference).unwrap();
         assert!(change.p_value().unwrap() < 0.01 && change.equivalence_p(0.5).unwrap() > 0.95);
+    }
+
+    #[test]
+    fn the_seeds_an_equivalence_test_needs_follow_the_t_tables() {
+        // std = margin: n = 10 gives √10 = 3.16 < 1.833 + 1.383 (t tables, 9 df); n = 11 gives
+        // 3.32 ≥ 1.812 + 1.372 (10 df).
+        assert_eq!(seeds_for_equivalence(1.0, 1.0), Some(11));
+        // Half the spread needs about a quarter of the seeds; twice the spread about four times.
+        assert_eq!(seeds_for_equivalence(0.5, 1.0), Some(4));
+        assert!(seeds_for_equivalence(2.0, 1.0).is_some_and(|n| (36..=38).contains(&n)));
+        assert_eq!(seeds_for_equivalence(100.0, 1.0), None);
     }
 
     #[test]

@@ -120,7 +120,8 @@ fn competitive(change: &PairedChange) -> String {
         Direction::Higher => "better than Q-K-V here, the interval excluding 0".into(),
         Direction::Undecided => format!(
             "cannot tell: the interval includes 0, but the seeds do not place the change within ±{ACCURACY_MARGIN} point \
-             (two one-sided tests, p = {p:.3})"
+             (two one-sided tests, p = {p:.3}){}",
+            change.seeds_needed(ACCURACY_MARGIN)
         ),
     }
 }
@@ -167,6 +168,9 @@ mod tests {
         assert!(close.contains("| Q-K=V against Q-K-V | within ±1 pt |"), "{close}");
         let loose = vision_against_paper(&outcomes([2.0, -2.5, 0.3]), &[study()]);
         assert!(loose.contains("cannot tell"), "{loose}");
+        // Changes of +2.0, -2.5 and +0.3 points scatter with a std of 2.27 points: 46 seeds (the normal
+        // approximation, (2.27 · (1.645 + 1.282))², gives 44; t with few degrees of freedom, a few more).
+        assert!(loose.contains("std 2.27 pt), 46 seeds would give the test an 80% chance"), "{loose}");
         let worse = vision_against_paper(&outcomes([-3.0, -3.3, -2.8]), &[study()]);
         assert!(worse.contains("not competitive here"), "{worse}");
     }
