@@ -131,6 +131,9 @@ mod tests {
         }
         panel.kv_heads = Some(4);
         let variants: Vec<_> = panel.columns().into_iter().map(|c| c.variant).collect();
-        assert_eq!(variants, [AttentionVariant::Standard, AttentionVariant::QueryIdentity, AttentionVariant::SharedKeyValue]);
+        assert_eq!(
+            variants,
+            [AttentionVariant::Standard, AttentionVariant::QueryIdentity, AttentionVariant::SharedKeyValue, AttentionVariant::StandardRel]
+        );
     }
 }
