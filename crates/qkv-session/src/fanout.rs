@@ -426,9 +426,14 @@ mod tests {
         let mut fanout = Fanout::new(2);
         let mut two = sessions(2);
         let mut heard = send(&mut fanout, &mut two, Command::Load(three_runs()));
-        let [Message::Loaded { runs, .. }, ..] = heard.as_slice() else { panic!("{heard:?}") };
+        let [Message::Loaded { runs, compute, .. }, ..] = heard.as_slice() else { panic!("{heard:?}") };
+        // The merged answer says where the whole trains: on the CPU, in both sessions.
+        assert_eq!((compute.clone(), compute.to_string()), (ComputeId::cpu().in_workers(2), "flex (CPU, in 2 Web Workers)".into()));
         let names: Vec<&str> = runs.iter().map(|r| r.spec.name.as_str()).collect();
-        let [Message::Loaded { runs: runs_alone, .. }, ..] = heard_alone.as_slice() else { panic!("{heard_alone:?}") };
+        let [Message::Loaded { runs: runs_alone, compute: alone_compute, .. }, ..] = heard_alone.as_slice() else {
+            panic!("{heard_alone:?}")
+        };
+        assert_eq!(alone_compute, &ComputeId::cpu(), "one session holding every run names its compute as it is");
         let names_alone: Vec<&str> = runs_alone.iter().map(|r| r.spec.name.as_str()).collect();
         assert_eq!(names, names_alone, "the runs keep their order and their names in the whole");
         assert_eq!(names[0], "standard");
