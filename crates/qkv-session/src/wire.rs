@@ -64,25 +64,29 @@ pub fn encode_command(mut command: Command) -> Result<Vec<u8>, WireError> {
         .map_err(|source| WireError::Encode { what: "command", source })
 }
 
-/// Refuses bytes stamped with another version; unstamped or garbled bytes are left to the
-/// decoding that follows, which says what is wrong with them.
-fn check_version(bytes: &[u8], what: &'static str) -> Result<(), WireError> {
+/// `version`, read from bytes that decoded, refused unless it is this build's.
+fn this_version(version: u32, what: &'static str) -> Result<(), WireError> {
+    if version == WIRE_VERSION { Ok(()) } else { Err(WireError::Version { what, found: version }) }
+}
+
+/// Why bytes did not decode as this build's `what`: another build's, by their stamp, or garbled.
+/// Only bytes that failed are probed for a stamp alone, so what reads is decoded once.
+fn unreadable(bytes: &[u8], what: &'static str, error: rmp_serde::decode::Error) -> WireError {
     #[derive(Deserialize)]
     struct Stamp {
         version: u32,
     }
     match rmp_serde::from_slice::<Stamp>(bytes) {
-        Ok(Stamp { version }) if version != WIRE_VERSION => Err(WireError::Version { what, found: version }),
-        _ => Ok(()),
+        Ok(Stamp { version }) if version != WIRE_VERSION => WireError::Version { what, found: version },
+        _ => WireError::Decode { what, source: cause(error) },
     }
 }
 
 pub fn decode_command(bytes: &[u8]) -> Result<Command, WireError> {
-    let garbled = |source: Cause| WireError::Decode { what: "command", source };
-    check_version(bytes, "command")?;
-    let CommandOnWire { mut command, upload_text, .. } = rmp_serde::from_slice(bytes).map_err(|e| garbled(cause(e)))?;
+    let CommandOnWire { version, mut command, upload_text } = rmp_serde::from_slice(bytes).map_err(|e| unreadable(bytes, "command", e))?;
+    this_version(version, "command")?;
     if let (Some(upload), Some(text)) = (upload_of(&mut command), upload_text) {
-        *upload = Upload::new(&upload.name, text.as_bytes()).map_err(|e| garbled(cause(e)))?;
+        *upload = Upload::new(&upload.name, text.as_bytes()).map_err(|e| WireError::Decode { what: "command", source: cause(e) })?;
     }
     Ok(command)
 }
@@ -95,6 +99,7 @@ struct MessagesOnWire<'a> {
 
 #[derive(Deserialize)]
 struct MessagesFromWire {
+    version: u32,
     messages: Vec<Message>,
 }
 
@@ -104,9 +109,8 @@ pub fn encode_messages(messages: &[Message]) -> Result<Vec<u8>, WireError> {
 }
 
 pub fn decode_messages(bytes: &[u8]) -> Result<Vec<Message>, WireError> {
-    check_version(bytes, "messages")?;
-    let MessagesFromWire { messages } =
-        rmp_serde::from_slice(bytes).map_err(|e| WireError::Decode { what: "messages", source: cause(e) })?;
+    let MessagesFromWire { version, messages } = rmp_serde::from_slice(bytes).map_err(|e| unreadable(bytes, "messages", e))?;
+    this_version(version, "messages")?;
     Ok(messages)
 }
 
