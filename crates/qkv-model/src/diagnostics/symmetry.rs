@@ -171,10 +171,12 @@ pub fn symmetry_score<'a>(matrices: impl Iterator<Item = &'a [f32]>, time: usize
 /// folded in (rows scaled by Γ); `gain` is Γ (ones without a norm).
 pub(crate) fn content_form_symmetry(attn: &CausalSelfAttention, projections: &[(Projection, Matrix)], gain: &[f64]) -> Vec<f64> {
     use Projection::*;
-    let find = |roles: &[Projection]| roles.iter().find_map(|role| projections.iter().find(|(p, _)| p == role).map(|(_, w)| w.clone()));
-    let identity = || Some(Matrix::identity(gain.len()).scale_rows(gain));
-    let query = if attn.variant == AttentionVariant::QueryIdentity { identity() } else { find(&[Query, QueryKey, QueryKeyValue]) };
-    let key = if attn.variant == AttentionVariant::KeyIdentity { identity() } else { find(&[Key, QueryKey, KeyValue, QueryKeyValue]) };
+    let find = |roles: &[Projection]| roles.iter().find_map(|role| projections.iter().find(|(p, _)| p == role).map(|(_, w)| w));
+    // An identity projection's weights, Γ on the input's own channels (no variant has two).
+    let (query_identity, key_identity) = (attn.variant == AttentionVariant::QueryIdentity, attn.variant == AttentionVariant::KeyIdentity);
+    let identity = (query_identity || key_identity).then(|| Matrix::identity(gain.len()).scale_rows(gain));
+    let query = if query_identity { identity.as_ref() } else { find(&[Query, QueryKey, QueryKeyValue]) };
+    let key = if key_identity { identity.as_ref() } else { find(&[Key, QueryKey, KeyValue, QueryKeyValue]) };
     let (Some(query), Some(key)) = (query, key) else {
         return Vec::new();
     };
