@@ -132,7 +132,6 @@ fn progress_style() -> ProgressStyle {
     ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos}/{len} {msg}").expect("valid template").progress_chars("=> ")
 }
 
-/// Trains `variants` side by side; returns the finished experiment and the wall time.
 /// What a `train` or `compare` trained: the experiment, in how many seconds, and the signal that
 /// stopped it early, if one did.
 pub struct Trained {
@@ -152,9 +151,10 @@ impl Trained {
     }
 }
 
-/// Trains the variants, writing the runs so far at every evaluation (a run killed outright loses
-/// at most the steps since) and stopping early, after the step in flight, on Ctrl-C or SIGTERM.
-pub fn train_variants(args: &TrainArgs, plan: &ExperimentPlan, to: &Outputs) -> Result<Trained, Failure> {
+/// Trains `plan`'s runs on the compute `args` name, writing the runs so far into `to` at every
+/// evaluation (a run killed outright loses at most the steps since) and stopping early, after the
+/// step in flight, on Ctrl-C or SIGTERM.
+pub fn train_into(args: &TrainArgs, plan: &ExperimentPlan, to: &Outputs) -> Result<Trained, Failure> {
     let interrupts = Interrupts::catch()?;
     let save = |experiment: &Experiment| write_runs(to, experiment);
     train_plan(plan, &args.spread.compute(args.backend)?, &interrupts, save)
@@ -328,7 +328,7 @@ pub struct TrainCommand {
 pub fn run_train(command: &TrainCommand) -> Result<(), Failure> {
     let to = Outputs { out: command.args.out.clone(), data: command.args.data.to_string(), single: true };
     let _lock = FolderLock::take(&to.out)?;
-    let trained = train_variants(&command.args, &command.args.plan(&[command.variant]), &to)?;
+    let trained = train_into(&command.args, &command.args.plan(&[command.variant]), &to)?;
     finish_train(&trained, &to)
 }
 
@@ -385,7 +385,7 @@ pub fn run_compare(command: &CompareCommand, invocation: &str) -> Result<(), Fai
     let plan = command.plan()?;
     let to = Outputs { out: command.args.out.clone(), data: plan.data.to_string(), single: false };
     let _lock = FolderLock::take(&to.out)?;
-    let trained = train_variants(&command.args, &plan, &to)?;
+    let trained = train_into(&command.args, &plan, &to)?;
     finish_compare(&trained, &to, invocation, command.args.backend)
 }
 

@@ -128,13 +128,12 @@ impl Session {
     /// trained on `data` (what its checkpoints name), replacing the current
     /// one. Runs that have not trained yet are evaluated: the step-0 point of their curves. The
     /// runs are this session's share of the whole, and take its ids.
-    pub async fn start(&mut self, experiment: Experiment, data: DataSource) -> Vec<Message> {
+    pub async fn start(&mut self, mut experiment: Experiment, data: DataSource) -> Vec<Message> {
         // Which matrix product the linear layers take on a GPU is timed on it, once, before its
         // first step (at once on any other device).
         for run in &experiment.runs {
             qkv_kernels::choose_product(run.device()).await;
         }
-        let mut experiment = experiment;
         experiment.name_runs((0..experiment.runs.len()).map(|local| self.share.whole_id(local)).collect());
         let runs = experiment.runs.iter().zip(experiment.ids()).map(|(run, &id)| RunInfo::of(id, run)).collect();
         self.experiment = Some(experiment);
