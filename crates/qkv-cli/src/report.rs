@@ -295,6 +295,8 @@ mod tests {
             kv_cache_bytes_per_token: 64,
             accuracy: None,
             sequence_accuracy: None,
+            test_loss: None,
+            test_accuracy: None,
             status: RunStatus::Finished,
             diagnostics,
         }

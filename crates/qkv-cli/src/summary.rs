@@ -25,6 +25,12 @@ pub struct RunSummary {
     pub accuracy: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sequence_accuracy: Option<f64>,
+    /// The trained model's loss and accuracy on the data's test split, measured once at the end
+    /// (images with a test split apart from the validation one; absent elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_loss: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_accuracy: Option<f64>,
     /// Finished, or diverged; written as text ("finished", "diverged at step N"), as summaries
     /// and saved seeds have always had it.
     #[serde(with = "status_as_text")]
@@ -37,12 +43,15 @@ pub struct RunSummary {
 
 impl RunSummary {
     /// The run's outcome, its diagnostics measured on `val` (the experiment's validation
-    /// batches). A run that diverged has no meaningful weights to diagnose.
-    pub fn of(run: &Run, val: &[Batch]) -> Self {
+    /// batches), scored on `test` where the data have a test split. A run that diverged has no
+    /// meaningful weights to diagnose or score.
+    pub fn of(run: &Run, val: &[Batch], test: Option<&[Batch]>) -> Self {
         let last_eval = run.metrics.evals.last();
-        let diagnostics = match run.status {
-            RunStatus::Diverged { .. } => None,
-            RunStatus::Training | RunStatus::Finished => run.diagnose(val).block_on().ok(),
+        let (diagnostics, test) = match run.status {
+            RunStatus::Diverged { .. } => (None, None),
+            RunStatus::Training | RunStatus::Finished => {
+                (run.diagnose(val).block_on().ok(), test.and_then(|test| run.score(test).block_on().ok()))
+            }
         };
         Self {
             variant: run.spec.model.attention.variant,
@@ -58,6 +67,8 @@ impl RunSummary {
             kv_cache_bytes_per_token: qkv_model::accounting::kv_cache_bytes_per_token(&run.spec.model, qkv_model::CacheDType::F32),
             accuracy: last_eval.and_then(|e| e.accuracy),
             sequence_accuracy: last_eval.and_then(|e| e.sequence_accuracy),
+            test_loss: test.map(|score| score.loss),
+            test_accuracy: test.and_then(|score| score.accuracy),
             status: match run.status {
                 diverged @ RunStatus::Diverged { .. } => diverged,
                 RunStatus::Training | RunStatus::Finished => RunStatus::Finished,

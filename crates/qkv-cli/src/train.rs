@@ -60,6 +60,10 @@ pub struct TrainArgs {
     /// Dropout rate in [0, 1) [default: the preset's].
     #[arg(long)]
     pub dropout: Option<f64>,
+    /// Images only: move each training image by up to this many pixels each way as it is drawn (0: as they are)
+    /// [default: the preset's].
+    #[arg(long)]
+    pub shift: Option<usize>,
     #[command(flatten)]
     pub shape: ShapeArgs,
     /// Compute backend: flex (CPU) or wgpu (GPU; lavapipe on a machine without one); cuda, rocm, metal and vulkan when
@@ -121,6 +125,7 @@ impl TrainArgs {
         training.lr = self.lr.or(training.lr);
         training.weight_decay = self.wd.or(training.weight_decay);
         training.seed = self.seed.or(training.seed);
+        training.shift = self.shift.or(training.shift);
         if let Some(kv_heads) = self.kv_heads {
             plan.runs.iter_mut().for_each(|run| run.kv_heads = Some(kv_heads));
         }
@@ -309,7 +314,9 @@ fn write_runs(to: &Outputs, experiment: &Experiment) -> Result<(), Failure> {
 /// metrics.csv, summary.json and one checkpoint per run; returns the summaries.
 pub fn write_outputs(to: &Outputs, experiment: &Experiment) -> Result<Vec<RunSummary>, Failure> {
     write_runs(to, experiment)?;
-    let summaries: Vec<RunSummary> = experiment.runs.iter().map(|run| RunSummary::of(run, experiment.val_batches())).collect();
+    let test = experiment.test_batches();
+    let summaries: Vec<RunSummary> =
+        experiment.runs.iter().map(|run| RunSummary::of(run, experiment.val_batches(), test.as_deref())).collect();
     let summary_json = if to.single { serde_json::to_string_pretty(&summaries[0]) } else { serde_json::to_string_pretty(&summaries) }?;
     write_atomically(&to.out.join("summary.json"), summary_json.as_bytes())?;
     Ok(summaries)
@@ -338,9 +345,9 @@ fn finish_train(trained: &Trained, to: &Outputs) -> Result<(), Failure> {
     let summaries = write_outputs(to, experiment)?;
     let s = &summaries[0];
     // A ViT's "tokens" are its images: one answer each.
-    let (unit, accuracy) = if experiment.runs[0].spec.model.is_vision() { ("images", "held-out accuracy") } else { ("tokens", "accuracy") };
+    let (unit, accuracy) = if experiment.runs[0].spec.model.is_vision() { ("images", "validation accuracy") } else { ("tokens", "accuracy") };
     println!(
-        "{}: {} steps, {} {unit} in {wall:.1} s ({:.0} {unit}/s); final train loss {}, final val loss {}, best val loss {}{}",
+        "{}: {} steps, {} {unit} in {wall:.1} s ({:.0} {unit}/s); final train loss {}, final val loss {}, best val loss {}{}{}",
         s.name,
         s.steps,
         s.tokens,
@@ -348,7 +355,8 @@ fn finish_train(trained: &Trained, to: &Outputs) -> Result<(), Failure> {
         report::fmt_loss(s.final_train_loss),
         report::fmt_loss(s.final_val_loss),
         report::fmt_loss(s.best_val_loss),
-        s.accuracy.map(|a| format!(", {accuracy} {:.2}%", 100.0 * a)).unwrap_or_default()
+        s.accuracy.map(|a| format!(", {accuracy} {:.2}%", 100.0 * a)).unwrap_or_default(),
+        s.test_accuracy.map(|a| format!(", test accuracy {:.2}%", 100.0 * a)).unwrap_or_default()
     );
     let wrote = format!("{}/{{metrics.csv, summary.json, checkpoint.qkv}}", to.out.display());
     println!("wrote {wrote}");

@@ -1,6 +1,6 @@
 //! `qkv train --preset vision-digits --data digits` as a user runs it: a ViT on the embedded
-//! digits, its held-out accuracy printed and in summary.json; and what a mismatch of model and
-//! data says.
+//! digits, its validation and test accuracy printed and in summary.json; and what a mismatch of
+//! model and data says.
 
 use std::process::{Command, Output};
 
@@ -13,18 +13,21 @@ fn stderr(output: &Output) -> String {
 }
 
 #[test]
-fn a_vit_trains_on_the_digits_and_reports_its_held_out_accuracy() {
+fn a_vit_trains_on_the_digits_and_reports_its_validation_and_test_accuracy() {
     let dir = std::env::temp_dir().join(format!("qkv-vision-cli-{}", std::process::id()));
     let out = dir.join("run").display().to_string();
     let trained =
         qkv(&["train", "--preset", "vision-digits", "--data", "digits", "--variant", "wq-identity", "--steps", "40", "--out", &out]);
     assert!(trained.status.success(), "{}", stderr(&trained));
     let said = String::from_utf8_lossy(&trained.stdout);
-    assert!(said.contains("images in") && said.contains("held-out accuracy"), "{said}");
+    assert!(said.contains("images in") && said.contains("validation accuracy") && said.contains("test accuracy"), "{said}");
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("run/summary.json")).unwrap()).unwrap();
-    let accuracy = summary["accuracy"].as_f64().expect("an accuracy");
-    // 40 steps: above chance (10%), far from done.
-    assert!((0.2..=1.0).contains(&accuracy), "{summary}");
+    // 40 steps: above chance (10%), far from done, on the validation images and the test ones.
+    for figure in ["accuracy", "test_accuracy"] {
+        let accuracy = summary[figure].as_f64().expect("an accuracy");
+        assert!((0.2..=1.0).contains(&accuracy), "{figure}: {summary}");
+    }
+    assert!(summary["test_loss"].as_f64().is_some_and(f64::is_finite), "{summary}");
     assert_eq!(summary["steps"], 40);
 
     // A ViT has no text to continue.

@@ -69,7 +69,7 @@ fn a_checkpoint_saved_on_wgpu_continues_on_the_cpu() {
     // The next steps on the CPU follow the GPU's: the weights and the AdamW moments came across.
     let mut rng = Rng::new(5);
     for _ in 0..2 {
-        let batch = dataset.train_batch(&mut rng, 4, 16);
+        let batch = dataset.train_batch(&mut rng, 4, 16, 0);
         let a = on_gpu.train_step(std::slice::from_ref(&batch)).block_on().unwrap().train_loss;
         let b = on_cpu.train_step(std::slice::from_ref(&batch)).block_on().unwrap().train_loss;
         assert!((a - b).abs() < 1e-3, "after loading, GPU loss {a} and CPU loss {b} differ");

@@ -9,7 +9,7 @@
 
 use crate::image_split::ImageSplit;
 
-/// Each baseline's share of `held_out` classified right, trained on `train`.
+/// Each baseline's share of a held-out split classified right, trained on `train`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Baselines {
     pub nearest_neighbour: f64,
@@ -17,8 +17,10 @@ pub struct Baselines {
 }
 
 impl Baselines {
-    pub fn of(train: &ImageSplit, held_out: &ImageSplit, classes: usize) -> Self {
-        Self { nearest_neighbour: nearest_neighbour(train, held_out), linear: linear_classifier(train, held_out, classes) }
+    /// The baselines trained on `train` once, each scored on every split of `held_out`, in order.
+    pub fn of(train: &ImageSplit, held_out: &[&ImageSplit], classes: usize) -> Vec<Self> {
+        let linear = LinearClassifier::fit(train, classes);
+        held_out.iter().map(|split| Self { nearest_neighbour: nearest_neighbour(train, split), linear: linear.accuracy(split) }).collect()
     }
 }
 
@@ -38,51 +40,71 @@ pub fn nearest_neighbour(train: &ImageSplit, held_out: &ImageSplit) -> f64 {
     })
 }
 
-/// Gradient descent steps, learning rate and L2 penalty of the linear classifier. Measured on the
-/// embedded digits' held-out 299: at rate 0.5 the fit was still climbing (93.98% after 400 steps,
-/// 94.65% after 1,500, 95.32% after 4,000); at rate 4, 2,000 steps give 95.99% (rate 8, 3,000
-/// steps: 95.65%), about where a logistic regression is known to land on this set.
+/// Gradient descent steps, learning rate and L2 penalty of the linear classifier. They were chosen
+/// when the embedded digits had two splits, on the 299 held out then, which are today's test
+/// images: a choice made on the test set, which can only favour the baseline. Trained on 1,498
+/// images, at rate 0.5 the fit was still climbing (93.98% after 400 steps, 94.65% after 1,500,
+/// 95.32% after 4,000); at rate 4, 2,000 steps gave 95.99% (rate 8, 3,000 steps: 95.65%), about
+/// where a logistic regression is known to land on this set.
 const LINEAR_STEPS: usize = 2000;
 const LINEAR_RATE: f64 = 4.0;
 const LINEAR_L2: f64 = 1e-4;
 
-/// Multinomial logistic regression's accuracy, its weights (and biases) from zero.
-pub fn linear_classifier(train: &ImageSplit, held_out: &ImageSplit, classes: usize) -> f64 {
-    let n = train.len();
-    if n == 0 {
-        return 0.0;
+/// A multinomial logistic regression on the pixels: a weight per pixel and class, and a bias per
+/// class.
+pub struct LinearClassifier {
+    /// [classes][pixels + 1]: the last column is the bias.
+    weights: Vec<Vec<f64>>,
+}
+
+impl LinearClassifier {
+    /// Fitted on `train`, its weights (and biases) from zero.
+    pub fn fit(train: &ImageSplit, classes: usize) -> Self {
+        let n = train.len();
+        let inputs = if n == 0 { 0 } else { train.image(0).len() };
+        let mut classifier = Self { weights: vec![vec![0.0f64; inputs + 1]; classes] };
+        if n > 0 {
+            classifier.descend(train);
+        }
+        classifier
     }
-    let inputs = train.image(0).len();
-    // [classes][inputs + 1]: the last column is the bias.
-    let mut weights = vec![vec![0.0f64; inputs + 1]; classes];
-    let scores = |weights: &[Vec<f64>], image: &[f32]| -> Vec<f64> {
-        weights.iter().map(|w| w[inputs] + image.iter().zip(w).map(|(&x, w)| f64::from(x) * w).sum::<f64>()).collect()
-    };
-    for _ in 0..LINEAR_STEPS {
-        let mut gradient = vec![vec![0.0f64; inputs + 1]; classes];
-        for i in 0..n {
-            let image = train.image(i);
-            let s = scores(&weights, image);
-            let top = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let e: Vec<f64> = s.iter().map(|v| (v - top).exp()).collect();
-            let total: f64 = e.iter().sum();
-            for (class, g) in gradient.iter_mut().enumerate() {
-                let error = e[class] / total - f64::from(u8::from(usize::from(train.label(i)) == class));
-                image.iter().zip(g.iter_mut()).for_each(|(&x, g)| *g += error * f64::from(x));
-                g[inputs] += error;
+
+    fn scores(&self, image: &[f32]) -> Vec<f64> {
+        self.weights.iter().map(|w| w[image.len()] + image.iter().zip(w).map(|(&x, w)| f64::from(x) * w).sum::<f64>()).collect()
+    }
+
+    /// The share of `held_out` it classifies right.
+    pub fn accuracy(&self, held_out: &ImageSplit) -> f64 {
+        accuracy(held_out, |image| {
+            let s = self.scores(image);
+            (0..s.len()).fold(0, |best, class| if s[class] > s[best] { class } else { best })
+        })
+    }
+
+    fn descend(&mut self, train: &ImageSplit) {
+        let (n, classes, inputs) = (train.len(), self.weights.len(), train.image(0).len());
+        for _ in 0..LINEAR_STEPS {
+            let mut gradient = vec![vec![0.0f64; inputs + 1]; classes];
+            for i in 0..n {
+                let image = train.image(i);
+                let s = self.scores(image);
+                let top = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = s.iter().map(|v| (v - top).exp()).collect();
+                let total: f64 = e.iter().sum();
+                for (class, g) in gradient.iter_mut().enumerate() {
+                    let error = e[class] / total - f64::from(u8::from(usize::from(train.label(i)) == class));
+                    image.iter().zip(g.iter_mut()).for_each(|(&x, g)| *g += error * f64::from(x));
+                    g[inputs] += error;
+                }
+            }
+            for (w, g) in self.weights.iter_mut().zip(&gradient) {
+                for (k, (w, g)) in w.iter_mut().zip(g).enumerate() {
+                    let penalty = if k < inputs { LINEAR_L2 * *w } else { 0.0 };
+                    *w -= LINEAR_RATE * (g / n as f64 + penalty);
+                }
             }
         }
-        for (w, g) in weights.iter_mut().zip(&gradient) {
-            for (k, (w, g)) in w.iter_mut().zip(g).enumerate() {
-                let penalty = if k < inputs { LINEAR_L2 * *w } else { 0.0 };
-                *w -= LINEAR_RATE * (g / n as f64 + penalty);
-            }
-        }
     }
-    accuracy(held_out, |image| {
-        let s = scores(&weights, image);
-        (0..classes).fold(0, |best, class| if s[class] > s[best] { class } else { best })
-    })
 }
 
 #[cfg(test)]
@@ -96,16 +118,21 @@ mod tests {
         let train = ImageSplit::new(vec![0.0, 0.1, 0.9, 1.0], vec![0, 0, 1, 1]);
         let held_out = ImageSplit::new(vec![0.05, 0.95, 0.4], vec![0, 1, 1]);
         assert!((nearest_neighbour(&train, &held_out) - 2.0 / 3.0).abs() < 1e-12, "0.4 is nearer 0.1");
-        assert!((linear_classifier(&train, &held_out, 2) - 2.0 / 3.0).abs() < 1e-12);
+        assert!((LinearClassifier::fit(&train, 2).accuracy(&held_out) - 2.0 / 3.0).abs() < 1e-12);
     }
 
-    /// The embedded digits' figures, which the vision report quotes: nearest neighbour 98.0% on
-    /// the held-out 299 (docs/vision.md), the linear classifier about 96%.
+    /// The embedded digits' figures, which the vision report quotes (docs/vision.md), trained on
+    /// the 1,198 training images: nearest neighbour and the linear classifier on the validation
+    /// and the test images.
     #[test]
     fn the_digits_baselines_are_high() {
         let digits = ImageData::load(&ImageSource::Digits).unwrap();
-        let baselines = Baselines::of(&digits.train, &digits.val, digits.classes);
-        assert!((baselines.nearest_neighbour - 293.0 / 299.0).abs() < 1e-9, "{baselines:?}");
-        assert!((0.95..0.97).contains(&baselines.linear), "{baselines:?}");
+        let test = digits.test.as_ref().unwrap();
+        let [on_val, on_test] = Baselines::of(&digits.train, &[&digits.val, test], digits.classes)[..] else { panic!("two splits") };
+        assert!((on_val.nearest_neighbour - 293.0 / 300.0).abs() < 1e-9, "{on_val:?}");
+        assert!((on_test.nearest_neighbour - 293.0 / 299.0).abs() < 1e-9, "{on_test:?}");
+        for linear in [on_val.linear, on_test.linear] {
+            assert!((0.95..0.97).contains(&linear), "{on_val:?} {on_test:?}");
+        }
     }
 }

@@ -289,7 +289,7 @@ mod tests {
         let mut run = Run::new(tiny_spec(AttentionVariant::SharedKeyValue, dataset), dataset, &Device::flex()).unwrap();
         let mut rng = Rng::new(3);
         for _ in 0..3 {
-            run.train_step(&[dataset.train_batch(&mut rng, 8, 16)]).block_on().unwrap();
+            run.train_step(&[dataset.train_batch(&mut rng, 8, 16, 0)]).block_on().unwrap();
         }
         run
     }
@@ -305,12 +305,12 @@ mod tests {
         let mut restored = checkpoint.into_run(&dataset, &Device::flex()).unwrap();
         assert_eq!(restored.step, 3);
         assert_eq!(restored.metrics, original.metrics);
-        let batch = dataset.train_batch(&mut Rng::new(99), 8, 16);
+        let batch = dataset.train_batch(&mut Rng::new(99), 8, 16, 0);
         let a = original.train_step(std::slice::from_ref(&batch)).block_on().unwrap();
         let b = restored.train_step(std::slice::from_ref(&batch)).block_on().unwrap();
         assert_eq!(a.train_loss, b.train_loss);
         // A second step shows that the optimiser state came back too, not only the weights.
-        let batch = dataset.train_batch(&mut Rng::new(100), 8, 16);
+        let batch = dataset.train_batch(&mut Rng::new(100), 8, 16, 0);
         let a = original.train_step(std::slice::from_ref(&batch)).block_on().unwrap();
         let b = restored.train_step(std::slice::from_ref(&batch)).block_on().unwrap();
         assert_eq!(a.train_loss, b.train_loss);

@@ -364,12 +364,14 @@ impl Dataset {
         }
     }
 
-    /// A random batch of `rows` rows from the training split.
-    pub fn train_batch(&self, rng: &mut Rng, rows: usize, block_size: usize) -> Batch {
+    /// A random batch of `rows` rows from the training split; images each moved by up to `shift`
+    /// pixels ([`crate::shift`]; the recipe's `shift`, which other data ignore).
+    pub fn train_batch(&self, rng: &mut Rng, rows: usize, block_size: usize, shift: usize) -> Batch {
         match self {
             Dataset::Text(text) => text_batch(&text.train, rows, block_size, |n| rng.below(n)),
             Dataset::Synthetic(data) => synthetic_batch(data, Split::Train, rows, |n| rng.below(n)),
-            Dataset::Images(images) => image_batch(&images.train, rows, |n| rng.below(n)),
+            Dataset::Images(images) if shift == 0 => image_batch(&images.train, rows, |n| rng.below(n)),
+            Dataset::Images(images) => shifted_image_batch(images, rows, shift, rng),
         }
     }
 
@@ -395,19 +397,32 @@ impl Dataset {
                     })
                     .collect()
             }
-            // The whole held-out set, in order.
-            Dataset::Images(images) => (0..images.val.len())
-                .step_by(rows.max(1))
-                .map(|start| {
-                    let mut next = start;
-                    image_batch(&images.val, rows.min(images.val.len() - start), |_| {
-                        next += 1;
-                        next - 1
-                    })
-                })
-                .collect(),
+            Dataset::Images(images) => whole_split(&images.val, rows),
         }
     }
+
+    /// The test split in batches of `rows`, for a study's final figure only; None where the data
+    /// have no test split apart from the validation one.
+    pub fn test_batches(&self, rows: usize) -> Option<Vec<Batch>> {
+        match self {
+            Dataset::Images(images) => Some(whole_split(images.test.as_ref()?, rows)),
+            Dataset::Text(_) | Dataset::Synthetic(_) => None,
+        }
+    }
+}
+
+/// All of `split`, in order, in batches of `rows`.
+fn whole_split(split: &ImageSplit, rows: usize) -> Vec<Batch> {
+    (0..split.len())
+        .step_by(rows.max(1))
+        .map(|start| {
+            let mut next = start;
+            image_batch(split, rows.min(split.len() - start), |_| {
+                next += 1;
+                next - 1
+            })
+        })
+        .collect()
 }
 
 /// Draws the text validation windows; fixed, and independent of the training seed.
@@ -436,6 +451,20 @@ fn image_batch(split: &ImageSplit, rows: usize, mut pick: impl FnMut(usize) -> u
     }
     // A mask of ones: the loss is the same, and the run counts the answers it got right.
     Batch { rows, time: 1, inputs: Inputs::Pixels(pixels), targets, loss_mask: Some(vec![1.0; rows]) }
+}
+
+/// `rows` training images, each moved by up to `shift` pixels: the image drawn, then its move.
+fn shifted_image_batch(images: &ImageData, rows: usize, shift: usize, rng: &mut Rng) -> Batch {
+    let mut batch = image_batch(&images.train, rows, |n| rng.below(n));
+    if let Inputs::Pixels(pixels) = &mut batch.inputs {
+        let mut moved = Vec::with_capacity(pixels.len());
+        for image in pixels.chunks(images.shape.values()) {
+            let (down, right) = crate::shift::draw_offsets(rng, shift);
+            crate::shift::shifted_onto(image, images.shape, down, right, &mut moved);
+        }
+        *pixels = moved;
+    }
+    batch
 }
 
 fn synthetic_batch(data: &SyntheticData, split: Split, rows: usize, mut pick: impl FnMut(usize) -> usize) -> Batch {
@@ -509,12 +538,12 @@ mod tests {
     fn text_batches_are_shifted_windows_and_reproducible() {
         let corpus = TextCorpus::from_bytes("t", "abcdefghijklmnopqrstuvwxyz".repeat(20).as_bytes()).unwrap();
         let data = Dataset::from_text(&corpus, &TokenizerKind::Char).unwrap();
-        let batch = data.train_batch(&mut Rng::new(1), 3, 8);
+        let batch = data.train_batch(&mut Rng::new(1), 3, 8, 0);
         assert_eq!(tokens(&batch).len(), 24);
         for r in 0..3 {
             assert_eq!(&tokens(&batch)[r * 8 + 1..r * 8 + 8], &batch.targets[r * 8..r * 8 + 7]);
         }
-        assert_eq!(batch, data.train_batch(&mut Rng::new(1), 3, 8));
+        assert_eq!(batch, data.train_batch(&mut Rng::new(1), 3, 8, 0));
         assert_eq!(data.val_batches(2, 3, 8), data.val_batches(2, 3, 8));
     }
 
@@ -536,7 +565,7 @@ mod tests {
         let source: DataSource = path.parse().unwrap();
         let data = Dataset::load(&source, &TokenizerKind::Char, 1).unwrap();
         assert_eq!(data.vocab_size(), 42, "the largest id of either split, plus one");
-        let batch = data.train_batch(&mut Rng::new(3), 2, 8);
+        let batch = data.train_batch(&mut Rng::new(3), 2, 8, 0);
         let Dataset::Text(text) = &data else { panic!("token data") };
         let start = (0..train.len()).find(|&s| train[s..s + 8].iter().map(|&t| t as i64).eq(tokens(&batch)[..8].iter().copied()));
         let start = start.expect("each row is a window of the training file");
@@ -584,7 +613,7 @@ mod tests {
     #[test]
     fn synthetic_batches_mask_everything_but_the_answer() {
         let data = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Copy, length: 4, seed: 0, framing: Framing::Decoder });
-        let batch = data.train_batch(&mut Rng::new(2), 2, 64);
+        let batch = data.train_batch(&mut Rng::new(2), 2, 64, 0);
         assert_eq!(batch.time, 8);
         let mask = batch.loss_mask.clone().unwrap();
         assert_eq!(&mask[..8], &[0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]);
@@ -595,15 +624,34 @@ mod tests {
         // Another seed trains on other examples but is validated on the same ones.
         let other = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Copy, length: 4, seed: 1, framing: Framing::Decoder });
         assert_eq!(other.val_batches(1, 64, 64), val);
-        assert_ne!(other.train_batch(&mut Rng::new(2), 2, 64).inputs, batch.inputs);
+        assert_ne!(other.train_batch(&mut Rng::new(2), 2, 64, 0).inputs, batch.inputs);
         assert!(data.check_fits(7).is_err());
 
         // An encoder reads the list alone and is scored at every position.
         let encoder = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Copy, length: 4, seed: 0, framing: Framing::Encoder });
-        let batch = encoder.train_batch(&mut Rng::new(2), 2, 64);
+        let batch = encoder.train_batch(&mut Rng::new(2), 2, 64, 0);
         assert_eq!((batch.time, tokens(&batch).len()), (4, 8));
         assert!(batch.loss_mask.as_ref().unwrap().iter().all(|&m| m == 1.0));
         assert_eq!(batch.targets, tokens(&batch), "copy");
         assert!(encoder.check_fits(4).is_ok() && encoder.check_fits(3).is_err());
+    }
+
+    /// Shifted training images are the same images, moved: the same labels in the same rows, no
+    /// more ink than before, and the validation and test batches never move.
+    #[test]
+    fn a_shift_moves_the_training_images_only() {
+        let digits = Dataset::load(&DataSource::Images(ImageSource::Digits), &TokenizerKind::Char, 1).unwrap();
+        let still = digits.train_batch(&mut Rng::new(5), 16, 1, 0);
+        let moved = digits.train_batch(&mut Rng::new(5), 16, 1, 1);
+        assert_eq!(still.targets, moved.targets, "the same images drawn");
+        let ink = |batch: &Batch| -> Vec<f32> {
+            let Inputs::Pixels(pixels) = &batch.inputs else { panic!("images") };
+            pixels.chunks(64).map(|image| image.iter().sum()).collect()
+        };
+        assert!(ink(&moved).iter().zip(ink(&still)).all(|(moved, still)| *moved <= still + 1e-4));
+        assert_ne!(still.inputs, moved.inputs, "some image moved");
+        let test = digits.test_batches(100).unwrap();
+        assert_eq!(test.iter().map(|b| b.rows).collect::<Vec<_>>(), [100, 100, 99], "all 299 test images, in order");
+        assert_eq!(digits.val_batches(1, 100, 1).iter().map(|b| b.rows).sum::<usize>(), 300);
     }
 }

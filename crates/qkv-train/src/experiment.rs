@@ -50,7 +50,7 @@ pub enum RunEvent {
 
 fn check_shared_batches(specs: &[RunSpec]) -> Result<(), RunError> {
     let first = specs.first().ok_or(RunError::NoRuns)?;
-    let shape = |s: &RunSpec| (s.model.block_size, s.training.batch_size, s.training.grad_accum, s.training.seed);
+    let shape = |s: &RunSpec| (s.model.block_size, s.training.batch_size, s.training.grad_accum, s.training.seed, s.training.shift);
     match specs.iter().find(|s| shape(s) != shape(first)) {
         Some(spec) => Err(RunError::BatchesDiffer { run: spec.name.clone(), first: first.name.clone() }),
         None => Ok(()),
@@ -67,6 +67,8 @@ pub struct Experiment {
     block_size: usize,
     batch_size: usize,
     grad_accum: usize,
+    /// Training images are moved by up to this many pixels ([`crate::recipe::TrainingConfig::shift`]).
+    shift: usize,
     pub step: usize,
 }
 
@@ -86,22 +88,23 @@ impl Experiment {
         let specs: Vec<RunSpec> = runs.iter().map(|r| r.spec.clone()).collect();
         check_shared_batches(&specs)?;
         let first = &specs[0];
-        let (block_size, batch_size, grad_accum, seed, eval_batches) = (
+        let (block_size, batch_size, grad_accum, seed, eval_batches, shift) = (
             first.model.block_size,
             first.training.batch_size,
             first.training.grad_accum,
             first.training.seed,
             first.training.eval_batches,
+            first.training.shift,
         );
         let val_batches = dataset.val_batches(eval_batches, batch_size, block_size);
         let step = runs.iter().map(|r| r.step).max().unwrap_or(0);
         // Drawing the batches of the steps already taken costs microseconds a step.
         let mut rng = Rng::new(seed);
         for _ in 0..step * grad_accum {
-            dataset.train_batch(&mut rng, batch_size, block_size);
+            dataset.train_batch(&mut rng, batch_size, block_size, shift);
         }
         let ids = (0..runs.len()).map(RunId).collect();
-        Ok(Self { runs, ids, rng, val_batches, dataset, block_size, batch_size, grad_accum, step })
+        Ok(Self { runs, ids, rng, val_batches, dataset, block_size, batch_size, grad_accum, shift, step })
     }
 
     /// Adds a run, named `id`, that joins at the current step (e.g. a converted model continuing
@@ -145,6 +148,12 @@ impl Experiment {
         &self.val_batches
     }
 
+    /// The data's test split in batches, for a final figure; None where it has none
+    /// ([`Dataset::test_batches`]).
+    pub fn test_batches(&self) -> Option<Vec<Batch>> {
+        self.dataset.test_batches(self.batch_size)
+    }
+
     pub fn is_done(&self) -> bool {
         self.runs.iter().all(|r| !r.is_active())
     }
@@ -152,7 +161,7 @@ impl Experiment {
     /// The micro-batches of the next step, drawn once and shared by every run.
     fn next_batches(&mut self) -> Vec<Batch> {
         self.step += 1;
-        (0..self.grad_accum).map(|_| self.dataset.train_batch(&mut self.rng, self.batch_size, self.block_size)).collect()
+        (0..self.grad_accum).map(|_| self.dataset.train_batch(&mut self.rng, self.batch_size, self.block_size, self.shift)).collect()
     }
 
     /// One step of every active run on the same batches, with an evaluation where one is due;

@@ -300,7 +300,7 @@ mod tests {
         let config = TrainingConfig { grad_clip: None, weight_decay: 0.1, ..spec.training.clone() };
         let device = Device::flex().autodiff();
         let grads = |model: &Model, seed: u64| {
-            let (inputs, targets, mask) = batch_tensors(&dataset.train_batch(&mut Rng::new(seed), 8, 16), &device);
+            let (inputs, targets, mask) = batch_tensors(&dataset.train_batch(&mut Rng::new(seed), 8, 16, 0), &device);
             GradientsParams::from_grads(cross_entropy(model.forward(inputs), targets, mask).backward(), model)
         };
         let start = Model::new_seeded(&spec.model, &device, 7).unwrap();

@@ -38,6 +38,24 @@ pub const PAPER2_STATED_CHANGES: [(&str, f64); 2] = [("Q-K=V + GQA", 3.9), ("Q-K
 /// say how it was taken: docs/diagnostics.md).
 pub const PAPER2_KEY_VALUE_COSINE: f64 = 0.73;
 
+/// Paper 2's vision table as the authors' public code quotes it: each variant's accuracy on MNIST
+/// (28×28 digits, 60,000 to train; not our 8×8 digits), by the name our runs give the variant.
+pub const PAPER2_VISION_SOURCE: &str = "paper 2's vision table, MNIST";
+pub const PAPER2_MNIST_ACCURACY: [(&str, f64); 6] = [
+    ("Q-K-V", 0.981),
+    ("Q=K-V", 0.981),
+    ("(Q=K-V)+", 0.982),
+    ("Q-K=V", 0.976),
+    ("Q=K=V", 0.978),
+    ("(Q=K=V)+", 0.977),
+];
+
+/// Paper 2's MNIST accuracy for the variant our runs name `name`; None for a variant the paper
+/// did not train on images.
+pub fn paper2_mnist_accuracy(name: &str) -> Option<f64> {
+    PAPER2_MNIST_ACCURACY.iter().find(|(ours, _)| *ours == name).map(|&(_, accuracy)| accuracy)
+}
+
 /// Which of [`PAPER2_PPL`]'s comparisons a model's attention is, against a standard one with a
 /// key/value head per head; `None` for the standard model itself and the variants the paper did
 /// not train on text.
@@ -86,6 +104,9 @@ mod tests {
         }
         assert!(docs.contains(&format!("gives {PAPER1_WIDE_MLP_LOSS} against the original's {PAPER1_STANDARD_LOSS}")));
         assert!(docs.contains(&format!("cos(W_K, W_V) = {PAPER2_KEY_VALUE_COSINE}")));
+        for (name, accuracy) in PAPER2_MNIST_ACCURACY {
+            assert!(docs.contains(&format!("| {name} | {accuracy} |")), "{name} at {accuracy} on MNIST is not in docs/papers.md");
+        }
     }
 
     #[test]

@@ -71,6 +71,10 @@ pub struct TrainingOverrides {
     /// recipe's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eval_interval: Option<usize>,
+    /// Images only: how far each training image may be moved, in pixels (left out of saved
+    /// setups that keep the recipe's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shift: Option<usize>,
 }
 
 /// One run: a variant and what it changes for itself.
@@ -225,6 +229,7 @@ impl ExperimentPlan {
         training.warmup_steps = t.warmup_steps.unwrap_or(training.warmup_steps);
         training.eval_interval = t.eval_interval.unwrap_or(training.eval_interval);
         training.batch_size = t.batch_size.unwrap_or(training.batch_size);
+        training.shift = t.shift.unwrap_or(training.shift);
         if let Some(lr) = t.lr {
             training.lr = lr;
             training.min_lr = lr / 10.0;

@@ -36,6 +36,10 @@ pub struct TrainingConfig {
     /// Validation batches per evaluation (text data; synthetic tasks use the whole val set).
     pub eval_batches: usize,
     pub seed: u64,
+    /// Images only: each training image is moved by up to this many pixels each way as it is
+    /// drawn ([`crate::shift`]); 0 draws them as they are. Recipes saved before it read as 0.
+    #[serde(default)]
+    pub shift: usize,
 }
 
 impl TrainingConfig {
@@ -58,6 +62,7 @@ impl TrainingConfig {
             eval_interval: 250,
             eval_batches,
             seed: 1337,
+            shift: 0,
         };
         // The papers' GPT-2-scale recipe: AdamW (0.9, 0.95), clip 1.0, cosine to lr/10.
         let gpt = |lr: f64, warmup_steps| TrainingConfig {
@@ -76,6 +81,7 @@ impl TrainingConfig {
             eval_interval: 500,
             eval_batches: 20,
             seed: 1337,
+            shift: 0,
         };
         match preset {
             Preset::ShakespeareCharCpu => shakespeare(2000, 12, 20),

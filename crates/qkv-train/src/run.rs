@@ -80,11 +80,35 @@ struct PendingStep {
     tokens: usize,
 }
 
+/// A model's figures on a set of batches: mean loss over the batches, and where the batches mark
+/// answers, the share of answers right and of rows right whole.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Score {
+    pub loss: f64,
+    pub accuracy: Option<f64>,
+    pub sequence_accuracy: Option<f64>,
+}
+
 /// Device-side results of an evaluation: per-batch losses, then the accuracy counts.
 struct PendingEval {
     values: Vec<Tensor<1>>,
     batches: usize,
     with_accuracy: bool,
+}
+
+impl PendingEval {
+    /// The figures in `values`, read back from [`Self::values`].
+    fn score(&self, values: &[f64]) -> Score {
+        let losses = &values[..self.batches];
+        let loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
+        let (accuracy, sequence_accuracy) = if self.with_accuracy {
+            let c = &values[self.batches..];
+            (Some(c[0] / c[1].max(1.0)), Some(c[2] / c[3].max(1.0)))
+        } else {
+            (None, None)
+        };
+        Score { loss, accuracy, sequence_accuracy }
+    }
 }
 
 pub(crate) fn batch_tensors(batch: &Batch, device: &Device) -> (Input, Tensor<2, Int>, Option<Tensor<2>>) {
@@ -378,17 +402,18 @@ impl Run {
     }
 
     fn finish_eval(&mut self, pending: &PendingEval, values: &[f64]) -> EvalRecord {
-        let losses = &values[..pending.batches];
-        let val_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
-        let (accuracy, sequence_accuracy) = if pending.with_accuracy {
-            let c = &values[pending.batches..];
-            (Some(c[0] / c[1].max(1.0)), Some(c[2] / c[3].max(1.0)))
-        } else {
-            (None, None)
-        };
+        let Score { loss: val_loss, accuracy, sequence_accuracy } = pending.score(values);
         let record = EvalRecord { step: self.step, tokens: self.tokens, wall_secs: self.wall_secs, val_loss, accuracy, sequence_accuracy };
         self.metrics.evals.push(record.clone());
         record
+    }
+
+    /// The model's loss and accuracy on `batches` (a test split's), without dropout and without
+    /// a record: what the run's curves show stays the validation split's.
+    pub async fn score(&self, batches: &[Batch]) -> Result<Score, RunError> {
+        let pending = self.launch_eval(batches);
+        let values = read_values(pending.values.clone()).await?;
+        Ok(pending.score(&values))
     }
 
     /// Loss (and accuracy, for synthetic tasks) on the validation batches, without dropout.
@@ -676,7 +701,7 @@ pub(crate) mod tests {
         let dataset = tiny_text();
         let spec = tiny_spec(AttentionVariant::Standard, &dataset);
         let mut rng = crate::rng::Rng::new(3);
-        let steps: Vec<Vec<Batch>> = (0..spec.training.steps + 2).map(|_| vec![dataset.train_batch(&mut rng, 8, 16)]).collect();
+        let steps: Vec<Vec<Batch>> = (0..spec.training.steps + 2).map(|_| vec![dataset.train_batch(&mut rng, 8, 16, 0)]).collect();
         let mut one_by_one = Run::new(spec.clone(), &dataset, &Device::flex()).unwrap();
         let singles: Vec<StepRecord> = steps[..spec.training.steps].iter().map(|b| one_by_one.train_step(b).block_on().unwrap()).collect();
 
@@ -772,7 +797,7 @@ pub(crate) mod tests {
         spec.training.weight_decay = 0.5;
         let mut run = Run::new(spec, &dataset, &Device::flex()).unwrap();
         let gain_before = run.model().layers().next().unwrap().ln_1.as_ref().unwrap().gamma.val().into_data();
-        let batch = dataset.train_batch(&mut crate::rng::Rng::new(0), 4, 16);
+        let batch = dataset.train_batch(&mut crate::rng::Rng::new(0), 4, 16, 0);
         run.train_step(&[batch]).block_on().unwrap();
         let gain_after = run.model().layers().next().unwrap().ln_1.as_ref().unwrap().gamma.val().into_data();
         // AdamW moves every parameter by ~lr·sign(grad); decay would add lr·wd·1 on top. The

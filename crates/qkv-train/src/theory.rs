@@ -296,7 +296,7 @@ mod tests {
         let mut rng = crate::rng::Rng::new(5);
         let before = run.evaluate(experiment.val_batches()).block_on().unwrap().val_loss;
         for _ in 0..40 {
-            let batch = experiment.dataset().train_batch(&mut rng, 8, 16);
+            let batch = experiment.dataset().train_batch(&mut rng, 8, 16, 0);
             run.train_step(&[batch]).block_on().unwrap();
         }
         let after = run.evaluate(experiment.val_batches()).block_on().unwrap().val_loss;

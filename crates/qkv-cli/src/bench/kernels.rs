@@ -102,7 +102,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let batch_size = experiment.runs[0].spec.training.batch_size;
     let block_size = experiment.runs[0].spec.model.block_size;
     let val_batches = experiment.val_batches().to_vec();
-    let batch = experiment.dataset().train_batch(&mut Rng::new(7), batch_size, block_size);
+    let batch = experiment.dataset().train_batch(&mut Rng::new(7), batch_size, block_size, 0);
     // Enough tokens past the prompt that the count per token is the steady one, and few enough
     // that the context never slides (which rebuilds the cache).
     let tokens = (block_size / 4).clamp(1, args.gen_tokens.max(1));

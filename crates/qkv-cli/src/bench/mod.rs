@@ -196,6 +196,7 @@ fn train_args(args: &BenchArgs) -> TrainArgs {
         kv_heads: None,
         seed: None,
         dropout: None,
+        shift: None,
         shape: Default::default(),
         backend: args.backend,
         spread: args.spread.clone(),
@@ -220,7 +221,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
     let batch_size = experiment.runs[0].spec.training.batch_size;
     let block_size = experiment.runs[0].spec.model.block_size;
     let mut rng = Rng::new(7);
-    let batch = experiment.dataset().train_batch(&mut rng, batch_size, block_size);
+    let batch = experiment.dataset().train_batch(&mut rng, batch_size, block_size, 0);
     let runs = &mut experiment.runs;
     let tokens_per_step = (batch_size * block_size) as f64;
 

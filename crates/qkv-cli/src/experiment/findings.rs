@@ -414,6 +414,8 @@ pub(super) mod tests {
                 diagnostics: None,
                 accuracy: None,
                 sequence_accuracy: None,
+                test_loss: None,
+                test_accuracy: None,
                 status: RunStatus::Finished,
             },
             curve: LossCurve { name: name.into(), train: vec![(1, 4.0)], val: vec![(2000, loss as f32)] },

@@ -19,9 +19,11 @@ pub(super) fn utc_date() -> String {
     format!("{} {} UTC", &stamp[..10], &stamp[11..16])
 }
 
-/// results.csv: one row per run and seed.
+/// results.csv: one row per run and seed. Studies scored on a test split (images with one) end
+/// their rows with the test loss and accuracy; the other reports' files keep their columns.
 pub(super) fn results_csv(outcomes: &[Outcome]) -> String {
-    let header = [
+    let tested = outcomes.iter().any(|o| o.summary.test_accuracy.is_some());
+    let mut header = vec![
         "study",
         "run",
         "seed",
@@ -38,8 +40,11 @@ pub(super) fn results_csv(outcomes: &[Outcome]) -> String {
         "symmetry",
         "status",
     ];
+    if tested {
+        header.extend(["test_loss", "test_accuracy"]);
+    }
     let rows = outcomes.iter().map(|o| {
-        [
+        let mut row = vec![
             o.study.clone(),
             o.summary.name.clone(),
             o.seed.to_string(),
@@ -55,7 +60,11 @@ pub(super) fn results_csv(outcomes: &[Outcome]) -> String {
             o.steps_to_learn().map_or(String::new(), |step| step.to_string()),
             csv::optional(o.symmetry()),
             o.summary.status.to_string(),
-        ]
+        ];
+        if tested {
+            row.extend([csv::optional(o.summary.test_loss), csv::optional(o.summary.test_accuracy)]);
+        }
+        row
     });
     csv::table(&header, rows)
 }

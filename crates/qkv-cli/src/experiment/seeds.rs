@@ -111,13 +111,13 @@ impl SeedResult {
 
 impl Outcome {
     /// The run's outcome, its diagnostics measured on `val`.
-    pub(super) fn of(study: &str, seed: u64, run: &Run, val: &[Batch]) -> Self {
+    pub(super) fn of(study: &str, seed: u64, run: &Run, val: &[Batch], test: Option<&[Batch]>) -> Self {
         Self {
             study: study.to_string(),
             seed,
             kv_heads: run.spec.model.attention.kv_heads,
             weight_decay: run.spec.training.weight_decay,
-            summary: RunSummary::of(run, val),
+            summary: RunSummary::of(run, val, test),
             curve: LossCurve::of(run),
             accuracy: run.metrics.evals.iter().filter_map(|e| Some((e.step, e.accuracy?))).collect(),
         }

@@ -126,8 +126,9 @@ impl Trainer<'_> {
                 .build()
                 .map_err(|e| format!("cannot start {threads_per_job} compute threads: {e}"))?;
             let experiment = pool.install(|| train_seed(&plan, &self.settings.compute, &dir, &label, self.interrupts))?;
+            let test = experiment.test_batches();
             let outcomes: Vec<Outcome> =
-                experiment.runs.iter().map(|r| Outcome::of(&study.name, seed, r, experiment.val_batches())).collect();
+                experiment.runs.iter().map(|r| Outcome::of(&study.name, seed, r, experiment.val_batches(), test.as_deref())).collect();
             let result = SeedResult {
                 plan,
                 finished: utc_date(),
