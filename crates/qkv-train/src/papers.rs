@@ -3,6 +3,8 @@
 
 use qkv_model::{AttentionConfig, AttentionVariant};
 
+use crate::synthetic::SyntheticTask;
+
 /// Paper 1 (Karbevski & Mijoski, arXiv 2510.23912), GPT-2 small on OpenWebText: the model
 /// without W_Q (117M parameters) is on par with the original (124M) in validation loss.
 pub const PAPER1_SOURCE: &str = "paper 1, GPT-2 small (124M) on OpenWebText";
@@ -56,6 +58,33 @@ pub fn paper2_mnist_accuracy(name: &str) -> Option<f64> {
     PAPER2_MNIST_ACCURACY.iter().find(|(ours, _)| *ours == name).map(|&(_, accuracy)| accuracy)
 }
 
+/// Paper 2's synthetic tasks as the authors' public code reproduces its table: non-causal
+/// encoders, token accuracy on held-out lists, averaged over a sweep of widths, depths, heads and
+/// list lengths (docs/papers.md).
+pub const PAPER2_SYNTHETIC_SOURCE: &str = "paper 2's synthetic table, as its authors' code reproduces it";
+
+/// The tasks of [`PAPER2_SYNTHETIC_ACCURACY`]'s columns, in order.
+pub const PAPER2_SYNTHETIC_TASKS: [SyntheticTask; 5] =
+    [SyntheticTask::Reverse, SyntheticTask::Sort, SyntheticTask::Sub, SyntheticTask::Swap, SyntheticTask::Copy];
+
+/// Each of the six variants' token accuracy on [`PAPER2_SYNTHETIC_TASKS`], by the name our runs
+/// give the variant.
+pub const PAPER2_SYNTHETIC_ACCURACY: [(&str, [f64; 5]); 6] = [
+    ("Q-K-V", [0.529, 0.753, 0.992, 0.524, 0.991]),
+    ("Q=K-V", [0.475, 0.691, 0.991, 0.471, 0.994]),
+    ("(Q=K-V)+", [0.522, 0.770, 0.993, 0.530, 0.991]),
+    ("Q-K=V", [0.510, 0.747, 0.992, 0.511, 0.994]),
+    ("Q=K=V", [0.295, 0.671, 0.991, 0.307, 0.992]),
+    ("(Q=K=V)+", [0.370, 0.770, 0.990, 0.382, 0.990]),
+];
+
+/// Paper 2's token accuracy for the variant our runs name `name` on `task`; None where the table
+/// has neither.
+pub fn paper2_synthetic_accuracy(name: &str, task: SyntheticTask) -> Option<f64> {
+    let column = PAPER2_SYNTHETIC_TASKS.iter().position(|&t| t == task)?;
+    PAPER2_SYNTHETIC_ACCURACY.iter().find(|(ours, _)| *ours == name).map(|(_, row)| row[column])
+}
+
 /// Which of [`PAPER2_PPL`]'s comparisons a model's attention is, against a standard one with a
 /// key/value head per head; `None` for the standard model itself and the variants the paper did
 /// not train on text.
@@ -104,6 +133,12 @@ mod tests {
         }
         assert!(docs.contains(&format!("gives {PAPER1_WIDE_MLP_LOSS} against the original's {PAPER1_STANDARD_LOSS}")));
         assert!(docs.contains(&format!("cos(W_K, W_V) = {PAPER2_KEY_VALUE_COSINE}")));
+        for (name, row) in PAPER2_SYNTHETIC_ACCURACY {
+            let cells: Vec<String> = row.iter().map(|a| format!("{a:.3}")).collect();
+            assert!(docs.contains(&format!("| {name} | {} |", cells.join(" | "))), "{name}'s synthetic row is not in docs/papers.md");
+        }
+        assert_eq!(paper2_synthetic_accuracy("Q=K=V", SyntheticTask::Swap), Some(0.307));
+        assert_eq!(paper2_synthetic_accuracy("Q=K=V", SyntheticTask::Rotate), None, "ours, not the paper's");
         for (name, accuracy) in PAPER2_MNIST_ACCURACY {
             assert!(docs.contains(&format!("| {name} | {accuracy} |")), "{name} at {accuracy} on MNIST is not in docs/papers.md");
         }
