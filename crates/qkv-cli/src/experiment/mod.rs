@@ -265,7 +265,10 @@ mod tests {
     #[test]
     fn paper2_vision_trains_the_paper_s_vision_variants_as_vits_on_the_digits() {
         let studies = studies(&laptop_args(ExperimentKind::Paper2Vision)).unwrap();
-        assert_eq!(studies.len(), 1);
+        assert_eq!(studies.len(), 2, "the digits, then the relations");
+        let relations = &studies[1];
+        assert_eq!((relations.name.as_str(), relations.plan.data.to_string(), relations.plan.training.steps), ("relations", "relations".into(), Some(6000)));
+        assert_eq!(relations.plan.runs, studies[0].plan.runs);
         let digits = &studies[0];
         assert_eq!((digits.name.as_str(), digits.plan.preset), ("digits", Preset::VisionDigits));
         let names: Vec<&str> = digits.plan.runs.iter().map(|r| r.name.as_str()).collect();
