@@ -345,7 +345,8 @@ fn finish_train(trained: &Trained, to: &Outputs) -> Result<(), Failure> {
     let summaries = write_outputs(to, experiment)?;
     let s = &summaries[0];
     // A ViT's "tokens" are its images: one answer each.
-    let (unit, accuracy) = if experiment.runs[0].spec.model.is_vision() { ("images", "validation accuracy") } else { ("tokens", "accuracy") };
+    let (unit, accuracy) =
+        if experiment.runs[0].spec.model.is_vision() { ("images", "validation accuracy") } else { ("tokens", "accuracy") };
     println!(
         "{}: {} steps, {} {unit} in {wall:.1} s ({:.0} {unit}/s); final train loss {}, final val loss {}, best val loss {}{}{}",
         s.name,

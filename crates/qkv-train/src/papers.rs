@@ -43,14 +43,8 @@ pub const PAPER2_KEY_VALUE_COSINE: f64 = 0.73;
 /// Paper 2's vision table as the authors' public code quotes it: each variant's accuracy on MNIST
 /// (28×28 digits, 60,000 to train; not our 8×8 digits), by the name our runs give the variant.
 pub const PAPER2_VISION_SOURCE: &str = "paper 2's vision table, MNIST";
-pub const PAPER2_MNIST_ACCURACY: [(&str, f64); 6] = [
-    ("Q-K-V", 0.981),
-    ("Q=K-V", 0.981),
-    ("(Q=K-V)+", 0.982),
-    ("Q-K=V", 0.976),
-    ("Q=K=V", 0.978),
-    ("(Q=K=V)+", 0.977),
-];
+pub const PAPER2_MNIST_ACCURACY: [(&str, f64); 6] =
+    [("Q-K-V", 0.981), ("Q=K-V", 0.981), ("(Q=K-V)+", 0.982), ("Q-K=V", 0.976), ("Q=K=V", 0.978), ("(Q=K=V)+", 0.977)];
 
 /// Paper 2's MNIST accuracy for the variant our runs name `name`; None for a variant the paper
 /// did not train on images.

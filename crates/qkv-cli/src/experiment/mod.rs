@@ -267,7 +267,10 @@ mod tests {
         let studies = studies(&laptop_args(ExperimentKind::Paper2Vision)).unwrap();
         assert_eq!(studies.len(), 2, "the digits, then the relations");
         let relations = &studies[1];
-        assert_eq!((relations.name.as_str(), relations.plan.data.to_string(), relations.plan.training.steps), ("relations", "relations".into(), Some(6000)));
+        assert_eq!(
+            (relations.name.as_str(), relations.plan.data.to_string(), relations.plan.training.steps),
+            ("relations", "relations".into(), Some(6000))
+        );
         assert_eq!(relations.plan.runs, studies[0].plan.runs);
         let digits = &studies[0];
         assert_eq!((digits.name.as_str(), digits.plan.preset), ("digits", Preset::VisionDigits));

@@ -2,8 +2,8 @@
 //! held-out accuracy and loss paired against Q-K-V's, and paper 2's vision claim checked.
 
 use qkv_train::DataSource;
-use qkv_train::baselines::Baselines;
 use qkv_train::ImageSplit;
+use qkv_train::baselines::Baselines;
 use qkv_train::images::{ImageData, ImageSource};
 use qkv_train::papers::{PAPER2_VISION_SOURCE, paper2_mnist_accuracy};
 
@@ -91,9 +91,8 @@ pub(super) fn vision_report(outcomes: &[Outcome], studies: &[Study]) -> String {
                 _ => points_cell(PairedChange::of(Unit::Accuracy, &accuracies(list), &reference_accuracies).as_ref()),
             };
             let judged: Vec<bool> = list.iter().filter_map(|o| overfit(o)).collect();
-            let mnist = paper2_mnist_accuracy(name)
-                .filter(|_| beside_mnist(&study.plan.data))
-                .map_or("-".into(), |a| format!("{:.1}%", 100.0 * a));
+            let mnist =
+                paper2_mnist_accuracy(name).filter(|_| beside_mnist(&study.plan.data)).map_or("-".into(), |a| format!("{:.1}%", 100.0 * a));
             out += &format!(
                 "| {name} | {} | {} | {} | {} of {} | {} | {} | {change} | {mnist} |\n",
                 list[0].summary.total_params,
@@ -143,8 +142,12 @@ pub(super) fn vision_against_paper(outcomes: &[Outcome], studies: &[Study]) -> S
         DataSource::Images(source) => source,
         _ => return String::new(),
     });
-    let count = images.as_ref().ok().map(|images| if tested == "test" { images.test.as_ref().map_or(0, ImageSplit::len) } else { images.val.len() });
-    let per_point = count.map_or(String::new(), |count| format!(" ({:.0} of the {count} {tested} images)", ACCURACY_MARGIN * count as f64 / 100.0));
+    let count = images
+        .as_ref()
+        .ok()
+        .map(|images| if tested == "test" { images.test.as_ref().map_or(0, ImageSplit::len) } else { images.val.len() });
+    let per_point =
+        count.map_or(String::new(), |count| format!(" ({:.0} of the {count} {tested} images)", ACCURACY_MARGIN * count as f64 / 100.0));
     let mut family = Family::default();
     let mut out = format!(
         "\n## Against the paper (vision)\n\n\
