@@ -8,16 +8,20 @@ use super::seeds::{Outcome, studies_of};
 use super::stats::median;
 
 /// A run counts as still improving when its validation loss fell by more than this share over
-/// the last fifth of its training.
+/// the last fifth of its training, and by more than [`STILL_FALLING_LOSS`].
 const STILL_FALLING: f64 = 0.005;
+/// The least fall that counts: a run that solved its task halves a loss of 10⁻⁵ and learns
+/// nothing more.
+const STILL_FALLING_LOSS: f64 = 0.001;
 
-/// How much (as a share) the validation loss fell over the last fifth of training: from the last
-/// evaluation at or before 80 % of the steps to the last one. None without two such evaluations.
-fn late_fall(curve: &LossCurve) -> Option<f64> {
+/// How the validation loss fell over the last fifth of training, from the last evaluation at or
+/// before 80 % of the steps to the last one: as a share, and in loss. None without two such
+/// evaluations.
+fn late_fall(curve: &LossCurve) -> Option<(f64, f64)> {
     let &(last_step, last) = curve.val.last()?;
     let &(_, earlier) = curve.val.iter().rev().find(|(step, _)| *step <= last_step * 4 / 5)?;
     let (earlier, last) = (f64::from(earlier), f64::from(last));
-    (earlier > 0.0 && earlier.is_finite() && last.is_finite()).then(|| (earlier - last) / earlier)
+    (earlier > 0.0 && earlier.is_finite() && last.is_finite()).then(|| ((earlier - last) / earlier, earlier - last))
 }
 
 /// Per study, how many runs were still improving at the end, and the median late fall; a
@@ -25,9 +29,10 @@ fn late_fall(curve: &LossCurve) -> Option<f64> {
 pub(super) fn convergence_section(outcomes: &[Outcome]) -> String {
     let mut lines = Vec::new();
     for study in studies_of(outcomes) {
-        let mut falls: Vec<f64> = outcomes.iter().filter(|o| o.study == study).filter_map(|o| late_fall(&o.curve)).collect();
+        let late: Vec<(f64, f64)> = outcomes.iter().filter(|o| o.study == study).filter_map(|o| late_fall(&o.curve)).collect();
+        let improving = late.iter().filter(|&&(share, loss)| share > STILL_FALLING && loss > STILL_FALLING_LOSS).count();
+        let mut falls: Vec<f64> = late.iter().map(|&(share, _)| share).collect();
         let Some(median) = median(&mut falls).map(|fall| 100.0 * fall) else { continue };
-        let improving = falls.iter().filter(|&&fall| fall > STILL_FALLING).count();
         lines.push(format!(
             "- {study}: {improving} of {} runs still improving (median fall {median:.1}%){}",
             falls.len(),
@@ -44,7 +49,8 @@ pub(super) fn convergence_section(outcomes: &[Outcome]) -> String {
     }
     format!(
         "\n## Were the models still improving?\n\nA run counts as still improving when its validation loss fell by more than \
-         {:.1}% over the last fifth of its training (from the last evaluation at or before 80% of its steps to the last).\n\n{}\n",
+         {:.1}% and {STILL_FALLING_LOSS} over the last fifth of its training (from the last evaluation at or before 80% of its \
+         steps to the last).\n\n{}\n",
         100.0 * STILL_FALLING,
         lines.join("\n")
     )
@@ -64,7 +70,7 @@ mod tests {
     fn runs_whose_loss_still_falls_at_the_end_are_counted_as_improving() {
         let falling = [(0, 4.0), (800, 2.0), (1000, 1.9)];
         let flat = [(0, 4.0), (800, 2.0), (900, 1.999), (1000, 1.996)];
-        assert!((late_fall(&with_curve(finished("a", 1, 1.9), &falling).curve).unwrap() - 0.05).abs() < 1e-6);
+        assert!((late_fall(&with_curve(finished("a", 1, 1.9), &falling).curve).unwrap().0 - 0.05).abs() < 1e-6);
         assert!(late_fall(&with_curve(finished("a", 1, 1.9), &[(1000, 1.9)]).curve).is_none(), "one evaluation: no fall");
 
         let mixed = [with_curve(finished("a", 1, 1.9), &falling), with_curve(finished("b", 1, 2.0), &flat)];
@@ -77,5 +83,12 @@ mod tests {
         assert_eq!(convergence_section(&[with_curve(finished("a", 1, 1.9), &[])]), "", "no curve: no section");
         // Two runs, falls of 5% and 0.2%: the median is between them, not the upper one.
         assert!(convergence_section(&mixed).contains("(median fall 2.6%)"), "{}", convergence_section(&mixed));
+        // A solved run halving a loss of 2e-5 learns nothing more.
+        let solved = [with_curve(finished("c", 1, 1e-5), &[(0, 2.0), (800, 2e-5), (1000, 1e-5)])];
+        assert!(
+            convergence_section(&solved).contains("0 of 1 runs still improving (median fall 50.0%)"),
+            "{}",
+            convergence_section(&solved)
+        );
     }
 }
