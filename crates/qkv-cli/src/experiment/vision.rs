@@ -137,15 +137,13 @@ pub(super) fn vision_against_paper(outcomes: &[Outcome], studies: &[Study]) -> S
     let rows = by_run(outcomes, &study.name);
     let Some((reference_name, reference)) = rows.first() else { return String::new() };
     let reference_accuracies = accuracies(reference);
-    let tested = if reference.iter().all(|o| o.summary.test_accuracy.is_some()) { "test" } else { "validation" };
+    let on_test = reference.iter().all(|o| o.summary.test_accuracy.is_some());
+    let tested = if on_test { "test" } else { "validation" };
     let images = ImageData::load(match &study.plan.data {
         DataSource::Images(source) => source,
         _ => return String::new(),
     });
-    let count = images
-        .as_ref()
-        .ok()
-        .map(|images| if tested == "test" { images.test.as_ref().map_or(0, ImageSplit::len) } else { images.val.len() });
+    let count = images.as_ref().ok().map(|images| if on_test { images.test.as_ref().map_or(0, ImageSplit::len) } else { images.val.len() });
     let per_point =
         count.map_or(String::new(), |count| format!(" ({:.0} of the {count} {tested} images)", ACCURACY_MARGIN * count as f64 / 100.0));
     let mut family = Family::default();
