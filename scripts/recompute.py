@@ -14,6 +14,7 @@ Exit status 1 names each row that does not.
 
 import csv
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def studies(rows):
 def paper1(rows):
     """The main table: the headline study's runs (standard first), then the ablations' ("text")
     and the scale study's, all paired against standard seed by seed (where both have the seed)."""
-    runs = by_run(rows, "headline") + by_run(rows, "text") + by_run(rows, "scale")
+    runs = by_run(rows, "headline") + by_run(rows, "text") + by_run(rows, "scale") + by_run(rows, "smaller")
     reference = runs[0][1]
     reference_params = float(reference[0]["total_params"])
     table = []
@@ -120,16 +121,52 @@ def paper1(rows):
     return table
 
 
-def paper2(rows):
-    """One table per study: costs, and loss and perplexity paired against its first run."""
-    table = []
+def t_975(df):
+    """The 97.5% quantile of Student's t, by bisection on its tail."""
+    low, high = 0.0, 1000.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        low, high = (middle, high) if upper_tail(middle, df) > 0.025 else (low, middle)
+    return (low + high) / 2.0
+
+
+def paper1_budget(rows):
+    """The training-budget table: the headline's two runs and each budget study's, shortest first:
+    steps, tokens, seeds, each run's best loss, the gap paired by seed and its 95% interval."""
+    lengths = [("headline", "standard", "wq-identity")]
     for study in studies(rows):
-        runs = by_run(rows, study)
-        reference = runs[0][1]
-        reference_kv = float(reference[0]["kv_cache_bytes_per_token"])
-        for i, (name, list_) in enumerate(runs):
+        if study.startswith("budget-"):
+            steps = study[len("budget-") :]
+            lengths.append((study, f"standard, {steps} steps", f"wq-identity, {steps} steps"))
+    if len(lengths) < 2:
+        return []
+    table = []
+    for study, standard, identity in lengths:
+        of = lambda name: [r for r in rows if r["study"] == study and r["run"] == name]
+        gap = paired("loss", of(identity), of(standard), "best_val_loss")
+        interval = "-"
+        if gap is not None and gap[2] > 1:
+            half = t_975(gap[2] - 1) * gap[1] / math.sqrt(gap[2])
+            interval = f"{signed(gap[0] - half)}% to {signed(gap[0] + half)}%"
+        tokens = mean_std(float(r["tokens"]) for r in of(standard))[0]
+        steps = int(of(standard)[0]["steps"])
+        table.append((steps,
+            f"| {steps} | {tokens / 1e6:.2f}M | {0 if gap is None else gap[2]} "
+            f"| {pm(mean_std(number(r['best_val_loss']) for r in of(standard)))} "
+            f"| {pm(mean_std(number(r['best_val_loss']) for r in of(identity)))} | {paired_cell(gap)} | {interval} |"))
+    return [row for _, row in sorted(table)]
+
+
+def paper2(rows):
+    """One table per study: costs, and loss and perplexity paired against the first study's first
+    run (the control study's runs saw its batches seed by seed)."""
+    table = []
+    reference = by_run(rows, studies(rows)[0])[0][1]
+    reference_kv = float(reference[0]["kv_cache_bytes_per_token"])
+    for s, study in enumerate(studies(rows)):
+        for i, (name, list_) in enumerate(by_run(rows, study)):
             kv = list_[0]["kv_cache_bytes_per_token"]
-            cells = ["reference", "reference"] if i == 0 else [
+            cells = ["reference", "reference"] if (s, i) == (0, 0) else [
                 paired_cell(paired(unit, list_, reference, "best_val_loss")) for unit in ("loss", "perplexity")
             ]
             table.append(
@@ -163,6 +200,48 @@ def paper2_synthetic(rows):
             table.append(f"| {name} | " + " | ".join(cells) + " |")
         if "sequence_accuracy" in rows[0]:
             table += [f"| {name} | " + " | ".join(progress_cell(rows, study, name) for study in settings) + " |" for name in names]
+    return table
+
+
+GRID_STUDY = re.compile(r"^(?P<task>[a-z]+)-L\d+-\d+x\d+x\d+$")
+
+
+def paper2_synthetic_beside_paper(rows):
+    """Per task (the sweep's grid, not the probe) and run, the columns of "Beside paper 2's table"
+    that are ours: mean accuracy over every setting and seed, and the change against Q-K-V paired
+    by setting and seed (how many pairs are 1 point or more lower or higher). The paper's columns
+    follow them in the report."""
+    tasks = {}
+    for study in studies(rows):
+        match = GRID_STUDY.match(study)
+        if match:
+            tasks.setdefault(match["task"], []).append(study)
+    table = []
+    for task in ("reverse", "sort", "sub", "swap", "copy"):
+        grid = tasks.get(task)
+        if not grid:
+            continue
+        names = [name for name, _ in by_run(rows, grid[0])]
+        for name in names:
+            accuracies, changes = [], []
+            for study in grid:
+                reference = {r["seed"]: number(r["accuracy"]) for r in rows if r["study"] == study and r["run"] == names[0]}
+                for r in rows:
+                    if r["study"] != study or r["run"] != name or number(r["accuracy"]) is None:
+                        continue
+                    accuracies.append(number(r["accuracy"]))
+                    if reference.get(r["seed"]) is not None:
+                        changes.append(100.0 * (number(r["accuracy"]) - reference[r["seed"]]))
+            mean = mean_std(accuracies)
+            cell = "-" if mean is None else f"{100.0 * mean[0]:.2f}%"
+            gap = mean_std(changes)
+            if name == names[0] or gap is None:
+                gap_cell = "-"
+            else:
+                lower = sum(1 for c in changes if c <= -1.0)
+                higher = sum(1 for c in changes if c >= 1.0)
+                gap_cell = f"{signed(gap[0])} pt (lower in {lower}, higher in {higher} of {len(changes)})"
+            table.append(f"| {task} | {name} | {cell} | {gap_cell} |")
     return table
 
 
@@ -293,9 +372,9 @@ def corrected_tests(report, rows, unit, column="best_val_loss"):
 
 
 KINDS = {
-    "paper1": lambda report, rows: paper1(rows) + corrected_tests(report, rows, "loss"),
+    "paper1": lambda report, rows: paper1(rows) + corrected_tests(report, rows, "loss") + paper1_budget(rows),
     "paper2": lambda report, rows: paper2(rows) + corrected_tests(report, rows, "perplexity"),
-    "paper2-synthetic": lambda report, rows: paper2_synthetic(rows),
+    "paper2-synthetic": lambda report, rows: paper2_synthetic_beside_paper(rows) + paper2_synthetic(rows),
     # The vision report's tests are of its first study (the digits); its later studies reuse the
     # run names.
     "paper2-vision": lambda report, rows: paper2_vision(with_decided_accuracy(rows))

@@ -63,7 +63,7 @@ pub const PAPER2_SYNTHETIC_TASKS: [SyntheticTask; 5] =
 
 /// Each of the six variants' token accuracy on [`PAPER2_SYNTHETIC_TASKS`], by the name our runs
 /// give the variant.
-pub const PAPER2_SYNTHETIC_ACCURACY: [(&str, [f64; 5]); 6] = [
+pub const PAPER2_SYNTHETIC_ACCURACY: SyntheticTable = [
     ("Q-K-V", [0.529, 0.753, 0.992, 0.524, 0.991]),
     ("Q=K-V", [0.475, 0.691, 0.991, 0.471, 0.994]),
     ("(Q=K-V)+", [0.522, 0.770, 0.993, 0.530, 0.991]),
@@ -75,8 +75,88 @@ pub const PAPER2_SYNTHETIC_ACCURACY: [(&str, [f64; 5]); 6] = [
 /// Paper 2's token accuracy for the variant our runs name `name` on `task`; None where the table
 /// has neither.
 pub fn paper2_synthetic_accuracy(name: &str, task: SyntheticTask) -> Option<f64> {
+    synthetic_cell(&PAPER2_SYNTHETIC_ACCURACY, name, task)
+}
+
+fn synthetic_cell(table: &SyntheticTable, name: &str, task: SyntheticTask) -> Option<f64> {
     let column = PAPER2_SYNTHETIC_TASKS.iter().position(|&t| t == task)?;
-    PAPER2_SYNTHETIC_ACCURACY.iter().find(|(ours, _)| *ours == name).map(|(_, row)| row[column])
+    table.iter().find(|(ours, _)| *ours == name).map(|(_, row)| row[column])
+}
+
+/// A table of token accuracies by variant, over [`PAPER2_SYNTHETIC_TASKS`].
+pub type SyntheticTable = [(&'static str, [f64; 5]); 6];
+
+/// One of the authors' synthetic models: its width, depth and heads, and the length of its lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SyntheticSetting {
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_head: usize,
+    pub length: usize,
+}
+
+/// A sweep of the authors' synthetic models: every width × depth × heads × list length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyntheticSweep {
+    pub widths: &'static [usize],
+    pub layers: &'static [usize],
+    pub heads: &'static [usize],
+    pub lengths: &'static [usize],
+}
+
+impl SyntheticSweep {
+    /// Every setting of the sweep, in order of width, depth, heads, then length.
+    pub fn settings(&self) -> Vec<SyntheticSetting> {
+        let mut settings = Vec::new();
+        for &n_embd in self.widths {
+            for &n_layer in self.layers {
+                for &n_head in self.heads {
+                    settings.extend(self.lengths.iter().map(|&length| SyntheticSetting { n_embd, n_layer, n_head, length }));
+                }
+            }
+        }
+        settings
+    }
+
+    /// Whether `settings` are exactly this sweep's, each once or more, in any order.
+    pub fn is(&self, settings: &[SyntheticSetting]) -> bool {
+        let mut ours = settings.to_vec();
+        ours.sort_unstable();
+        ours.dedup();
+        let mut all = self.settings();
+        all.sort_unstable();
+        ours == all
+    }
+}
+
+/// The sweep [`PAPER2_SYNTHETIC_ACCURACY`] averages over (with 3 seeds each).
+pub const PAPER2_SYNTHETIC_SWEEP: SyntheticSweep =
+    SyntheticSweep { widths: &[32, 64, 256], layers: &[2, 4], heads: &[2, 4], lengths: &[16, 64, 128] };
+
+/// The smaller half of [`PAPER2_SYNTHETIC_SWEEP`] that fits a laptop: widths 32 and 64, 2 layers,
+/// lists of 16 and 64.
+pub const PAPER2_SYNTHETIC_HALF_SWEEP: SyntheticSweep =
+    SyntheticSweep { widths: &[32, 64], layers: &[2], heads: &[2, 4], lengths: &[16, 64] };
+
+/// The authors' runs on [`PAPER2_SYNTHETIC_HALF_SWEEP`] alone: the mean of the per-run token
+/// accuracies in their published results files over its 8 settings and 3 seeds (24 runs a cell;
+/// docs/papers.md).
+pub const PAPER2_SYNTHETIC_HALF_ACCURACY: SyntheticTable = [
+    ("Q-K-V", [0.399, 0.596, 0.992, 0.391, 0.990]),
+    ("Q=K-V", [0.339, 0.563, 0.992, 0.342, 0.996]),
+    ("(Q=K-V)+", [0.385, 0.618, 0.995, 0.409, 0.992]),
+    ("Q-K=V", [0.352, 0.582, 0.992, 0.348, 0.996]),
+    ("Q=K=V", [0.236, 0.557, 0.994, 0.259, 0.995]),
+    ("(Q=K=V)+", [0.299, 0.626, 0.992, 0.310, 0.990]),
+];
+
+/// The authors' token accuracy for the variant our runs name `name` on `task`, averaged over
+/// exactly `settings`: None where they published no average over those settings, or have no
+/// such variant.
+pub fn paper2_synthetic_accuracy_over(settings: &[SyntheticSetting], name: &str, task: SyntheticTask) -> Option<f64> {
+    let tables = [(PAPER2_SYNTHETIC_SWEEP, &PAPER2_SYNTHETIC_ACCURACY), (PAPER2_SYNTHETIC_HALF_SWEEP, &PAPER2_SYNTHETIC_HALF_ACCURACY)];
+    let (_, table) = tables.into_iter().find(|(sweep, _)| sweep.is(settings))?;
+    synthetic_cell(table, name, task)
 }
 
 /// Which of [`PAPER2_PPL`]'s comparisons a model's attention is, against a standard one with a
@@ -127,7 +207,7 @@ mod tests {
         }
         assert!(docs.contains(&format!("gives {PAPER1_WIDE_MLP_LOSS} against the original's {PAPER1_STANDARD_LOSS}")));
         assert!(docs.contains(&format!("cos(W_K, W_V) = {PAPER2_KEY_VALUE_COSINE}")));
-        for (name, row) in PAPER2_SYNTHETIC_ACCURACY {
+        for (name, row) in PAPER2_SYNTHETIC_ACCURACY.iter().chain(&PAPER2_SYNTHETIC_HALF_ACCURACY) {
             let cells: Vec<String> = row.iter().map(|a| format!("{a:.3}")).collect();
             assert!(docs.contains(&format!("| {name} | {} |", cells.join(" | "))), "{name}'s synthetic row is not in docs/papers.md");
         }
@@ -136,6 +216,21 @@ mod tests {
         for (name, accuracy) in PAPER2_MNIST_ACCURACY {
             assert!(docs.contains(&format!("| {name} | {accuracy} |")), "{name} at {accuracy} on MNIST is not in docs/papers.md");
         }
+    }
+
+    #[test]
+    fn the_authors_figure_is_the_one_averaged_over_the_same_settings() {
+        let half = PAPER2_SYNTHETIC_HALF_SWEEP.settings();
+        assert_eq!(half.len(), 8);
+        assert_eq!(PAPER2_SYNTHETIC_SWEEP.settings().len(), 36);
+        assert!(half.iter().all(|s| PAPER2_SYNTHETIC_SWEEP.settings().contains(s)), "the half is part of the whole");
+        let mut shuffled: Vec<SyntheticSetting> = half.iter().rev().chain(&half).copied().collect();
+        shuffled.swap(0, 5);
+        assert_eq!(paper2_synthetic_accuracy_over(&shuffled, "Q=K=V", SyntheticTask::Swap), Some(0.259));
+        let whole = PAPER2_SYNTHETIC_SWEEP.settings();
+        assert_eq!(paper2_synthetic_accuracy_over(&whole, "Q=K=V", SyntheticTask::Swap), Some(0.307));
+        assert_eq!(paper2_synthetic_accuracy_over(&half[1..], "Q=K=V", SyntheticTask::Swap), None, "a sweep they did not average");
+        assert_eq!(paper2_synthetic_accuracy_over(&half, "(Q=K-V)+rel", SyntheticTask::Swap), None, "ours, not theirs");
     }
 
     #[test]

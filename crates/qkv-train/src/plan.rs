@@ -31,6 +31,10 @@ pub struct ModelOverrides {
     /// The dropout rate (left out of saved setups that keep the preset's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dropout: Option<f64>,
+    /// Whether the output head reuses the token embedding (left out of saved setups that keep
+    /// the preset's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tie_embeddings: Option<bool>,
 }
 
 impl ModelOverrides {
@@ -43,6 +47,7 @@ impl ModelOverrides {
         model.mlp_skip = self.mlp_skip.unwrap_or(model.mlp_skip);
         model.shared_layers = self.shared_layers.unwrap_or(model.shared_layers);
         model.dropout = self.dropout.unwrap_or(model.dropout);
+        model.tie_embeddings = self.tie_embeddings.unwrap_or(model.tie_embeddings);
         if let Some(n_embd) = self.n_embd {
             // The MLP keeps the preset's width ratio unless the run sets its own.
             model.mlp_hidden = model.mlp_hidden * n_embd / model.n_embd.max(1);
@@ -75,6 +80,17 @@ pub struct TrainingOverrides {
     /// setups that keep the recipe's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shift: Option<usize>,
+    /// Where the cosine ends [default: a tenth of the peak] (left out of saved setups that keep
+    /// the recipe's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_lr: Option<f64>,
+    /// Adam's second-moment decay (left out of saved setups that keep the recipe's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub beta2: Option<f64>,
+    /// The global gradient norm gradients are clipped to (left out of saved setups that keep
+    /// the recipe's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grad_clip: Option<f64>,
 }
 
 /// One run: a variant and what it changes for itself.
@@ -234,6 +250,9 @@ impl ExperimentPlan {
             training.lr = lr;
             training.min_lr = lr / 10.0;
         }
+        training.min_lr = t.min_lr.unwrap_or(training.min_lr);
+        training.beta2 = t.beta2.unwrap_or(training.beta2);
+        training.grad_clip = t.grad_clip.or(training.grad_clip);
         training.weight_decay = run.weight_decay.or(t.weight_decay).unwrap_or(training.weight_decay);
         training.seed = self.seed();
         if let Err(error) = training.validate() {
@@ -300,6 +319,23 @@ mod tests {
         assert!(specs.iter().all(|s| !s.model.attention.bidirectional));
         let encoder = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Rotate, length: 8, seed: 1, framing: Framing::Encoder });
         assert!(plan.specs(&encoder).unwrap().iter().all(|s| s.model.attention.bidirectional), "an encoder's runs see both ways");
+    }
+
+    #[test]
+    fn a_plan_can_set_the_optimiser_and_head_that_another_recipe_uses() {
+        let mut plan = ExperimentPlan::default();
+        let preset = TrainingConfig::for_preset(plan.preset);
+        let kept = plan.specs(&digits()).unwrap().remove(0);
+        assert_eq!((kept.training.min_lr, kept.training.beta2, kept.training.grad_clip), (preset.min_lr, preset.beta2, preset.grad_clip));
+        assert!(kept.model.tie_embeddings);
+        plan.training = TrainingOverrides { min_lr: Some(0.0), beta2: Some(0.999), grad_clip: Some(5.0), ..Default::default() };
+        plan.model.tie_embeddings = Some(false);
+        let spec = plan.specs(&digits()).unwrap().remove(0);
+        assert_eq!((spec.training.min_lr, spec.training.beta2, spec.training.grad_clip), (0.0, 0.999, Some(5.0)));
+        assert!(!spec.model.tie_embeddings);
+        // Saved setups that keep the recipe's do not name them, so older plans compare equal.
+        let text = serde_json::to_string(&ExperimentPlan::default()).unwrap();
+        assert!(["min_lr", "beta2", "grad_clip", "tie_embeddings"].iter().all(|field| !text.contains(field)), "{text}");
     }
 
     #[test]

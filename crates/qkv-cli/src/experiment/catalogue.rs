@@ -2,15 +2,46 @@
 //! runs, their variants and scales, the parameter-matched MLPs).
 
 use qkv_model::{AttentionVariant, ModelConfig, ParamReport, Preset};
+use qkv_train::papers::{PAPER2_SYNTHETIC_HALF_SWEEP, PAPER2_SYNTHETIC_SWEEP, PAPER2_SYNTHETIC_TASKS, SyntheticSweep};
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
 use qkv_train::{DataSource, Framing, ImageSource, SyntheticTask, TrainingConfig};
 
+use super::budget::{BUDGET_MULTIPLES, budget_run, budget_study};
 use super::{ExperimentArgs, ExperimentKind, Scale};
 use crate::Failure;
 
-/// A sweep study's name, also its folder: "reverse-L64".
-pub(super) fn study_name(task: SyntheticTask, length: usize) -> String {
-    format!("{}-L{length}", task.name())
+/// A model of the synthetic sweep, as paper 2's authors vary theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SweepModel {
+    pub(super) n_layer: usize,
+    pub(super) n_head: usize,
+    pub(super) n_embd: usize,
+}
+
+impl SweepModel {
+    /// Every combination of the widths, depths and head counts, widest last.
+    pub(super) fn grid(widths: &[usize], layers: &[usize], heads: &[usize]) -> Vec<SweepModel> {
+        let mut models = Vec::new();
+        for &n_embd in widths {
+            for &n_layer in layers {
+                for &n_head in heads {
+                    models.push(SweepModel { n_layer, n_head, n_embd });
+                }
+            }
+        }
+        models
+    }
+
+    /// The models of one of the authors' sweeps.
+    fn of(sweep: &SyntheticSweep) -> Vec<SweepModel> {
+        Self::grid(sweep.widths, sweep.layers, sweep.heads)
+    }
+}
+
+/// A sweep study's name, also its folder: "reverse-L64-2x4x64" (layers × heads × width, as the
+/// presets write a model).
+pub(super) fn study_name(task: SyntheticTask, length: usize, model: SweepModel) -> String {
+    format!("{}-L{length}-{}x{}x{}", task.name(), model.n_layer, model.n_head, model.n_embd)
 }
 
 /// One comparison: a plan trained once per seed.
@@ -41,19 +72,21 @@ impl Scale {
         }
     }
 
-    fn synthetic_preset(self) -> Preset {
-        match self {
-            Scale::Tiny => Preset::Classroom,
-            _ => Preset::Synthetic,
-        }
-    }
-
     /// Heads of paper 2's models: 8 at laptop scale (d_k 16), so that GQA can share key/value
     /// heads 4 to 1 as the paper does; the preset's elsewhere.
     fn paper2_heads(self) -> Option<usize> {
         match self {
             Scale::Laptop => Some(8),
             _ => None,
+        }
+    }
+
+    /// The lengths paper 1's headline is also trained for, from the headline's own `steps`
+    /// ([`BUDGET_MULTIPLES`]); none at gpu scale, where four times GPT-2 small's run is days.
+    fn budgets(self, steps: usize) -> Vec<usize> {
+        match self {
+            Scale::Gpu => Vec::new(),
+            _ => BUDGET_MULTIPLES.iter().map(|&(times, over)| (steps * times / over).max(1)).collect(),
         }
     }
 
@@ -65,50 +98,75 @@ impl Scale {
     }
 }
 
-/// What `paper2-synthetic` sweeps at a scale, unless told otherwise.
+/// What `paper2-synthetic` sweeps at a scale, unless told otherwise: tasks × lengths × models.
 pub(super) struct SweepDefaults {
     tasks: Vec<SyntheticTask>,
     lengths: Vec<usize>,
-    steps: Option<usize>,
-    batch_size: Option<usize>,
-    /// Evaluations this often show when each run learned its task (steps to 99%), not only
-    /// where it ended.
-    eval_interval: Option<usize>,
+    models: Vec<SweepModel>,
 }
 
 impl Scale {
-    /// Tiny: two lengths the classroom model learns in a few minutes. Laptop: the
-    /// direction-dependent tasks at L = 16 and 64, batches of 16 for 300 steps: measured here,
-    /// reverse and swap at L = 64 go from about 14% at 150 steps (Q-K-V barely above chance) to
-    /// 100% at 300 for every variant but Q=K=V, so 300 steps is where the variants' learning
-    /// speeds show. L = 128 costs several times L = 64 (a context of 256), more than the hour
-    /// on two cores allows: `--lengths 16,64,128`, or the gpu scale. Gpu: every task at paper
-    /// 2's lengths with the recipe's 3000 steps.
+    /// Gpu: paper 2's authors' whole sweep (widths 32, 64 and 256, 2 and 4 layers, 2 and 4
+    /// heads, lists of 16, 64 and 128). Laptop: the half of it that fits an hour on two cores
+    /// (widths 32 and 64, 2 layers, lists of 16 and 64: measured here, the largest run takes about
+    /// 4 s, a run at width 256 or on lists of 128 several times that). Tiny: two tasks on one small
+    /// model, for trying the command.
     fn sweep(self) -> SweepDefaults {
         use SyntheticTask::*;
         match self {
-            Scale::Tiny => SweepDefaults {
-                tasks: vec![Reverse, Swap],
-                lengths: vec![8, 16],
-                steps: Some(200),
-                batch_size: None,
-                eval_interval: Some(25),
-            },
+            Scale::Tiny => SweepDefaults { tasks: vec![Reverse, Swap], lengths: vec![8, 16], models: SweepModel::grid(&[32], &[2], &[2]) },
             Scale::Laptop => SweepDefaults {
-                tasks: vec![Reverse, Swap],
-                lengths: vec![16, 64],
-                steps: Some(300),
-                batch_size: Some(16),
-                eval_interval: Some(50),
+                tasks: PAPER2_SYNTHETIC_TASKS.to_vec(),
+                lengths: PAPER2_SYNTHETIC_HALF_SWEEP.lengths.to_vec(),
+                models: SweepModel::of(&PAPER2_SYNTHETIC_HALF_SWEEP),
             },
             Scale::Gpu => SweepDefaults {
-                tasks: SyntheticTask::PAPERS.to_vec(),
-                lengths: vec![16, 64, 128],
-                steps: None,
-                batch_size: None,
-                eval_interval: None,
+                tasks: PAPER2_SYNTHETIC_TASKS.to_vec(),
+                lengths: PAPER2_SYNTHETIC_SWEEP.lengths.to_vec(),
+                models: SweepModel::of(&PAPER2_SYNTHETIC_SWEEP),
             },
         }
+    }
+}
+
+/// Lists the authors train on, each seen [`SYNTHETIC_EPOCHS`] times in batches of
+/// [`SYNTHETIC_BATCH`].
+const SYNTHETIC_LISTS: usize = 10_000;
+const SYNTHETIC_EPOCHS: usize = 2;
+const SYNTHETIC_BATCH: usize = 128;
+
+/// Paper 2's synthetic recipe as its authors' code trains the encoders: Adam (β₂ 0.999, no
+/// weight decay) at 10⁻³, warmed up over the first 5% of steps, then a cosine to 0; gradients
+/// clipped at a norm of 5; two passes over 10,000 lists in batches of 128 (79 batches a pass,
+/// the last one short), so 158 steps unless `steps` says otherwise. Ours draws each batch's
+/// lists from the task's 50,000 training lists instead of passing over 10,000 twice.
+fn paper2_synthetic_training(steps: Option<usize>) -> TrainingOverrides {
+    let steps = steps.unwrap_or(SYNTHETIC_LISTS.div_ceil(SYNTHETIC_BATCH) * SYNTHETIC_EPOCHS);
+    TrainingOverrides {
+        steps: Some(steps),
+        batch_size: Some(SYNTHETIC_BATCH),
+        lr: Some(1e-3),
+        min_lr: Some(0.0),
+        weight_decay: Some(0.0),
+        beta2: Some(0.999),
+        grad_clip: Some(5.0),
+        warmup_steps: Some(steps / 20),
+        // Eight evaluations a run: when each run learned its task, and its loss curve.
+        eval_interval: Some(at_least_once(20, Some(steps))),
+        ..Default::default()
+    }
+}
+
+/// A sweep model on lists of `length`, as the authors build it: read whole with attention both
+/// ways, learned positions, pre-LN, a 4× MLP, and an output head of its own.
+fn paper2_synthetic_model(model: SweepModel, length: usize) -> ModelOverrides {
+    ModelOverrides {
+        n_layer: Some(model.n_layer),
+        n_head: Some(model.n_head),
+        n_embd: Some(model.n_embd),
+        block_size: Some(length),
+        tie_embeddings: Some(false),
+        ..Default::default()
     }
 }
 
@@ -179,6 +237,30 @@ pub(super) const STANDARD_SCALE_RUN: &str = "wq-identity at standard scale";
 /// wq-identity with the MLP widened to standard's parameter count, at standard's scale 1/√d_k.
 pub(super) const WIDE_STANDARD_SCALE_RUN: &str = "wq-identity-wide-mlp at standard scale";
 
+/// Paper 1's other equal-size control: the original made smaller overall, every width scaled
+/// down in the same proportions (heads kept, so a narrower d_k; the MLP keeps its ratio), to the
+/// width whose count comes closest to wq-identity's. Beside `standard-narrow-mlp`, which takes the
+/// same parameters from the MLP alone, it separates "fewer parameters" from "no W_Q".
+pub(super) fn paper1_smaller_width(config: &ModelConfig) -> usize {
+    use AttentionVariant::*;
+    let identity = ParamReport::new(&config.clone().with_variant(QueryIdentity)).total_params;
+    let params = |n_embd: usize| {
+        let smaller = ModelOverrides { n_embd: Some(n_embd), ..Default::default() }.applied_to(config.clone());
+        ParamReport::new(&smaller.with_variant(Standard)).total_params
+    };
+    (config.n_head..=config.n_embd)
+        .step_by(config.n_head)
+        .min_by_key(|&n_embd| params(n_embd).abs_diff(identity))
+        .expect("a non-empty range")
+}
+
+/// The run of the study [`PAPER1_SMALLER_STUDY`] trains: the original at [`paper1_smaller_width`].
+pub(super) const SMALLER_RUN: &str = "standard-smaller";
+
+/// The study of the smaller original, paired seed by seed with the headline's (same seeds, data
+/// and batch shape, so the same batches); a study of its own, since its model's width differs.
+pub(super) const PAPER1_SMALLER_STUDY: &str = "smaller";
+
 /// The study of [`paper1_scale_runs`], beside the ablations ("text").
 pub(super) const PAPER1_SCALE_STUDY: &str = "scale";
 
@@ -219,6 +301,16 @@ pub(super) fn paper2_runs(n_head: usize) -> Vec<RunPlan> {
     runs
 }
 
+/// The control that separates (Q=K-V)+rel's bias from its sharing: Q-K-V with the same learned
+/// bias on i − j. A study of its own, paired seed by seed with the text study's (same seeds, data
+/// and batch shape, so the same batches), so that the text study's seeds are not trained again.
+pub(super) fn paper2_control_runs() -> Vec<RunPlan> {
+    vec![RunPlan::new(AttentionVariant::StandardRel).named("Q-K-V+rel")]
+}
+
+/// The study of [`paper2_control_runs`].
+pub(super) const PAPER2_CONTROL_STUDY: &str = "control";
+
 /// Paper 2's projection variants, Q-K-V first (the reference every change is paired against),
 /// and our pairwise (Q=K-V)+rel beside the paper's (Q=K-V)+: which of the two closes Q=K-V's gap.
 pub(super) fn paper2_projection_runs() -> Vec<RunPlan> {
@@ -233,9 +325,10 @@ pub(super) fn paper2_projection_runs() -> Vec<RunPlan> {
     ]
 }
 
-/// Paper 2's vision table: its six variants ((Q=K=V)+ last), with our (Q=K-V)+rel among them.
-/// Head sharing is left to the text study: it saves a cache that a classifier does not keep.
-pub(super) fn paper2_vision_runs() -> Vec<RunPlan> {
+/// Paper 2's synthetic and vision tables: its six variants ((Q=K=V)+ last), with our
+/// (Q=K-V)+rel among them. Head sharing is left to the text study: it saves a cache that an
+/// encoder does not keep.
+pub(super) fn paper2_table_runs() -> Vec<RunPlan> {
     let mut runs = paper2_projection_runs();
     runs.push(RunPlan::new(AttentionVariant::SharedAllAsym).named("(Q=K=V)+"));
     runs
@@ -262,6 +355,11 @@ fn at_least_once(every: usize, steps: Option<usize>) -> usize {
 /// The setting of [`symmetry_probe`]: a list of four digits rotated by one.
 const PROBE: (SyntheticTask, usize) = (SyntheticTask::Rotate, 4);
 
+/// The probe's study, also its folder: "rotate-L4".
+pub(super) fn probe_name() -> String {
+    format!("{}-L{}", PROBE.0.name(), PROBE.1)
+}
+
 /// Where a symmetric score is known to fail (the app's third lesson): a list of four digits
 /// rotated by one, read whole by an encoder of one layer and one head, so that each place must
 /// read its left neighbour around a cycle, which symmetric logits cannot order. The sweep's
@@ -281,7 +379,7 @@ fn symmetry_probe(base: ExperimentPlan, steps: Option<usize>) -> ExperimentPlan 
             eval_interval: Some(at_least_once(50, Some(steps))),
             ..Default::default()
         },
-        runs: paper2_projection_runs(),
+        runs: paper2_table_runs(),
         ..base
     }
 }
@@ -312,11 +410,25 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
         ExperimentKind::Paper1 => vec![
             Study { seed_multiple: 2, ..Study::new(PAPER1_HEADLINE_STUDY, plan(preset, data.clone(), paper1_headline_runs(preset))) },
             Study::new("text", plan(preset, data.clone(), paper1_runs(preset))),
-            Study::new(PAPER1_SCALE_STUDY, plan(preset, data, paper1_scale_runs(preset))),
-        ],
+            Study::new(PAPER1_SCALE_STUDY, plan(preset, data.clone(), paper1_scale_runs(preset))),
+            Study::new(
+                PAPER1_SMALLER_STUDY,
+                ExperimentPlan {
+                    model: ModelOverrides { n_embd: Some(paper1_smaller_width(&preset.config())), ..Default::default() },
+                    ..plan(preset, data.clone(), vec![RunPlan::new(AttentionVariant::Standard).named(SMALLER_RUN)])
+                },
+            ),
+        ]
+        .into_iter()
+        .chain(args.scale.budgets(steps.unwrap_or(TrainingConfig::for_preset(preset).steps)).into_iter().map(|budget| {
+            let runs = [(AttentionVariant::Standard, "standard"), (AttentionVariant::QueryIdentity, "wq-identity")]
+                .map(|(variant, name)| RunPlan::new(variant).named(budget_run(name, budget)));
+            let training = TrainingOverrides { steps: Some(budget), ..Default::default() };
+            Study::new(budget_study(budget), ExperimentPlan { training, ..plan(preset, data.clone(), runs.to_vec()) })
+        }))
+        .collect(),
         ExperimentKind::Paper2Synthetic => {
             let defaults = args.scale.sweep();
-            let preset = args.scale.synthetic_preset();
             let mut studies = Vec::new();
             for &task in args.tasks.as_ref().unwrap_or(&defaults.tasks) {
                 for &length in args.lengths.as_ref().unwrap_or(&defaults.lengths) {
@@ -325,31 +437,28 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
                             "--lengths: lists of {length} cannot be reversed or swapped: use lengths of 2 or more"
                         )));
                     }
-                    // The context holds exactly the list and its answer.
-                    let model = ModelOverrides { block_size: Some(2 * length), ..Default::default() };
-                    let steps = args.steps.or(defaults.steps);
-                    let training = TrainingOverrides {
-                        steps,
-                        batch_size: defaults.batch_size,
-                        eval_interval: defaults.eval_interval.map(|every| at_least_once(every, steps)),
-                        ..Default::default()
-                    };
-                    let data = DataSource::Synthetic { task, length, framing: Framing::Decoder };
-                    let plan = ExperimentPlan { model, training, ..plan(preset, data, paper2_projection_runs()) };
-                    studies.push(Study::new(study_name(task, length), plan));
+                    for &model in &defaults.models {
+                        let data = DataSource::Synthetic { task, length, framing: Framing::Encoder };
+                        let plan = ExperimentPlan {
+                            model: paper2_synthetic_model(model, length),
+                            training: paper2_synthetic_training(args.steps),
+                            ..plan(Preset::Synthetic, data, paper2_table_runs())
+                        };
+                        studies.push(Study::new(study_name(task, length, model), plan));
+                    }
                 }
             }
             if args.tasks.is_none() {
-                studies.push(Study::new(study_name(PROBE.0, PROBE.1), symmetry_probe(plan(Preset::Classroom, data, vec![]), args.steps)));
+                studies.push(Study::new(probe_name(), symmetry_probe(plan(Preset::Classroom, data, vec![]), args.steps)));
             }
             studies
         }
         // Paper 2's vision variants as ViTs on images: the digits, and unless other data are
         // named, the generated relations too.
         ExperimentKind::Paper2Vision => {
-            let mut studies = vec![Study::new(data.to_string(), plan(Preset::VisionDigits, data, paper2_vision_runs()))];
+            let mut studies = vec![Study::new(data.to_string(), plan(Preset::VisionDigits, data, paper2_table_runs()))];
             if args.data.is_none() {
-                studies.push(relations_study(plan(Preset::VisionDigits, DataSource::Images(ImageSource::Relations), paper2_vision_runs())));
+                studies.push(relations_study(plan(Preset::VisionDigits, DataSource::Images(ImageSource::Relations), paper2_table_runs())));
             }
             studies
         }
@@ -358,8 +467,9 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
         ExperimentKind::Paper2 => {
             let model = ModelOverrides { n_head: args.scale.paper2_heads(), ..Default::default() };
             let heads = model.n_head.unwrap_or(preset.config().n_head);
-            let text = ExperimentPlan { model, ..plan(preset, data, paper2_runs(heads)) };
-            vec![Study::new("text", text)]
+            let text = ExperimentPlan { model: model.clone(), ..plan(preset, data.clone(), paper2_runs(heads)) };
+            let control = ExperimentPlan { model, ..plan(preset, data, paper2_control_runs()) };
+            vec![Study::new("text", text), Study::new(PAPER2_CONTROL_STUDY, control)]
         }
     })
 }

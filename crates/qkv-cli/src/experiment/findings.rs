@@ -6,8 +6,8 @@ use qkv_train::RunStatus;
 use qkv_train::papers::{PAPER1_STANDARD_LOSS, PAPER1_WIDE_MLP_LOSS, PAPER2_PPL, PAPER2_STANDARD_PPL, PAPER2_STATED_CHANGES, paper2_ppl};
 
 use super::catalogue::{
-    PAPER1_HEADLINE_STUDY, PAPER1_SCALE_STUDY, STANDARD_SCALE_RUN, Study, WIDE_STANDARD_SCALE_RUN, WK_STANDARD_SCALE_RUN,
-    WV_HALVED_SCALE_RUN,
+    PAPER1_HEADLINE_STUDY, PAPER1_SCALE_STUDY, PAPER1_SMALLER_STUDY, SMALLER_RUN, STANDARD_SCALE_RUN, Study, WIDE_STANDARD_SCALE_RUN,
+    WK_STANDARD_SCALE_RUN, WV_HALVED_SCALE_RUN,
 };
 use super::seeds::{Outcome, studies_of};
 use super::stats::{Direction, Family, PairedChange, Unit, mean_std, signed};
@@ -94,12 +94,22 @@ fn verdict(change: &PairedChange, claim: Claim) -> String {
 /// figure's mean over layers, ending in a blank line. Empty when no outcome has them (seeds saved
 /// before they existed).
 pub(super) fn diagnostics_section(outcomes: &[Outcome], inputs: &str) -> String {
+    diagnostics_of(outcomes, inputs, "study", "")
+}
+
+/// [`diagnostics_section`] for a sweep's outcomes whose study is their task's name: a row per
+/// task and run, pooling the task's settings.
+pub(super) fn pooled_diagnostics_section(outcomes: &[Outcome], inputs: &str) -> String {
+    diagnostics_of(outcomes, inputs, "task", " Each task's row pools its settings and seeds (± the std over all of them).")
+}
+
+fn diagnostics_of(outcomes: &[Outcome], inputs: &str, rows_of: &str, note: &str) -> String {
     if outcomes.iter().all(|o| o.summary.diagnostics.is_none()) {
         return String::new();
     }
     let measured = || outcomes.iter().filter_map(|o| o.summary.diagnostics.as_ref());
     let mut out = format!(
-        "{}\n\n| study | run | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | {} | logit RMS |\n|---|---|---:|---:|---:|---:|---:|\n",
+        "{}{note}\n\n| {rows_of} | run | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | {} | logit RMS |\n|---|---|---:|---:|---:|---:|---:|\n",
         crate::report::diagnostics_heading(inputs, measured()),
         crate::report::symmetry_heading(measured())
     );
@@ -160,12 +170,13 @@ fn paper1_table(rows: &[(String, Vec<&Outcome>)]) -> String {
     out
 }
 
-pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
+pub(super) fn paper1_report(outcomes: &[Outcome], studies: &[Study]) -> String {
     // The ablations' and the scale study's runs saw the headline's batches seed by seed: one
     // table, standard first.
     let mut rows = by_run(outcomes, PAPER1_HEADLINE_STUDY);
     rows.extend(by_run(outcomes, "text"));
     rows.extend(by_run(outcomes, PAPER1_SCALE_STUDY));
+    rows.extend(by_run(outcomes, PAPER1_SMALLER_STUDY));
     let Some((_, reference)) = rows.first() else { return String::new() };
     let out = paper1_table(&rows);
     // The paper's claims, each checked against the paired changes' interval.
@@ -211,21 +222,7 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
             verdict(&wide, Claim::Lower)
         );
     }
-    if let (Some(narrow), Some(equal), Some(list)) =
-        (against("standard-narrow-mlp", "standard"), against("wq-identity", "standard-narrow-mlp"), row("wq-identity"))
-    {
-        let differs = family.difference("wq-identity", "standard-narrow-mlp", &equal);
-        trends += &format!(
-            "- Equal-size control: standard with its MLP narrowed to wq-identity's {} parameters is {narrow} against standard; \
-             wq-identity against it, at the same size: {equal}: {}{differs}.\n",
-            list[0].summary.total_params,
-            match equal.direction() {
-                Direction::Higher => "removing W_Q costs more than removing as many MLP parameters",
-                Direction::Lower => "removing W_Q costs less than removing as many MLP parameters",
-                Direction::Undecided => "the seeds cannot tell removing W_Q from removing as many MLP parameters",
-            }
-        );
-    }
+    trends += &equal_size_controls(&against, &row, studies, &mut family);
     trends += &ablation_trends(&against, &mut family);
     // The weight-decay sweep: every "NAME wd=X" run against NAME at its default decay.
     let swept: Vec<(&str, &str, &[&Outcome])> =
@@ -250,6 +247,50 @@ pub(super) fn paper1_report(outcomes: &[Outcome]) -> String {
         s.tokens as f64 / 1e6
     );
     family.settle(&(out + &trends)) + &family.holm_section()
+}
+
+/// Paper 1's two equal-size controls for wq-identity: standard with its MLP narrowed to the same
+/// count, and standard made smaller overall; each against standard, and wq-identity against it.
+fn equal_size_controls<'a>(
+    against: &dyn Fn(&str, &str) -> Option<PairedChange>,
+    row: &dyn Fn(&str) -> Option<&'a [&'a Outcome]>,
+    studies: &[Study],
+    family: &mut Family,
+) -> String {
+    let mut out = String::new();
+    if let (Some(narrow), Some(equal), Some(list)) =
+        (against("standard-narrow-mlp", "standard"), against("wq-identity", "standard-narrow-mlp"), row("wq-identity"))
+    {
+        let differs = family.difference("wq-identity", "standard-narrow-mlp", &equal);
+        out += &format!(
+            "- Equal-size control: standard with its MLP narrowed to wq-identity's {} parameters is {narrow} against standard; \
+             wq-identity against it, at the same size: {equal}: {}{differs}.\n",
+            list[0].summary.total_params,
+            match equal.direction() {
+                Direction::Higher => "removing W_Q costs more than removing as many MLP parameters",
+                Direction::Lower => "removing W_Q costs less than removing as many MLP parameters",
+                Direction::Undecided => "the seeds cannot tell removing W_Q from removing as many MLP parameters",
+            }
+        );
+    }
+    if let (Some(smaller), Some(equal), Some(list)) =
+        (against(SMALLER_RUN, "standard"), against("wq-identity", SMALLER_RUN), row(SMALLER_RUN))
+    {
+        let differs = family.difference("wq-identity", SMALLER_RUN, &equal);
+        let width = studies.iter().find(|s| s.name == PAPER1_SMALLER_STUDY).and_then(|s| s.plan.model.n_embd);
+        out += &format!(
+            "- Paper 1's other equal-size control: standard made smaller overall ({}every width in proportion, heads kept) to \
+             {} parameters is {smaller} against standard; wq-identity against it, at about the same size: {equal}: {}{differs}.\n",
+            width.map_or(String::new(), |w| format!("width {w}, ")),
+            list[0].summary.total_params,
+            match equal.direction() {
+                Direction::Higher => "removing W_Q costs more than shrinking the whole model as much",
+                Direction::Lower => "removing W_Q costs less than shrinking the whole model as much",
+                Direction::Undecided => "the seeds cannot tell removing W_Q from shrinking the whole model as much",
+            }
+        );
+    }
+    out
 }
 
 /// Paper 1's ablations, which it does not report: what each claim there leaves untested. Each
@@ -294,18 +335,28 @@ pub(super) fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {
          validation perplexity (exp of the loss; at the character level a perplexity change is about the loss times the \
          loss change). Head sharing is named by its ratio, key/value heads / heads.\n",
     );
-    for study in studies {
+    // Every study's runs are paired with the first study's first run (the later studies saw its
+    // batches seed by seed).
+    let Some((_, reference)) = studies.first().and_then(|first| by_run(outcomes, &first.name).into_iter().next()) else {
+        return out;
+    };
+    let reference_losses = best_losses(&reference);
+    let ref_kv = reference[0].summary.kv_cache_bytes_per_token;
+    for (s, study) in studies.iter().enumerate() {
         let rows = by_run(outcomes, &study.name);
-        let Some((_, reference)) = rows.first() else { continue };
-        let reference_losses = best_losses(reference);
-        let ref_kv = reference[0].summary.kv_cache_bytes_per_token;
+        if rows.is_empty() {
+            continue;
+        }
         out += &format!("\n### {} ({})\n\n", study.name, study.plan.data);
+        if s > 0 {
+            out += &format!("Paired with {} of the first table, seed by seed.\n\n", reference[0].summary.name);
+        }
         out += "| variant | params | KV cache / token (f32) | KV reduction | best val loss | Δ loss, paired | Δ perplexity, paired |\n";
         out += "|---|---:|---:|---:|---:|---:|---:|\n";
         for (i, (name, list)) in rows.iter().enumerate() {
             let losses = best_losses(list);
-            let paired = |unit| match i {
-                0 => "reference".into(),
+            let paired = |unit| match (s, i) {
+                (0, 0) => "reference".into(),
                 _ => paired_cell(PairedChange::of(unit, &losses, &reference_losses).as_ref()),
             };
             let kv = list[0].summary.kv_cache_bytes_per_token;
@@ -320,6 +371,17 @@ pub(super) fn paper2_report(outcomes: &[Outcome], studies: &[Study]) -> String {
         }
     }
     out
+}
+
+/// The control run of paper 2's report, and the run it controls for.
+const CONTROL_RUN: &str = "Q-K-V+rel";
+const RELATIVE_RUN: &str = "(Q=K-V)+rel";
+
+/// Every seed's outcome of the run named `name`, in whichever study trains it (run names are
+/// unique across a report's studies).
+fn run_of<'a>(outcomes: &'a [Outcome], name: &str) -> Option<Vec<&'a Outcome>> {
+    let list: Vec<&Outcome> = outcomes.iter().filter(|o| o.summary.name == name).collect();
+    (!list.is_empty()).then_some(list)
 }
 
 /// A run's name without its head ratio: "GQA 2/8" is the paper's "GQA".
@@ -362,6 +424,28 @@ pub(super) fn paper2_against_paper(outcomes: &[Outcome]) -> String {
                 Direction::Higher => "worse, as in the paper",
                 Direction::Lower => "better: the opposite of the paper",
                 Direction::Undecided => "the seeds cannot tell it from Q-K-V",
+            }
+        );
+    }
+    // The control: does (Q=K-V)+rel's change come from its bias or from its sharing?
+    let control =
+        |a: &str, b: &str| PairedChange::of(Unit::Perplexity, &best_losses(&run_of(outcomes, a)?), &best_losses(&run_of(outcomes, b)?));
+    if let (Some(bias), Some(sharing)) = (control(CONTROL_RUN, "Q-K-V"), control(RELATIVE_RUN, CONTROL_RUN)) {
+        let bias_differs = family.difference(CONTROL_RUN, "Q-K-V", &bias);
+        let sharing_differs = family.difference(RELATIVE_RUN, CONTROL_RUN, &sharing);
+        out += &format!(
+            "\nOur (Q=K-V)+rel adds a learned bias on i − j to Q=K-V. The control {CONTROL_RUN} adds the same bias to Q-K-V. \
+             The bias alone, {CONTROL_RUN} against Q-K-V: {bias}: {}{bias_differs}. The sharing with the bias kept, \
+             {RELATIVE_RUN} against {CONTROL_RUN}: {sharing}: {}{sharing_differs}.\n",
+            match bias.direction() {
+                Direction::Higher => "the bias costs here",
+                Direction::Lower => "the bias helps here",
+                Direction::Undecided => "the seeds cannot tell the bias from none",
+            },
+            match sharing.direction() {
+                Direction::Higher => "sharing Q with K costs, the bias kept",
+                Direction::Lower => "sharing Q with K helps, the bias kept",
+                Direction::Undecided => "the seeds cannot tell sharing Q with K from not, the bias kept",
             }
         );
     }
@@ -433,7 +517,7 @@ pub(super) mod tests {
                 outcomes.push(finished("wq-identity-wide-mlp", seed, wide[i]));
                 outcomes.push(finished("standard-narrow-mlp", seed, identity[i] - 0.03));
             }
-            paper1_report(&outcomes)
+            paper1_report(&outcomes, &[])
         };
         let line = |report: &str, key: &str| report.lines().find(|l| l.contains(key)).unwrap().to_string();
         // 2% worse in every seed, the seeds' losses 0.5% apart: not the paper's "on par".
@@ -486,7 +570,7 @@ pub(super) mod tests {
         for seed in 1..=3u64 {
             outcomes.push(finished("wq-identity-wide-mlp", seed, (2.0 + 0.01 * seed as f64) * 1.01));
         }
-        let report = paper1_report(&outcomes);
+        let report = paper1_report(&outcomes, &[]);
         let line = |key: &str| report.lines().find(|l| l.contains(key)).unwrap_or_else(|| panic!("{key}: {report}")).to_string();
         assert!(line("| standard |").ends_with("| reference | 0/6 |"), "standard heads the table: {report}");
         assert!(line("| wq-identity-wide-mlp |").ends_with("| +1.00 ± 0.00% | 0/3 |"), "paired on the three seeds both have");
@@ -514,7 +598,7 @@ pub(super) mod tests {
                 outcomes.push(Outcome { study: PAPER1_SCALE_STUDY.into(), ..finished(name, seed, loss) });
             }
         }
-        let report = paper1_report(&outcomes);
+        let report = paper1_report(&outcomes, &[]);
         assert!(report.contains(&format!("| {WV_HALVED_SCALE_RUN} |")), "the scale study's runs join the table: {report}");
         let line = |key: &str| report.lines().find(|l| l.contains(key)).unwrap_or_else(|| panic!("{key}: {report}")).to_string();
         let scale = line("The halved scale alone");
@@ -572,6 +656,37 @@ pub(super) mod tests {
         // One seed each way: this run cannot order them.
         let gap = line(&study([2.02, 2.06, 2.0], [2.03, 2.05, 2.01]));
         assert!(gap.contains("the seeds cannot tell them apart"), "{gap}");
+    }
+
+    #[test]
+    fn the_controls_pair_across_studies_with_the_first_study_s_reference() {
+        // Paper 2: the bias alone costs nothing, the sharing with the bias kept 1% in loss.
+        let mut outcomes = Vec::new();
+        for (i, seed) in [1, 2, 3].into_iter().enumerate() {
+            let base = [2.0, 2.02, 1.98][i];
+            outcomes.push(Outcome { study: "text".into(), ..finished("Q-K-V", seed, base) });
+            outcomes.push(Outcome { study: "text".into(), ..finished("(Q=K-V)+rel", seed, base * 1.01) });
+            outcomes.push(Outcome { study: "control".into(), ..finished("Q-K-V+rel", seed, base + [0.001, -0.001, 0.0][i]) });
+        }
+        let control = paper2_against_paper(&outcomes);
+        let line = control.lines().find(|l| l.starts_with("Our (Q=K-V)+rel adds")).unwrap_or_else(|| panic!("{control}"));
+        assert!(line.contains("the seeds cannot tell the bias from none"), "{line}");
+        assert!(line.contains("sharing Q with K costs, the bias kept"), "{line}");
+        assert!(control.contains("| Q-K-V+rel against Q-K-V | differs from 0 |"), "the control's tests join Holm's family: {control}");
+
+        // Paper 1: the smaller original against standard, and wq-identity against it.
+        let mut outcomes = Vec::new();
+        for seed in 1..=3u64 {
+            let base = 2.0 + 0.01 * seed as f64;
+            outcomes.push(Outcome { study: PAPER1_HEADLINE_STUDY.into(), ..finished("standard", seed, base) });
+            outcomes.push(Outcome { study: PAPER1_HEADLINE_STUDY.into(), ..finished("wq-identity", seed, base * 1.02) });
+            outcomes.push(Outcome { study: PAPER1_SMALLER_STUDY.into(), ..finished(SMALLER_RUN, seed, base * 1.01) });
+        }
+        let report = paper1_report(&outcomes, &[]);
+        assert!(report.contains(&format!("| {SMALLER_RUN} |")), "the smaller original joins the table: {report}");
+        let line = report.lines().find(|l| l.contains("other equal-size control")).unwrap_or_else(|| panic!("{report}"));
+        assert!(line.contains("is +1.00 ± 0.00% in loss"), "{line}");
+        assert!(line.contains("removing W_Q costs more than shrinking the whole model as much"), "{line}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! every run of a seed on identical batches, with a report that records how it was made and
 //! says where the result differs from the paper.
 
+mod budget;
 mod catalogue;
 mod convergence;
 mod findings;
@@ -10,6 +11,7 @@ mod output;
 mod seeds;
 pub(crate) mod stats;
 mod sweep;
+mod synthetic_paper;
 mod training;
 mod vision;
 
@@ -169,11 +171,22 @@ pub fn run(args: &ExperimentArgs, invocation: &str) -> Result<(), Failure> {
         std::fs::write(out.join(name), text).map_err(|e| format!("cannot write {}: {e}", out.join(name).display()))
     };
     write("results.csv", &results_csv(&outcomes))?;
-    let plots = loss_plots(&studies, &outcomes, out)?;
+    let plotted: Vec<&Study> = match args.paper {
+        ExperimentKind::Paper2Synthetic => sweep::plotted(&studies),
+        _ => studies.iter().collect(),
+    };
+    let plots = loss_plots(&plotted, &outcomes, out)?;
     let body = match args.paper {
-        ExperimentKind::Paper1 => paper1_report(&outcomes),
+        ExperimentKind::Paper1 => {
+            budget::budget_plot(&outcomes, &studies, out)?;
+            paper1_report(&outcomes, &studies) + &budget::budget_section(&outcomes, &studies)
+        }
         ExperimentKind::Paper2 => paper2_report(&outcomes, &studies) + &paper2_against_paper(&outcomes),
-        ExperimentKind::Paper2Synthetic => sweep::sweep_report(&outcomes, &studies) + &sweep::accuracy_plots(&outcomes, &studies, out)?,
+        ExperimentKind::Paper2Synthetic => {
+            synthetic_paper::against_paper(&outcomes, &studies)
+                + &sweep::sweep_report(&outcomes, &studies)
+                + &sweep::accuracy_plots(&outcomes, &studies, out)?
+        }
         ExperimentKind::Paper2Vision => vision::vision_report(&outcomes, &studies) + &vision::vision_against_paper(&outcomes, &studies),
     } + &convergence::convergence_section(&outcomes);
     write("report.md", &report_markdown(args, invocation, &settings, &trained, &body, &plots))?;
@@ -230,6 +243,24 @@ mod tests {
         assert_eq!(other_scales, [(AttentionVariant::KeyIdentity, Some(1.0 / 8.0)), (AttentionVariant::ValueIdentity, Some(1.0 / 16.0))]);
     }
 
+    #[test]
+    fn paper1_s_smaller_original_is_the_width_closest_to_wq_identity_s_count() {
+        let paper1 = studies(&laptop_args(ExperimentKind::Paper1)).unwrap();
+        let smaller = paper1.iter().find(|s| s.name == "smaller").unwrap();
+        let specs = smaller.plan.specs(&smaller.plan.dataset().unwrap()).unwrap();
+        let (model, standard) = (&specs[0].model, Preset::ShakespeareCharCpu.config());
+        // 4×4×128 shrinks to width 124 (d_k 31), the MLP kept at 4×.
+        assert_eq!((model.n_layer, model.n_head, model.n_embd, model.mlp_hidden), (4, 4, 124, 496));
+        let identity = ParamReport::new(&standard.clone().with_variant(AttentionVariant::QueryIdentity)).total_params;
+        let count = |n_embd: usize| {
+            let mut config = standard.clone();
+            (config.n_embd, config.mlp_hidden) = (n_embd, 4 * n_embd);
+            ParamReport::new(&config).total_params.abs_diff(identity)
+        };
+        assert!(count(124) < count(120) && count(124) < count(128), "the closest width that 4 heads divide");
+        assert_eq!(smaller.plan.training, paper1[0].plan.training, "the headline's batches, seed by seed");
+    }
+
     /// `qkv experiment PAPER` at laptop scale with every default.
     fn laptop_args(paper: ExperimentKind) -> ExperimentArgs {
         ExperimentArgs {
@@ -251,7 +282,16 @@ mod tests {
     #[test]
     fn paper2_at_laptop_scale_trains_eight_heads_on_text_with_the_papers_sharing_ratios() {
         let studies = studies(&laptop_args(ExperimentKind::Paper2)).unwrap();
-        assert_eq!(studies.len(), 1, "the list tasks are paper2-synthetic's");
+        assert_eq!(studies.len(), 2, "the text study and its control; the list tasks are paper2-synthetic's");
+        let control = &studies[1];
+        assert_eq!(
+            (control.name.as_str(), &control.plan.model, &control.plan.data),
+            ("control", &studies[0].plan.model, &DataSource::Shakespeare)
+        );
+        assert_eq!(
+            control.plan.runs.iter().map(|r| (r.name.as_str(), r.variant)).collect::<Vec<_>>(),
+            [("Q-K-V+rel", AttentionVariant::StandardRel)]
+        );
         let text = &studies[0];
         assert_eq!((text.name.as_str(), &text.plan.data), ("text", &DataSource::Shakespeare));
         assert_eq!(text.plan.model.n_head, Some(8));
@@ -284,37 +324,64 @@ mod tests {
     }
 
     #[test]
-    fn the_default_sweep_ends_with_the_setting_where_a_symmetric_score_fails() {
+    fn the_default_sweep_is_the_half_of_the_authors_sweep_then_the_setting_where_a_symmetric_score_fails() {
         let sweep = studies(&laptop_args(ExperimentKind::Paper2Synthetic)).unwrap();
-        let names: Vec<&str> = sweep.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["reverse-L16", "reverse-L64", "swap-L16", "swap-L64", "rotate-L4"]);
-        let probe = &sweep[4].plan;
+        // Five tasks × two lengths × four models, then the probe.
+        assert_eq!(sweep.len(), 5 * 2 * 4 + 1);
+        let names: Vec<&str> = sweep[..8].iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "reverse-L16-2x2x32",
+                "reverse-L16-2x4x32",
+                "reverse-L16-2x2x64",
+                "reverse-L16-2x4x64",
+                "reverse-L64-2x2x32",
+                "reverse-L64-2x4x32",
+                "reverse-L64-2x2x64",
+                "reverse-L64-2x4x64"
+            ]
+        );
+        let settings: Vec<_> = sweep.iter().filter_map(sweep::grid_setting).collect();
+        assert!(qkv_train::papers::PAPER2_SYNTHETIC_HALF_SWEEP.is(&settings), "the settings the authors' half figures average");
+        // The authors' encoders and recipe: 158 steps of 128 lists, Adam without decay, clip 5.
+        let plan = &sweep[7].plan;
+        assert_eq!(plan.data, DataSource::Synthetic { task: SyntheticTask::Reverse, length: 64, framing: qkv_train::Framing::Encoder });
+        let specs = plan.specs(&plan.dataset().unwrap()).unwrap();
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["Q-K-V", "Q=K-V", "(Q=K-V)+", "(Q=K-V)+rel", "Q-K=V", "Q=K=V", "(Q=K=V)+"]);
+        for spec in &specs {
+            let (m, t) = (&spec.model, &spec.training);
+            assert!(m.attention.bidirectional && !m.tie_embeddings);
+            assert_eq!((m.n_layer, m.n_head, m.n_embd, m.block_size, m.mlp_hidden), (2, 4, 64, 64, 256));
+            assert_eq!((t.steps, t.batch_size, t.lr, t.min_lr, t.warmup_steps), (158, 128, 1e-3, 0.0, 7));
+            assert_eq!((t.beta2, t.weight_decay, t.grad_clip), (0.999, 0.0, Some(5.0)));
+        }
+        let probe = &sweep[40].plan;
         assert_eq!(probe.data, DataSource::Synthetic { task: SyntheticTask::Rotate, length: 4, framing: qkv_train::Framing::Encoder });
         assert_eq!((probe.preset, probe.model.n_layer, probe.model.n_head), (Preset::Classroom, Some(1), Some(1)));
-        let variants: Vec<AttentionVariant> = probe.runs.iter().map(|r| r.variant).collect();
-        assert!(variants.contains(&AttentionVariant::SharedQueryKeyAsym) && variants.contains(&AttentionVariant::SharedQueryKeyRel));
+        assert_eq!(probe.runs, sweep[0].plan.runs, "the same seven variants");
         let specs = probe.specs(&probe.dataset().unwrap()).unwrap();
         assert!(specs.iter().all(|spec| spec.model.attention.bidirectional && spec.training.steps == 300));
+        // Loss curves of the largest model at each task and length, and of the probe.
+        let plotted: Vec<&str> = sweep::plotted(&sweep).iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(plotted.len(), 5 * 2 + 1);
+        assert_eq!(plotted[..2], ["reverse-L16-2x4x64", "reverse-L64-2x4x64"]);
     }
 
     #[test]
-    fn the_synthetic_sweep_gives_each_task_and_length_its_study_and_context() {
+    fn the_synthetic_sweep_takes_the_lengths_and_tasks_it_is_given() {
         let args = ExperimentArgs {
             lengths: Some(vec![16, 128]),
-            tasks: Some(vec![SyntheticTask::Reverse]),
+            tasks: Some(vec![SyntheticTask::Swap]),
+            steps: Some(40),
             ..laptop_args(ExperimentKind::Paper2Synthetic)
         };
         let sweep = studies(&args).unwrap();
-        let names: Vec<&str> = sweep.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["reverse-L16", "reverse-L128"]);
-        assert_eq!(sweep[1].plan.model.block_size, Some(256));
-        assert_eq!(
-            sweep[1].plan.data,
-            DataSource::Synthetic { task: SyntheticTask::Reverse, length: 128, framing: qkv_train::Framing::Decoder }
-        );
-        assert_eq!((sweep[0].plan.training.steps, sweep[0].plan.training.batch_size), (Some(300), Some(16)));
-        assert_eq!(sweep[0].plan.runs.len(), 6);
-        assert_eq!(sweep[0].plan.training.eval_interval, Some(50), "often enough to see when each run learned its task");
+        assert_eq!(sweep.len(), 2 * 4, "no probe when the tasks are chosen");
+        assert_eq!(sweep[7].name, "swap-L128-2x4x64");
+        assert_eq!(sweep[7].plan.model.block_size, Some(128));
+        assert_eq!((sweep[0].plan.training.steps, sweep[0].plan.training.warmup_steps), (Some(40), Some(2)), "5% warm-up");
 
         let too_short = ExperimentArgs { lengths: Some(vec![1]), ..args };
         let error = studies(&too_short).err().unwrap().to_string();
@@ -358,8 +425,9 @@ mod tests {
         };
         run(&args(2), "qkv experiment paper1 --scale tiny --seeds 1 --steps 2").unwrap();
         let results = std::fs::read_to_string(out.join("results.csv")).unwrap();
-        // The headline's 4 runs at twice the seed, the 8 ablations and the 2 runs at the other scales.
-        assert_eq!(results.lines().count(), 1 + 4 * 2 + 8 + 2, "{results}");
+        // The headline's 4 runs at twice the seed, the 8 ablations, the 2 runs at the other scales,
+        // the smaller original and the headline's two runs at three other lengths.
+        assert_eq!(results.lines().count(), 1 + 4 * 2 + 8 + 2 + 1 + 3 * 2, "{results}");
         let seed_file = SeedResult::path(&out, "text", qkv_train::TrainingConfig::for_preset(Preset::Classroom).seed);
         assert!(seed_file.exists());
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use qkv_train::csv;
 
 use super::catalogue::Study;
-use super::findings::diagnostics_section;
+use super::findings::{diagnostics_section, pooled_diagnostics_section};
 use super::seeds::Outcome;
 use super::{ExperimentArgs, ExperimentKind, Settings, Trained};
 use crate::Failure;
@@ -19,7 +19,8 @@ pub(super) fn utc_date() -> String {
     format!("{} {} UTC", &stamp[..10], &stamp[11..16])
 }
 
-/// results.csv: one row per run and seed. Studies scored on a test split (images with one) end
+/// results.csv: one row per run and seed, with the steps it trained and the tokens it saw (the
+/// training budget's table reads them). Studies scored on a test split (images with one) end
 /// their rows with the test loss and accuracy; the other reports' files keep their columns.
 pub(super) fn results_csv(outcomes: &[Outcome]) -> String {
     let tested = outcomes.iter().any(|o| o.summary.test_accuracy.is_some());
@@ -39,6 +40,8 @@ pub(super) fn results_csv(outcomes: &[Outcome]) -> String {
         "steps_to_99pct",
         "symmetry",
         "status",
+        "steps",
+        "tokens",
     ];
     if tested {
         header.extend(["test_loss", "test_accuracy"]);
@@ -60,6 +63,8 @@ pub(super) fn results_csv(outcomes: &[Outcome]) -> String {
             o.steps_to_learn().map_or(String::new(), |step| step.to_string()),
             csv::optional(o.symmetry()),
             o.summary.status.to_string(),
+            o.summary.steps.to_string(),
+            o.summary.tokens.to_string(),
         ];
         if tested {
             row.extend([csv::optional(o.summary.test_loss), csv::optional(o.summary.test_accuracy)]);
@@ -69,8 +74,9 @@ pub(super) fn results_csv(outcomes: &[Outcome]) -> String {
     csv::table(&header, rows)
 }
 
-/// loss-STUDY.svg for each study (its first seed's curves); returns the report's links to them.
-pub(super) fn loss_plots(studies: &[Study], outcomes: &[Outcome], out: &Path) -> Result<String, Failure> {
+/// loss-STUDY.svg for each of `studies` (its first seed's curves); returns the report's links to
+/// them.
+pub(super) fn loss_plots(studies: &[&Study], outcomes: &[Outcome], out: &Path) -> Result<String, Failure> {
     let mut plots = String::new();
     for study in studies {
         let first_seed = study.plan.seed();
@@ -100,24 +106,25 @@ pub(super) fn report_markdown(
     };
     let preset = studies[0].plan.preset;
     let inputs = if args.paper == ExperimentKind::Paper2Vision { "images" } else { "text" };
-    let diagnostics = diagnostics_section(outcomes, inputs);
-    let mut heads = studies[0].plan.model.n_head.map_or(String::new(), |n| {
+    let diagnostics = match args.paper {
+        ExperimentKind::Paper2Synthetic => pooled_diagnostics_section(&super::sweep::by_task(outcomes, studies), inputs),
+        _ => diagnostics_section(outcomes, inputs),
+    };
+    let heads = studies[0].plan.model.n_head.filter(|_| args.paper == ExperimentKind::Paper2).map_or(String::new(), |n| {
         format!(" with {n} heads (d_k {}) so that GQA can share key/value heads 4 to 1 as paper 2 does", preset.config().n_embd / n)
     });
-    if args.paper == ExperimentKind::Paper2Synthetic {
-        let batch = studies[0].plan.training.batch_size.unwrap_or(qkv_train::TrainingConfig::for_preset(preset).batch_size);
-        heads += &format!(" with a context of 2L for lists of L, batches of {batch} lists");
-    }
+    let model = match super::sweep::grid_description(studies).filter(|_| args.paper == ExperimentKind::Paper2Synthetic) {
+        Some(grid) => format!("the {} preset resized for each setting: {grid}", preset.name()),
+        None => format!("{} ({}){heads}", preset.name(), preset.description()),
+    };
     format!(
         "# QKV Lab: {paper} at {scale} scale\n\n\
          - command: `{invocation}`\n- date: {}\n- backend: {compute}\n- wall time: {wall_secs:.0} s this invocation (finished seeds are reported from seeds/, not trained again); {training_secs:.0} s of training in all (the runs' own clocks, across resumes)\n\
-         - model: {} ({}){heads}, {seeds}; every run of a seed trains on the same batches and starts every tensor it has in common with another run (same name and shape) from the same values, and every seed is validated on the same batches\n\
+         - model: {model}, {seeds}; every run of a seed trains on the same batches and starts every tensor it has in common with another run (same name and shape) from the same values, and every seed is validated on the same batches\n\
          - recompute: `python3 scripts/recompute.py {}` (in QKV Lab's repository) rebuilds this report's tables from results.csv alone and checks them against this file\n\n\
          Losses are mean ± standard deviation over seeds of each run's validation loss.\n\n{body}\n{plots}\n{diagnostics}\
          ## Seeds\n\nEach seed's results are in `seeds/`; a rerun reports a finished seed from there.\n\n{provenance}",
         utc_date(),
-        preset.name(),
-        preset.description(),
         settings.out.display(),
     )
 }
