@@ -52,17 +52,14 @@ pub fn paper2_mnist_accuracy(name: &str) -> Option<f64> {
     PAPER2_MNIST_ACCURACY.iter().find(|(ours, _)| *ours == name).map(|&(_, accuracy)| accuracy)
 }
 
-/// Paper 2's synthetic tasks as the authors' public code reproduces its table: non-causal
-/// encoders, token accuracy on held-out lists, averaged over a sweep of widths, depths, heads and
-/// list lengths (docs/papers.md).
-pub const PAPER2_SYNTHETIC_SOURCE: &str = "paper 2's synthetic table, as its authors' code reproduces it";
-
 /// The tasks of [`PAPER2_SYNTHETIC_ACCURACY`]'s columns, in order.
 pub const PAPER2_SYNTHETIC_TASKS: [SyntheticTask; 5] =
     [SyntheticTask::Reverse, SyntheticTask::Sort, SyntheticTask::Sub, SyntheticTask::Swap, SyntheticTask::Copy];
 
-/// Each of the six variants' token accuracy on [`PAPER2_SYNTHETIC_TASKS`], by the name our runs
-/// give the variant.
+/// Paper 2's synthetic tasks as the authors' public code reproduces its table: non-causal
+/// encoders, token accuracy on held-out lists, averaged over [`PAPER2_SYNTHETIC_SWEEP`]
+/// (docs/papers.md). Each of the six variants' token accuracy on [`PAPER2_SYNTHETIC_TASKS`], by the
+/// name our runs give the variant.
 pub const PAPER2_SYNTHETIC_ACCURACY: SyntheticTable = [
     ("Q-K-V", [0.529, 0.753, 0.992, 0.524, 0.991]),
     ("Q=K-V", [0.475, 0.691, 0.991, 0.471, 0.994]),

@@ -1,7 +1,7 @@
-//! `qkv experiment paper2-synthetic`: paper 2's list tasks swept over the list length. At L = 16
-//! every variant solves every task, so nothing is measured there; longer lists are where paper 2's
-//! authors see the shared variants part ways (symmetric attention should suffer on the tasks whose
-//! answer depends on direction, reverse and swap).
+//! `qkv experiment paper2-synthetic`: paper 2's list tasks swept over models and list lengths, as
+//! its authors sweep theirs, each setting a study. Per task, a table of every setting, where a
+//! variant parts from Q-K-V, and which logit term closes Q=K-V's gap; the sweep pooled beside the
+//! authors' table is `synthetic_paper`'s.
 
 use std::path::Path;
 
