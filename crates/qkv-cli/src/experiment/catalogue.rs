@@ -50,16 +50,19 @@ pub(super) struct Study {
     pub(super) plan: ExperimentPlan,
     /// The study trains this many times the seeds asked for (a headline that needs the power).
     pub(super) seed_multiple: usize,
+    /// The seeds the study trains whatever was asked for (`--headline-seeds`: the number a
+    /// power calculation asked for).
+    pub(super) own_seeds: Option<usize>,
 }
 
 impl Study {
     pub(super) fn new(name: impl Into<String>, plan: ExperimentPlan) -> Self {
-        Self { name: name.into(), plan, seed_multiple: 1 }
+        Self { name: name.into(), plan, seed_multiple: 1, own_seeds: None }
     }
 
     /// The seeds this study trains when `seeds` are asked for.
     pub(super) fn seeds(&self, seeds: usize) -> usize {
-        seeds * self.seed_multiple
+        self.own_seeds.unwrap_or(seeds * self.seed_multiple)
     }
 }
 
@@ -408,7 +411,11 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
     let preset = args.scale.preset();
     Ok(match args.paper {
         ExperimentKind::Paper1 => vec![
-            Study { seed_multiple: 2, ..Study::new(PAPER1_HEADLINE_STUDY, plan(preset, data.clone(), paper1_headline_runs(preset))) },
+            Study {
+                seed_multiple: 2,
+                own_seeds: args.headline_seeds,
+                ..Study::new(PAPER1_HEADLINE_STUDY, plan(preset, data.clone(), paper1_headline_runs(preset)))
+            },
             Study::new("text", plan(preset, data.clone(), paper1_runs(preset))),
             Study::new(PAPER1_SCALE_STUDY, plan(preset, data.clone(), paper1_scale_runs(preset))),
             Study::new(

@@ -81,6 +81,10 @@ pub struct ExperimentArgs {
     /// Output folder [default: runs/PAPER-SCALE].
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// paper1: seeds of the headline study (standard against wq-identity), e.g. the number its
+    /// report's power calculation asks for [default: twice --seeds].
+    #[arg(long)]
+    pub headline_seeds: Option<usize>,
     /// paper2-synthetic: list lengths to sweep, e.g. 16,64,128 [default: the scale's].
     #[arg(long, value_delimiter = ',')]
     pub lengths: Option<Vec<usize>>,
@@ -118,6 +122,12 @@ impl Settings {
         }
         if args.jobs == 0 {
             return Err(crate::usage("--jobs must be at least 1"));
+        }
+        if args.headline_seeds == Some(0) {
+            return Err(crate::usage("--headline-seeds must be at least 1"));
+        }
+        if args.paper != ExperimentKind::Paper1 && args.headline_seeds.is_some() {
+            return Err(crate::usage("--headline-seeds sets paper 1's headline study: use it with `qkv experiment paper1`"));
         }
         if args.paper != ExperimentKind::Paper2Synthetic && (args.lengths.is_some() || args.tasks.is_some()) {
             return Err(crate::usage(
@@ -244,6 +254,21 @@ mod tests {
     }
 
     #[test]
+    fn the_headline_trains_the_seeds_it_is_given_and_the_other_studies_theirs() {
+        let paper1 = studies(&ExperimentArgs { headline_seeds: Some(17), ..laptop_args(ExperimentKind::Paper1) }).unwrap();
+        let seeds: Vec<(&str, usize)> = paper1.iter().map(|s| (s.name.as_str(), s.seeds(3))).take(4).collect();
+        assert_eq!(seeds, [("headline", 17), ("text", 3), ("scale", 3), ("smaller", 3)]);
+        assert_eq!(studies(&laptop_args(ExperimentKind::Paper1)).unwrap()[0].seeds(3), 6, "twice --seeds by default");
+        for (paper, seeds, expected) in
+            [(ExperimentKind::Paper2, 4, "use it with `qkv experiment paper1`"), (ExperimentKind::Paper1, 0, "at least 1")]
+        {
+            let args = ExperimentArgs { headline_seeds: Some(seeds), ..laptop_args(paper) };
+            let error = Settings::of(&args).err().unwrap().to_string();
+            assert!(error.contains(expected), "{error}");
+        }
+    }
+
+    #[test]
     fn paper1_s_smaller_original_is_the_width_closest_to_wq_identity_s_count() {
         let paper1 = studies(&laptop_args(ExperimentKind::Paper1)).unwrap();
         let smaller = paper1.iter().find(|s| s.name == "smaller").unwrap();
@@ -275,6 +300,7 @@ mod tests {
             out: None,
             lengths: None,
             tasks: None,
+            headline_seeds: None,
             jobs: 1,
         }
     }
@@ -421,6 +447,7 @@ mod tests {
             out: Some(out.clone()),
             lengths: None,
             tasks: None,
+            headline_seeds: None,
             jobs: 1,
         };
         run(&args(2), "qkv experiment paper1 --scale tiny --seeds 1 --steps 2").unwrap();

@@ -100,7 +100,7 @@ pub(super) fn report_markdown(
 ) -> String {
     let Trained { studies, outcomes, provenance, wall_secs, training_secs } = trained;
     let (paper, scale, compute) = (args.paper.name(), &settings.scale, settings.compute.describe());
-    let seeds = match studies.iter().find(|study| study.seed_multiple > 1) {
+    let seeds = match studies.iter().find(|study| study.seeds(settings.seeds) != settings.seeds) {
         Some(study) => format!("{} seeds ({} for the {} study)", settings.seeds, study.seeds(settings.seeds), study.name),
         None => format!("{} seeds", settings.seeds),
     };
