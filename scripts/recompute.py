@@ -13,7 +13,9 @@ Exit status 1 names each row that does not.
 """
 
 import csv
+import functools
 import math
+import operator
 import re
 import sys
 from pathlib import Path
@@ -24,8 +26,10 @@ def mean_std(values):
     v = [x for x in values if x is not None and math.isfinite(x)]
     if not v:
         return None
-    mean = sum(v) / len(v)
-    var = sum((x - mean) ** 2 for x in v) / (len(v) - 1) if len(v) > 1 else 0.0
+    # Summed left to right, as the Rust code does (Python 3.12's sum() compensates its rounding,
+    # which could move a mean on a rounding boundary by one printed digit).
+    mean = functools.reduce(operator.add, v, 0.0) / len(v)
+    var = functools.reduce(operator.add, ((x - mean) ** 2 for x in v), 0.0) / (len(v) - 1) if len(v) > 1 else 0.0
     return mean, math.sqrt(var), len(v)
 
 

@@ -131,7 +131,7 @@ pub const PAPER2_SYNTHETIC_SWEEP: SyntheticSweep =
     SyntheticSweep { widths: &[32, 64, 256], layers: &[2, 4], heads: &[2, 4], lengths: &[16, 64, 128] };
 
 /// The smaller half of [`PAPER2_SYNTHETIC_SWEEP`] that fits a laptop: widths 32 and 64, 2 layers,
-/// lists of 16 and 64.
+/// 2 and 4 heads, lists of 16 and 64.
 pub const PAPER2_SYNTHETIC_HALF_SWEEP: SyntheticSweep =
     SyntheticSweep { widths: &[32, 64], layers: &[2], heads: &[2, 4], lengths: &[16, 64] };
 

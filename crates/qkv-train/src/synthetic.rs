@@ -42,9 +42,6 @@ pub enum SyntheticTask {
 impl SyntheticTask {
     pub const ALL: [SyntheticTask; 6] =
         [SyntheticTask::Copy, SyntheticTask::Reverse, SyntheticTask::Sort, SyntheticTask::Swap, SyntheticTask::Sub, SyntheticTask::Rotate];
-    /// The tasks of paper 2's predecessor.
-    pub const PAPERS: [SyntheticTask; 5] =
-        [SyntheticTask::Copy, SyntheticTask::Reverse, SyntheticTask::Sort, SyntheticTask::Swap, SyntheticTask::Sub];
 
     pub fn name(self) -> &'static str {
         match self {

@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use super::catalogue::{PAPER1_HEADLINE_STUDY, Study};
 use super::findings::{best_losses, pm};
 use super::seeds::Outcome;
-use super::stats::{PairedChange, Unit, mean_std};
+use super::stats::{Direction, PairedChange, Unit, mean_std};
 use crate::Failure;
 
 /// Each budget as a multiple of the headline's steps: half, twice and four times.
@@ -47,9 +47,10 @@ fn budgets<'a>(outcomes: &'a [Outcome], studies: &[Study]) -> Vec<Budget<'a>> {
         |study: &str, name: &str| -> Vec<&'a Outcome> { outcomes.iter().filter(|o| o.study == study && o.summary.name == name).collect() };
     let mut budgets: Vec<Budget> = Vec::new();
     let mut add = |standard: Vec<&'a Outcome>, identity: Vec<&'a Outcome>| {
-        let Some(first) = standard.first() else { return };
-        let tokens = mean_std(standard.iter().map(|o| Some(o.summary.tokens as f64))).map_or(0.0, |(m, _, _)| m);
-        budgets.push(Budget { steps: first.summary.steps, tokens, standard, identity });
+        // The planned length: the longest any seed trained (a diverged run stops early).
+        let Some(longest) = standard.iter().max_by_key(|o| o.summary.steps) else { return };
+        let (steps, tokens) = (longest.summary.steps, longest.summary.tokens as f64);
+        budgets.push(Budget { steps, tokens, standard, identity });
     };
     add(runs(PAPER1_HEADLINE_STUDY, "standard"), runs(PAPER1_HEADLINE_STUDY, "wq-identity"));
     for study in studies {
@@ -66,35 +67,42 @@ fn interval_cell(gap: Option<&PairedChange>) -> String {
         .map_or("-".into(), |(low, high)| format!("{} to {}", Unit::Loss.amount(low), Unit::Loss.amount(high)))
 }
 
-/// What the shortest and longest budgets' intervals support about the gap's trend.
+/// What the shortest and longest lengths support about the gap's trend: the change of the gap
+/// from one to the other, seed by seed (the lengths share their first seeds), with its interval.
 fn trend(budgets: &[Budget]) -> String {
     let (Some(first), Some(last)) = (budgets.first(), budgets.last()) else { return String::new() };
     let (Some(a), Some(b)) = (first.gap(), last.gap()) else { return String::new() };
-    let (Some((a_low, a_high)), Some((b_low, b_high))) = (a.interval(), b.interval()) else {
-        return "With one seed a length, no interval: the curve cannot be read.".into();
-    };
-    let (a_mean, b_mean) = (a.stats().0, b.stats().0);
+    let per_seed: Vec<(u64, f64)> =
+        b.per_seed.iter().filter_map(|&(seed, late)| Some((seed, late - a.per_seed.iter().find(|(s, _)| *s == seed)?.1))).collect();
     let ends = format!(
         "W_Q = I's gap is {} at {} steps and {} at {} steps",
-        Unit::Loss.amount(a_mean),
+        Unit::Loss.amount(a.stats().0),
         first.steps,
-        Unit::Loss.amount(b_mean),
+        Unit::Loss.amount(b.stats().0),
         last.steps
     );
-    let apart = a_high < b_low || b_high < a_low;
-    let verdict = match (apart, b_mean.abs() < a_mean.abs()) {
-        (true, true) => "the two intervals do not overlap: the gap narrows with training",
-        (true, false) => "the two intervals do not overlap: the gap widens with training",
-        (false, _) => "the two intervals overlap: these seeds cannot say that the gap changes with training",
+    let verdict = match (!per_seed.is_empty()).then_some(PairedChange { unit: Unit::Loss, per_seed }) {
+        None => "no seed trained both, so the curve cannot be read".to_string(),
+        Some(change) => format!(
+            "from one to the other, seed by seed, it moves by {change}: {}",
+            match change.direction() {
+                Direction::Lower => "it falls with training",
+                Direction::Higher => "it grows with training",
+                Direction::Undecided => "these seeds cannot say that it changes with training",
+            }
+        ),
     };
     let above = budgets.iter().filter(|b| b.gap().and_then(|g| g.interval()).is_some_and(|(low, _)| low > 0.0)).count();
-    format!("{ends}; {verdict}. At {above} of {} lengths the whole interval is above 0 (W_Q = I's loss is higher).", budgets.len())
+    format!(
+        "{ends}; {verdict}. At {above} of {} lengths the whole interval of the gap is above 0 (W_Q = I's loss is higher).",
+        budgets.len()
+    )
 }
 
 /// The section: a row per training length, the gap's trend, and the plot's link.
 pub(super) fn budget_section(outcomes: &[Outcome], studies: &[Study]) -> String {
     let budgets = budgets(outcomes, studies);
-    if budgets.len() < 2 {
+    if budgets.iter().filter(|b| b.gap().is_some()).count() < 2 {
         return String::new();
     }
     let mut out = String::from(
@@ -126,7 +134,8 @@ pub(super) fn budget_section(outcomes: &[Outcome], studies: &[Study]) -> String 
 /// log scale: the lengths double).
 pub(super) fn budget_plot(outcomes: &[Outcome], studies: &[Study], out: &Path) -> Result<(), Failure> {
     let budgets = budgets(outcomes, studies);
-    if budgets.len() < 2 {
+    // The section links the plot exactly when it has two lengths to compare.
+    if budgets.iter().filter(|b| b.gap().is_some()).count() < 2 {
         return Ok(());
     }
     let path = out.join("budget.svg");
@@ -212,12 +221,16 @@ mod tests {
         assert_eq!(rows.len(), 3, "{section}");
         assert!(rows[0].starts_with("| 1000 | 0.77M | 3 |") && rows[0].contains("| +2.50 ± 0.10% |"), "{section}");
         assert!(rows[2].starts_with("| 8000 | 6.14M | 3 |") && rows[2].contains("| +0.80 ± 0.10% |"), "{section}");
-        assert!(section.contains("the two intervals do not overlap: the gap narrows with training"), "{section}");
-        assert!(section.contains("At 3 of 3 lengths the whole interval is above 0"), "{section}");
+        assert!(section.contains("seed by seed, it moves by -1.70 ± 0.00% in loss"), "{section}");
+        assert!(section.contains("it falls with training"), "{section}");
+        assert!(section.contains("At 3 of 3 lengths the whole interval of the gap is above 0"), "{section}");
+        // A gap that crosses 0 falls.
+        let (all, studies) = outcomes([1.0, 0.5, -1.0]);
+        assert!(budget_section(&all, &studies).contains("it falls with training"));
 
         let (all, studies) = outcomes([1.0, 1.0, 1.05]);
         let section = budget_section(&all, &studies);
-        assert!(section.contains("these seeds cannot say that the gap changes with training"), "{section}");
+        assert!(section.contains("it moves by +0.05 ± 0.00% in loss"), "{section}");
         assert_eq!(budget_section(&all, &[]).lines().filter(|l| l.starts_with("| 2000")).count(), 0, "the headline alone: no curve");
     }
 }

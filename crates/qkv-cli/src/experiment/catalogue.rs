@@ -89,7 +89,12 @@ impl Scale {
     fn budgets(self, steps: usize) -> Vec<usize> {
         match self {
             Scale::Gpu => Vec::new(),
-            _ => BUDGET_MULTIPLES.iter().map(|&(times, over)| (steps * times / over).max(1)).collect(),
+            _ => {
+                let mut budgets: Vec<usize> = BUDGET_MULTIPLES.iter().map(|&(times, over)| (steps * times / over).max(1)).collect();
+                budgets.dedup();
+                budgets.retain(|&budget| budget != steps);
+                budgets
+            }
         }
     }
 
@@ -111,7 +116,7 @@ pub(super) struct SweepDefaults {
 impl Scale {
     /// Gpu: paper 2's authors' whole sweep (widths 32, 64 and 256, 2 and 4 layers, 2 and 4
     /// heads, lists of 16, 64 and 128). Laptop: the half of it that fits an hour on two cores
-    /// (widths 32 and 64, 2 layers, lists of 16 and 64: measured here, the largest run takes about
+    /// (widths 32 and 64, 2 layers, 2 and 4 heads, lists of 16 and 64: measured here, the largest run takes about
     /// 4 s, a run at width 256 or on lists of 128 several times that). Tiny: two tasks on one small
     /// model, for trying the command.
     fn sweep(self) -> SweepDefaults {
@@ -143,7 +148,7 @@ const SYNTHETIC_BATCH: usize = 128;
 /// clipped at a norm of 5; two passes over 10,000 lists in batches of 128 (79 batches a pass,
 /// the last one short), so 158 steps unless `steps` says otherwise. Ours draws each batch's
 /// lists from the task's 50,000 training lists instead of passing over 10,000 twice.
-fn paper2_synthetic_training(steps: Option<usize>) -> TrainingOverrides {
+pub(super) fn paper2_synthetic_training(steps: Option<usize>) -> TrainingOverrides {
     let steps = steps.unwrap_or(SYNTHETIC_LISTS.div_ceil(SYNTHETIC_BATCH) * SYNTHETIC_EPOCHS);
     TrainingOverrides {
         steps: Some(steps),
@@ -154,10 +159,17 @@ fn paper2_synthetic_training(steps: Option<usize>) -> TrainingOverrides {
         beta2: Some(0.999),
         grad_clip: Some(5.0),
         warmup_steps: Some(steps / 20),
-        // Eight evaluations a run: when each run learned its task, and its loss curve.
+        // Every 20 steps (eight evaluations of the 158): when each run learned its task, and
+        // its loss curve.
         eval_interval: Some(at_least_once(20, Some(steps))),
         ..Default::default()
     }
+}
+
+/// Whether a study trains with [`paper2_synthetic_training`]'s recipe at its own length, the
+/// recipe the authors' averages were made with.
+pub(super) fn follows_paper2_synthetic_recipe(training: &TrainingOverrides) -> bool {
+    *training == paper2_synthetic_training(None)
 }
 
 /// A sweep model on lists of `length`, as the authors build it: read whole with attention both
@@ -392,7 +404,7 @@ pub(super) fn studies(args: &ExperimentArgs) -> Result<Vec<Study>, Failure> {
     let data = match (&args.data, args.scale) {
         (Some(data), _) => data.clone(),
         (None, _) if args.paper == ExperimentKind::Paper2Vision => DataSource::Images(ImageSource::Digits),
-        (None, Scale::Gpu) => {
+        (None, Scale::Gpu) if args.paper != ExperimentKind::Paper2Synthetic => {
             return Err(
                 "--scale gpu trains GPT-2 small on your own data: give --data PATH (a text with --tokenizer bpe:N, or nanoGPT's train.bin)"
                     .into(),

@@ -280,13 +280,15 @@ fn equal_size_controls<'a>(
         let width = studies.iter().find(|s| s.name == PAPER1_SMALLER_STUDY).and_then(|s| s.plan.model.n_embd);
         out += &format!(
             "- Paper 1's other equal-size control: standard made smaller overall ({}every width in proportion, heads kept) to \
-             {} parameters is {smaller} against standard; wq-identity against it, at about the same size: {equal}: {}{differs}.\n",
+             {} parameters, the nearest it comes to wq-identity's {}, is {smaller} against standard; wq-identity against it, \
+             at about the same size: {equal}: {}{differs}.\n",
             width.map_or(String::new(), |w| format!("width {w}, ")),
             list[0].summary.total_params,
+            row("wq-identity").and_then(|l| l.first()).map_or("-".to_string(), |o| o.summary.total_params.to_string()),
             match equal.direction() {
-                Direction::Higher => "removing W_Q costs more than shrinking the whole model as much",
-                Direction::Lower => "removing W_Q costs less than shrinking the whole model as much",
-                Direction::Undecided => "the seeds cannot tell removing W_Q from shrinking the whole model as much",
+                Direction::Higher => "removing W_Q costs more than shrinking the whole model to about its size",
+                Direction::Lower => "removing W_Q costs less than shrinking the whole model to about its size",
+                Direction::Undecided => "the seeds cannot tell removing W_Q from shrinking the whole model to about its size",
             }
         );
     }
@@ -686,7 +688,7 @@ pub(super) mod tests {
         assert!(report.contains(&format!("| {SMALLER_RUN} |")), "the smaller original joins the table: {report}");
         let line = report.lines().find(|l| l.contains("other equal-size control")).unwrap_or_else(|| panic!("{report}"));
         assert!(line.contains("is +1.00 ± 0.00% in loss"), "{line}");
-        assert!(line.contains("removing W_Q costs more than shrinking the whole model as much"), "{line}");
+        assert!(line.contains("removing W_Q costs more than shrinking the whole model to about its size"), "{line}");
     }
 
     #[test]

@@ -128,7 +128,7 @@ fn setting_note(study: &Study) -> String {
     let Some((task, length)) = setting(study) else { return String::new() };
     let encoder = matches!(study.plan.data, DataSource::Synthetic { framing: Framing::Encoder, .. });
     let model = &study.plan.model;
-    if grid_setting(study).is_some() || (!encoder && model.n_layer.is_none() && model.n_head.is_none()) {
+    if grid_setting(study).is_some() {
         return String::new();
     }
     let config = model.applied_to(study.plan.preset.config());
@@ -348,7 +348,7 @@ pub(super) mod tests {
     use qkv_train::plan::ExperimentPlan;
 
     use super::*;
-    use crate::experiment::catalogue::{SweepModel, paper2_projection_runs, study_name};
+    use crate::experiment::catalogue::{SweepModel, paper2_projection_runs, paper2_synthetic_training, study_name};
     use crate::experiment::findings::tests::finished;
 
     /// A study of the grid: lists of `length` read by an encoder of 2 layers, 2 heads, width 32.
@@ -364,7 +364,7 @@ pub(super) mod tests {
                 block_size: Some(length),
                 ..Default::default()
             },
-            training: Default::default(),
+            training: paper2_synthetic_training(None),
             runs: paper2_projection_runs(),
         };
         Study::new(study_name(task, length, model), plan)

@@ -5,7 +5,7 @@
 use qkv_train::SyntheticTask;
 use qkv_train::papers::{PAPER2_SYNTHETIC_TASKS, SyntheticSetting, paper2_synthetic_accuracy, paper2_synthetic_accuracy_over};
 
-use super::catalogue::Study;
+use super::catalogue::{Study, follows_paper2_synthetic_recipe};
 use super::learning::PARTS_BY;
 use super::seeds::Outcome;
 use super::stats::{Unit, mean_std, signed};
@@ -39,13 +39,24 @@ impl Way {
     }
 }
 
-/// "same: lower", or "differs: ours within 1 pt, paper lower"; and whether they agree.
-fn compared(ours: f64, paper: f64) -> (String, bool) {
-    let (ours, paper) = (Way::of(ours), Way::of(paper));
+/// How one of our gaps compares with the paper's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Compared {
+    agrees: bool,
+    /// Both within [`PARTS_BY`] of 0: the task's ceiling or floor, or no effect either side.
+    both_within: bool,
+}
+
+/// "same: lower", or "differs: ours within 1 pt, paper lower", each gap classified as printed
+/// (ours to two decimals, the paper's to one).
+fn compared(ours: f64, paper: f64) -> (String, Compared) {
+    let printed = |x: f64, digits: i32| (x * 10f64.powi(digits)).round() / 10f64.powi(digits);
+    let (ours, paper) = (Way::of(printed(ours, 2)), Way::of(printed(paper, 1)));
+    let compared = Compared { agrees: ours == paper, both_within: ours == Way::Within && paper == Way::Within };
     if ours == paper {
-        (format!("same: {}", ours.name()), true)
+        (format!("same: {}", ours.name()), compared)
     } else {
-        (format!("differs: ours {}, paper {}", ours.name(), paper.name()), false)
+        (format!("differs: ours {}, paper {}", ours.name(), paper.name()), compared)
     }
 }
 
@@ -81,7 +92,7 @@ fn pooled(outcomes: &[Outcome], grid: &[(&Study, SyntheticSetting)], name: &str,
 /// The paper's figure and its gap to Q-K-V's in points, as cells: "0.339 | -6.0 pt | same:
 /// lower" against our gap `ours`, dashes where the paper has no figure; and whether the
 /// directions agree, where both have a gap.
-fn paper_cells(figure: Option<f64>, reference: Option<f64>, ours: Option<f64>, is_reference: bool) -> (String, Option<bool>) {
+fn paper_cells(figure: Option<f64>, reference: Option<f64>, ours: Option<f64>, is_reference: bool) -> (String, Option<Compared>) {
     match (figure, reference, ours) {
         (Some(figure), _, _) if is_reference => (format!("{figure:.3} | - | -"), None),
         (Some(figure), Some(reference), Some(ours)) => {
@@ -94,18 +105,57 @@ fn paper_cells(figure: Option<f64>, reference: Option<f64>, ours: Option<f64>, i
     }
 }
 
+/// How many of a column's gaps go our way.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Gaps where ours or the paper's is [`PARTS_BY`] or more, and those of them that agree.
+    decisive: usize,
+    agree: usize,
+    /// Gaps within [`PARTS_BY`] of 0 on both sides.
+    both_within: usize,
+}
+
+impl Tally {
+    fn add(&mut self, compared: Option<Compared>) {
+        match compared {
+            Some(Compared { both_within: true, .. }) => self.both_within += 1,
+            Some(Compared { agrees, .. }) => {
+                self.decisive += 1;
+                self.agree += usize::from(agrees);
+            }
+            None => {}
+        }
+    }
+
+    /// "of the 15 gaps where either side is 1 point or more, 9 go the same way as the authors'
+    /// runs of the same settings (10 more are within 1 point on both sides)".
+    fn sentence(&self, what: &str) -> String {
+        if self.decisive + self.both_within == 0 {
+            return format!("nothing to set beside {what} (another recipe, another sweep, or no variant of theirs)");
+        }
+        format!(
+            "of the {} gaps where either side is {PARTS_BY} point or more, {} go the same way as {what} ({} more are within \
+             {PARTS_BY} point on both sides)",
+            self.decisive, self.agree, self.both_within
+        )
+    }
+}
+
 /// The section: per task and variant, ours pooled over the grid beside the authors' average over
 /// the same settings (where they published one) and over their whole sweep, each gap's direction
 /// compared; then how many directions agree. Empty where the report has no grid.
 pub(super) fn against_paper(outcomes: &[Outcome], studies: &[Study]) -> String {
     let mut rows = String::new();
-    let mut agree = [(0, 0), (0, 0)];
+    let mut tallies = [Tally::default(), Tally::default()];
     let mut settings_count = 0;
     for task in PAPER2_SYNTHETIC_TASKS {
         let grid = grid_of(studies, task);
         let Some((first, _)) = grid.first() else { continue };
         settings_count = grid.len();
         let settings: Vec<SyntheticSetting> = grid.iter().map(|(_, s)| *s).collect();
+        // The authors' averages stand beside ours only where our runs follow their recipe.
+        let theirs = grid.iter().all(|(study, _)| follows_paper2_synthetic_recipe(&study.plan.training));
+        let same_settings = |name: &str| paper2_synthetic_accuracy_over(&settings, name, task).filter(|_| theirs);
         let names: Vec<&str> = first.plan.runs.iter().map(|r| r.name.as_str()).collect();
         let reference = names[0];
         for name in &names {
@@ -121,19 +171,11 @@ pub(super) fn against_paper(outcomes: &[Outcome], studies: &[Study]) -> String {
                 }
                 None => "-".to_string(),
             };
-            let (same, same_agrees) = paper_cells(
-                paper2_synthetic_accuracy_over(&settings, name, task),
-                paper2_synthetic_accuracy_over(&settings, reference, task),
-                gap,
-                is_reference,
-            );
-            let (whole, whole_agrees) =
-                paper_cells(paper2_synthetic_accuracy(name, task), paper2_synthetic_accuracy(reference, task), gap, is_reference);
-            for (count, agrees) in agree.iter_mut().zip([same_agrees, whole_agrees]) {
-                if let Some(agrees) = agrees {
-                    count.1 += 1;
-                    count.0 += usize::from(agrees);
-                }
+            let (same, same_compared) = paper_cells(same_settings(name), same_settings(reference), gap, is_reference);
+            let whole_of = |name: &str| paper2_synthetic_accuracy(name, task).filter(|_| theirs);
+            let (whole, whole_compared) = paper_cells(whole_of(name), whole_of(reference), gap, is_reference);
+            for (tally, compared) in tallies.iter_mut().zip([same_compared, whole_compared]) {
+                tally.add(compared);
             }
             let accuracy = ours.accuracy.map_or("-".to_string(), |a| format!("{:.2}%", 100.0 * a));
             rows += &format!("| {task} | {name} | {accuracy} | {gap_cell} | {same} | {whole} |\n");
@@ -142,10 +184,6 @@ pub(super) fn against_paper(outcomes: &[Outcome], studies: &[Study]) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let tally = |(same, of): (usize, usize), what: &str, none: &str| match of {
-        0 => none.to_string(),
-        _ => format!("{same} of {of} directions agree with {what}"),
-    };
     format!(
         "## Beside paper 2's table\n\n\
          Paper 2's synthetic table, as its authors' code reproduces it (docs/papers.md), averages token accuracy over a \
@@ -161,8 +199,8 @@ pub(super) fn against_paper(outcomes: &[Outcome], studies: &[Study]) -> String {
          | task | variant | ours | gap, ours | paper, same settings | gap | direction | paper, whole sweep | gap | direction |\n\
          |---|---|---:|---:|---:|---:|---|---:|---:|---|\n{rows}\n\
          In all, {}; {}.\n\n",
-        tally(agree[0], "the authors' runs of the same settings", "the authors published no average over these settings"),
-        tally(agree[1], "their whole sweep", "their whole sweep has none of these variants"),
+        tallies[0].sentence("the authors' runs of the same settings"),
+        tallies[1].sentence("their whole sweep"),
     )
 }
 
@@ -204,7 +242,18 @@ mod tests {
             "{section}"
         );
         assert!(section.contains("(Q=K-V)+rel") && section.contains("| - | - | - | - | - | - |"), "ours has no paper figure: {section}");
-        assert!(section.contains("In all, 1 of 4 directions agree with the authors' runs of the same settings"), "{section}");
+        assert!(
+            section.contains("In all, of the 4 gaps where either side is 1 point or more, 1 go the same way as the authors' runs of the same settings (0 more"),
+            "{section}"
+        );
+    }
+
+    #[test]
+    fn runs_of_another_recipe_are_not_set_beside_the_authors() {
+        let (mut studies, all) = half_sweep();
+        studies[0].plan.training.steps = Some(40);
+        let section = against_paper(&all, &studies);
+        assert!(section.contains("| reverse | Q-K-V | 40.00% | - | - | - | - | - | - | - |"), "{section}");
     }
 
     #[test]
@@ -214,7 +263,7 @@ mod tests {
         assert!(section.contains("| reverse | Q-K-V | 40.00% | - | - | - | - | 0.529 | - | - |"), "{section}");
         assert!(
             section
-                .contains("In all, the authors published no average over these settings; 2 of 4 directions agree with their whole sweep"),
+                .contains("In all, nothing to set beside the authors' runs of the same settings (another recipe, another sweep, or no variant of theirs); of the 3 gaps where either side is 1 point or more, 1 go the same way as their whole sweep (1 more"),
             "{section}"
         );
         assert_eq!(against_paper(&all, &[]), "", "no grid, no section");
@@ -222,11 +271,18 @@ mod tests {
 
     #[test]
     fn a_gap_s_direction_has_a_dead_band_of_one_point() {
-        assert_eq!(compared(-5.0, -6.0), ("same: lower".into(), true));
-        assert_eq!(compared(0.4, -0.9), ("same: within 1 pt".into(), true));
-        assert_eq!(compared(-0.5, -6.0), ("differs: ours within 1 pt, paper lower".into(), false));
-        assert_eq!(compared(2.0, -1.0), ("differs: ours higher, paper lower".into(), false));
-        assert_eq!(paper_cells(Some(0.339), Some(0.399), Some(-4.0), false), ("0.339 | -6.0 pt | same: lower".into(), Some(true)));
+        let (agree, differ, within) = (
+            Compared { agrees: true, both_within: false },
+            Compared { agrees: false, both_within: false },
+            Compared { agrees: true, both_within: true },
+        );
+        assert_eq!(compared(-5.0, -6.0), ("same: lower".into(), agree));
+        assert_eq!(compared(0.4, -0.9), ("same: within 1 pt".into(), within));
+        assert_eq!(compared(-0.5, -6.0), ("differs: ours within 1 pt, paper lower".into(), differ));
+        assert_eq!(compared(2.0, -1.0), ("differs: ours higher, paper lower".into(), differ));
+        // As printed: -0.996 shows as -1.00 and counts as lower.
+        assert_eq!(compared(-0.996, -0.96), ("same: lower".into(), agree));
+        assert_eq!(paper_cells(Some(0.339), Some(0.399), Some(-4.0), false), ("0.339 | -6.0 pt | same: lower".into(), Some(agree)));
         assert_eq!(paper_cells(Some(0.399), Some(0.399), None, true), ("0.399 | - | -".into(), None));
         assert_eq!(paper_cells(None, Some(0.399), Some(-4.0), false), ("- | - | -".into(), None), "a variant the paper did not train");
     }
