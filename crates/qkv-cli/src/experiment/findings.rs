@@ -1,7 +1,7 @@
 //! The reports' findings: the tables, and each paper's claims checked against paired per-seed
 //! changes, saying where this run differs from the paper and by how much.
 
-use qkv_model::ModelDiagnostics;
+use qkv_model::{ModelDiagnostics, SymmetryMeasure};
 use qkv_train::RunStatus;
 use qkv_train::papers::{PAPER1_STANDARD_LOSS, PAPER1_WIDE_MLP_LOSS, PAPER2_PPL, PAPER2_STANDARD_PPL, PAPER2_STATED_CHANGES, paper2_ppl};
 
@@ -108,10 +108,16 @@ fn diagnostics_of(outcomes: &[Outcome], inputs: &str, rows_of: &str, note: &str)
         return String::new();
     }
     let measured = || outcomes.iter().filter_map(|o| o.summary.diagnostics.as_ref());
+    // Seeds saved before the framing chose the measure hold the logit score over every pair;
+    // where a report also has seeds with the framing's measure, the column is that measure's.
+    let mixed = measured().any(|d| d.symmetry_measure() == SymmetryMeasure::EveryLogit)
+        && measured().any(|d| d.symmetry_measure() != SymmetryMeasure::EveryLogit);
+    let chosen = || measured().filter(move |d| !mixed || d.symmetry_measure() != SymmetryMeasure::EveryLogit);
     let mut out = format!(
-        "{}{note}\n\n| {rows_of} | run | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | {} | logit RMS |\n|---|---|---:|---:|---:|---:|---:|\n",
+        "{}{note}{}\n\n| {rows_of} | run | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | {} | logit RMS |\n|---|---|---:|---:|---:|---:|---:|\n",
         crate::report::diagnostics_heading(inputs, measured()),
-        crate::report::symmetry_heading(measured())
+        if mixed { OLDER_SYMMETRY_NOTE } else { "" },
+        crate::report::symmetry_heading(chosen())
     );
     for study in studies_of(outcomes) {
         for (name, list) in by_run(outcomes, study) {
@@ -123,12 +129,33 @@ fn diagnostics_of(outcomes: &[Outcome], inputs: &str, rows_of: &str, note: &str)
                 stat(|d| d.mean(|l| l.key_value_cosine)),
                 stat(|d| d.mean(|l| l.key_value_overlap)),
                 stat(|d| d.mean(|l| l.query_key_cosine)),
-                stat(ModelDiagnostics::mean_symmetry),
+                symmetry_cell(&list, mixed),
                 stat(|d| d.mean(|l| Some(l.logit_rms)))
             );
         }
     }
     out + "\n"
+}
+
+/// Said under the diagnostics heading of a report whose seeds hold both kinds of symmetry.
+const OLDER_SYMMETRY_NOTE: &str = " † marks a run whose seeds were all saved before the framing chose the measure: its \
+     figure is the logit score over every pair, which in a decoder also counts masked entries the softmax never sees \
+     (docs/diagnostics.md), so train those seeds again to replace it. A cell that names its seeds averages only the \
+     seeds saved with the column's measure.";
+
+/// The symmetry of a run's seeds: in a report that holds both kinds (`mixed`), only the seeds
+/// saved with the framing's measure, "(k of n seeds)" where that leaves some out, and "†" where
+/// it leaves none.
+fn symmetry_cell(list: &[&Outcome], mixed: bool) -> String {
+    let measured: Vec<&ModelDiagnostics> = list.iter().filter_map(|o| o.summary.diagnostics.as_ref()).collect();
+    let newer: Vec<&ModelDiagnostics> = measured.iter().copied().filter(|d| d.symmetry_measure() != SymmetryMeasure::EveryLogit).collect();
+    let of = |set: &[&ModelDiagnostics]| pm(mean_std(set.iter().map(|d| d.mean_symmetry())));
+    match (mixed, newer.len()) {
+        (false, _) => of(&measured),
+        (true, 0) => format!("{} †", of(&measured)),
+        (true, n) if n < measured.len() => format!("{} ({n} of {} seeds)", of(&newer), measured.len()),
+        (true, _) => of(&newer),
+    }
 }
 
 /// Runs of a study in plan order, with every seed's outcome.
@@ -729,5 +756,36 @@ pub(super) mod tests {
             "{section}"
         );
         assert!(section.contains("| text | wq-identity | 0.1000 | 0.0500 | - | 0.6000 | 2.0000 |"), "one seed has them: {section}");
+        assert!(!section.contains('†'), "one kind of measure: no marks");
+    }
+
+    #[test]
+    fn older_seeds_logit_scores_are_not_averaged_with_the_content_form() {
+        use qkv_model::{LayerDiagnostics, SymmetryMeasure};
+        let with = |mut outcome: Outcome, symmetry: f64, symmetry_measure: SymmetryMeasure| {
+            let layer = LayerDiagnostics {
+                key_value_cosine: None,
+                key_value_overlap: None,
+                query_key_cosine: None,
+                effective_ranks: vec![],
+                symmetry: vec![symmetry],
+                symmetry_measure,
+                positional_share: vec![],
+                logit_rms: 1.0,
+            };
+            outcome.summary.diagnostics = Some(ModelDiagnostics { layers: vec![layer] });
+            outcome
+        };
+        let outcomes = [
+            with(finished("standard", 0, 1.5), 0.9, SymmetryMeasure::EveryLogit),
+            with(finished("standard", 1, 1.5), 0.5, SymmetryMeasure::ContentForm),
+            with(finished("standard", 2, 1.5), 0.7, SymmetryMeasure::ContentForm),
+            with(Outcome { study: "older".into(), ..finished("standard", 0, 1.5) }, 0.9, SymmetryMeasure::EveryLogit),
+        ];
+        let section = diagnostics_section(&outcomes, "text");
+        assert!(section.contains("| text | standard | - | - | - | 0.6000 ± 0.1414 (2 of 3 seeds) | 1.0000 ± 0.0000 |"), "{section}");
+        assert!(section.contains("| older | standard | - | - | - | 0.9000 † | 1.0000 |"), "{section}");
+        assert!(section.contains("† marks a run whose seeds were all saved before"), "{section}");
+        assert!(!section.contains("encoders: logits"), "the column is the content form's: {section}");
     }
 }
