@@ -7,24 +7,11 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::catalogue::{PAPER1_HEADLINE_STUDY, Study};
+use super::catalogue::{PAPER1_HEADLINE_STUDY, Study, budget_run, budget_study};
 use super::findings::{best_losses, pm};
 use super::seeds::Outcome;
 use super::stats::{Direction, PairedChange, Unit, mean_std};
 use crate::Failure;
-
-/// Each budget as a multiple of the headline's steps: half, twice and four times.
-pub(super) const BUDGET_MULTIPLES: [(usize, usize); 3] = [(1, 2), (2, 1), (4, 1)];
-
-/// The study that trains the headline's two runs for `steps` steps, also its folder.
-pub(super) fn budget_study(steps: usize) -> String {
-    format!("budget-{steps}")
-}
-
-/// A budget study's run: "wq-identity, 8000 steps" (run names are unique across a report).
-pub(super) fn budget_run(name: &str, steps: usize) -> String {
-    format!("{name}, {steps} steps")
-}
 
 /// One training length: its steps, the tokens each run saw, and the two runs' outcomes.
 struct Budget<'a> {

@@ -6,7 +6,6 @@ use qkv_train::papers::{PAPER2_SYNTHETIC_HALF_SWEEP, PAPER2_SYNTHETIC_SWEEP, PAP
 use qkv_train::plan::{ExperimentPlan, ModelOverrides, RunPlan, TrainingOverrides};
 use qkv_train::{DataSource, Framing, ImageSource, SyntheticTask, TrainingConfig};
 
-use super::budget::{BUDGET_MULTIPLES, budget_run, budget_study};
 use super::{ExperimentArgs, ExperimentKind, Scale};
 use crate::Failure;
 
@@ -275,6 +274,20 @@ pub(super) const SMALLER_RUN: &str = "standard-smaller";
 /// The study of the smaller original, paired seed by seed with the headline's (same seeds, data
 /// and batch shape, so the same batches); a study of its own, since its model's width differs.
 pub(super) const PAPER1_SMALLER_STUDY: &str = "smaller";
+
+/// Each training length of paper 1's budget studies as a multiple of the headline's steps: half,
+/// twice and four times.
+const BUDGET_MULTIPLES: [(usize, usize); 3] = [(1, 2), (2, 1), (4, 1)];
+
+/// The study that trains the headline's two runs for `steps` steps, also its folder.
+pub(super) fn budget_study(steps: usize) -> String {
+    format!("budget-{steps}")
+}
+
+/// A budget study's run: "wq-identity, 8000 steps" (run names are unique across a report).
+pub(super) fn budget_run(name: &str, steps: usize) -> String {
+    format!("{name}, {steps} steps")
+}
 
 /// The study of [`paper1_scale_runs`], beside the ablations ("text").
 pub(super) const PAPER1_SCALE_STUDY: &str = "scale";
