@@ -50,8 +50,7 @@ fn budgets<'a>(outcomes: &'a [Outcome], studies: &[Study]) -> Vec<Budget<'a>> {
 
 /// "-1.20% to +0.40%", or "-" with one seed.
 fn interval_cell(gap: Option<&PairedChange>) -> String {
-    gap.and_then(PairedChange::interval)
-        .map_or("-".into(), |(low, high)| format!("{} to {}", Unit::Loss.amount(low), Unit::Loss.amount(high)))
+    gap.and_then(PairedChange::interval_text).unwrap_or_else(|| "-".into())
 }
 
 /// What the shortest and longest lengths support about the gap's trend: the change of the gap

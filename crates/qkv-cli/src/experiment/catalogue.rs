@@ -18,22 +18,13 @@ pub(super) struct SweepModel {
 }
 
 impl SweepModel {
-    /// Every combination of the widths, depths and head counts, widest last.
-    pub(super) fn grid(widths: &[usize], layers: &[usize], heads: &[usize]) -> Vec<SweepModel> {
-        let mut models = Vec::new();
-        for &n_embd in widths {
-            for &n_layer in layers {
-                for &n_head in heads {
-                    models.push(SweepModel { n_layer, n_head, n_embd });
-                }
-            }
-        }
+    /// The models of one of the authors' sweeps, widest last: its settings without their list
+    /// lengths (the settings run through the lengths innermost, so each model's are adjacent).
+    pub(super) fn of(sweep: &SyntheticSweep) -> Vec<SweepModel> {
+        let mut models: Vec<SweepModel> =
+            sweep.settings().into_iter().map(|s| SweepModel { n_layer: s.n_layer, n_head: s.n_head, n_embd: s.n_embd }).collect();
+        models.dedup();
         models
-    }
-
-    /// The models of one of the authors' sweeps.
-    fn of(sweep: &SyntheticSweep) -> Vec<SweepModel> {
-        Self::grid(sweep.widths, sweep.layers, sweep.heads)
     }
 }
 
@@ -121,7 +112,11 @@ impl Scale {
     fn sweep(self) -> SweepDefaults {
         use SyntheticTask::*;
         match self {
-            Scale::Tiny => SweepDefaults { tasks: vec![Reverse, Swap], lengths: vec![8, 16], models: SweepModel::grid(&[32], &[2], &[2]) },
+            Scale::Tiny => SweepDefaults {
+                tasks: vec![Reverse, Swap],
+                lengths: vec![8, 16],
+                models: SweepModel::of(&SyntheticSweep { widths: &[32], layers: &[2], heads: &[2], lengths: &[8, 16] }),
+            },
             Scale::Laptop => SweepDefaults {
                 tasks: PAPER2_SYNTHETIC_TASKS.to_vec(),
                 lengths: PAPER2_SYNTHETIC_HALF_SWEEP.lengths.to_vec(),

@@ -127,6 +127,11 @@ impl PairedChange {
         Some((mean - half, mean + half))
     }
 
+    /// The 95 % interval as the reports print it, "-1.20% to +0.40%"; None with one seed.
+    pub(super) fn interval_text(&self) -> Option<String> {
+        self.interval().map(|(low, high)| format!("{} to {}", self.unit.amount(low), self.unit.amount(high)))
+    }
+
     /// The t-statistic mean / (std / √n); None with one seed or no spread.
     pub(super) fn t(&self) -> Option<f64> {
         let (mean, std, n) = self.stats();
@@ -210,8 +215,8 @@ impl fmt::Display for PairedChange {
         if n < 2 {
             return write!(f, "{}{what} (one seed: no interval)", signed(mean));
         }
-        let (low, high) = self.interval().expect("two or more seeds");
-        write!(f, "{} ± {std:.2}{what} (95% interval {} to {}", signed(mean), self.unit.amount(low), self.unit.amount(high))?;
+        let interval = self.interval_text().expect("two or more seeds");
+        write!(f, "{} ± {std:.2}{what} (95% interval {interval}", signed(mean))?;
         if let Some(t) = self.t() {
             write!(f, ", t = {t:.1}")?;
         }

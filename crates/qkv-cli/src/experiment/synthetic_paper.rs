@@ -215,7 +215,7 @@ mod tests {
     /// Reverse on the half sweep, Q-K-V at 40% in each setting and Q=K-V 6 points below it.
     fn half_sweep() -> (Vec<Study>, Vec<Outcome>) {
         let sweep = PAPER2_SYNTHETIC_HALF_SWEEP;
-        let models = SweepModel::grid(sweep.widths, sweep.layers, sweep.heads);
+        let models = SweepModel::of(&sweep);
         let studies: Vec<Study> =
             sweep.lengths.iter().flat_map(|&l| models.iter().map(move |&m| grid_study(SyntheticTask::Reverse, l, m))).collect();
         let outcomes = studies.iter().flat_map(|study| outcomes(study, [0.40, 0.40, 0.40], 0.06)).collect();
