@@ -95,6 +95,10 @@ pub struct ShapeArgs {
     /// Context length in tokens (block_size) [default: the preset's].
     #[arg(long)]
     pub context: Option<usize>,
+    /// Vision presets: pixels each patch's token also reads beyond its patch on every side (0: disjoint patches; 1:
+    /// each 2×2 patch's token reads the 4×4 window around it) [default: the preset's].
+    #[arg(long)]
+    pub overlap: Option<usize>,
 }
 
 impl TrainArgs {
@@ -118,6 +122,7 @@ impl TrainArgs {
         model.n_head = self.shape.heads.or(model.n_head);
         model.n_embd = self.shape.width.or(model.n_embd);
         model.block_size = self.shape.context.or(model.block_size);
+        model.patch_overlap = self.shape.overlap.or(model.patch_overlap);
         model.dropout = self.dropout.or(model.dropout);
         let training = &mut plan.training;
         training.steps = self.steps.or(training.steps);

@@ -75,17 +75,63 @@ pub struct ImageInput {
     pub width: usize,
     pub channels: usize,
     pub patch: usize,
+    /// Pixels a patch's token also reads beyond its patch on every side, zeros past the image's
+    /// edge: 0 cuts the image into disjoint patches; 1 gives each token the (patch + 2)² window
+    /// around its patch, overlapping its neighbours' as a convolution of that size at stride
+    /// `patch` does. The tokens stay one per patch. Left out of saved configs when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overlap: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl ImageInput {
+    /// Disjoint patches of `patch` pixels (no overlap).
+    pub fn new(height: usize, width: usize, channels: usize, patch: usize) -> Self {
+        Self { height, width, channels, patch, overlap: 0 }
+    }
+
     /// Patches an image is cut into.
     pub fn patches(&self) -> usize {
         (self.height / self.patch) * (self.width / self.patch)
     }
 
-    /// Values in one patch: what the patch embedding reads.
+    /// Side of the square a patch's token reads: the patch and its overlap each way.
+    pub fn window(&self) -> usize {
+        self.patch + 2 * self.overlap
+    }
+
+    /// Values in one patch's window: what the patch embedding reads.
     pub fn patch_values(&self) -> usize {
-        self.patch * self.patch * self.channels
+        self.window() * self.window() * self.channels
+    }
+
+    /// For each patch (row of patches by row), each value of its window (row by row, pixel by
+    /// pixel, channel by channel): the index of that value in the image, or `values()` where the
+    /// window reaches past the image's edge (the caller reads a zero there).
+    pub fn window_indices(&self) -> Vec<usize> {
+        let (patch, overlap, window, channels) = (self.patch, self.overlap, self.window(), self.channels);
+        let mut indices = Vec::with_capacity(self.patches() * self.patch_values());
+        for row in 0..self.height / patch {
+            for column in 0..self.width / patch {
+                for dy in 0..window {
+                    for dx in 0..window {
+                        // Signed: the window starts `overlap` pixels before its patch.
+                        let y = (row * patch + dy).checked_sub(overlap).filter(|&y| y < self.height);
+                        let x = (column * patch + dx).checked_sub(overlap).filter(|&x| x < self.width);
+                        for channel in 0..channels {
+                            indices.push(match (y, x) {
+                                (Some(y), Some(x)) => (y * self.width + x) * channels + channel,
+                                _ => self.values(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        indices
     }
 
     /// Values in one image.
@@ -183,6 +229,11 @@ pub enum ConfigError {
          per patch): set block_size to {tokens}"
     )]
     ImageTokens { block_size: usize, tokens: usize },
+    #[error(
+        "image.overlap ({overlap}) reaches past the neighbouring patches (patch {patch}): a patch's token reads at most \
+         one patch beyond it each way, so choose an overlap from 0 to {patch}"
+    )]
+    ImageOverlap { overlap: usize, patch: usize },
     #[error("a vision transformer reads its patches both ways: set attention.bidirectional to true")]
     ImageNeedsBothWays,
     #[error("a vision transformer has no token embedding to tie its class head to: set tie_embeddings to false")]
@@ -278,6 +329,9 @@ impl ModelConfig {
                 return Err(ConfigError::ImageNotDivisible { side, pixels, patch: image.patch });
             }
         }
+        if image.overlap > image.patch {
+            return Err(ConfigError::ImageOverlap { overlap: image.overlap, patch: image.patch });
+        }
         if self.block_size != image.tokens() {
             return Err(ConfigError::ImageTokens { block_size: self.block_size, tokens: image.tokens() });
         }
@@ -352,7 +406,7 @@ mod tests {
     }
 
     fn vision() -> ModelConfig {
-        let image = ImageInput { height: 8, width: 8, channels: 1, patch: 2 };
+        let image = ImageInput::new(8, 8, 1, 2);
         let mut config = ModelConfig { vocab_size: 10, block_size: image.tokens(), tie_embeddings: false, image: Some(image), ..tiny() };
         config.attention.bidirectional = true;
         config
@@ -391,6 +445,9 @@ mod tests {
         let mut c = vision();
         c.image.as_mut().unwrap().channels = 0;
         assert_eq!(c.validate(), Err(ConfigError::Zero { field: "image.channels" }));
+        let mut c = vision();
+        c.image.as_mut().unwrap().overlap = 3;
+        assert!(c.validate().unwrap_err().to_string().contains("from 0 to 2"));
         // A GPT's saved config says nothing of images, and reads back without them.
         assert!(!serde_json::to_string(&tiny()).unwrap().contains("image"));
         let text = serde_json::to_string(&vision()).unwrap();

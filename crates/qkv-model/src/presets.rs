@@ -124,7 +124,7 @@ impl Preset {
             Preset::Synthetic => gpt(11, 128, 2, 4, 128, true, 0.0),
             Preset::Theory => ModelConfig { norm: Norm::None, tie_embeddings: false, ..gpt(SHAKESPEARE_CHARS, 32, 2, 2, 32, false, 0.0) },
             Preset::VisionDigits => {
-                let image = ImageInput { height: 8, width: 8, channels: 1, patch: 2 };
+                let image = ImageInput::new(8, 8, 1, 2);
                 let mut config = ModelConfig {
                     tie_embeddings: false,
                     image: Some(image),

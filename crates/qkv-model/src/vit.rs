@@ -4,7 +4,7 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{LayerNorm, Linear};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::attention::{apply_linear, init_linear};
 use crate::config::{ConfigError, ImageInput, ModelConfig};
@@ -71,16 +71,27 @@ impl Vit {
     }
 
     /// Images [batch, height·width·channels] (HWC) → patches [batch, patches, patch_values],
-    /// row of patches by row, each patch's values HWC too.
+    /// row of patches by row, each patch's window HWC too ([`ImageInput::window_indices`]).
     pub fn patches(&self, pixels: Tensor<2>) -> Tensor<3> {
         let [batch, values] = pixels.dims();
-        let ImageInput { height, width, channels, patch } = self.image;
+        let ImageInput { height, width, channels, patch, overlap } = self.image;
         assert_eq!(values, self.image.values(), "an image of {height}×{width}×{channels} has {} values, not {values}", self.image.values());
-        pixels.reshape([batch, height / patch, patch, width / patch, patch * channels]).swap_dims(2, 3).reshape([
-            batch,
-            self.image.patches(),
-            self.image.patch_values(),
-        ])
+        let (patches, patch_values) = (self.image.patches(), self.image.patch_values());
+        if overlap == 0 {
+            // Disjoint patches are a reshape: no gather, no index upload.
+            return pixels.reshape([batch, height / patch, patch, width / patch, patch * channels]).swap_dims(2, 3).reshape([
+                batch,
+                patches,
+                patch_values,
+            ]);
+        }
+        // Overlapping windows gather from the image with one zero appended for the pixels past
+        // its edge (the inputs carry no gradient, so the gather costs no backward).
+        let device = pixels.device();
+        let indices: Vec<i64> = self.image.window_indices().into_iter().map(|i| i as i64).collect();
+        let indices = Tensor::<1, Int>::from_data(TensorData::new(indices, [patches * patch_values]), &device);
+        let padded = Tensor::cat(vec![pixels, Tensor::zeros([batch, 1], &device)], 1);
+        padded.select(1, indices).reshape([batch, patches, patch_values])
     }
 
     /// The class token and the embedded patches, with their positions: [batch, tokens, n_embd].
@@ -123,7 +134,7 @@ pub(crate) mod tests {
 
     /// A 4×6 image in 2 channels, 2×2 patches: 6 patches, 7 tokens; 10 classes.
     pub(crate) fn tiny_vision(variant: AttentionVariant) -> ModelConfig {
-        let image = ImageInput { height: 4, width: 6, channels: 2, patch: 2 };
+        let image = ImageInput::new(4, 6, 2, 2);
         let mut config =
             ModelConfig { vocab_size: 10, block_size: image.tokens(), tie_embeddings: false, image: Some(image), ..tiny_config(variant) };
         config.attention.bidirectional = true;
@@ -160,6 +171,32 @@ pub(crate) mod tests {
         assert_eq!(patches.len(), 6 * 8);
         // Patch 4 is the second row of patches' middle one: pixels y 2..4, x 2..4.
         assert_eq!(&patches[4 * 8..5 * 8], &[220.0, 221.0, 230.0, 231.0, 320.0, 321.0, 330.0, 331.0]);
+    }
+
+    #[test]
+    fn overlapping_windows_read_their_neighbours_and_zeros_past_the_edge() {
+        let device = Device::flex();
+        let pixels: Vec<f32> = (0..4).flat_map(|y| (0..6).flat_map(move |x| (0..2).map(move |c| (100 * y + 10 * x + c) as f32))).collect();
+        let image = || Tensor::<2>::from_data(TensorData::new(pixels.clone(), [1, 48]), &device);
+        // The gather's order is the reshape's: overlap 0 read through the indices is the same cut.
+        let disjoint = tiny_vision(AttentionVariant::Standard);
+        let cut = values(Vit::new_seeded(&disjoint, &device, 1).unwrap().patches(image()));
+        let gathered: Vec<f32> = disjoint.image.unwrap().window_indices().into_iter().map(|i| pixels[i]).collect();
+        assert_eq!(cut, gathered);
+
+        let mut config = disjoint.clone();
+        config.image.as_mut().unwrap().overlap = 1;
+        let model = Vit::new_seeded(&config, &device, 1).unwrap();
+        assert_eq!(ParamReport::new(&config).total_params, model.num_params(), "a 4×4 window of 2 channels: 32 inputs");
+        let windows = values(model.patches(image()));
+        assert_eq!(windows.len(), 6 * 32);
+        // Patch 4 (pixels y 2..4, x 2..4) reads y 1..5 and x 1..5: row y = 4 is past the edge.
+        let window = &windows[4 * 32..5 * 32];
+        assert_eq!(&window[..8], &[110.0, 111.0, 120.0, 121.0, 130.0, 131.0, 140.0, 141.0]);
+        assert_eq!(&window[24..], &[0.0; 8]);
+        // Patch 0's window starts above and left of the image.
+        assert_eq!(&windows[..10], &[0.0; 10]);
+        assert_eq!(&windows[10..12], &[0.0, 1.0]);
     }
 
     #[test]

@@ -35,6 +35,10 @@ pub struct ModelOverrides {
     /// the preset's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tie_embeddings: Option<bool>,
+    /// A ViT's patch overlap ([`qkv_model::ImageInput::overlap`]; a GPT ignores it; left out of
+    /// saved setups that keep the preset's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_overlap: Option<usize>,
 }
 
 impl ModelOverrides {
@@ -48,6 +52,9 @@ impl ModelOverrides {
         model.shared_layers = self.shared_layers.unwrap_or(model.shared_layers);
         model.dropout = self.dropout.unwrap_or(model.dropout);
         model.tie_embeddings = self.tie_embeddings.unwrap_or(model.tie_embeddings);
+        if let (Some(image), Some(overlap)) = (&mut model.image, self.patch_overlap) {
+            image.overlap = overlap;
+        }
         if let Some(n_embd) = self.n_embd {
             // The MLP keeps the preset's width ratio unless the run sets its own.
             model.mlp_hidden = model.mlp_hidden * n_embd / model.n_embd.max(1);
@@ -219,6 +226,9 @@ impl ExperimentPlan {
 
     fn spec(&self, run: &RunPlan, name: String, dataset: &Dataset) -> Result<RunSpec, PlanError> {
         let mut model = self.model.applied_to(self.preset.config()).with_variant(run.variant);
+        if self.model.patch_overlap.is_some_and(|o| o > 0) && !model.is_vision() {
+            return Err(PlanError::OverlapWithoutImages { preset: self.preset });
+        }
         model.vocab_size = dataset.vocab_size();
         // An encoder's lists are read whole, a ViT's patches too: their attention sees both ways.
         model.attention.bidirectional = dataset.is_encoder() || model.is_vision();
@@ -271,6 +281,8 @@ pub enum PlanError {
     Model { run: String, error: ConfigError },
     #[error("{run}: {error}")]
     Training { run: String, error: TrainingConfigError },
+    #[error("a patch overlap is for vision transformers, and {preset} is a GPT: leave the overlap out or pick a vision preset")]
+    OverlapWithoutImages { preset: Preset },
 }
 
 /// Why a plan did not become an experiment: its data, its settings, or a run that failed to build.
@@ -319,6 +331,10 @@ mod tests {
         assert!(specs.iter().all(|s| !s.model.attention.bidirectional));
         let encoder = Dataset::Synthetic(SyntheticData { task: SyntheticTask::Rotate, length: 8, seed: 1, framing: Framing::Encoder });
         assert!(plan.specs(&encoder).unwrap().iter().all(|s| s.model.attention.bidirectional), "an encoder's runs see both ways");
+        // A patch overlap names a ViT's input: on a GPT it is refused with the fix.
+        plan.model.patch_overlap = Some(1);
+        let refused = plan.specs(&digits()).unwrap_err().to_string();
+        assert!(refused.contains("pick a vision preset"), "{refused}");
     }
 
     #[test]

@@ -554,7 +554,7 @@ pub(crate) mod tests {
             Run::new(spec(qkv_model::ModelConfig { vocab_size: 80, ..vit.clone() }), &text, &Device::flex()).err().unwrap().to_string();
         assert!(error.contains("give it images"), "{error}");
         let mut other_shape = vit;
-        other_shape.image = Some(qkv_model::ImageInput { height: 4, width: 16, channels: 1, patch: 2 });
+        other_shape.image = Some(qkv_model::ImageInput::new(4, 16, 1, 2));
         let error = Run::new(spec(other_shape), &digits, &Device::flex()).err().unwrap().to_string();
         assert!(error.contains("images are 8×8 but the model reads 4×16"), "{error}");
     }

@@ -81,8 +81,9 @@ pub struct ExperimentArgs {
     /// Output folder [default: runs/PAPER-SCALE].
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// paper1: seeds of the headline study (standard against wq-identity), e.g. the number its
-    /// report's power calculation asks for [default: twice --seeds].
+    /// Seeds of the study an equivalence test decides, e.g. the number its report's power
+    /// calculation asks for: paper1's headline (standard against wq-identity) [default: twice
+    /// --seeds], paper2-vision's digits [default: --seeds].
     #[arg(long)]
     pub headline_seeds: Option<usize>,
     /// paper2-synthetic: list lengths to sweep, e.g. 16,64,128 [default: the scale's].
@@ -126,8 +127,10 @@ impl Settings {
         if args.headline_seeds == Some(0) {
             return Err(crate::usage("--headline-seeds must be at least 1"));
         }
-        if args.paper != ExperimentKind::Paper1 && args.headline_seeds.is_some() {
-            return Err(crate::usage("--headline-seeds sets paper 1's headline study: use it with `qkv experiment paper1`"));
+        if !matches!(args.paper, ExperimentKind::Paper1 | ExperimentKind::Paper2Vision) && args.headline_seeds.is_some() {
+            return Err(crate::usage(
+                "--headline-seeds sets paper 1's headline study or paper2-vision's digits: use it with `qkv experiment paper1` or `paper2-vision`",
+            ));
         }
         if args.paper != ExperimentKind::Paper2Synthetic && (args.lengths.is_some() || args.tasks.is_some()) {
             return Err(crate::usage(
@@ -259,6 +262,8 @@ mod tests {
         let seeds: Vec<(&str, usize)> = paper1.iter().map(|s| (s.name.as_str(), s.seeds(3))).take(4).collect();
         assert_eq!(seeds, [("headline", 17), ("text", 3), ("scale", 3), ("smaller", 3)]);
         assert_eq!(studies(&laptop_args(ExperimentKind::Paper1)).unwrap()[0].seeds(3), 6, "twice --seeds by default");
+        let vision = studies(&ExperimentArgs { headline_seeds: Some(11), ..laptop_args(ExperimentKind::Paper2Vision) }).unwrap();
+        assert_eq!((vision[0].seeds(10), vision[1].seeds(10)), (11, 10), "the digits' seeds, the relations' --seeds");
         for (paper, seeds, expected) in
             [(ExperimentKind::Paper2, 4, "use it with `qkv experiment paper1`"), (ExperimentKind::Paper1, 0, "at least 1")]
         {
@@ -347,6 +352,12 @@ mod tests {
         assert_eq!(quoted.len(), 6);
         let specs = digits.plan.specs(&digits.plan.dataset().unwrap()).unwrap();
         assert!(specs.iter().all(|spec| spec.model.is_vision() && spec.training.steps == 2000));
+        // The digits' ViT reads overlapping windows; the relations keep disjoint patches.
+        let shape = |study: &Study| {
+            let model = &study.plan.specs(&study.plan.dataset().unwrap()).unwrap()[0].model;
+            (model.image.unwrap().overlap, model.n_head)
+        };
+        assert_eq!((shape(digits), shape(relations)), ((1, 8), (0, 4)));
     }
 
     #[test]
@@ -426,9 +437,26 @@ mod tests {
                 calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 i * i
             });
-            assert_eq!(squares.unwrap(), vec![0, 1, 4, 9], "jobs {jobs}");
+            assert_eq!(squares, vec![0, 1, 4, 9], "jobs {jobs}");
             assert_eq!(calls.into_inner(), 4, "jobs {jobs}");
         }
+    }
+
+    #[test]
+    fn jobs_that_compute_on_pools_of_their_own_still_run_jobs_at_a_time() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (running, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        in_parallel(6, 2, |_| {
+            // As a seed does: its work on a rayon pool of its own.
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+            pool.install(|| {
+                most.fetch_max(running.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                running.fetch_sub(1, Ordering::SeqCst);
+            });
+        });
+        let most = most.into_inner();
+        assert!((1..=2).contains(&most), "{most} jobs ran at once, not at most 2");
     }
 
     #[test]

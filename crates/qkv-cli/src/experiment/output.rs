@@ -113,9 +113,23 @@ pub(super) fn report_markdown(
     let heads = studies[0].plan.model.n_head.filter(|_| args.paper == ExperimentKind::Paper2).map_or(String::new(), |n| {
         format!(" with {n} heads (d_k {}) so that GQA can share key/value heads 4 to 1 as paper 2 does", preset.config().n_embd / n)
     });
+    // A study whose ViT reads overlapping windows says so beside the preset's disjoint patches.
+    let overlaps: String = studies
+        .iter()
+        .filter_map(|study| study.plan.model.patch_overlap.filter(|&o| o > 0).map(|o| (study, o)))
+        .map(|(study, o)| {
+            let window = preset.config().image.map_or(0, |image| qkv_model::ImageInput { overlap: o, ..image }.window());
+            let heads = study.plan.model.n_head.map_or(String::new(), |n| format!("{n} heads (d_k {}), and ", preset.config().n_embd / n));
+            format!(
+                "; in the {} study {heads}each patch's token reads the {window}×{window} window around its patch ({o} pixel{} beyond it each way, zeros past the image's edge)",
+                study.name,
+                if o == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
     let model = match super::sweep::grid_description(studies).filter(|_| args.paper == ExperimentKind::Paper2Synthetic) {
         Some(grid) => format!("the {} preset resized for each setting: {grid}", preset.name()),
-        None => format!("{} ({}){heads}", preset.name(), preset.description()),
+        None => format!("{} ({}){heads}{overlaps}", preset.name(), preset.description()),
     };
     format!(
         "# QKV Lab: {paper} at {scale} scale\n\n\

@@ -87,10 +87,34 @@ pub(super) fn train_seed(
 }
 
 /// `work(0..count)` on up to `jobs` threads at once, results in index order.
-pub(super) fn in_parallel<T: Send>(count: usize, jobs: usize, work: impl Fn(usize) -> T + Sync + Send) -> Result<Vec<T>, Failure> {
-    use rayon::prelude::*;
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().map_err(|e| format!("cannot start {jobs} job threads: {e}"))?;
-    Ok(pool.install(|| (0..count).into_par_iter().map(work).collect()))
+///
+/// Plain threads taking the next index, not a rayon pool: each job computes on a rayon pool of
+/// its own, and a rayon worker waiting for another pool's `install` runs more of its own pool's
+/// items meanwhile, so every seed of a study started at once and shared the cores that `jobs`
+/// was meant to ration (ten seeds' runs on two cores, each slower for the crowding).
+pub(super) fn in_parallel<T: Send>(count: usize, jobs: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let mut done: Vec<(usize, T)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs.clamp(1, count.max(1)))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        if index >= count {
+                            return done;
+                        }
+                        done.push((index, work(index)));
+                    }
+                })
+            })
+            .collect();
+        // A job that panicked panics here too, as the rayon pool did.
+        workers.into_iter().flat_map(|worker| worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    });
+    done.sort_by_key(|&(index, _)| index);
+    done.into_iter().map(|(_, result)| result).collect()
 }
 
 /// Where a study's seeds run (the invocation's settings: device, output folder) and the command
@@ -142,7 +166,7 @@ impl Trainer<'_> {
         };
         let mut outcomes = Vec::new();
         let mut provenance = String::new();
-        for trained in in_parallel(seeds, self.jobs, train)? {
+        for trained in in_parallel(seeds, self.jobs, train) {
             let result = trained?;
             provenance += &format!(
                 "- {} seed {}: finished {} on {} after {:.0} s of training (its runs' clocks), by `{}`\n",
