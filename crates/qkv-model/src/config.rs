@@ -118,7 +118,8 @@ impl ImageInput {
             for column in 0..self.width / patch {
                 for dy in 0..window {
                     for dx in 0..window {
-                        // Signed: the window starts `overlap` pixels before its patch.
+                        // The window starts `overlap` pixels above and left of its patch: None
+                        // where that, or its far side, lies outside the image.
                         let y = (row * patch + dy).checked_sub(overlap).filter(|&y| y < self.height);
                         let x = (column * patch + dx).checked_sub(overlap).filter(|&x| x < self.width);
                         for channel in 0..channels {

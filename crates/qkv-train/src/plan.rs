@@ -35,8 +35,8 @@ pub struct ModelOverrides {
     /// the preset's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tie_embeddings: Option<bool>,
-    /// A ViT's patch overlap ([`qkv_model::ImageInput::overlap`]; a GPT ignores it; left out of
-    /// saved setups that keep the preset's).
+    /// A ViT's patch overlap ([`qkv_model::ImageInput::overlap`]; a plan for a GPT that sets one
+    /// is refused; left out of saved setups that keep the preset's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patch_overlap: Option<usize>,
 }

@@ -131,12 +131,12 @@ impl Scale {
     }
 }
 
-/// Lists the authors train on, each seen [`SYNTHETIC_EPOCHS`] times in batches of
-/// [`SYNTHETIC_BATCH`].
 /// Paper2-vision's first study: pixels each patch's token reads beyond its patch, and heads.
 const VISION_PATCH_OVERLAP: usize = 1;
 const VISION_HEADS: usize = 8;
 
+/// Lists the authors train on, each seen [`SYNTHETIC_EPOCHS`] times in batches of
+/// [`SYNTHETIC_BATCH`].
 const SYNTHETIC_LISTS: usize = 10_000;
 const SYNTHETIC_EPOCHS: usize = 2;
 const SYNTHETIC_BATCH: usize = 128;
