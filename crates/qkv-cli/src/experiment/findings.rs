@@ -110,9 +110,8 @@ fn diagnostics_of(outcomes: &[Outcome], inputs: &str, rows_of: &str, note: &str)
     let measured = || outcomes.iter().filter_map(|o| o.summary.diagnostics.as_ref());
     // Seeds saved before the framing chose the measure hold the logit score over every pair;
     // where a report also has seeds with the framing's measure, the column is that measure's.
-    let mixed = measured().any(|d| d.symmetry_measure() == SymmetryMeasure::EveryLogit)
-        && measured().any(|d| d.symmetry_measure() != SymmetryMeasure::EveryLogit);
-    let chosen = || measured().filter(move |d| !mixed || d.symmetry_measure() != SymmetryMeasure::EveryLogit);
+    let mixed = measured().any(|d| !framed(d)) && measured().any(framed);
+    let chosen = || measured().filter(move |d| !mixed || framed(d));
     let mut out = format!(
         "{}{note}{}\n\n| {rows_of} | run | cos(W_K, W_V) | K/V overlap | cos(W_Q, W_K) | {} | logit RMS |\n|---|---|---:|---:|---:|---:|---:|\n",
         crate::report::diagnostics_heading(inputs, measured()),
@@ -137,6 +136,12 @@ fn diagnostics_of(outcomes: &[Outcome], inputs: &str, rows_of: &str, note: &str)
     out + "\n"
 }
 
+/// Whether a seed's symmetry is the measure its framing chose (not the older logit score over
+/// every pair, which seeds saved before the choice hold).
+fn framed(diagnostics: &ModelDiagnostics) -> bool {
+    diagnostics.symmetry_measure() != SymmetryMeasure::EveryLogit
+}
+
 /// Said under the diagnostics heading of a report whose seeds hold both kinds of symmetry.
 const OLDER_SYMMETRY_NOTE: &str = " † marks a run whose seeds were all saved before the framing chose the measure: its \
      figure is the logit score over every pair, which in a decoder also counts masked entries the softmax never sees \
@@ -148,7 +153,7 @@ const OLDER_SYMMETRY_NOTE: &str = " † marks a run whose seeds were all saved b
 /// it leaves none.
 fn symmetry_cell(list: &[&Outcome], mixed: bool) -> String {
     let measured: Vec<&ModelDiagnostics> = list.iter().filter_map(|o| o.summary.diagnostics.as_ref()).collect();
-    let newer: Vec<&ModelDiagnostics> = measured.iter().copied().filter(|d| d.symmetry_measure() != SymmetryMeasure::EveryLogit).collect();
+    let newer: Vec<&ModelDiagnostics> = measured.iter().copied().filter(|d| framed(d)).collect();
     let of = |set: &[&ModelDiagnostics]| pm(mean_std(set.iter().map(|d| d.mean_symmetry())));
     match (mixed, newer.len()) {
         (false, _) => of(&measured),

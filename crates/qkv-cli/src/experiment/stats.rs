@@ -29,9 +29,16 @@ pub(crate) fn median(values: &mut [f64]) -> Option<f64> {
     }
 }
 
+/// `value` as a report prints it to `digits` decimals, so that a verdict read from the figure
+/// (its sign, whether it is 0) is the one the reader sees.
+pub(super) fn as_printed(value: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (value * scale).round() / scale
+}
+
 /// "+2.06", two decimals with a sign; a change that rounds to zero is "+0.00", never "-0.00".
 pub(super) fn signed(value: f64) -> String {
-    let rounded = (value * 100.0).round() / 100.0;
+    let rounded = as_printed(value, 2);
     format!("{:+.2}", if rounded == 0.0 { 0.0 } else { rounded })
 }
 

@@ -8,7 +8,7 @@ use qkv_train::papers::{PAPER2_SYNTHETIC_TASKS, SyntheticSetting, paper2_synthet
 use super::catalogue::{Study, follows_paper2_synthetic_recipe};
 use super::learning::PARTS_BY;
 use super::seeds::Outcome;
-use super::stats::{Unit, mean_std, signed};
+use super::stats::{Unit, as_printed, mean_std, signed};
 use super::sweep::{grid_setting, setting};
 
 /// Which way a gap to Q-K-V goes, in points: [`PARTS_BY`] or more either way, or less.
@@ -50,8 +50,7 @@ struct Compared {
 /// "same: lower", or "differs: ours within 1 pt, paper lower", each gap classified as printed
 /// (ours to two decimals, the paper's to one).
 fn compared(ours: f64, paper: f64) -> (String, Compared) {
-    let printed = |x: f64, digits: i32| (x * 10f64.powi(digits)).round() / 10f64.powi(digits);
-    let (ours, paper) = (Way::of(printed(ours, 2)), Way::of(printed(paper, 1)));
+    let (ours, paper) = (Way::of(as_printed(ours, 2)), Way::of(as_printed(paper, 1)));
     let compared = Compared { agrees: ours == paper, both_within: ours == Way::Within && paper == Way::Within };
     if ours == paper {
         (format!("same: {}", ours.name()), compared)

@@ -10,7 +10,7 @@ use qkv_train::papers::{PAPER2_VISION_SOURCE, paper2_mnist_accuracy};
 use super::catalogue::Study;
 use super::findings::{by_run, pm};
 use super::seeds::Outcome;
-use super::stats::{Direction, Family, PairedChange, Unit, mean_std, seeds_for_equivalence};
+use super::stats::{Direction, Family, PairedChange, Unit, as_printed, mean_std, seeds_for_equivalence};
 
 /// The largest accuracy change "competitive" may stand for, in points: one image in a hundred.
 pub(super) const ACCURACY_MARGIN: f64 = 1.0;
@@ -183,9 +183,9 @@ fn direction_against_mnist(name: &str, reference: &str, change: &PairedChange) -
     let theirs = 100.0 * (paper2_mnist_accuracy(name)? - paper2_mnist_accuracy(reference)?);
     let (ours, _, _) = change.stats();
     // Each side judged on its figure as printed: 0.1 point there, 0.01 here.
-    let agree = if theirs.abs() < 0.05 {
+    let agree = if as_printed(theirs, 1) == 0.0 {
         "no change there"
-    } else if (ours * 100.0).round() == 0.0 {
+    } else if as_printed(ours, 2) == 0.0 {
         "no change here"
     } else if ours.signum() == theirs.signum() {
         "the same direction"
