@@ -60,22 +60,32 @@ pub fn attention(query: Tensor<4>, key: Tensor<4>, value: Tensor<4>, bias: Optio
     let shapes = Shapes::of(&query, &key, &value, bias.as_ref(), scale, mask);
     // The kernel writes dK and dV from the blocks of query rows; with no query there is none.
     let route = if shapes.t_q == 0 { Route::Composed } else { route(&query.device(), query.dtype()) };
-    // The CubeCL kernels have no bias yet: (Q=K-V)+ composes there, and on a GPU emulated on the
-    // CPU so does an encoder (its kernels are causal only).
+    // On a GPU emulated on the CPU an encoder and a bias compose (its kernels are causal only,
+    // without a bias).
     let causal = mask == Mask::Causal;
-    let cube_kernel = bias.is_none()
-        && matches!(route, Route::Cube | Route::CubeAutodiff)
-        && cube::product_choice::cube_device(&query.device()).is_some_and(|device| cube::attention::takes(causal, &device));
+    let cube_kernel = matches!(route, Route::Cube | Route::CubeAutodiff)
+        && cube::product_choice::cube_device(&query.device()).is_some_and(|device| cube::attention::takes(causal, bias.is_some(), &device));
     match route {
         Route::Cube if cube_kernel => {
-            from_cube(cube::attention::forward(to_cube(query), to_cube(key), to_cube(value), scale as f32, causal).0)
+            let bias = bias.map(to_cube);
+            from_cube(cube::attention::forward(to_cube(query), to_cube(key), to_cube(value), bias.as_ref(), scale as f32, causal).0)
         }
         Route::CubeAutodiff if cube_kernel => {
             let (query, q_node) = to_cube_autodiff(query).into_parts();
             let (key, k_node) = to_cube_autodiff(key).into_parts();
             let (value, v_node) = to_cube_autodiff(value).into_parts();
-            let run = || cube::attention::forward(query, key, value, scale as f32, causal);
-            from_cube_autodiff(cube::record(CubeAttentionBackward, [q_node, k_node, v_node], run))
+            let output = match bias {
+                None => {
+                    let run = || cube::attention::forward(query, key, value, None, scale as f32, causal);
+                    cube::record(CubeAttentionBackward, [q_node, k_node, v_node], run)
+                }
+                Some(bias) => {
+                    let (bias, bias_node) = to_cube_autodiff(bias).into_parts();
+                    let run = || cube::attention::forward(query, key, value, Some(&bias), scale as f32, causal);
+                    cube::record(CubeAttentionBackward, [q_node, k_node, v_node, bias_node], run)
+                }
+            };
+            from_cube_autodiff(output)
         }
         Route::Composed | Route::Cube | Route::CubeAutodiff => composed(query, key, value, bias, scale, mask),
         Route::Flex => {
@@ -535,13 +545,14 @@ fn forward_recorded(
 #[derive(Debug)]
 struct CubeAttentionBackward;
 
-impl Backward<Cube, 3> for CubeAttentionBackward {
+/// N is 3 (query, key, value) or 4 (and the bias).
+impl<const N: usize> Backward<Cube, N> for CubeAttentionBackward {
     type State = cube::attention::Saved;
 
-    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-        backward_step_on::<Cube, _, 3, _>(&ops, grads, |saved, grad| {
-            let (d_query, d_key, d_value) = cube::attention::backward(saved, grad);
-            [Some(d_query), Some(d_key), Some(d_value)]
+    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+        backward_step_on::<Cube, _, N, _>(&ops, grads, |saved, grad| {
+            let (d_query, d_key, d_value, d_bias) = cube::attention::backward(saved, grad);
+            [Some(d_query), Some(d_key), Some(d_value), d_bias]
         });
     }
 }
@@ -574,13 +585,19 @@ mod tests {
             (2, 1, 2 * CAUSAL_BLOCK_ROWS + 3, 2 * CAUSAL_BLOCK_ROWS + 3, 4, 1, Causal),
             (2, 2, CAUSAL_BLOCK_ROWS + 5, 2 * CAUSAL_BLOCK_ROWS + 9, 4, 0, Causal),
             (2, 1, CAUSAL_BLOCK_ROWS + 5, CAUSAL_BLOCK_ROWS + 5, 4, 2, Bidirectional),
-            // The GPU's tiled kernels: more rows than a workgroup takes, several tiles of keys.
+            // The GPU's tiled kernels: more rows than a workgroup takes, several tiles of keys,
+            // with a bias and without.
             (4, 2, 70, 70, 64, 0, Causal),
             (2, 2, 70, 70, 32, 0, Bidirectional),
             (2, 1, 9, 75, 16, 0, Bidirectional),
+            (4, 2, 70, 70, 64, 4, Causal),
+            (4, 2, 130, 130, 16, 1, Causal),
+            (2, 2, 70, 70, 32, 2, Bidirectional),
+            (2, 1, 9, 75, 16, 1, Bidirectional),
+            (2, 1, 9, 75, 16, 2, Causal),
         ];
-        // flex's kernel to flex's composed ops, and CubeCL's to Burn's on wgpu (lavapipe; with a
-        // bias or without the causal mask, Burn's composed ops there too).
+        // flex's kernel to flex's composed ops, and CubeCL's (the tiled kernels: a device not timed
+        // as emulated) to Burn's on wgpu (lavapipe).
         for ((device, tolerance), (heads, kv_heads, t_q, t_k, d, bias_heads, mask)) in
             flex_and_wgpu(1e-5, 1e-4).iter().flat_map(|device| cases.map(|case| (device, case)))
         {

@@ -170,7 +170,7 @@ fn attend(query: Option<CubeTensor>, packed: CubeTensor, shape: Shape, scale: f3
     let query = heads_view(query.unwrap_or_else(|| packed.clone()), shape, shape.heads);
     let key = heads_view(packed.clone(), shape, shape.kv_heads);
     let value = heads_view(packed, shape, shape.kv_heads);
-    let (out, stats) = attention_tiled::forward(&query, &key, &value, shape.bases(), scale, causal);
+    let (out, stats) = attention_tiled::forward(&query, &key, &value, None, shape.bases(), scale, causal);
     (out, Saved { query, key, value, stats, scale, causal })
 }
 
@@ -208,7 +208,7 @@ impl<const N: usize> Backward<Cube, N> for PackedAttentionBackward {
             // dQ into P's query columns, or into a tensor of its own laid out as the input.
             let d_query = if s.query_packed { d_packed.clone() } else { empty(key, [s.batch, s.time, s.n_embd]) };
             let d_query_view = heads_view(d_query.clone(), s, s.heads);
-            attention_tiled::backward_into(query, key, value, bases, stats, d_out, *scale, *causal, &d_query_view, &d_packed, layout);
+            attention_tiled::backward_into(query, key, value, bases, stats, None, d_out, *scale, *causal, &d_query_view, &d_packed, layout);
             if s.query_packed { vec![Some(d_packed)] } else { vec![Some(d_query), Some(d_packed)] }
         });
     }

@@ -215,8 +215,11 @@ pub(crate) struct Saved {
     k: CubeTensor,
     v: CubeTensor,
     out: CubeTensor,
-    /// [rows, 2]: L_i, and D_i once the backward pass has computed it.
+    /// [rows, 2]: L_i, and D_i once the backward pass has computed it (the tiled kernels' bias
+    /// behind them).
     stats: CubeTensor,
+    /// The bias's heads (1: one for all heads), where there is one.
+    bias_heads: Option<usize>,
     scale: f32,
     kernels: Kernels,
 }
@@ -230,28 +233,45 @@ enum Kernels {
     Tiled { causal: bool },
 }
 
-/// Whether the kernels take this attention on `device`: the tiled ones take every attention
-/// without a bias; on a GPU emulated on the CPU the per-row ones take the causal one.
-pub(crate) fn takes(causal: bool, device: &burn_cubecl::CubeDevice) -> bool {
-    causal || !super::product_choice::emulated(device)
+/// Whether the kernels take this attention on `device`: the tiled ones take every attention, with
+/// a bias or without; on a GPU emulated on the CPU the per-row ones take the causal one without a
+/// bias.
+pub(crate) fn takes(causal: bool, biased: bool, device: &burn_cubecl::CubeDevice) -> bool {
+    (causal && !biased) || !super::product_choice::emulated(device)
 }
 
 /// The output [batch, heads, t_q, d] (laid out [batch, t_q, heads, d]) and what the backward
-/// pass needs. `k` and `v` are [batch, kv_heads, t_k, d]; the future is masked when `causal`.
-pub(crate) fn forward(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32, causal: bool) -> (CubeTensor, Saved) {
+/// pass needs. `k` and `v` are [batch, kv_heads, t_k, d]; `bias`, if any, [1 or heads, t_q, t_k];
+/// the future is masked when `causal`.
+pub(crate) fn forward(
+    q: CubeTensor,
+    k: CubeTensor,
+    v: CubeTensor,
+    bias: Option<&CubeTensor>,
+    scale: f32,
+    causal: bool,
+) -> (CubeTensor, Saved) {
     let kernels = if super::product_choice::emulated(&q.device) { Kernels::PerRow } else { Kernels::Tiled { causal } };
     assert!(
-        causal || kernels != Kernels::PerRow,
-        "the per-row attention kernels are causal only: route other attention elsewhere (`takes`)"
+        (causal && bias.is_none()) || kernels != Kernels::PerRow,
+        "the per-row attention kernels are causal only, without a bias: route other attention elsewhere (`takes`)"
     );
-    forward_with(q, k, v, scale, kernels)
+    forward_with(q, k, v, bias, scale, kernels)
 }
 
 /// [`forward`] with `kernels`.
-fn forward_with(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32, kernels: Kernels) -> (CubeTensor, Saved) {
+fn forward_with(
+    q: CubeTensor,
+    k: CubeTensor,
+    v: CubeTensor,
+    bias: Option<&CubeTensor>,
+    scale: f32,
+    kernels: Kernels,
+) -> (CubeTensor, Saved) {
     if let Kernels::Tiled { causal } = kernels {
-        let (out, stats) = super::attention_tiled::forward(&q, &k, &v, super::attention_tiled::Bases::default(), scale, causal);
-        return (out.clone(), Saved { q, k, v, out, stats, scale, kernels });
+        let bias_heads = bias.map(|bias| bias.meta.shape()[0]);
+        let (out, stats) = super::attention_tiled::forward(&q, &k, &v, bias, super::attention_tiled::Bases::default(), scale, causal);
+        return (out.clone(), Saved { q, k, v, out, stats, bias_heads, scale, kernels });
     }
     let [batch, heads, t_q, d] = q.meta.shape().dims();
     let rows = batch * heads * t_q;
@@ -274,12 +294,13 @@ fn forward_with(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f32, kernels
         scale,
         d,
     );
-    (out.clone(), Saved { q, k, v, out, stats, scale, kernels: Kernels::PerRow })
+    (out.clone(), Saved { q, k, v, out, stats, bias_heads: None, scale, kernels: Kernels::PerRow })
 }
 
-/// dQ, dK, dV from the gradient arriving at the output.
-pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTensor, CubeTensor) {
-    let Saved { q, k, v, out, stats, scale, kernels } = saved;
+/// dQ, dK, dV and the bias's gradient (where there is a bias) from the gradient arriving at the
+/// output.
+pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTensor, CubeTensor, Option<CubeTensor>) {
+    let Saved { q, k, v, out, stats, bias_heads, scale, kernels } = saved;
     let [batch, heads, t_q, d] = q.meta.shape().dims();
     let [_, kv_heads, t_k, _] = k.meta.shape().dims();
     let half = |d_kv: &CubeTensor, index: usize| {
@@ -287,8 +308,8 @@ pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTen
         Cube::float_swap_dims(Cube::float_reshape(slice, [batch, t_k, kv_heads, d].into()), 1, 2)
     };
     if let Kernels::Tiled { causal } = *kernels {
-        let (d_q, d_kv) = super::attention_tiled::backward(q, k, v, stats, d_out, *scale, causal);
-        return (d_q, half(&d_kv, 0), half(&d_kv, 1));
+        let (d_q, d_kv, d_bias) = super::attention_tiled::backward(q, k, v, stats, *bias_heads, d_out, *scale, causal);
+        return (d_q, half(&d_kv, 0), half(&d_kv, 1), d_bias);
     }
     let rows = batch * heads * t_q;
     let key_rows = batch * kv_heads * t_k;
@@ -339,7 +360,7 @@ pub(crate) fn backward(saved: &Saved, d_out: CubeTensor) -> (CubeTensor, CubeTen
         *scale,
         d,
     );
-    (d_q, half(&d_kv, 0), half(&d_kv, 1))
+    (d_q, half(&d_kv, 0), half(&d_kv, 1), None)
 }
 
 #[cfg(test)]
@@ -369,13 +390,69 @@ mod tests {
             let v = to_cube(input([2, kv_heads, t_k, d], 3, &device));
             let d_out = to_cube(input([2, heads, t_q, d], 4, &device));
             let run = |kernels| {
-                let (out, saved) = forward_with(q.clone(), k.clone(), v.clone(), 0.3, kernels);
-                let (d_q, d_k, d_v) = backward(&saved, d_out.clone());
+                let (out, saved) = forward_with(q.clone(), k.clone(), v.clone(), None, 0.3, kernels);
+                let (d_q, d_k, d_v, _) = backward(&saved, d_out.clone());
                 [out, d_q, d_k, d_v].map(flat)
             };
             let (per_row, tiled) = (run(Kernels::PerRow), run(Kernels::Tiled { causal: true }));
             for (name, (a, b)) in ["out", "dQ", "dK", "dV"].iter().zip(per_row.iter().zip(&tiled)) {
                 assert_close(b, a, 1e-4, &format!("{name}: heads {heads}/{kv_heads}, t {t_q}/{t_k}, d {d}"));
+            }
+        }
+    }
+
+    /// The tiled kernels with a bias on the logits, one for every head or one per head, compute
+    /// what Burn's composed attention computes, and its gradients (the bias's among them): causal
+    /// and both ways, GQA and MQA, queries that are the newest of more keys, more rows than a
+    /// workgroup takes. Called directly, so that no device timing routes them elsewhere.
+    #[test]
+    fn the_tiled_kernels_with_a_bias_match_burn_s_attention() {
+        use burn::tensor::module;
+        use burn::tensor::ops::AttentionModuleOptions;
+
+        use crate::attention::repeat_kv_heads;
+
+        let device = gpu();
+        let autodiff = device.clone().autodiff();
+        let batch = 2;
+        // (heads, kv_heads, t_q, t_k, d, bias heads, causal)
+        let cases = [
+            (4, 2, 70, 70, 16, 4, true),
+            (2, 2, 130, 130, 8, 1, true),
+            (2, 1, 9, 75, 16, 1, false),
+            (4, 1, 5, 9, 8, 4, false),
+            (2, 1, 9, 75, 8, 2, true),
+        ];
+        for (heads, kv_heads, t_q, t_k, d, bias_heads, causal) in cases {
+            let shapes = ([batch, heads, t_q, d], [batch, kv_heads, t_k, d], [bias_heads, t_q, t_k]);
+            let (out, saved) = forward_with(
+                to_cube(input(shapes.0, 1, &device)),
+                to_cube(input(shapes.1, 2, &device)),
+                to_cube(input(shapes.1, 3, &device)),
+                Some(&to_cube(input(shapes.2, 4, &device))),
+                0.3,
+                Kernels::Tiled { causal },
+            );
+            let (d_q, d_k, d_v, d_bias) = backward(&saved, to_cube(input(shapes.0, 5, &device)));
+            let tiled = [out, d_q, d_k, d_v, d_bias.expect("a bias's gradient")].map(flat);
+
+            let (q, k, v, bias) = (
+                input(shapes.0, 1, &autodiff),
+                input(shapes.1, 2, &autodiff),
+                input(shapes.1, 3, &autodiff),
+                input(shapes.2, 4, &autodiff),
+            );
+            let options = AttentionModuleOptions { scale: Some(0.3), softcap: None, is_causal: causal };
+            let expanded = bias.clone().unsqueeze_dim::<4>(0).expand([batch, heads, t_q, t_k]);
+            let (keys, key_values) = (repeat_kv_heads(k.clone(), heads), repeat_kv_heads(v.clone(), heads));
+            let composed = module::attention(q.clone(), keys, key_values, None, Some(expanded), options);
+            let grads = (composed.clone() * input(shapes.0, 5, &autodiff)).sum().backward();
+            let gradient = |x: &burn::tensor::Tensor<4>| values(x.grad(&grads).expect("a gradient"));
+            let expected =
+                [values(composed), gradient(&q), gradient(&k), gradient(&v), values(bias.grad(&grads).expect("the bias's gradient"))];
+            for (name, (a, b)) in ["out", "dQ", "dK", "dV", "dB"].iter().zip(tiled.iter().zip(&expected)) {
+                let case = format!("{name}: heads {heads}/{kv_heads}, t {t_q}/{t_k}, d {d}, bias heads {bias_heads}, causal {causal}");
+                assert_close(a, b, 1e-4, &case);
             }
         }
     }

@@ -1,10 +1,12 @@
 //! Attention tiled for GPUs, the same algebra as `super::attention` (flash-style: P is recomputed
-//! from each query row's L = log Σ exp, never stored), causal or both ways, with GQA:
+//! from each query row's L = log Σ exp, never stored), causal or both ways, with GQA and an
+//! optional bias B on the logits, one for all heads or one per head:
 //!
 //! ```text
-//! forward:  O_i = Σ_j P_ij V_j, P_ij = exp(scale·Q_i·K_j − L_i)
+//! forward:  O_i = Σ_j P_ij V_j, P_ij = exp(scale·Q_i·K_j + B_ij − L_i)
 //! backward: D_i = dO_i·O_i   dS_ij = P_ij (dO_i·V_j − D_i)
 //!           dQ_i = scale Σ_j dS_ij K_j   dK_j = scale Σ_i dS_ij Q_i   dV_j = Σ_i P_ij dO_i
+//!           dB_ij = Σ_batch dS_ij (and Σ over the heads for a bias they share)
 //! ```
 //!
 //! A workgroup takes one (batch row, head) and a block of [`ROWS`] query rows (forward, dQ) or key
@@ -126,13 +128,31 @@ fn load_tiles(
     sync_cube();
 }
 
+/// Where head h's bias row i starts in a [bias_heads, t_q, t_k] bias: one for every head where
+/// `bias_heads` is 1.
+#[cube]
+fn bias_row(bias_heads: usize, h: usize, i: usize, t_q: usize, t_k: usize) -> usize {
+    (select(bias_heads == 1, 0usize, h) * t_q + i) * t_k
+}
+
+/// Where the bias lies in `stats`, behind the rows' two statistics each.
+#[cube]
+fn bias_in_stats(q: &Tensor<f32>) -> usize {
+    q.shape(0) * q.shape(1) * q.shape(2) * 2
+}
+
 /// Row (b, h, i) of the output and L_i into `stats[2·row]`; the workgroup is (block, h, b).
+/// When `biased`, the logits gain `bias` [bias_heads, t_q, t_k] (contiguous), which the batch's
+/// first row's workgroups also copy behind the statistics for the backward kernels.
 #[cube(launch)]
-#[allow(clippy::too_many_arguments)]
+// `biased` is known when the kernel is compiled: an `if` of its own leaves the code out, where
+// joined with a runtime condition it would be a test in the kernel.
+#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 fn attention_tiled_kernel(
     q: &Tensor<f32>,
     k: &Tensor<f32>,
     v: &Tensor<f32>,
+    bias: &Tensor<f32>,
     out: &mut Tensor<f32>,
     stats: &mut Tensor<f32>,
     scale: f32,
@@ -142,12 +162,29 @@ fn attention_tiled_kernel(
     #[comptime] d: usize,
     #[comptime] tile: usize,
     #[comptime] causal: bool,
+    #[comptime] biased: bool,
 ) {
     let (heads, t_q, t_k) = (q.shape(1), q.shape(2), k.shape(2));
     let (h, b) = (CUBE_POS_Y as usize, CUBE_POS_Z as usize);
     let g = h / (heads / k.shape(1));
     let (i, live, row_i) = block_row(t_q);
     let past = t_k - t_q;
+    let bias_heads = bias.shape(0);
+    let bias_at = bias_row(bias_heads, h, row_i, t_q, t_k);
+    if biased {
+        if b == 0 && h < bias_heads {
+            let (first_row, tail) = (CUBE_POS_X as usize * ROWS, bias_in_stats(q));
+            let mut e = UNIT_POS as usize;
+            while e < ROWS * t_k {
+                let row = first_row + e / t_k;
+                if row < t_q {
+                    let at = (h * t_q + row) * t_k + e % t_k;
+                    stats[tail + at] = bias[at];
+                }
+                e += CUBE_DIM as usize;
+            }
+        }
+    }
     let keys = keys_seen(t_q, t_k, causal);
     let mut q_row = Array::<f32>::new(d);
     let q_at = q_base as usize + row_start(q, b, h, row_i);
@@ -176,6 +213,9 @@ fn attention_tiled_kernel(
                 for c in 0..d {
                     s += q_row[c] * k_tile[jj * d + c];
                 }
+                if biased {
+                    s += bias[bias_at + j];
+                }
                 let mut new_top = top;
                 if s > top {
                     new_top = s;
@@ -203,7 +243,8 @@ fn attention_tiled_kernel(
     }
 }
 
-/// dQ_i for row (b, h, i), and D_i into `stats[2·row + 1]`; the workgroup is (block, h, b).
+/// dQ_i for row (b, h, i), and D_i into `stats[2·row + 1]`; the workgroup is (block, h, b). When
+/// `biased`, the bias lies behind the statistics in `stats`, `bias_heads` heads of it.
 /// D_i = dO_i·O_i = Σ_j P_ij dP_ij, so it is added up over the keys with the rest, O unread:
 /// dQ_i = scale Σ_j P_ij (dP_ij − D_i) K_j = scale (Σ_j P_ij dP_ij K_j − D_i Σ_j P_ij K_j). Six
 /// tensors, as WebGPU's eight storage buffers a kernel allow (CubeCL keeps one, and one more
@@ -221,9 +262,11 @@ fn attention_tiled_d_query_kernel(
     q_base: u32,
     k_base: u32,
     v_base: u32,
+    bias_heads: u32,
     #[comptime] d: usize,
     #[comptime] tile: usize,
     #[comptime] causal: bool,
+    #[comptime] biased: bool,
 ) {
     let (heads, t_q, t_k) = (q.shape(1), q.shape(2), k.shape(2));
     let (h, b) = (CUBE_POS_Y as usize, CUBE_POS_Z as usize);
@@ -231,6 +274,7 @@ fn attention_tiled_d_query_kernel(
     let (i, live, row_i) = block_row(t_q);
     let row = (b * heads + h) * t_q + row_i;
     let past = t_k - t_q;
+    let bias_at = bias_in_stats(q) + bias_row(bias_heads as usize, h, row_i, t_q, t_k);
     let keys = keys_seen(t_q, t_k, causal);
     let (q_at, o_at) = (q_base as usize + row_start(q, b, h, row_i), row_start(d_out, b, h, row_i));
     let mut q_row = Array::<f32>::new(d);
@@ -263,6 +307,9 @@ fn attention_tiled_d_query_kernel(
                     s += q_row[c] * k_tile[jj * d + c];
                     dp += do_row[c] * v_tile[jj * d + c];
                 }
+                if biased {
+                    s += stats[bias_at + j];
+                }
                 let p = (s - log_norm).exp();
                 delta += p * dp;
                 #[unroll]
@@ -287,8 +334,11 @@ fn attention_tiled_d_query_kernel(
 
 /// dK_j and dV_j for key row (b, g, j), summed over the group's query heads, into `d_kv`: head g of
 /// key row (b, j) at `dk_base + (b·t_k + j)·d_row + g·d` (dV at `dv_base + …`); the workgroup is (block, g, b).
+/// When `biased`, the bias lies behind the statistics in `stats` (`bias_heads` heads), and dS of
+/// (b, h, i, j) goes to `d_kv[ds_base + ((b·heads + h)·t_q + i)·t_k + j]`, 0 where i does not see j.
 #[cube(launch)]
-#[allow(clippy::too_many_arguments)]
+// `biased` as in `attention_tiled_kernel`.
+#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
 fn attention_tiled_d_key_value_kernel(
     q: &Tensor<f32>,
     k: &Tensor<f32>,
@@ -303,9 +353,12 @@ fn attention_tiled_d_key_value_kernel(
     dk_base: u32,
     dv_base: u32,
     d_row: u32,
+    bias_heads: u32,
+    ds_base: u32,
     #[comptime] d: usize,
     #[comptime] tile: usize,
     #[comptime] causal: bool,
+    #[comptime] biased: bool,
 ) {
     let (heads, t_q) = (q.shape(1), q.shape(2));
     let (kv_heads, t_k) = (k.shape(1), k.shape(2));
@@ -313,6 +366,9 @@ fn attention_tiled_d_key_value_kernel(
     let group = heads / kv_heads;
     let (j, live, row_j) = block_row(t_k);
     let past = t_k - t_q;
+    let bias_base = bias_in_stats(q);
+    // dS of (b, h, i, j) at `ds_base + ds_row(h, i) + j`.
+    let ds_rows = ds_base as usize + b * heads * t_q * t_k;
     // Queries that see the block's first key (a causal query i sees key j when i + past ≥ j).
     let mut first_query = 0usize;
     if causal {
@@ -338,6 +394,15 @@ fn attention_tiled_d_key_value_kernel(
     let mut stat_tile = Shared::<[f32]>::new_slice(tile * 2);
     let first_tile = first_query / tile;
     for h in g * group..(g + 1) * group {
+        if biased {
+            // The queries of the tiles skipped below see none of this block's keys: dS is 0.
+            let skipped = select(first_tile * tile < t_q, first_tile * tile, t_q);
+            if live {
+                for i in 0..skipped {
+                    d_kv[ds_rows + (h * t_q + i) * t_k + j] = 0.0;
+                }
+            }
+        }
         for t in first_tile..t_q.div_ceil(tile) {
             let first = t * tile;
             load_tile(q, q_base as usize, &mut q_tile, b, h, first, t_q, tile, d);
@@ -356,6 +421,7 @@ fn attention_tiled_d_key_value_kernel(
             for ii in 0..tile {
                 let i = first + ii;
                 let visible = i < t_q && sees(i, row_j, t_k, past, causal);
+                let mut d_s = 0.0f32;
                 if visible {
                     let mut s = 0.0f32;
                     let mut dp = 0.0f32;
@@ -364,12 +430,20 @@ fn attention_tiled_d_key_value_kernel(
                         s += q_tile[ii * d + c] * k_row[c];
                         dp += do_tile[ii * d + c] * v_row[c];
                     }
+                    if biased {
+                        s += stats[bias_base + bias_row(bias_heads as usize, h, i, t_q, t_k) + row_j];
+                    }
                     let p = (s - stat_tile[ii * 2]).exp();
-                    let d_s = p * (dp - stat_tile[ii * 2 + 1]);
+                    d_s = p * (dp - stat_tile[ii * 2 + 1]);
                     #[unroll]
                     for c in 0..d {
                         d_k[c] += d_s * q_tile[ii * d + c];
                         d_v[c] += p * do_tile[ii * d + c];
+                    }
+                }
+                if biased {
+                    if live && i < t_q {
+                        d_kv[ds_rows + (h * t_q + i) * t_k + j] = d_s;
                     }
                 }
             }
@@ -416,18 +490,47 @@ fn arg(value: usize) -> u32 {
     u32::try_from(value).expect("an index within a GPU buffer fits in 32 bits")
 }
 
+/// A bias on the logits in the backward pass: its heads (1: one for all heads), and where in the
+/// dK, dV tensor the kernel writes dS, [batch, heads, t_q, t_k] (`partials_at`), for
+/// [`bias_gradient`] to sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BiasPartials {
+    pub heads: usize,
+    pub partials_at: usize,
+}
+
 /// The output [batch, heads, t_q, d] (laid out [batch, t_q, heads, d]) and the rows' L in
-/// `stats` [rows, 2]. `k` and `v` are [batch, kv_heads, t_k, d], each where `bases` says.
-pub(crate) fn forward(q: &CubeTensor, k: &CubeTensor, v: &CubeTensor, bases: Bases, scale: f32, causal: bool) -> (CubeTensor, CubeTensor) {
+/// `stats` (two values a row, L first; the bias behind them when there is one). `k` and `v` are
+/// [batch, kv_heads, t_k, d], each where `bases` says; `bias`, if any, [1 or heads, t_q, t_k].
+pub(crate) fn forward(
+    q: &CubeTensor,
+    k: &CubeTensor,
+    v: &CubeTensor,
+    bias: Option<&CubeTensor>,
+    bases: Bases,
+    scale: f32,
+    causal: bool,
+) -> (CubeTensor, CubeTensor) {
     let [batch, heads, t_q, d] = q.meta.shape().dims();
     let [_, kv_heads, t_k, _] = k.meta.shape().dims();
     let rows = batch * heads * t_q;
     let out = Cube::float_swap_dims(empty(q, [batch, t_q, heads, d]), 1, 2);
-    let stats = empty(q, [rows, 2]);
+    let biased = bias.is_some();
+    // Without a bias the kernel binds one unread value in its place.
+    let bias = bias.map_or_else(|| empty(q, [1]), |bias| super::contiguous(bias.clone()));
+    let bias_values = if biased { bias.meta.shape().num_elements() } else { 0 };
+    let stats = empty(q, [rows * 2 + bias_values]);
     let tile = tile_rows(d);
     let (count, dim) = (grid(t_q, heads, batch), cubecl::CubeDim::new_1d(ROWS as u32));
-    // Each unit meets every key of its head (the last row of a causal block), d values twice.
-    note(&count, dim, t_k * 2 * d + 2 * d, rows * d + 2 * batch * kv_heads * t_k * d, rows * d + rows);
+    // Each unit meets every key of its head (the last row of a causal block), d values twice, and
+    // its row's bias; the first batch row's units copy a block of it, t_k values each.
+    note(
+        &count,
+        dim,
+        t_k * 2 * d + 2 * d + if biased { 2 * t_k } else { 0 },
+        rows * d + 2 * batch * kv_heads * t_k * d + bias_values,
+        rows * d + rows + bias_values,
+    );
     attention_tiled_kernel::launch(
         &q.client,
         count,
@@ -435,6 +538,7 @@ pub(crate) fn forward(q: &CubeTensor, k: &CubeTensor, v: &CubeTensor, bases: Bas
         q.clone().into_tensor_arg(),
         k.clone().into_tensor_arg(),
         v.clone().into_tensor_arg(),
+        bias.into_tensor_arg(),
         out.clone().into_tensor_arg(),
         stats.clone().into_tensor_arg(),
         scale,
@@ -444,33 +548,54 @@ pub(crate) fn forward(q: &CubeTensor, k: &CubeTensor, v: &CubeTensor, bases: Bas
         d,
         tile,
         causal,
+        biased,
     );
     (out, stats)
 }
 
-/// dQ, and dK and dV as one [2, batch, t_k, kv_heads, d] tensor; `stats` gains each row's D.
+/// dQ, and dK and dV as one [2, batch, t_k, kv_heads, d] tensor; `stats` gains each row's D. With
+/// a bias of `bias_heads` heads (`stats` holding it, as [`forward`] left it), its gradient too.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn backward(
     q: &CubeTensor,
     k: &CubeTensor,
     v: &CubeTensor,
     stats: &CubeTensor,
+    bias_heads: Option<usize>,
     d_out: CubeTensor,
     scale: f32,
     causal: bool,
-) -> (CubeTensor, CubeTensor) {
+) -> (CubeTensor, CubeTensor, Option<CubeTensor>) {
     let [batch, heads, t_q, d] = q.meta.shape().dims();
     let [_, kv_heads, t_k, _] = k.meta.shape().dims();
     let d_q = Cube::float_swap_dims(empty(q, [batch, t_q, heads, d]), 1, 2);
-    // Laid out [2, batch, t_k, kv_heads, d], so that the heads merge back without a copy.
-    let d_kv = empty(q, [2, batch, t_k, kv_heads, d]);
-    let layout = KeyValueLayout { k: 0, v: batch * t_k * kv_heads * d, row: kv_heads * d };
-    backward_into(q, k, v, Bases::default(), stats, d_out, scale, causal, &d_q, &d_kv, layout);
-    (d_q, d_kv)
+    let kv_values = batch * t_k * kv_heads * d;
+    let layout = KeyValueLayout { k: 0, v: kv_values, row: kv_heads * d };
+    let bias = bias_heads.map(|heads| BiasPartials { heads, partials_at: 2 * kv_values });
+    let partials = if bias.is_some() { batch * heads * t_q * t_k } else { 0 };
+    // Laid out [2, batch, t_k, kv_heads, d], so that the heads merge back without a copy; dS
+    // behind them where there is a bias.
+    let d_kv = empty(q, [2 * kv_values + partials]);
+    backward_into(q, k, v, Bases::default(), stats, bias, d_out, scale, causal, &d_q, &d_kv, layout);
+    let d_bias = bias.map(|bias| bias_gradient(&d_kv, bias, [batch, heads, t_q, t_k]));
+    let d_kv = Cube::float_slice(d_kv, &[burn::tensor::Slice::from(0..2 * kv_values)]);
+    (d_q, Cube::float_reshape(d_kv, [2, batch, t_k, kv_heads, d].into()), d_bias)
+}
+
+/// The bias's gradient [bias heads, t_q, t_k] from the dS that the backward kernels wrote into
+/// `d_kv` ([`BiasPartials`]): summed over the batch rows, and over the heads too for a bias they
+/// share.
+fn bias_gradient(d_kv: &CubeTensor, bias: BiasPartials, [batch, heads, t_q, t_k]: [usize; 4]) -> CubeTensor {
+    let partials = batch * heads * t_q * t_k;
+    let d_s = Cube::float_slice(d_kv.clone(), &[burn::tensor::Slice::from(bias.partials_at..bias.partials_at + partials)]);
+    let rows = partials / (bias.heads * t_q * t_k);
+    let sums = super::block_sum::column_sums(Cube::float_reshape(d_s, [rows, bias.heads * t_q * t_k].into()));
+    Cube::float_reshape(sums, [bias.heads, t_q, t_k].into())
 }
 
 /// The backward pass into given tensors: dQ through `d_q`'s strides (its element [0, 0, 0, 0]
-/// first), dK and dV into `d_kv` as `layout` says; `stats` gains each row's D. Q, K and V lie
-/// where `bases` says.
+/// first), dK and dV into `d_kv` as `layout` says, and dS where `bias` says; `stats` gains each
+/// row's D. Q, K and V lie where `bases` says.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn backward_into(
     q: &CubeTensor,
@@ -478,6 +603,7 @@ pub(crate) fn backward_into(
     v: &CubeTensor,
     bases: Bases,
     stats: &CubeTensor,
+    bias: Option<BiasPartials>,
     d_out: CubeTensor,
     scale: f32,
     causal: bool,
@@ -491,8 +617,12 @@ pub(crate) fn backward_into(
     let kv_values = batch * kv_heads * t_k * d;
     let tile = tile_rows(d);
     let dim = cubecl::CubeDim::new_1d(ROWS as u32);
+    let (biased, bias_heads, partials_at) = bias.map_or((false, 0, 0), |bias| (true, bias.heads, bias.partials_at));
+    // Each unit reads its row's bias, and each dS it meets, once.
+    let (bias_read, bias_trips) = if biased { (bias_heads * t_q * t_k, t_k) } else { (0, 0) };
+    let d_s = if biased { rows * t_k } else { 0 };
     let count = grid(t_q, heads, batch);
-    note(&count, dim, t_k * 4 * d + 2 * d, 2 * rows * d + 2 * kv_values + rows, rows * d + rows);
+    note(&count, dim, t_k * 4 * d + 2 * d + bias_trips, 2 * rows * d + 2 * kv_values + rows + bias_read, rows * d + rows);
     attention_tiled_d_query_kernel::launch(
         &q.client,
         count,
@@ -507,13 +637,22 @@ pub(crate) fn backward_into(
         arg(bases.q),
         arg(bases.k),
         arg(bases.v),
+        arg(bias_heads),
         d,
         tile,
         causal,
+        biased,
     );
     let count = grid(t_k, kv_heads, batch);
-    // The block's first key is seen by every query of its group's heads.
-    note(&count, dim, (heads / kv_heads) * t_q * 4 * d + 4 * d, 2 * rows * d + 2 * kv_values + 2 * rows, 2 * kv_values);
+    // The block's first key is seen by every query of its group's heads (and writes dS for each).
+    let group_trips = (heads / kv_heads) * t_q;
+    note(
+        &count,
+        dim,
+        group_trips * 4 * d + 4 * d + if biased { 2 * group_trips } else { 0 },
+        2 * rows * d + 2 * kv_values + 2 * rows + bias_read,
+        2 * kv_values + d_s,
+    );
     attention_tiled_d_key_value_kernel::launch(
         &q.client,
         count,
@@ -531,8 +670,11 @@ pub(crate) fn backward_into(
         arg(layout.k),
         arg(layout.v),
         arg(layout.row),
+        arg(bias_heads),
+        arg(partials_at),
         d,
         tile,
         causal,
+        biased,
     );
 }
