@@ -54,13 +54,14 @@ fn a_classroom_step_on_wgpu_costs_its_recorded_launches_and_one_wait() {
     }
     let by_kernel: f64 = row["step_by_kernel"].as_array().unwrap().iter().map(|k| k[1].as_f64().unwrap()).sum();
     assert_eq!(by_kernel, 78.0, "the kernels of a step add up to its launches");
-    // Our kernels' parallel shapes, from the shapes they launch (the step's critical path of
-    // serial trips, bytes read and written); Burn's 28 launches (its products and one fill) carry none.
+    // The step's parallel shapes, from the shapes our kernels launch and Burn's 27 products as
+    // modelled (the critical path of serial trips, bytes read and written); Burn's one fill, the
+    // loss's seed, carries none.
     let shapes: Vec<Option<f64>> = ["critical_path_trips", "bytes_read", "bytes_written", "launches_without_shape"]
         .iter()
         .map(|key| row["step_shapes"][key].as_f64())
         .collect();
-    assert_eq!(shapes, [23_545.0, 23_402_332.0, 14_328_132.0, 28.0].map(Some), "{row:#}");
+    assert_eq!(shapes, [34_953.0, 42_160_476.0, 23_707_204.0, 1.0].map(Some), "{row:#}");
 
     // Steps launched in pairs wait once per pair, and the pair's values are read in that one
     // wait as they lie (no launch puts them together).
@@ -156,13 +157,31 @@ fn a_bigger_batch_adds_units_to_our_kernels_not_serial_work() {
     let (small, large) = (dry_run("shakespeare-char", 8), dry_run("shakespeare-char", 64));
     assert_eq!(ours(&small), ours(&large), "every kernel of ours, as often and as long a unit's work: {small:#} {large:#}");
     assert!(ours(&small).values().all(|&(_, trips)| trips > 0), "every launch of ours says its shape: {small:#}");
-    assert_eq!((shape(&small, "critical_path_trips"), shape(&large, "critical_path_trips")), (1_007_569, 1_007_569));
+    let our_path = |row: &Value| -> u64 {
+        row["step_shapes"]["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|k| k["ours"] == true)
+            .map(|k| k["critical_path_trips"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!((our_path(&small), our_path(&large)), (1_007_569, 1_007_569));
+    // Burn's products as modelled (`qkv_kernels`' burn_product): a unit loops over the product's
+    // inner dimension, which for a weight's gradient is the batch's rows, 8 × 256 and 64 × 256.
+    let product_unit = |row: &Value| -> u64 {
+        let kernels = row["step_shapes"]["kernels"].as_array().unwrap();
+        kernels.iter().find(|k| k["kernel"] == "MatmulEntry").and_then(|k| k["longest_serial_trips"].as_u64()).unwrap()
+    };
+    assert_eq!((product_unit(&small), product_unit(&large)), (2_048, 16_384));
+    for row in [&small, &large] {
+        assert_eq!(row["step_shapes"]["launches_without_shape"].as_f64(), Some(1.0), "the loss's seed only: {row:#}");
+    }
     // Bytes grow with the batch (activations), by less than 8× (the parameters' do not).
     let bytes = |row: &Value| shape(row, "bytes_read") + shape(row, "bytes_written");
     assert!(bytes(&large) > 4 * bytes(&small) && bytes(&large) < 8 * bytes(&small), "{} → {}", bytes(&small), bytes(&large));
     assert_eq!(small["launches_per_step"].as_f64(), Some(215.0), "{small:#}");
-    // Every other launch is Burn's matrix product or the fill that seeds the loss's gradient: the
-    // products' serial work is their inner dimension (the batch's rows for a weight's gradient).
+    // Every other launch is Burn's matrix product or the fill that seeds the loss's gradient.
     for row in [&small, &large] {
         let burns: std::collections::BTreeSet<&str> = row["step_shapes"]["kernels"]
             .as_array()

@@ -71,8 +71,8 @@ pub enum ReadBackError {
     Values(#[from] burn::tensor::DataError),
 }
 
-/// How one launch of one of our kernels is shaped: what a GPU engineer reads a kernel by. The
-/// figures depend only on the shapes launched, not on the machine.
+/// How one launch of one of our kernels (or of Burn's product, as modelled) is shaped: what a GPU
+/// engineer reads a kernel by. The figures depend only on the shapes launched, not on the machine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LaunchShape {
     /// Units launched: workgroups × units a workgroup.
@@ -90,6 +90,9 @@ pub struct LaunchShape {
 thread_local! {
     /// The shape of the next launch of ours on this thread ([`note_shape`]).
     static NOTED: Cell<Option<LaunchShape>> = const { Cell::new(None) };
+    /// The shape of the next launch of Burn's matrix product on this thread, as modelled
+    /// ([`note_product_shape`]).
+    static NOTED_PRODUCT: Cell<Option<LaunchShape>> = const { Cell::new(None) };
 }
 
 /// Says how the next launch of one of our kernels on this thread is shaped; a [`LaunchCounter`]
@@ -99,9 +102,21 @@ pub(crate) fn note_shape(shape: LaunchShape) {
     NOTED.with(|noted| noted.set(Some(shape)));
 }
 
+/// Says how the next launch of Burn's matrix product (cubek's `MatmulEntry`) on this thread is
+/// shaped, as `crate::cube::burn_product` models it from cubek's source: filed like
+/// [`note_shape`]'s, with that launch only.
+pub(crate) fn note_product_shape(shape: LaunchShape) {
+    NOTED_PRODUCT.with(|noted| noted.set(Some(shape)));
+}
+
 /// Our kernels are named by their type's path in this crate.
 fn is_ours(kernel: &str) -> bool {
     kernel.starts_with(concat!(env!("CARGO_CRATE_NAME"), "::"))
+}
+
+/// Burn's matrix product, the one kernel of Burn's whose shape is modelled.
+fn is_burn_product(kernel: &str) -> bool {
+    type_name_format(kernel, TypeNameFormatLevel::Short) == "MatmulEntry"
 }
 
 /// One launch, as a [`LaunchCounter`] saw it.
@@ -111,7 +126,7 @@ pub struct CountedLaunch {
     pub kernel: String,
     /// One of QKV Lab's kernels (else Burn's).
     pub ours: bool,
-    /// Its shape, where it is ours and said so.
+    /// Its shape, where it is ours and said so, or Burn's product as modelled.
     pub shape: Option<LaunchShape>,
 }
 
@@ -125,9 +140,15 @@ struct ByKernel {
 impl LaunchObserver for ByKernel {
     fn launched(&self, kernel: &'static str) {
         *self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).entry(kernel).or_default() += 1;
-        // Only ours take the note: a copy Burn launches while our launch's arguments are made
-        // comes between the note and the launch it belongs to.
-        let shape = if is_ours(kernel) { NOTED.with(Cell::take) } else { None };
+        // Only ours take the note (and Burn's product its own): a copy Burn launches while our
+        // launch's arguments are made comes between the note and the launch it belongs to.
+        let shape = if is_ours(kernel) {
+            NOTED.with(Cell::take)
+        } else if is_burn_product(kernel) {
+            NOTED_PRODUCT.with(Cell::take)
+        } else {
+            None
+        };
         self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((kernel, shape));
     }
 }

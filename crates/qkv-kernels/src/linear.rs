@@ -42,7 +42,8 @@ fn linear_with<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Ten
         // Burn's linear multiplies a [batch, time, in] input batch row by batch row, so the
         // weight's gradient is a [batch, in, out] product summed over the batch (a reduce launch
         // per layer, and that much memory); over the rows flattened it is one product: Burn's,
-        // or ours where it was timed faster on the device (`cube::product_choice`).
+        // or ours where it was timed faster on the device (`cube::product_choice`), each way in
+        // an op of ours, so that every product's launch shape is noted (`cube::burn_product`).
         r @ (Route::Cube | Route::CubeAutodiff) => {
             let mut shape = x.dims();
             let d_in = shape[D - 1];
@@ -50,10 +51,9 @@ fn linear_with<const D: usize>(x: Tensor<D>, weight: Tensor<2>, bias: Option<Ten
             shape[D - 1] = weight.dims()[1];
             let x = x.reshape([rows, d_in]);
             let product = product.unwrap_or_else(|| cube::product_choice::product_for(&x.device()));
-            let y = match (product, r) {
-                (Product::Burn, _) => burn::tensor::module::linear(x, weight, bias),
-                (Product::Blocked, Route::Cube) => from_cube(cube::linear::forward(to_cube(x), to_cube(weight), bias.map(to_cube)).0),
-                (Product::Blocked, _) => from_cube_autodiff(cube_forward_recorded(x, weight, bias)),
+            let y: Tensor<2> = match r {
+                Route::Cube => from_cube(cube::linear::forward(to_cube(x), to_cube(weight), bias.map(to_cube), product).0),
+                _ => from_cube_autodiff(cube_forward_recorded(x, weight, bias, product)),
             };
             y.reshape(shape)
         }
@@ -236,17 +236,19 @@ impl<const N: usize> Backward<Cube, N> for CubeLinearBackward {
     type State = cube::linear::Saved;
 
     fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+        // An input that needs no gradient (an image's patches) costs no product.
+        let with_dx = ops.parents[0].is_some();
         backward_step_on::<Cube, _, N, _>(&ops, grads, |saved, grad| {
-            let (dx, dw, db) = cube::linear::backward(saved, grad, N == 3);
-            [Some(dx), Some(dw), db]
+            let (dx, dw, db) = cube::linear::backward(saved, grad, with_dx, N == 3);
+            [dx, Some(dw), db]
         });
     }
 }
 
-fn cube_forward_recorded(x: Tensor<2>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> CubeAutodiffTensor {
+fn cube_forward_recorded(x: Tensor<2>, weight: Tensor<2>, bias: Option<Tensor<1>>, product: Product) -> CubeAutodiffTensor {
     let (x, x_node) = to_cube_autodiff(x).into_parts();
     let (weight, weight_node) = to_cube_autodiff(weight).into_parts();
-    let run = |bias| cube::linear::forward(x, weight, bias);
+    let run = |bias| cube::linear::forward(x, weight, bias, product);
     match bias {
         None => cube::record(CubeLinearBackward, [x_node, weight_node], || run(None)),
         Some(bias) => {

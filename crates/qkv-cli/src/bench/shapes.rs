@@ -2,8 +2,9 @@
 //! launches, the units they launch, the longest serial work one unit does, and the bytes in and
 //! out; per step, the serial trips along the critical path (each launch waits for the one before,
 //! so the step takes at least the sum of every launch's busiest unit). From the shapes our
-//! kernels note at launch (`qkv_kernels::LaunchShape`), so the figures depend on the model and
-//! the batch, not the machine. Burn's kernels note none: they are counted, and listed as such.
+//! kernels note at launch (`qkv_kernels::LaunchShape`), and Burn's matrix product's as modelled
+//! from cubek's source, so the figures depend on the model and the batch, not the machine.
+//! Burn's other kernels note none: they are counted, and listed as such.
 
 use serde::Serialize;
 
@@ -13,7 +14,8 @@ use qkv_kernels::CountedLaunch;
 #[derive(Debug, Serialize, PartialEq)]
 pub struct KernelShape {
     pub kernel: String,
-    /// One of QKV Lab's kernels, whose shape is known; Burn's are counted only.
+    /// One of QKV Lab's kernels, whose shape is known; of Burn's, the product's shape is
+    /// modelled and the others' counted only.
     pub ours: bool,
     pub launches: f64,
     /// Units launched, over the step's launches of it.
@@ -26,11 +28,12 @@ pub struct KernelShape {
     pub bytes_written: u64,
 }
 
-/// A step's kernels, the most serial work first, and the totals of ours.
+/// A step's kernels, the most serial work first, and the totals of those with a shape (ours and
+/// Burn's products).
 #[derive(Debug, Serialize, PartialEq)]
 pub struct StepShapes {
     pub kernels: Vec<KernelShape>,
-    /// Σ over our launches of each one's busiest unit.
+    /// Σ over the launches with a shape of each one's busiest unit.
     pub critical_path_trips: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
@@ -91,14 +94,16 @@ impl StepShapes {
     }
 
     pub fn print(&self, variant: &str) {
-        println!("\n{variant}'s step by parallel shape (ours from their launch shapes; Burn's counted only):");
+        println!(
+            "\n{variant}'s step by parallel shape (ours from their launch shapes, Burn's product as modelled, Burn's others counted only):"
+        );
         println!(
             "{:>8} {:>11} {:>13} {:>14} {:>11} {:>11}  kernel",
             "launches", "units", "longest unit", "critical path", "MB read", "MB written"
         );
         let mb = |bytes: u64| bytes as f64 / 1e6;
         for k in &self.kernels {
-            if k.ours {
+            if k.threads > 0 {
                 println!(
                     "{:>8.1} {:>11} {:>13} {:>14} {:>11.2} {:>11.2}  {}",
                     k.launches,
@@ -107,14 +112,14 @@ impl StepShapes {
                     k.critical_path_trips,
                     mb(k.bytes_read),
                     mb(k.bytes_written),
-                    k.kernel
+                    if k.ours { k.kernel.clone() } else { format!("{} (Burn's, modelled)", k.kernel) }
                 );
             } else {
                 println!("{:>8.1} {:>11} {:>13} {:>14} {:>11} {:>11}  {} (Burn's)", k.launches, "", "", "", "", "", k.kernel);
             }
         }
         println!(
-            "ours: {} serial trips along the critical path, {:.2} MB read, {:.2} MB written; {:.1} launches of Burn's without a shape",
+            "{} serial trips along the critical path, {:.2} MB read, {:.2} MB written; {:.1} launches of Burn's without a shape",
             self.critical_path_trips,
             mb(self.bytes_read),
             mb(self.bytes_written),

@@ -1,11 +1,12 @@
-//! A linear layer on a cubecl device with our product (`super::product`), for the devices where
-//! it was timed faster than Burn's (`super::product_choice`): the bias is added as the product is
-//! written (one launch forward, where Burn's takes two), and the backward pass is two products
-//! over the operands as they lie and one sum:
+//! A linear layer on a cubecl device as one op with its own backward, with either product: ours
+//! (`super::product`, for the devices where it was timed faster than Burn's,
+//! `super::product_choice`), which adds the bias as the product is written (one launch forward,
+//! where Burn's takes two), or Burn's (`super::burn_product`, its launches' shapes noted). The
+//! backward pass is two products over the operands as they lie and one sum:
 //!
 //! ```text
 //! forward   y  = x W + b      [rows, out]
-//! backward  dx = dy Wᵀ        [rows, in]
+//! backward  dx = dy Wᵀ        [rows, in]   (not where x needs no gradient: an image's patches)
 //!           dW = xᵀ dy        [in, out]
 //!           db = Σ_rows dy
 //! ```
@@ -14,7 +15,7 @@ use burn::backend::ops::FloatTensorOps;
 use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 
-use super::product::product;
+use super::product_choice::Product;
 
 /// What the backward pass needs of the forward.
 #[derive(Debug, Clone)]
@@ -23,19 +24,42 @@ pub(crate) struct Saved {
     pub x: CubeTensor,
     /// [in, out], in whatever strides it came.
     pub weight: CubeTensor,
+    pub product: Product,
 }
 
-/// `x [rows, in] · weight [in, out] + bias`, and what the backward pass needs.
-pub(crate) fn forward(x: CubeTensor, weight: CubeTensor, bias: Option<CubeTensor>) -> (CubeTensor, Saved) {
-    let y = product(x.clone(), weight.clone(), bias);
-    (y, Saved { x, weight })
+/// `a · b (+ bias)` with `product`.
+fn multiply(product: Product, a: CubeTensor, b: CubeTensor, bias: Option<CubeTensor>) -> CubeTensor {
+    match product {
+        Product::Blocked => super::product::product(a, b, bias),
+        Product::Burn => {
+            let y = super::burn_product::product(a, b);
+            match bias {
+                Some(bias) => {
+                    let outputs = bias.meta.shape()[0];
+                    Cube::float_add(y, Cube::float_reshape(bias, [1, outputs].into()))
+                }
+                None => y,
+            }
+        }
+    }
 }
 
-/// dx, dW, and db when the layer has a bias.
-pub(crate) fn backward(saved: &Saved, dy: CubeTensor, with_bias: bool) -> (CubeTensor, CubeTensor, Option<CubeTensor>) {
-    let Saved { x, weight } = saved;
-    let dx = product(dy.clone(), Cube::float_transpose(weight.clone()), None);
-    let dw = product(Cube::float_transpose(x.clone()), dy.clone(), None);
+/// `x [rows, in] · weight [in, out] + bias` with `product`, and what the backward pass needs.
+pub(crate) fn forward(x: CubeTensor, weight: CubeTensor, bias: Option<CubeTensor>, product: Product) -> (CubeTensor, Saved) {
+    let y = multiply(product, x.clone(), weight.clone(), bias);
+    (y, Saved { x, weight, product })
+}
+
+/// dx (where `with_dx`), dW, and db where the layer has a bias.
+pub(crate) fn backward(
+    saved: &Saved,
+    dy: CubeTensor,
+    with_dx: bool,
+    with_bias: bool,
+) -> (Option<CubeTensor>, CubeTensor, Option<CubeTensor>) {
+    let Saved { x, weight, product } = saved;
+    let dx = with_dx.then(|| multiply(*product, dy.clone(), Cube::float_transpose(weight.clone()), None));
+    let dw = multiply(*product, Cube::float_transpose(x.clone()), dy.clone(), None);
     let db = with_bias.then(|| {
         let outputs = dy.meta.shape().dims::<2>()[1];
         Cube::float_reshape(Cube::float_sum_dim(dy, 0), [outputs].into())

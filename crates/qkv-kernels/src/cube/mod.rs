@@ -8,6 +8,7 @@ pub(crate) mod adamw;
 pub(crate) mod attention;
 pub(crate) mod attention_tiled;
 pub(crate) mod block_sum;
+pub(crate) mod burn_product;
 pub(crate) mod cross_entropy;
 pub(crate) mod dropout;
 pub(crate) mod dx_target;

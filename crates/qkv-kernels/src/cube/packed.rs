@@ -16,6 +16,7 @@ use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
+use super::burn_product::product as burn_product;
 use super::{empty, note, units};
 
 /// packed[r, ·] = [w0[r, ·] | w1[r, ·] | w2[r, ·]] (`w2` unread unless `three`), a unit a value.
@@ -120,15 +121,15 @@ pub(crate) struct Saved {
 pub(crate) fn forward(x: CubeTensor, weights: &[CubeTensor]) -> (CubeTensor, Saved) {
     let packed = pack(weights);
     let widths = weights.iter().map(|w| w.meta.shape()[1]).collect();
-    let p = Cube::float_matmul(x.clone(), packed.clone());
+    let p = burn_product(x.clone(), packed.clone());
     (p, Saved { x, packed, widths })
 }
 
 /// dx [rows, in] and each weight's gradient, from dP [rows, Σ out_i]: three launches.
 pub(crate) fn backward(saved: &Saved, d_p: CubeTensor) -> (CubeTensor, Vec<CubeTensor>) {
     let Saved { x, packed, widths } = saved;
-    let dx = Cube::float_matmul(d_p.clone(), Cube::float_transpose(packed.clone()));
-    let d_packed = Cube::float_matmul(Cube::float_transpose(x.clone()), d_p);
+    let dx = burn_product(d_p.clone(), Cube::float_transpose(packed.clone()));
+    let d_packed = burn_product(Cube::float_transpose(x.clone()), d_p);
     (dx, unpack(d_packed, widths))
 }
 
