@@ -367,7 +367,7 @@ fn attention_tiled_d_key_value_kernel(
     let (j, live, row_j) = block_row(t_k);
     let past = t_k - t_q;
     let bias_base = bias_in_stats(q);
-    // dS of (b, h, i, j) at `ds_base + ds_row(h, i) + j`.
+    // dS of (b, h, i, j) at `ds_rows + (h·t_q + i)·t_k + j`.
     let ds_rows = ds_base as usize + b * heads * t_q * t_k;
     // Queries that see the block's first key (a causal query i sees key j when i + past ≥ j).
     let mut first_query = 0usize;
