@@ -99,7 +99,7 @@ impl AdamWUpdates {
             self.launch_waiting();
         }
         self.waiting.push(prepared);
-        if self.waiting.len() == cube::adamw::PARAMETERS_PER_LAUNCH {
+        if self.waiting.len() == cube::adamw::parameters_per_launch(&self.waiting[0].param.client) {
             self.launch_waiting();
         }
         updated

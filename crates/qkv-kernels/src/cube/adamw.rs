@@ -13,7 +13,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::block_sum::{strided_sum, workgroup_sum, workgroup_units};
-use super::{contiguous, empty, note, tree_steps, units, writable};
+use super::{contiguous, empty, flat, note, tree_steps, units, writable};
 use crate::adamw_step::AdamWStep;
 
 /// One value's update, `g` its gradient (clipped already): the moments at `i` in place, and the
@@ -70,13 +70,18 @@ fn adamw_kernel(
     param[i] = adamw_value(param[i], moment_1, moment_2, i, g, beta_1, beta_2, correction_1, correction_2, epsilon, keep, lr);
 }
 
-/// Parameters one launch of `adamw_many_kernel` updates: four, whose parameter, moments and
-/// gradient make sixteen bindings and the clipping factor a seventeenth. Only where the device
-/// allows that many: natively. A browser's WebGPU allows seven and takes one a launch, so the
-/// page is built without that kernel (it would cost the page's download and never run).
-pub(crate) const PARAMETERS_PER_LAUNCH: usize = 4;
+/// Parameters one launch of `adamw_many_kernel` updates: seven, whose parameter, moments and
+/// gradient make 28 bindings and the clipping factor a 29th (Metal's 31 is the tightest native
+/// limit), or as many as fit where a device binds fewer. A browser's WebGPU allows seven and
+/// takes one a launch, so the page is built without that kernel (it would cost the page's
+/// download and never run).
+pub(crate) fn parameters_per_launch(client: &cubecl::client::Client) -> usize {
+    const MOST: usize = 7;
+    // Four bindings a parameter, the factor, and CubeCL's own metadata.
+    ((client.properties().hardware.max_bindings as usize).saturating_sub(2) / 4).min(MOST)
+}
 
-/// The update of up to four parameters, laid end to end: parameter s's values end before
+/// The update of several parameters, laid end to end: parameter s's values end before
 /// `ends[s]`, and `per_parameter` holds its correction₁, correction₂ and keep (1 − lr·λ) at 3s.
 /// A slot without a parameter has no values (its buffers are a placeholder's).
 #[cfg(not(target_arch = "wasm32"))]
@@ -84,22 +89,10 @@ pub(crate) const PARAMETERS_PER_LAUNCH: usize = 4;
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::needless_pass_by_value, reason = "CubeCL's launch takes a sequence by value")]
 fn adamw_many_kernel(
-    p0: &mut Tensor<f32>,
-    m0: &mut Tensor<f32>,
-    v0: &mut Tensor<f32>,
-    g0: &Tensor<f32>,
-    p1: &mut Tensor<f32>,
-    m1: &mut Tensor<f32>,
-    v1: &mut Tensor<f32>,
-    g1: &Tensor<f32>,
-    p2: &mut Tensor<f32>,
-    m2: &mut Tensor<f32>,
-    v2: &mut Tensor<f32>,
-    g2: &Tensor<f32>,
-    p3: &mut Tensor<f32>,
-    m3: &mut Tensor<f32>,
-    v3: &mut Tensor<f32>,
-    g3: &Tensor<f32>,
+    mut params: Sequence<OwnedTensor<f32>>,
+    mut moments_1: Sequence<OwnedTensor<f32>>,
+    mut moments_2: Sequence<OwnedTensor<f32>>,
+    grads: Sequence<OwnedTensor<f32>>,
     grad_scale: &Tensor<f32>,
     ends: Sequence<u32>,
     per_parameter: Sequence<f32>,
@@ -110,39 +103,37 @@ fn adamw_many_kernel(
     #[comptime] scaled: bool,
 ) {
     let unit = ABSOLUTE_POS;
-    let (end0, end1, end2, end3) = (ends[0] as usize, ends[1] as usize, ends[2] as usize, ends[3] as usize);
     let mut scale = 1.0f32;
     if scaled {
         scale = grad_scale[0];
     }
-    if unit < end0 {
-        let i = unit;
-        p0[i] =
-            adamw_value(p0[i], m0, v0, i, g0[i] * scale, beta_1, beta_2, per_parameter[0], per_parameter[1], epsilon, per_parameter[2], lr);
-    } else if unit < end1 {
-        let i = unit - end0;
-        p1[i] =
-            adamw_value(p1[i], m1, v1, i, g1[i] * scale, beta_1, beta_2, per_parameter[3], per_parameter[4], epsilon, per_parameter[5], lr);
-    } else if unit < end2 {
-        let i = unit - end1;
-        p2[i] =
-            adamw_value(p2[i], m2, v2, i, g2[i] * scale, beta_1, beta_2, per_parameter[6], per_parameter[7], epsilon, per_parameter[8], lr);
-    } else if unit < end3 {
-        let i = unit - end2;
-        p3[i] = adamw_value(
-            p3[i],
-            m3,
-            v3,
-            i,
-            g3[i] * scale,
-            beta_1,
-            beta_2,
-            per_parameter[9],
-            per_parameter[10],
-            epsilon,
-            per_parameter[11],
-            lr,
-        );
+    let mut start = 0usize;
+    #[unroll]
+    for s in 0..params.len() {
+        let end = *ends.index(s) as usize;
+        if unit >= start && unit < end {
+            let i = unit - start;
+            let g = grads.index(s)[i] * scale;
+            let (correction_1, correction_2, keep) =
+                (*per_parameter.index(3 * s), *per_parameter.index(3 * s + 1), *per_parameter.index(3 * s + 2));
+            let param = params.index(s)[i];
+            let value = adamw_value(
+                param,
+                moments_1.index_mut(s),
+                moments_2.index_mut(s),
+                i,
+                g,
+                beta_1,
+                beta_2,
+                correction_1,
+                correction_2,
+                epsilon,
+                keep,
+                lr,
+            );
+            params.index_mut(s)[i] = value;
+        }
+        start = end;
     }
 }
 
@@ -177,10 +168,10 @@ pub(crate) fn prepare(param: CubeTensor, grad: CubeTensor, moments: Option<(Cube
     Prepared { param: writable(param), moment_1, moment_2, grad: contiguous(grad), step }
 }
 
-/// Whether `like`'s device binds the buffers of [`PARAMETERS_PER_LAUNCH`] parameters a kernel,
-/// and CubeCL its own metadata beside them.
+/// Whether `like`'s device takes several parameters a kernel ([`parameters_per_launch`]):
+/// natively.
 pub(crate) fn takes_many(like: &CubeTensor) -> bool {
-    cfg!(not(target_arch = "wasm32")) && like.client.properties().hardware.max_bindings as usize > 4 * PARAMETERS_PER_LAUNCH + 1
+    cfg!(not(target_arch = "wasm32")) && parameters_per_launch(&like.client) >= 2
 }
 
 /// Correction₁, correction₂ and keep of a step.
@@ -195,28 +186,37 @@ pub(crate) fn launch_many(_: &[Prepared], _: Option<&CubeTensor>) {
     unreachable!("a browser updates one parameter a launch (takes_many)")
 }
 
-/// Updates `prepared` (one to [`PARAMETERS_PER_LAUNCH`], sharing β₁, β₂, ε and lr) in one
+/// Updates `prepared` (one to [`parameters_per_launch`], sharing β₁, β₂, ε and lr) in one
 /// launch, gradients scaled by `grad_scale` when given.
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn launch_many(prepared: &[Prepared], grad_scale: Option<&CubeTensor>) {
-    assert!(!prepared.is_empty() && prepared.len() <= PARAMETERS_PER_LAUNCH, "{} parameters in one AdamW launch", prepared.len());
     let first = &prepared[0];
     let client = first.param.client.clone();
+    let slots = parameters_per_launch(&client);
+    assert!(prepared.len() <= slots, "{} parameters in one AdamW launch of {slots}", prepared.len());
     // Empty slots bind placeholders of their own: two writable bindings of one buffer would alias.
-    let placeholder = || empty(&first.param, [1]);
-    let mut args = Vec::with_capacity(4 * PARAMETERS_PER_LAUNCH);
+    // Every launch binds every slot, so that one kernel is compiled.
+    let placeholder = || empty(&first.param, [1]).into_tensor_arg();
+    let (mut params, mut moments_1, mut moments_2, mut grads) =
+        (SequenceArg::new(), SequenceArg::new(), SequenceArg::new(), SequenceArg::new());
     let (mut ends, mut per_parameter, mut end) = (SequenceArg::new(), SequenceArg::new(), 0usize);
-    for slot in 0..PARAMETERS_PER_LAUNCH {
+    for slot in 0..slots {
         match prepared.get(slot) {
             Some(p) => {
                 end += p.param.meta.shape().num_elements();
-                args.extend([p.param.clone(), p.moment_1.clone(), p.moment_2.clone(), p.grad.clone()]);
+                params.push(flat(&p.param).into_tensor_arg());
+                moments_1.push(flat(&p.moment_1).into_tensor_arg());
+                moments_2.push(flat(&p.moment_2).into_tensor_arg());
+                grads.push(flat(&p.grad).into_tensor_arg());
                 for value in settings(p.step) {
                     per_parameter.push(value);
                 }
             }
             None => {
-                args.extend([placeholder(), placeholder(), placeholder(), placeholder()]);
+                params.push(placeholder());
+                moments_1.push(placeholder());
+                moments_2.push(placeholder());
+                grads.push(placeholder());
                 for value in [1.0, 1.0, 1.0] {
                     per_parameter.push(value);
                 }
@@ -225,32 +225,18 @@ pub(crate) fn launch_many(prepared: &[Prepared], grad_scale: Option<&CubeTensor>
         ends.push(end as u32);
     }
     let scaled = grad_scale.is_some();
-    let grad_scale = grad_scale.cloned().unwrap_or_else(placeholder);
+    let grad_scale = grad_scale.cloned().unwrap_or_else(|| empty(&first.param, [1]));
     let AdamWStep { beta_1, beta_2, epsilon, lr, .. } = first.step;
     let (cube_count, cube_dim) = units(&client, end);
     note(&cube_count, cube_dim, 1, 4 * end + usize::from(scaled), 3 * end);
-    let mut args = args.into_iter().map(CubeTensor::into_tensor_arg);
-    let mut next = || args.next().expect("four bindings a slot");
     adamw_many_kernel::launch(
         &client,
         cube_count,
         cube_dim,
-        next(),
-        next(),
-        next(),
-        next(),
-        next(),
-        next(),
-        next(),
-        next(),
-        next(),
-        next(),
-        next(),
-        next(),
-        next(),
-        next(),
-        next(),
-        next(),
+        params,
+        moments_1,
+        moments_2,
+        grads,
         grad_scale.into_tensor_arg(),
         ends,
         per_parameter,
@@ -314,9 +300,18 @@ pub(crate) fn launch_one(prepared: &Prepared, grad_scale: Option<&CubeTensor>) {
 /// batch, so neither does this loop.
 const VALUES_PER_UNIT: usize = 64;
 
-/// Tensors one Σx² launch reads: five, and the partial sums make six bindings (WebGPU allows
-/// eight storage buffers a kernel, and CubeCL keeps one).
-pub(crate) const TENSORS_PER_LAUNCH: usize = 5;
+/// Tensors one Σx² launch reads: five in a browser (with the partial sums, six bindings: WebGPU
+/// allows eight storage buffers a kernel, and CubeCL keeps one), and natively 26 (28 bindings:
+/// Metal's 31 is the tightest native limit). At 6/6/384 a model's 51 gradients take two
+/// launches natively (eleven at five).
+pub(crate) fn tensors_per_launch(client: &cubecl::client::Client) -> usize {
+    const BROWSER: usize = 5;
+    const NATIVE: usize = 26;
+    if cfg!(target_arch = "wasm32") {
+        return BROWSER;
+    }
+    (client.properties().hardware.max_bindings as usize).saturating_sub(2).clamp(BROWSER, NATIVE)
+}
 
 /// Σ x[start]², x[start + step]², x[start + 2·step]², …
 #[cube]
@@ -331,41 +326,30 @@ fn strided_squares(x: &Tensor<f32>, start: usize, step: usize) -> f32 {
     sum
 }
 
-/// The units are laid end to end over up to five tensors, `ends[t]` past tensor t's last: unit u
+/// The units are laid end to end over the tensors `xs`, `ends[t]` past tensor t's last: unit u
 /// of tensor t's `units` adds up the squares of its values u, u + units, u + 2·units, …
 /// (neighbouring units read neighbouring values). Each workgroup adds its units' sums up and
 /// writes the total to `partials[offset + workgroup]`. A slot without a tensor has no units, and
 /// units past the last add 0 (every unit takes part in the workgroup's sum).
 #[cube(launch)]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::needless_pass_by_value, reason = "CubeCL's launch takes a sequence by value")]
 fn sum_of_squares_kernel(
-    x0: &Tensor<f32>,
-    x1: &Tensor<f32>,
-    x2: &Tensor<f32>,
-    x3: &Tensor<f32>,
-    x4: &Tensor<f32>,
+    xs: Sequence<OwnedTensor<f32>>,
     partials: &mut Tensor<f32>,
     offset: u32,
-    end0: u32,
-    end1: u32,
-    end2: u32,
-    end3: u32,
-    end4: u32,
+    ends: Sequence<u32>,
     #[comptime] units: usize,
 ) {
     let unit = ABSOLUTE_POS;
-    let (end0, end1, end2, end3, end4) = (end0 as usize, end1 as usize, end2 as usize, end3 as usize, end4 as usize);
     let mut sum = 0.0f32;
-    if unit < end0 {
-        sum = strided_squares(x0, unit, end0);
-    } else if unit < end1 {
-        sum = strided_squares(x1, unit - end0, end1 - end0);
-    } else if unit < end2 {
-        sum = strided_squares(x2, unit - end1, end2 - end1);
-    } else if unit < end3 {
-        sum = strided_squares(x3, unit - end2, end3 - end2);
-    } else if unit < end4 {
-        sum = strided_squares(x4, unit - end3, end4 - end3);
+    let mut start = 0usize;
+    #[unroll]
+    for t in 0..xs.len() {
+        let end = *ends.index(t) as usize;
+        if unit >= start && unit < end {
+            sum = strided_squares(xs.index(t), unit - start, end - start);
+        }
+        start = end;
     }
     let mut shared = Shared::<[f32]>::new_slice(units);
     let total = workgroup_sum(&mut shared, sum);
@@ -405,7 +389,7 @@ fn units_over(n: usize) -> usize {
     n.div_ceil(VALUES_PER_UNIT)
 }
 
-/// The partial sums of Σx² over tensors of `sizes` values, [`TENSORS_PER_LAUNCH`] a launch in
+/// The partial sums of Σx² over tensors of `sizes` values, [`tensors_per_launch`] a launch in
 /// order, and the launches' workgroups: one partial sum each. Every unit of a launch adds up
 /// at most [`VALUES_PER_UNIT`] values; the finish adds up ⌈partials / units⌉ a unit.
 pub(crate) struct Squares {
@@ -414,46 +398,31 @@ pub(crate) struct Squares {
 }
 
 impl Squares {
-    /// Σx² of each of `xs`, in workgroup partial sums: ⌈xs / 5⌉ launches.
+    /// Σx² of each of `xs`, in workgroup partial sums: a launch for every
+    /// [`tensors_per_launch`] of them.
     pub(crate) fn of(xs: &[CubeTensor]) -> Self {
         let first = xs.first().expect("Σx² of no tensors");
         let client = first.client.clone();
         let units = workgroup_units(&client);
-        let launches: Vec<&[CubeTensor]> = xs.chunks(TENSORS_PER_LAUNCH).collect();
+        let per_launch = tensors_per_launch(&client);
+        let launches: Vec<&[CubeTensor]> = xs.chunks(per_launch).collect();
         let cubes = |group: &[CubeTensor]| group.iter().map(|x| units_over(x.meta.shape().num_elements())).sum::<usize>().div_ceil(units);
         let partials = empty(first, [launches.iter().map(|group| cubes(group)).sum::<usize>()]);
         let mut offset = 0;
         for group in launches {
             let xs: Vec<CubeTensor> = group.iter().cloned().map(contiguous).collect();
-            let mut ends = [0u32; TENSORS_PER_LAUNCH];
-            let mut end = 0;
-            for (slot, at) in ends.iter_mut().enumerate() {
+            // Every launch binds `per_launch` slots, so that one kernel is compiled: slots without
+            // a tensor read the first and have no units.
+            let (mut slots, mut ends, mut end) = (SequenceArg::new(), SequenceArg::new(), 0usize);
+            for slot in 0..per_launch {
                 end += xs.get(slot).map_or(0, |x| units_over(x.meta.shape().num_elements()));
-                *at = end as u32;
+                ends.push(end as u32);
+                slots.push(flat(xs.get(slot).unwrap_or(&xs[0])).into_tensor_arg());
             }
-            // Slots without a tensor read none; the first fills them.
-            let arg = |slot: usize| xs.get(slot).unwrap_or(&xs[0]).clone().into_tensor_arg();
             let (count, dim) = (cubecl::CubeCount::new_1d(cubes(group) as u32), cubecl::CubeDim::new_1d(units as u32));
             let values: usize = xs.iter().map(|x| x.meta.shape().num_elements()).sum();
             note(&count, dim, VALUES_PER_UNIT + tree_steps(units), values, cubes(group));
-            sum_of_squares_kernel::launch(
-                &client,
-                count,
-                dim,
-                arg(0),
-                arg(1),
-                arg(2),
-                arg(3),
-                arg(4),
-                partials.clone().into_tensor_arg(),
-                offset as u32,
-                ends[0],
-                ends[1],
-                ends[2],
-                ends[3],
-                ends[4],
-                units,
-            );
+            sum_of_squares_kernel::launch(&client, count, dim, slots, partials.clone().into_tensor_arg(), offset as u32, ends, units);
             offset += cubes(group);
         }
         Self { partials, units }
@@ -520,13 +489,14 @@ mod tests {
         assert_eq!(values(start.clone()), values(input([13, 700], 1, &device)), "the parameter the caller kept is untouched");
     }
 
-    /// Parameters updated four a launch (where the device binds that many buffers, as lavapipe
-    /// does) end as each updated alone: six of them, decayed or not, one first seen at the
-    /// second step, over three steps with a clipping factor.
+    /// Parameters updated several a launch (seven where the device binds that many buffers, as
+    /// lavapipe does) end as each updated alone: nine of them, so that a second launch has
+    /// empty slots, decayed or not, one first seen at the second step, over three steps with a
+    /// clipping factor.
     #[test]
     fn updates_launched_together_match_one_at_a_time() {
         let device = gpu();
-        let shapes = [[13, 700], [1, 5], [64, 3], [1, 4096], [7, 7], [2, 129]];
+        let shapes = [[13, 700], [1, 5], [64, 3], [1, 4096], [7, 7], [2, 129], [3, 3], [1, 1], [40, 40]];
         let scale = Tensor::<1>::from_data(TensorData::new(vec![0.7f32], [1]), &device);
         let run = |together: bool| {
             let mut params: Vec<Tensor<2>> = shapes.iter().enumerate().map(|(i, &s)| input(s, i as u64, &device)).collect();
@@ -558,17 +528,18 @@ mod tests {
 
     #[test]
     fn sum_of_squares_on_wgpu_matches_the_cpu() {
-        // More tensors than one launch takes, of sizes that do and do not fill a unit's share.
+        // More tensors than one launch takes (natively 26, in a browser 5), of sizes that do and
+        // do not fill a unit's share.
         let shapes: [&[usize]; 7] = [&[300, 601], &[77], &[4096], &[1], &[64, 3], &[5000], &[129]];
         let squares = |device: &Device| {
             let mut sum = SumOfSquares::default();
-            for (seed, shape) in shapes.iter().enumerate() {
+            for (seed, shape) in shapes.iter().cycle().take(30).enumerate() {
                 sum.add(input([shape.iter().product::<usize>()], seed as u64, device));
             }
             sum
         };
         assert_close(&values(squares(&gpu()).total(&gpu())), &values(squares(&Device::flex()).total(&Device::flex())), 1e-5, "Σx² on wgpu");
-        // The norm (about 300) with a bound above it, then below it (the factor is 1, then not).
+        // The norm (some hundreds) with a bound above it, then below it (the factor is 1, then not).
         for max_norm in [None, Some(1000.0), Some(1.0)] {
             let (norm, scale) = squares(&gpu()).norm(&gpu(), max_norm);
             let (flex_norm, flex_scale) = squares(&Device::flex()).norm(&Device::flex(), max_norm);

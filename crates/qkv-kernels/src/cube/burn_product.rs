@@ -14,7 +14,8 @@
 //! trips      ⌈k / Ek⌉ stages of Ek steps
 //! ```
 //!
-//! A weight's gradient xᵀ·dy has k = the batch's rows, so its units' loops grow with the batch.
+//! A weight's gradient xᵀ·dy has k = the batch's rows: `super::weight_gradient` cuts them into
+//! runs, a batch of products, so that its units' loops do not grow with the batch.
 
 use burn::backend::ops::FloatTensorOps;
 use burn_cubecl::CubeBackend as Cube;
@@ -24,15 +25,29 @@ use burn_cubecl::tensor::CubeTensor;
 pub(crate) fn product(a: CubeTensor, b: CubeTensor) -> CubeTensor {
     let [m, k] = a.meta.shape().dims();
     let n = b.meta.shape()[1];
-    let plane = a.client.properties().hardware.plane_size_min.max(1) as usize;
+    note(1, m, n, k, &a);
+    Cube::float_matmul(a, b)
+}
+
+/// `a` [batches, m, k] · `b` [batches, k, n] by Burn, the launch's shape noted first: one launch,
+/// a product a batch (cubek launches the batches as a third axis of workgroups).
+pub(crate) fn batched_product(a: CubeTensor, b: CubeTensor) -> CubeTensor {
+    let [batches, m, k] = a.meta.shape().dims();
+    let n = b.meta.shape()[2];
+    note(batches, m, n, k, &a);
+    Cube::float_matmul(a, b)
+}
+
+/// Notes the launch of `batches` [m, k] · [k, n] products on `like`'s device.
+fn note(batches: usize, m: usize, n: usize, k: usize, like: &CubeTensor) {
+    let plane = like.client.properties().hardware.plane_size_min.max(1) as usize;
     let shape = LaunchShape::of(m, n, k, plane);
     crate::launches::note_product_shape(crate::launches::LaunchShape {
-        threads: (shape.workgroups * shape.units) as u64,
+        threads: (batches * shape.workgroups * shape.units) as u64,
         serial_trips: shape.trips as u64,
-        bytes_read: 4 * (m * k + k * n) as u64,
-        bytes_written: 4 * (m * n) as u64,
+        bytes_read: 4 * (batches * (m * k + k * n)) as u64,
+        bytes_written: 4 * (batches * m * n) as u64,
     });
-    Cube::float_matmul(a, b)
 }
 
 /// How cubek-matmul's simple unit matmul launches an [m, k] · [k, n] product (see the module).

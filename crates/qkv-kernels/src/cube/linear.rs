@@ -7,7 +7,7 @@
 //! ```text
 //! forward   y  = x W + b      [rows, out]
 //! backward  dx = dy Wᵀ        [rows, in]   (not where x needs no gradient: an image's patches)
-//!           dW = xᵀ dy        [in, out]
+//!           dW = xᵀ dy        [in, out]    (in runs of the rows where they are many: super::weight_gradient)
 //!           db = Σ_rows dy
 //! ```
 
@@ -59,7 +59,7 @@ pub(crate) fn backward(
 ) -> (Option<CubeTensor>, CubeTensor, Option<CubeTensor>) {
     let Saved { x, weight, product } = saved;
     let dx = with_dx.then(|| multiply(*product, dy.clone(), Cube::float_transpose(weight.clone()), None));
-    let dw = multiply(*product, Cube::float_transpose(x.clone()), dy.clone(), None);
+    let dw = super::weight_gradient::weight_gradient(*product, x.clone(), dy.clone());
     let db = with_bias.then(|| {
         let outputs = dy.meta.shape().dims::<2>()[1];
         Cube::float_reshape(Cube::float_sum_dim(dy, 0), [outputs].into())

@@ -20,6 +20,7 @@ pub(crate) mod linear;
 pub(crate) mod packed;
 pub(crate) mod product;
 pub(crate) mod product_choice;
+pub(crate) mod weight_gradient;
 
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::ops::{Backward, NodeGuard, OpsKind};
@@ -132,6 +133,15 @@ pub(crate) fn note(count: &cubecl::CubeCount, dim: cubecl::CubeDim, serial_trips
         bytes_read: 4 * values_read as u64,
         bytes_written: 4 * values_written as u64,
     });
+}
+
+/// `tensor` (contiguous) as one row of its values, the same buffer: a kernel that indexes its
+/// tensors flat and binds them in a sequence is then compiled once whatever their ranks (a
+/// tensor's rank is part of the compiled kernel).
+pub(crate) fn flat(tensor: &CubeTensor) -> CubeTensor {
+    use burn::backend::ops::FloatTensorOps;
+    let n = tensor.meta.shape().num_elements();
+    burn_cubecl::CubeBackend::float_reshape(tensor.clone(), [n].into())
 }
 
 /// Steps of a workgroup tree over `units` units (`block_sum::workgroup_sums`).

@@ -4,7 +4,9 @@
 //! ```text
 //! forward   P  = x W                  W = [W_1 | W_2 | W_3]   [in, Σ out_i], packed (one launch)
 //! backward  dx = dP Wᵀ                one product, where the projections took one each and two adds
-//!           dW = xᵀ dP                one product, then unpacked into dW_1, dW_2, dW_3 (one launch)
+//!           dW = xᵀ dP                one product (in runs of the rows where they are many:
+//!                                     super::weight_gradient), then summed and unpacked into
+//!                                     dW_1, dW_2, dW_3 (one launch)
 //! ```
 //!
 //! The weights stay separate parameters (the optimiser, the checkpoints and the counts see them
@@ -17,6 +19,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::burn_product::product as burn_product;
+use super::product_choice::Product;
 use super::{empty, note, units};
 
 /// packed[r, ·] = [w0[r, ·] | w1[r, ·] | w2[r, ·]] (`w2` unread unless `three`), a unit a value.
@@ -38,24 +41,48 @@ fn pack_kernel(w0: &Tensor<f32>, w1: &Tensor<f32>, w2: &Tensor<f32>, packed: &mu
     }
 }
 
+/// Partial sums [`unpack_kernel`] adds up a unit: a fixed loop, so that a unit's work does not
+/// grow with the batch (more partials than this are summed down first).
+const PARTIALS: usize = 64;
+
 /// The inverse of [`pack_kernel`]: packed's columns into `w0`, `w1`, `w2` (contiguous; `w2`
-/// unwritten unless `three`), a unit a value.
+/// unwritten unless `three`), a unit a value. With `summed`, `packed` holds `runs` ≤
+/// [`PARTIALS`] partial sums [runs, in, Σ out_i] (a weight gradient's, `super::weight_gradient`)
+/// and each value is their sum.
 #[cube(launch)]
-fn unpack_kernel(packed: &Tensor<f32>, w0: &mut Tensor<f32>, w1: &mut Tensor<f32>, w2: &mut Tensor<f32>, #[comptime] three: bool) {
+fn unpack_kernel(
+    packed: &Tensor<f32>,
+    w0: &mut Tensor<f32>,
+    w1: &mut Tensor<f32>,
+    w2: &mut Tensor<f32>,
+    runs: u32,
+    #[comptime] three: bool,
+    #[comptime] summed: bool,
+) {
     let index = ABSOLUTE_POS;
-    if index >= packed.len() {
+    let values = packed.len() / runs as usize;
+    if index >= values {
         terminate!();
     }
-    let width = packed.shape(1);
+    let mut value = packed[index];
+    if summed {
+        value = 0.0f32;
+        for s in 0..PARTIALS {
+            if s < runs as usize {
+                value += packed[s * values + index];
+            }
+        }
+    }
+    let width = packed.shape(packed.rank() - 1);
     let (r, c) = (index / width, index % width);
     let (n0, n1) = (w0.shape(1), w1.shape(1));
     if c < n0 {
-        w0[r * n0 + c] = packed[index];
+        w0[r * n0 + c] = value;
     } else if c < n0 + n1 {
-        w1[r * n1 + c - n0] = packed[index];
+        w1[r * n1 + c - n0] = value;
     } else if three {
         let n2 = w2.shape(1);
-        w2[r * n2 + c - n0 - n1] = packed[index];
+        w2[r * n2 + c - n0 - n1] = value;
     }
 }
 
@@ -82,28 +109,38 @@ pub(crate) fn pack(weights: &[CubeTensor]) -> CubeTensor {
     packed
 }
 
-/// `packed` [in, Σ widths] back into one [in, width] tensor a width: one launch.
-pub(crate) fn unpack(packed: CubeTensor, widths: &[usize]) -> Vec<CubeTensor> {
+/// The sum of `partials` [runs, in, Σ widths] (a weight gradient's partial sums; one run: the
+/// packed weights themselves), into one [in, width] tensor a width: one launch (two past
+/// [`PARTIALS`] runs).
+pub(crate) fn unpack(partials: CubeTensor, widths: &[usize]) -> Vec<CubeTensor> {
     assert!(matches!(widths.len(), 2 | 3), "two or three projections unpack, not {}", widths.len());
-    let packed = super::contiguous(packed);
-    let d_in = packed.meta.shape()[0];
-    let parts: Vec<CubeTensor> = widths.iter().map(|&w| empty(&packed, [d_in, w])).collect();
+    let [runs, d_in, width] = partials.meta.shape().dims();
+    let (partials, runs) = if runs > PARTIALS {
+        let sums = super::weight_gradient::finish(partials);
+        (Cube::float_reshape(sums, [1, d_in, width].into()), 1)
+    } else {
+        (super::contiguous(partials), runs)
+    };
+    let parts: Vec<CubeTensor> = widths.iter().map(|&w| empty(&partials, [d_in, w])).collect();
     // Two parts: the third slot takes a value the kernel never writes.
-    let unused = empty(&packed, [1, 1]);
+    let unused = empty(&partials, [1, 1]);
     let third = parts.get(2).unwrap_or(&unused);
-    let client = packed.client.clone();
-    let values = packed.meta.shape().num_elements();
+    let client = partials.client.clone();
+    let values = d_in * width;
+    let summed = runs > 1;
     let (count, dim) = units(&client, values);
-    note(&count, dim, 1, values, values);
+    note(&count, dim, if summed { PARTIALS } else { 1 }, runs * values, values);
     unpack_kernel::launch(
         &client,
         count,
         dim,
-        packed.into_tensor_arg(),
+        partials.into_tensor_arg(),
         parts[0].clone().into_tensor_arg(),
         parts[1].clone().into_tensor_arg(),
         third.clone().into_tensor_arg(),
+        runs as u32,
         widths.len() == 3,
+        summed,
     );
     parts
 }
@@ -129,12 +166,13 @@ pub(crate) fn forward(x: CubeTensor, weights: &[CubeTensor]) -> (CubeTensor, Sav
 pub(crate) fn backward(saved: &Saved, d_p: CubeTensor) -> (CubeTensor, Vec<CubeTensor>) {
     let Saved { x, packed, widths } = saved;
     let dx = burn_product(d_p.clone(), Cube::float_transpose(packed.clone()));
-    let d_packed = burn_product(Cube::float_transpose(x.clone()), d_p);
-    (dx, unpack(d_packed, widths))
+    let partials = super::weight_gradient::partials(Product::Burn, x.clone(), d_p);
+    (dx, unpack(partials, widths))
 }
 
 #[cfg(test)]
 mod tests {
+    use burn::backend::ops::FloatTensorOps;
     use burn::tensor::Tensor;
 
     use crate::cube::{from_cube, to_cube};
@@ -142,12 +180,13 @@ mod tests {
 
     /// Packing and unpacking are inverses, and the packed product is each projection's beside
     /// the others': three weights and two, of unequal widths (GQA's keys and values are
-    /// narrower than its queries), one of them read through a transpose.
+    /// narrower than its queries), one of them read through a transpose; a few rows, and
+    /// enough that the weights' gradients are summed from runs of rows.
     #[test]
     fn the_packed_product_is_the_projections_side_by_side() {
         let device = gpu();
-        let x = input([10, 12], 1, &device);
-        for widths in [vec![12, 4, 4], vec![6, 6]] {
+        for (rows, widths) in [(10, vec![12, 4, 4]), (10, vec![6, 6]), (3000, vec![12, 4, 4])] {
+            let x = input([rows, 12], 1, &device);
             let weights: Vec<Tensor<2>> = widths.iter().enumerate().map(|(i, &w)| input([12, w], 2 + i as u64, &device)).collect();
             // A transposed view as the first weight: the kernel reads through strides.
             let first = input([widths[0], 12], 9, &device).transpose();
@@ -156,23 +195,24 @@ mod tests {
             let (p, saved) = super::forward(to_cube(x.clone()), &cubes);
             let expected = Tensor::cat(weights.iter().map(|w| x.clone().matmul(w.clone())).collect(), 1);
             assert_close(&values(from_cube::<2>(p)), &values(expected), 1e-5, &format!("P for widths {widths:?}"));
-            for (part, weight) in super::unpack(saved.packed.clone(), &widths).into_iter().zip(&weights) {
+            let packed = burn_cubecl::CubeBackend::float_reshape(saved.packed.clone(), [1, 12, widths.iter().sum()].into());
+            for (part, weight) in super::unpack(packed, &widths).into_iter().zip(&weights) {
                 assert_close(&values(from_cube::<2>(part)), &values(weight.clone()), 0.0, &format!("unpacked, widths {widths:?}"));
             }
             // Backward: dx = dP Wᵀ summed over the projections; dW_i = xᵀ dP_i.
             let total: usize = widths.iter().sum();
-            let d_p = input([10, total], 11, &device);
+            let d_p = input([rows, total], 11, &device);
             let (dx, d_weights) = super::backward(&saved, to_cube(d_p.clone()));
             let mut start = 0;
             let mut expected_dx = x.zeros_like();
             for (d_weight, (&w, weight)) in d_weights.into_iter().zip(widths.iter().zip(&weights)) {
-                let d_part = d_p.clone().slice([0..10, start..start + w]);
+                let d_part = d_p.clone().slice([0..rows, start..start + w]);
                 expected_dx = expected_dx + d_part.clone().matmul(weight.clone().transpose());
                 let expected = x.clone().transpose().matmul(d_part);
-                assert_close(&values(from_cube::<2>(d_weight)), &values(expected), 1e-5, &format!("dW, widths {widths:?}"));
+                assert_close(&values(from_cube::<2>(d_weight)), &values(expected), 1e-3, &format!("dW, {rows} rows, widths {widths:?}"));
                 start += w;
             }
-            assert_close(&values(from_cube::<2>(dx)), &values(expected_dx), 1e-5, &format!("dx, widths {widths:?}"));
+            assert_close(&values(from_cube::<2>(dx)), &values(expected_dx), 1e-4, &format!("dx, {rows} rows, widths {widths:?}"));
         }
     }
 }

@@ -19,18 +19,23 @@ use super::{empty, note, units};
 /// The side of the block of C a unit computes.
 const TILE: usize = 8;
 
-/// Block (row0.., col0..) of `c = a·b (+ bias)`. Rows and columns past the edge read the last
-/// row or column (so no load is out of bounds and no branch is taken in the loop) and are not
-/// written.
+/// Block (row0.., col0..) of `c = a·b (+ bias)` over one run of k: unit u takes run u / blocks
+/// (values `run`·s to `run`·(s + 1) of k) and writes that run's partial sum to c[s] (one run: c
+/// itself). Rows and columns past the edge read the last row or column (so no load is out of
+/// bounds and no branch is taken in the loop) and are not written.
 #[cube(launch)]
-fn product_kernel(a: &Tensor<f32>, b: &Tensor<f32>, bias: &Tensor<f32>, c: &mut Tensor<f32>, #[comptime] with_bias: bool) {
+fn product_kernel(a: &Tensor<f32>, b: &Tensor<f32>, bias: &Tensor<f32>, c: &mut Tensor<f32>, run: u32, #[comptime] with_bias: bool) {
     let (m, k, n) = (a.shape(0), a.shape(1), b.shape(1));
     let blocks_n = n.div_ceil(TILE);
-    let row0 = (ABSOLUTE_POS / blocks_n) * TILE;
-    let col0 = (ABSOLUTE_POS % blocks_n) * TILE;
-    if row0 >= m {
+    let blocks = m.div_ceil(TILE) * blocks_n;
+    let (split, block) = (ABSOLUTE_POS / blocks, ABSOLUTE_POS % blocks);
+    let k_start = split * run as usize;
+    if k_start >= k {
         terminate!();
     }
+    let k_end = min(k, k_start + run as usize);
+    let row0 = (block / blocks_n) * TILE;
+    let col0 = (block % blocks_n) * TILE;
     let (a_row, a_col) = (a.stride(0), a.stride(1));
     let (b_row, b_col) = (b.stride(0), b.stride(1));
     let mut a_at = Array::<usize>::new(TILE);
@@ -47,7 +52,7 @@ fn product_kernel(a: &Tensor<f32>, b: &Tensor<f32>, bias: &Tensor<f32>, c: &mut 
     }
     let mut a_values = Array::<f32>::new(TILE);
     let mut b_values = Array::<f32>::new(TILE);
-    for kk in 0..k {
+    for kk in k_start..k_end {
         #[unroll]
         for r in 0..TILE {
             a_values[r] = a[a_at[r] + kk * a_col];
@@ -73,7 +78,7 @@ fn product_kernel(a: &Tensor<f32>, b: &Tensor<f32>, bias: &Tensor<f32>, c: &mut 
             for r in 0..TILE {
                 let row = row0 + r;
                 if row < m {
-                    c[row * n + col] = acc[r * TILE + s] + add;
+                    c[split * m * n + row * n + col] = acc[r * TILE + s] + add;
                 }
             }
         }
@@ -83,16 +88,33 @@ fn product_kernel(a: &Tensor<f32>, b: &Tensor<f32>, bias: &Tensor<f32>, c: &mut 
 /// `a [m, k] · b [k, n] (+ bias [n])`, row-major [m, n]; `a` and `b` in any strides.
 pub(crate) fn product(a: CubeTensor, b: CubeTensor, bias: Option<CubeTensor>) -> CubeTensor {
     let [m, k] = a.meta.shape().dims();
+    let n = b.meta.shape()[1];
+    launch(a, b, bias, k.max(1), [m, n].into())
+}
+
+/// The partial sums of `a [m, k] · b [k, n]` over runs of `run` values of k (the last may be
+/// shorter), as [⌈k / run⌉, m, n]: one launch, a unit looping over one run.
+pub(crate) fn product_in_runs(a: CubeTensor, b: CubeTensor, run: usize) -> CubeTensor {
+    let [m, k] = a.meta.shape().dims();
+    let n = b.meta.shape()[1];
+    launch(a, b, None, run, [k.div_ceil(run), m, n].into())
+}
+
+/// One launch of [`product_kernel`] into a new tensor of `shape` (⌈k / run⌉·m·n values).
+fn launch(a: CubeTensor, b: CubeTensor, bias: Option<CubeTensor>, run: usize, shape: burn::tensor::Shape) -> CubeTensor {
+    let [m, k] = a.meta.shape().dims();
     let [k_b, n] = b.meta.shape().dims();
     assert_eq!(k, k_b, "product: [{m}, {k}] · [{k_b}, {n}]");
-    let c = empty(&a, [m, n]);
+    assert!(run > 0, "a product in runs of 0");
+    let runs = k.div_ceil(run).max(1);
+    let c = empty(&a, shape);
     let with_bias = bias.is_some();
     // Unread without a bias: a one-value buffer fills the slot.
     let bias = bias.map(super::contiguous).unwrap_or_else(|| empty(&a, [1]));
     let client = a.client.clone();
-    let (cube_count, cube_dim) = units(&client, m.div_ceil(TILE) * n.div_ceil(TILE));
-    // A unit loops over k, reading a row of its block of A and of B each trip.
-    note(&cube_count, cube_dim, k, m * k + k * n + if with_bias { n } else { 0 }, m * n);
+    let (cube_count, cube_dim) = units(&client, runs * m.div_ceil(TILE) * n.div_ceil(TILE));
+    // A unit loops over its run of k, reading a row of its block of A and of B each trip.
+    note(&cube_count, cube_dim, run.min(k), m * k + k * n + if with_bias { n } else { 0 }, runs * m * n);
     product_kernel::launch(
         &client,
         cube_count,
@@ -101,6 +123,7 @@ pub(crate) fn product(a: CubeTensor, b: CubeTensor, bias: Option<CubeTensor>) ->
         b.into_tensor_arg(),
         bias.into_tensor_arg(),
         c.clone().into_tensor_arg(),
+        run as u32,
         with_bias,
     );
     c
