@@ -56,12 +56,13 @@ fn a_classroom_step_on_wgpu_costs_its_recorded_launches_and_one_wait() {
     assert_eq!(by_kernel, 73.0, "the kernels of a step add up to its launches");
     // The step's parallel shapes, from the shapes our kernels launch and Burn's 27 products as
     // modelled (the critical path of serial trips, bytes read and written); Burn's one fill, the
-    // loss's seed, carries none.
-    let shapes: Vec<Option<f64>> = ["critical_path_trips", "bytes_read", "bytes_written", "launches_without_shape"]
+    // loss's seed, carries none. The least a step must move: 107,648 parameters, each with its
+    // gradient and two moments, read and written once (32 bytes), and 1,024 tokens and targets.
+    let shapes: Vec<Option<f64>> = ["critical_path_trips", "bytes_read", "bytes_written", "launches_without_shape", "bytes_least"]
         .iter()
         .map(|key| row["step_shapes"][key].as_f64())
         .collect();
-    assert_eq!(shapes, [34_735.0, 42_160_456.0, 23_707_192.0, 1.0].map(Some), "{row:#}");
+    assert_eq!(shapes, [34_735.0, 42_160_456.0, 23_707_192.0, 1.0, (32.0 * 107_648.0 + 8.0 * 1_024.0)].map(Some), "{row:#}");
 
     // Steps launched in pairs wait once per pair, and the pair's values are read in that one
     // wait as they lie (no launch puts them together).
@@ -181,9 +182,13 @@ fn a_bigger_batch_adds_units_not_serial_work() {
     for row in [&small, &large] {
         assert_eq!(row["step_shapes"]["launches_without_shape"].as_f64(), Some(1.0), "the loss's seed only: {row:#}");
     }
-    // Bytes grow with the batch (activations), by less than 8× (the parameters' do not).
+    // Bytes grow with the batch (activations), by less than 8× (the parameters' do not), and
+    // so does their multiple of the least a step must move (10,749,696 parameters, 32 bytes each,
+    // and the batch's tokens and targets).
     let bytes = |row: &Value| shape(row, "bytes_read") + shape(row, "bytes_written");
     assert!(bytes(&large) > 4 * bytes(&small) && bytes(&large) < 8 * bytes(&small), "{} → {}", bytes(&small), bytes(&large));
+    let least = |batch: u64| 32 * 10_749_696 + 8 * batch * 256;
+    assert_eq!((shape(&small, "bytes_least"), shape(&large, "bytes_least")), (least(8), least(64)));
     for row in [&small, &large] {
         assert_eq!(row["launches_per_step"].as_f64(), Some(220.0), "{row:#}");
     }

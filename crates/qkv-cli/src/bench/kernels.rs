@@ -119,7 +119,8 @@ pub fn run(args: &BenchArgs) -> Result<(), Failure> {
         let (before, mark) = (counter.tally(), counter.mark());
         step(run, &batch, args.steps, args.read_back_every, args.dry_run)?;
         let (launches_per_step, host_waits_per_step, step_by_kernel) = per(&counter.tally().since(&before), args.steps);
-        let step_shapes = StepShapes::of(&counter.launches_since(mark), args.steps);
+        let least = super::shapes::least_bytes(run.model().num_params(), batch_size * block_size);
+        let step_shapes = StepShapes::of(&counter.launches_since(mark), args.steps, least);
 
         // After the counts: while the kernels are timed the counter sees none.
         let step_profile = if args.profile {

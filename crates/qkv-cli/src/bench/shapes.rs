@@ -37,13 +37,28 @@ pub struct StepShapes {
     pub critical_path_trips: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
+    /// The bytes any step of this model and batch must move ([`least_bytes`]), against which
+    /// `bytes_read + bytes_written` is read.
+    pub bytes_least: u64,
     /// Launches per step with no shape (Burn's kernels).
     pub launches_without_shape: f64,
 }
 
+/// The bytes a training step must move however its kernels are fused, for `parameters` f32
+/// parameters and a batch of `tokens` positions: the tokens and their targets read (i32), and
+/// eight values a parameter, each once: the parameter read (forward) and written (the update),
+/// its gradient written and read (the clipping needs the global norm before any update, so the
+/// gradient must be kept), and AdamW's two moments read and written. Everything else a step
+/// moves is activations, which a kernel that kept them on the chip (or recomputed them) would
+/// not.
+pub fn least_bytes(parameters: usize, tokens: usize) -> u64 {
+    4 * (8 * parameters as u64 + 2 * tokens as u64)
+}
+
 impl StepShapes {
-    /// The shapes of `launches`, the launches of `steps` like steps, per step.
-    pub fn of(launches: &[CountedLaunch], steps: usize) -> Self {
+    /// The shapes of `launches`, the launches of `steps` like steps, per step, beside the
+    /// `bytes_least` a step must move.
+    pub fn of(launches: &[CountedLaunch], steps: usize, bytes_least: u64) -> Self {
         let steps_u64 = steps.max(1) as u64;
         let mut kernels: Vec<KernelShape> = Vec::new();
         for launch in launches {
@@ -88,6 +103,7 @@ impl StepShapes {
             critical_path_trips: kernels.iter().map(|k| k.critical_path_trips).sum(),
             bytes_read: kernels.iter().map(|k| k.bytes_read).sum(),
             bytes_written: kernels.iter().map(|k| k.bytes_written).sum(),
+            bytes_least,
             launches_without_shape: without_shape as f64 / steps as f64,
             kernels,
         }
@@ -124,6 +140,13 @@ impl StepShapes {
             mb(self.bytes_read),
             mb(self.bytes_written),
             self.launches_without_shape
+        );
+        let moved = self.bytes_read + self.bytes_written;
+        println!(
+            "{:.2} MB moved, {:.1}× the {:.2} MB any step must move (the batch, and each parameter, its gradient and AdamW's moments once: the rest is activations)",
+            mb(moved),
+            moved as f64 / self.bytes_least.max(1) as f64,
+            mb(self.bytes_least)
         );
     }
 }
