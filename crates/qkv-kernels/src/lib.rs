@@ -59,7 +59,7 @@ pub use kernel_times::{KernelTime, KernelTimes};
 pub use launches::{CountedLaunch, DryRun, LaunchCounter, LaunchShape, ReadBackError, Tally, read_back, read_floats, read_floats_together};
 pub use layer_norm::{layer_norm, pre_norm};
 pub use linear::linear;
-pub use packed_attention::{Projections, packed_attention};
+pub use packed_attention::{Projections, Sharing, packed_attention};
 pub use token_groups::TokenGroups;
 
 #[cfg(test)]

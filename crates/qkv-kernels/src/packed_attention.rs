@@ -9,7 +9,10 @@
 //! backward    6 products + 2 adds of dx       2 products + 1 unpacking
 //! ```
 //!
-//! A layer of the standard variant takes six launches fewer a step. Two ops under autodiff: the
+//! A layer of the standard variant takes six launches fewer a step. Where a variant shares a
+//! projection (Q = K, K = V, Q = K = V) its weight is in P once, the attention reads it for each
+//! role, and the dK/dV kernel adds the roles' gradients in its place (`Sharing`). Two ops under
+//! autodiff: the
 //! packed product (x and the weights in, P out) and the attention over P (P, and x for W_Q = I, in).
 //! The weights stay separate parameters. Taken where Burn's product and the tiled kernels are
 //! (a GPU, not one emulated on the CPU); everywhere else the caller projects and attends apart
@@ -24,12 +27,14 @@ use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 
 use crate::attention::Mask;
+pub use crate::cube::attention_tiled::Sharing;
 use crate::cube::attention_tiled::{self, Bases, KeyValueLayout};
 use crate::cube::{self, empty, from_cube, from_cube_autodiff, to_cube, to_cube_autodiff};
 use crate::flex::{Route, backward_step_on, route};
 
 /// The weights that make the queries, keys and values from the attention's input, each
-/// [n_embd, heads·d] (keys and values with `kv_heads` heads).
+/// [n_embd, heads·d] (keys and values with `kv_heads` heads). A shared projection is the same
+/// weight in each place it serves, and `sharing` says which.
 #[derive(Debug, Clone)]
 pub struct Projections {
     /// W_Q; `None` where the queries are the input itself, head h reading channels
@@ -37,6 +42,19 @@ pub struct Projections {
     pub query: Option<Tensor<2>>,
     pub key: Tensor<2>,
     pub value: Tensor<2>,
+    pub sharing: Sharing,
+}
+
+impl Projections {
+    /// Each weight once, in P's order (a shared one where it first serves).
+    fn distinct(&self) -> Vec<Tensor<2>> {
+        match self.sharing {
+            Sharing::None => self.query.iter().chain([&self.key, &self.value]).cloned().collect(),
+            Sharing::QueryKey => vec![self.key.clone(), self.value.clone()],
+            Sharing::KeyValue => self.query.iter().chain([&self.key]).cloned().collect(),
+            Sharing::All => vec![self.key.clone()],
+        }
+    }
 }
 
 /// `attention(x W_Q, x W_K, x W_V)` of `x` [batch, time, n_embd] under `mask`, with the
@@ -59,7 +77,7 @@ pub fn packed_attention(
 /// [`packed_attention`] on a cubecl device, whichever product it was given.
 fn packed(x: &Tensor<3>, projections: &Projections, shape: Shape, scale: f64, mask: Mask) -> Tensor<4> {
     let causal = mask == Mask::Causal;
-    let weights = || projections.query.iter().chain([&projections.key, &projections.value]).cloned();
+    let weights = || projections.distinct().into_iter();
     match route(&x.device(), x.dtype()) {
         Route::CubeAutodiff => {
             let x = to_cube_autodiff(x.clone());
@@ -67,12 +85,12 @@ fn packed(x: &Tensor<3>, projections: &Projections, shape: Shape, scale: f64, ma
             let x_flat = Cube::float_reshape(x_flat, [shape.rows(), shape.n_embd].into());
             let (weights, nodes): (Vec<CubeTensor>, Vec<NodeGuard>) = weights().map(|w| to_cube_autodiff(w).into_parts()).unzip();
             let project = || cube::packed::forward(x_flat, &weights);
-            let packed = match <[NodeGuard; 3]>::try_from(nodes) {
-                Ok([q, k, v]) => cube::record(PackedProductBackward(shape), [x_node, q, k, v], project),
-                Err(nodes) => {
-                    let [k, v] = <[NodeGuard; 2]>::try_from(nodes).expect("two or three projections");
-                    cube::record(PackedProductBackward(shape), [x_node, k, v], project)
-                }
+            let mut nodes = nodes.into_iter();
+            let packed = match (nodes.next(), nodes.next(), nodes.next()) {
+                (Some(q), Some(k), Some(v)) => cube::record(PackedProductBackward(shape), [x_node, q, k, v], project),
+                (Some(first), Some(second), None) => cube::record(PackedProductBackward(shape), [x_node, first, second], project),
+                (Some(only), None, None) => cube::record(PackedProductBackward(shape), [x_node, only], project),
+                _ => unreachable!("one to three projections"),
             };
             let (packed, packed_node) = packed.into_parts();
             let attend = |query| attend(query, packed, shape, scale as f32, causal);
@@ -105,18 +123,22 @@ struct Shape {
     d: usize,
     /// Whether P holds the queries (W_Q) or they are the input itself (W_Q = I).
     query_packed: bool,
+    sharing: Sharing,
 }
 
 impl Shape {
-    /// `None` for sizes this path does not take: no positions, or widths that do not make whole
-    /// heads.
+    /// `None` for sizes this path does not take: no positions, widths that do not make whole
+    /// heads, or a sharing the sizes do not allow (Q = K needs as many key heads as query heads;
+    /// every variant that shares has W_Q).
     fn of(x: &Tensor<3>, projections: &Projections, heads: usize, kv_heads: usize) -> Option<Self> {
         let [batch, time, n_embd] = x.dims();
         let [_, kv_width] = projections.key.dims();
         let d = kv_width / kv_heads.max(1);
         let query_width = projections.query.as_ref().map_or(n_embd, |w| w.dims()[1]);
         let whole = d > 0 && kv_heads > 0 && heads.is_multiple_of(kv_heads) && kv_width == kv_heads * d && query_width == heads * d;
-        (whole && time > 0 && projections.value.dims()[1] == kv_width).then_some(Self {
+        let sharing = projections.sharing;
+        let shares = sharing == Sharing::None || (projections.query.is_some() && (!sharing.keys_onto_queries() || heads == kv_heads));
+        (whole && shares && time > 0 && projections.value.dims()[1] == kv_width).then_some(Self {
             batch,
             time,
             n_embd,
@@ -124,6 +146,7 @@ impl Shape {
             kv_heads,
             d,
             query_packed: projections.query.is_some(),
+            sharing,
         })
     }
 
@@ -131,15 +154,20 @@ impl Shape {
         self.batch * self.time
     }
 
-    /// Heads side by side in a row of P: the queries' (if packed), the keys', the values'.
+    /// Heads side by side in a row of P: the queries' (if packed and not the keys'), the keys'
+    /// (unless the values'), the values'.
     fn packed_heads(&self) -> usize {
-        usize::from(self.query_packed) * self.heads + 2 * self.kv_heads
+        let queries = usize::from(self.query_packed && !self.sharing.keys_onto_queries()) * self.heads;
+        let keys = usize::from(!self.sharing.values_onto_keys()) * self.kv_heads;
+        queries + keys + self.kv_heads
     }
 
-    /// Where Q, K and V's heads start in a row of P (Q at 0 wherever it lies).
+    /// Where Q, K and V's heads start in a row of P (Q at 0 wherever it lies), shared ones in
+    /// one place.
     fn bases(&self) -> Bases {
-        let k = usize::from(self.query_packed) * self.heads * self.d;
-        Bases { q: 0, k, v: k + self.kv_heads * self.d }
+        let k = usize::from(self.query_packed && !self.sharing.keys_onto_queries()) * self.heads * self.d;
+        let v = k + usize::from(!self.sharing.values_onto_keys()) * self.kv_heads * self.d;
+        Bases { q: 0, k, v }
     }
 }
 
@@ -177,7 +205,8 @@ fn attend(query: Option<CubeTensor>, packed: CubeTensor, shape: Shape, scale: f3
 #[derive(Debug)]
 struct PackedProductBackward(Shape);
 
-/// N is 3 (x, W_K, W_V) or 4 (x, W_Q, W_K, W_V).
+/// N is 2 (x and one weight, Q = K = V), 3 (x and two: W_K and W_V, or a shared one and the
+/// other) or 4 (x, W_Q, W_K, W_V).
 impl<const N: usize> Backward<Cube, N> for PackedProductBackward {
     type State = cube::packed::Saved;
 
@@ -204,7 +233,7 @@ impl<const N: usize> Backward<Cube, N> for PackedAttentionBackward {
             let Saved { query, key, value, stats, scale, causal } = saved;
             let d_packed = empty(key, [s.rows(), s.packed_heads() * s.d]);
             let bases = s.bases();
-            let layout = KeyValueLayout { k: bases.k, v: bases.v, row: s.packed_heads() * s.d };
+            let layout = KeyValueLayout { k: bases.k, v: bases.v, row: s.packed_heads() * s.d, sharing: s.sharing };
             // dQ into P's query columns, or into a tensor of its own laid out as the input.
             let d_query = if s.query_packed { d_packed.clone() } else { empty(key, [s.batch, s.time, s.n_embd]) };
             let d_query_view = heads_view(d_query.clone(), s, s.heads);
@@ -220,21 +249,34 @@ mod tests {
     use crate::tests::{assert_close, gpu, input, values};
 
     /// The packed path computes what projecting and attending apart computes, forward and
-    /// backward: with W_Q and without (W_Q = I), GQA, causal and not, several tiles of keys.
+    /// backward: with W_Q and without (W_Q = I), GQA, causal and not, several tiles of keys, and
+    /// the shared projections (Q = K, K = V with GQA, Q = K = V), whose gradients meet.
     #[test]
     fn packed_attention_matches_projecting_and_attending_apart() {
         let device = gpu().autodiff();
-        // (heads, kv_heads, d, time, with W_Q, mask)
-        let cases = [(4, 4, 8, 9, true, Mask::Causal), (4, 2, 16, 70, true, Mask::Bidirectional), (2, 1, 8, 33, false, Mask::Causal)];
-        for (heads, kv_heads, d, time, with_query, mask) in cases {
+        // (heads, kv_heads, d, time, with W_Q, mask, sharing)
+        let cases = [
+            (4, 4, 8, 9, true, Mask::Causal, Sharing::None),
+            (4, 2, 16, 70, true, Mask::Bidirectional, Sharing::None),
+            (2, 1, 8, 33, false, Mask::Causal, Sharing::None),
+            (4, 4, 8, 40, true, Mask::Causal, Sharing::QueryKey),
+            (4, 2, 16, 70, true, Mask::Bidirectional, Sharing::KeyValue),
+            (2, 2, 8, 33, true, Mask::Causal, Sharing::All),
+        ];
+        for (heads, kv_heads, d, time, with_query, mask, sharing) in cases {
             let n_embd = heads * d;
-            let case = format!("{heads} heads, {kv_heads} kv, d {d}, time {time}, W_Q {with_query}, {mask:?}");
+            let case = format!("{heads} heads, {kv_heads} kv, d {d}, time {time}, W_Q {with_query}, {mask:?}, {sharing:?}");
             let run = |packed: bool| {
                 let leaf = |t: Tensor<3>| t.detach().require_grad();
                 let x = leaf(input([2, time, n_embd], 1, &device) * 0.5);
                 let w = |seed, width| (input([n_embd, width], seed, &device) * 0.2).detach().require_grad();
-                let projections =
-                    Projections { query: with_query.then(|| w(2, n_embd)), key: w(3, kv_heads * d), value: w(4, kv_heads * d) };
+                let (query, key, value) = (w(2, n_embd), w(3, kv_heads * d), w(4, kv_heads * d));
+                let projections = match sharing {
+                    Sharing::None => Projections { query: with_query.then_some(query), key, value, sharing },
+                    Sharing::QueryKey => Projections { query: Some(key.clone()), key, value, sharing },
+                    Sharing::KeyValue => Projections { query: Some(query), key: key.clone(), value: key, sharing },
+                    Sharing::All => Projections { query: Some(key.clone()), key: key.clone(), value: key, sharing },
+                };
                 // The packed path itself, whichever product the shared test device was given.
                 let out = if packed {
                     let shape = Shape::of(&x, &projections, heads, kv_heads).expect("sizes the path takes");

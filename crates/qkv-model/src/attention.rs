@@ -7,7 +7,7 @@ use burn::module::{Module, Param};
 use burn::nn::{Initializer, Linear};
 use burn::tensor::activation::softmax;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
-use qkv_kernels::{Mask, Projections, packed_attention, repeat_kv_heads};
+use qkv_kernels::{Mask, Projections, Sharing, packed_attention, repeat_kv_heads};
 
 use crate::config::ModelConfig;
 use crate::dropout::{Dropout, SeedStream};
@@ -368,8 +368,9 @@ impl CausalSelfAttention {
     /// `traced`: the layer in a residual block, its dropout and the skip one op
     /// (`Dropout::forward_added_to`). Where the device takes it, the projections run as one
     /// product (`qkv_kernels::packed_attention`): a GPU, for layers whose queries, keys and values
-    /// each have a projection of their own or the queries none (standard, W_Q = I), without
-    /// biases. The values are those of [`Self::attend`] added to `residual`.
+    /// each have a projection of their own, the queries none (standard, W_Q = I), or share one
+    /// without a learned asymmetry (Q=K, K=V, Q=K=V), without biases. The values are those of
+    /// [`Self::attend`] added to `residual`.
     pub fn forward_onto(&self, residual: Tensor<3>, x: Tensor<3>, traced: bool) -> (Tensor<3>, Option<AttentionTrace>) {
         let packed = if traced { None } else { self.packed_context(&x) };
         let (context, trace) = match packed {
@@ -383,12 +384,27 @@ impl CausalSelfAttention {
     /// take them.
     fn packed_context(&self, x: &Tensor<3>) -> Option<Tensor<4>> {
         let weight = |projection: &Option<Linear>| projection.as_ref().filter(|layer| layer.bias.is_none()).map(|layer| layer.weight.val());
-        let query = match self.variant {
-            AttentionVariant::Standard => Some(weight(&self.w_q)?),
-            AttentionVariant::QueryIdentity => None,
+        let projections = match self.variant {
+            AttentionVariant::Standard => {
+                Projections { query: Some(weight(&self.w_q)?), key: weight(&self.w_k)?, value: weight(&self.w_v)?, sharing: Sharing::None }
+            }
+            AttentionVariant::QueryIdentity => {
+                Projections { query: None, key: weight(&self.w_k)?, value: weight(&self.w_v)?, sharing: Sharing::None }
+            }
+            AttentionVariant::SharedQueryKey => {
+                let shared = weight(&self.w_qk)?;
+                Projections { query: Some(shared.clone()), key: shared, value: weight(&self.w_v)?, sharing: Sharing::QueryKey }
+            }
+            AttentionVariant::SharedKeyValue => {
+                let shared = weight(&self.w_kv)?;
+                Projections { query: Some(weight(&self.w_q)?), key: shared.clone(), value: shared, sharing: Sharing::KeyValue }
+            }
+            AttentionVariant::SharedAll => {
+                let shared = weight(&self.w_qkv)?;
+                Projections { query: Some(shared.clone()), key: shared.clone(), value: shared, sharing: Sharing::All }
+            }
             _ => return None,
         };
-        let projections = Projections { query, key: weight(&self.w_k)?, value: weight(&self.w_v)? };
         packed_attention(x, &projections, self.n_head, self.kv_heads, self.scale, self.mask())
     }
 

@@ -136,8 +136,9 @@ fn a_run_spread_over_two_devices_trains_as_on_one() {
 /// The CubeCL kernels (attention, layer norm, GELU, cross-entropy, AdamW) train as flex's fused
 /// kernels do, which match Burn's composed ops to float precision (qkv-kernels' tests): 20 steps
 /// of the same runs on wgpu and on the CPU, for the standard model, one whose heads share keys
-/// and values (GQA) and one with the learned attention bias (Burn's composed attention on wgpu),
-/// with Burn's matrix product and with ours.
+/// and values (GQA), one with the learned attention bias, and two that share a projection (K = V
+/// with GQA, Q = K = V: one packed product on wgpu, their gradients added in place), with Burn's
+/// matrix product and with ours.
 #[test]
 fn runs_on_wgpu_train_as_on_the_cpu() {
     let losses = |device: &Device, variant: AttentionVariant, kv_heads: Option<usize>| {
@@ -152,6 +153,8 @@ fn runs_on_wgpu_train_as_on_the_cpu() {
         (AttentionVariant::Standard, None, Product::Burn),
         (AttentionVariant::Standard, Some(2), Product::Burn),
         (AttentionVariant::SharedQueryKeyAsym, None, Product::Burn),
+        (AttentionVariant::SharedKeyValue, Some(2), Product::Burn),
+        (AttentionVariant::SharedAll, None, Product::Burn),
         (AttentionVariant::Standard, None, Product::Blocked),
     ];
     for (variant, kv_heads, product) in cases {

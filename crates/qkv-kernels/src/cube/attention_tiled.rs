@@ -336,9 +336,13 @@ fn attention_tiled_d_query_kernel(
 /// key row (b, j) at `dk_base + (b·t_k + j)·d_row + g·d` (dV at `dv_base + …`); the workgroup is (block, g, b).
 /// When `biased`, the bias lies behind the statistics in `stats` (`bias_heads` heads), and dS of
 /// (b, h, i, j) goes to `d_kv[ds_base + ((b·heads + h)·t_q + i)·t_k + j]`, 0 where i does not see j.
+/// Where projections are shared ([`Sharing`]): with `keys_onto_queries` dK is added to what lies
+/// at its place (the dQ that the dQ kernel wrote there, Q = K), and with `values_onto_keys` dV is
+/// added to dK in dK's place (K = V).
 #[cube(launch)]
-// `biased` as in `attention_tiled_kernel`.
-#[allow(clippy::too_many_arguments, clippy::collapsible_if)]
+// `biased` as in `attention_tiled_kernel`; CubeCL's compile-time flags are bools, each flag a
+// kernel of its own.
+#[allow(clippy::too_many_arguments, clippy::collapsible_if, clippy::fn_params_excessive_bools)]
 fn attention_tiled_d_key_value_kernel(
     q: &Tensor<f32>,
     k: &Tensor<f32>,
@@ -359,6 +363,8 @@ fn attention_tiled_d_key_value_kernel(
     #[comptime] tile: usize,
     #[comptime] causal: bool,
     #[comptime] biased: bool,
+    #[comptime] keys_onto_queries: bool,
+    #[comptime] values_onto_keys: bool,
 ) {
     let (heads, t_q) = (q.shape(1), q.shape(2));
     let (kv_heads, t_k) = (k.shape(1), k.shape(2));
@@ -453,11 +459,38 @@ fn attention_tiled_d_key_value_kernel(
     if live {
         let row_out = (b * t_k + j) * d_row as usize + g * d;
         let (k_out, v_out) = (dk_base as usize + row_out, dv_base as usize + row_out);
-        #[unroll]
-        for c in 0..d {
-            d_kv[k_out + c] = d_k[c] * scale;
+        write_key_value(d_kv, &d_k, &d_v, k_out, v_out, scale, d, keys_onto_queries, values_onto_keys);
+    }
+}
+
+/// A key row's dK (times `scale`) at `k_out` and dV at `v_out` in `d_kv`; with
+/// `keys_onto_queries` dK added to what lies there (dQ, Q = K), with `values_onto_keys` dV added
+/// to dK in its place (K = V).
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn write_key_value(
+    d_kv: &mut Tensor<f32>,
+    d_k: &Array<f32>,
+    d_v: &Array<f32>,
+    k_out: usize,
+    v_out: usize,
+    scale: f32,
+    #[comptime] d: usize,
+    #[comptime] keys_onto_queries: bool,
+    #[comptime] values_onto_keys: bool,
+) {
+    #[unroll]
+    for c in 0..d {
+        let mut key = d_k[c] * scale;
+        if values_onto_keys {
+            key += d_v[c];
+        } else {
             d_kv[v_out + c] = d_v[c];
         }
+        if keys_onto_queries {
+            key += d_kv[k_out + c];
+        }
+        d_kv[k_out + c] = key;
     }
 }
 
@@ -477,12 +510,36 @@ pub(crate) struct Bases {
 }
 
 /// Where the backward pass writes dK and dV in one tensor: head g of key row (b, j) at
-/// `k + (b·t_k + j)·row + g·d`, and at `v + …`.
+/// `k + (b·t_k + j)·row + g·d`, and at `v + …`; where projections are shared, which gradients
+/// meet in one place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct KeyValueLayout {
     pub k: usize,
     pub v: usize,
     pub row: usize,
+    pub sharing: Sharing,
+}
+
+/// Which of Q, K and V are one projection's output (the variants Q=K, K=V and Q=K=V), so that
+/// their gradients are added in one place of dP: dK onto dQ (Q = K, written there by the dQ
+/// kernel before), dV onto dK (K = V), or both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sharing {
+    #[default]
+    None,
+    QueryKey,
+    KeyValue,
+    All,
+}
+
+impl Sharing {
+    pub(crate) fn keys_onto_queries(self) -> bool {
+        matches!(self, Sharing::QueryKey | Sharing::All)
+    }
+
+    pub(crate) fn values_onto_keys(self) -> bool {
+        matches!(self, Sharing::KeyValue | Sharing::All)
+    }
 }
 
 /// A kernel's u32 argument: the buffers this playground allocates hold far fewer values.
@@ -570,7 +627,7 @@ pub(crate) fn backward(
     let [_, kv_heads, t_k, _] = k.meta.shape().dims();
     let d_q = Cube::float_swap_dims(empty(q, [batch, t_q, heads, d]), 1, 2);
     let kv_values = batch * t_k * kv_heads * d;
-    let layout = KeyValueLayout { k: 0, v: kv_values, row: kv_heads * d };
+    let layout = KeyValueLayout { k: 0, v: kv_values, row: kv_heads * d, sharing: Sharing::None };
     let bias = bias_heads.map(|heads| BiasPartials { heads, partials_at: 2 * kv_values });
     let partials = if bias.is_some() { batch * heads * t_q * t_k } else { 0 };
     // Laid out [2, batch, t_k, kv_heads, d], so that the heads merge back without a copy; dS
@@ -646,12 +703,13 @@ pub(crate) fn backward_into(
     let count = grid(t_k, kv_heads, batch);
     // The block's first key is seen by every query of its group's heads (and writes dS for each).
     let group_trips = (heads / kv_heads) * t_q;
+    let (onto_queries, onto_keys) = (layout.sharing.keys_onto_queries(), layout.sharing.values_onto_keys());
     note(
         &count,
         dim,
         group_trips * 4 * d + 4 * d + if biased { 2 * group_trips } else { 0 },
-        2 * rows * d + 2 * kv_values + 2 * rows + bias_read,
-        2 * kv_values + d_s,
+        2 * rows * d + 2 * kv_values + 2 * rows + bias_read + if onto_queries { kv_values } else { 0 },
+        if onto_keys { kv_values } else { 2 * kv_values } + d_s,
     );
     attention_tiled_d_key_value_kernel::launch(
         &q.client,
@@ -676,5 +734,7 @@ pub(crate) fn backward_into(
         tile,
         causal,
         biased,
+        onto_queries,
+        onto_keys,
     );
 }

@@ -1,5 +1,6 @@
-//! Two or three projections of one input as one matrix product on a GPU: the weights side by
-//! side, `[W_1 | W_2 | W_3]`, so that `x [W_1 | W_2 | W_3] = [x W_1 | x W_2 | x W_3]`:
+//! Up to three projections of one input as one matrix product on a GPU (one where a variant
+//! shares a single projection, Q = K = V, is its own packing): the weights side by side,
+//! `[W_1 | W_2 | W_3]`, so that `x [W_1 | W_2 | W_3] = [x W_1 | x W_2 | x W_3]`:
 //!
 //! ```text
 //! forward   P  = x W                  W = [W_1 | W_2 | W_3]   [in, Σ out_i], packed (one launch)
@@ -113,7 +114,10 @@ pub(crate) fn pack(weights: &[CubeTensor]) -> CubeTensor {
 /// packed weights themselves), into one [in, width] tensor a width: one launch (two past
 /// [`PARTIALS`] runs).
 pub(crate) fn unpack(partials: CubeTensor, widths: &[usize]) -> Vec<CubeTensor> {
-    assert!(matches!(widths.len(), 2 | 3), "two or three projections unpack, not {}", widths.len());
+    assert!(matches!(widths.len(), 1..=3), "one to three projections unpack, not {}", widths.len());
+    if widths.len() == 1 {
+        return vec![super::weight_gradient::finish(partials)];
+    }
     let [runs, d_in, width] = partials.meta.shape().dims();
     let (partials, runs) = if runs > PARTIALS {
         let sums = super::weight_gradient::finish(partials);
@@ -154,9 +158,10 @@ pub(crate) struct Saved {
 }
 
 /// `x` [rows, in] times the weights side by side: P [rows, Σ out_i], in two launches (the packing,
-/// then Burn's product).
+/// then Burn's product; one weight needs no packing).
 pub(crate) fn forward(x: CubeTensor, weights: &[CubeTensor]) -> (CubeTensor, Saved) {
-    let packed = pack(weights);
+    // One weight (Q = K = V) is its own packing.
+    let packed = if let [weight] = weights { weight.clone() } else { pack(weights) };
     let widths = weights.iter().map(|w| w.meta.shape()[1]).collect();
     let p = burn_product(x.clone(), packed.clone());
     (p, Saved { x, packed, widths })
