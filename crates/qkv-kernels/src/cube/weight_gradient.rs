@@ -41,6 +41,11 @@ pub(crate) fn partials(product: Product, x: CubeTensor, dy: CubeTensor) -> CubeT
     let run = rows / runs;
     match product {
         Product::Blocked => super::product::product_in_runs(Cube::float_transpose(x), dy, run),
+        // One run: the plain product, as the layers took it before there were runs.
+        Product::Burn if runs == 1 => {
+            let dw = super::burn_product::product(Cube::float_transpose(x), dy);
+            Cube::float_reshape(dw, [1, d_in, d_out].into())
+        }
         Product::Burn => {
             // [runs, run, in] with its last two axes swapped is [runs, in, run], read where it lies.
             let x = Cube::float_swap_dims(Cube::float_reshape(x, [runs, run, d_in].into()), 1, 2);
