@@ -12,11 +12,10 @@
 //! A layer of the standard variant takes six launches fewer a step. Where a variant shares a
 //! projection (Q = K, K = V, Q = K = V) its weight is in P once, the attention reads it for each
 //! role, and the dK/dV kernel adds the roles' gradients in its place (`Sharing`). Two ops under
-//! autodiff: the
-//! packed product (x and the weights in, P out) and the attention over P (P, and x for W_Q = I, in).
-//! The weights stay separate parameters. Taken where Burn's product and the tiled kernels are
-//! (a GPU, not one emulated on the CPU); everywhere else the caller projects and attends apart
-//! ([`crate::attention`]), which computes the same values.
+//! autodiff: the packed product (x and the weights in, P out) and the attention over P (P, and x
+//! for W_Q = I, in). The weights stay separate parameters. Taken where Burn's product and the
+//! tiled kernels are (a GPU, not one emulated on the CPU); everywhere else the caller projects and
+//! attends apart ([`crate::attention`]), which computes the same values.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
