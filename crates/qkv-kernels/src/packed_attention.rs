@@ -76,13 +76,13 @@ pub fn packed_attention(
 /// [`packed_attention`] on a cubecl device, whichever product it was given.
 fn packed(x: &Tensor<3>, projections: &Projections, shape: Shape, scale: f64, mask: Mask) -> Tensor<4> {
     let causal = mask == Mask::Causal;
-    let weights = || projections.distinct().into_iter();
+    let weights = projections.distinct();
     match route(&x.device(), x.dtype()) {
         Route::CubeAutodiff => {
             let x = to_cube_autodiff(x.clone());
             let (x_flat, x_node) = x.clone().into_parts();
             let x_flat = Cube::float_reshape(x_flat, [shape.rows(), shape.n_embd].into());
-            let (weights, nodes): (Vec<CubeTensor>, Vec<NodeGuard>) = weights().map(|w| to_cube_autodiff(w).into_parts()).unzip();
+            let (weights, nodes): (Vec<CubeTensor>, Vec<NodeGuard>) = weights.into_iter().map(|w| to_cube_autodiff(w).into_parts()).unzip();
             let project = || cube::packed::forward(x_flat, &weights);
             let mut nodes = nodes.into_iter();
             let packed = match (nodes.next(), nodes.next(), nodes.next()) {
@@ -103,7 +103,7 @@ fn packed(x: &Tensor<3>, projections: &Projections, shape: Shape, scale: f64, ma
         Route::Cube => {
             let x = to_cube(x.clone());
             let x_flat = Cube::float_reshape(x.clone(), [shape.rows(), shape.n_embd].into());
-            let weights: Vec<CubeTensor> = weights().map(to_cube).collect();
+            let weights: Vec<CubeTensor> = weights.into_iter().map(to_cube).collect();
             let (packed, _) = cube::packed::forward(x_flat, &weights);
             from_cube(attend((!shape.query_packed).then_some(x), packed, shape, scale as f32, causal).0)
         }

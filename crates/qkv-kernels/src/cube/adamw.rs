@@ -13,7 +13,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::block_sum::{strided_sum, workgroup_sum, workgroup_units};
-use super::{contiguous, empty, flat, note, tree_steps, units, writable};
+use super::{bindable, contiguous, empty, flat, note, tree_steps, units, writable};
 use crate::adamw_step::AdamWStep;
 
 /// One value's update, `g` its gradient (clipped already): the moments at `i` in place, and the
@@ -77,8 +77,8 @@ fn adamw_kernel(
 /// download and never run).
 pub(crate) fn parameters_per_launch(client: &cubecl::client::Client) -> usize {
     const MOST: usize = 7;
-    // Four bindings a parameter, the factor, and CubeCL's own metadata.
-    ((client.properties().hardware.max_bindings as usize).saturating_sub(2) / 4).min(MOST)
+    // Four bindings a parameter, and the factor.
+    (bindable(client).saturating_sub(1) / 4).min(MOST)
 }
 
 /// The update of several parameters, laid end to end: parameter s's values end before
@@ -310,7 +310,8 @@ pub(crate) fn tensors_per_launch(client: &cubecl::client::Client) -> usize {
     if cfg!(target_arch = "wasm32") {
         return BROWSER;
     }
-    (client.properties().hardware.max_bindings as usize).saturating_sub(2).clamp(BROWSER, NATIVE)
+    // A binding a tensor, and the partial sums.
+    bindable(client).saturating_sub(1).clamp(BROWSER, NATIVE)
 }
 
 /// Σ x[start]², x[start + step]², x[start + 2·step]², …

@@ -124,7 +124,7 @@ pub(crate) fn sum_all(values: CubeTensor) -> CubeTensor {
 
 /// Rows a unit of [`column_sums`] adds up in one launch: a fixed loop, so that a unit's work
 /// does not grow with the rows (the batch).
-const COLUMN_ROWS: usize = 64;
+pub(crate) const COLUMN_ROWS: usize = 64;
 
 /// `sums[b, c]` = Σ `values[r, c]` over the rows r of block b ([`COLUMN_ROWS`] rows), one unit a
 /// (block, column): neighbouring units read neighbouring values of a row.

@@ -41,7 +41,7 @@ pub(crate) fn batched_product(a: CubeTensor, b: CubeTensor) -> CubeTensor {
 /// Notes the launch of `batches` [m, k] · [k, n] products on `like`'s device.
 fn note(batches: usize, m: usize, n: usize, k: usize, like: &CubeTensor) {
     let plane = like.client.properties().hardware.plane_size_min.max(1) as usize;
-    let shape = LaunchShape::of(m, n, k, plane);
+    let shape = UnitLaunch::of(m, n, k, plane);
     crate::launches::note_product_shape(crate::launches::LaunchShape {
         threads: (batches * shape.workgroups * shape.units) as u64,
         serial_trips: shape.trips as u64,
@@ -50,15 +50,16 @@ fn note(batches: usize, m: usize, n: usize, k: usize, like: &CubeTensor) {
     });
 }
 
-/// How cubek-matmul's simple unit matmul launches an [m, k] · [k, n] product (see the module).
+/// How cubek-matmul's simple unit matmul launches an [m, k] · [k, n] product (see the module);
+/// noted as a `crate::launches::LaunchShape`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct LaunchShape {
+struct UnitLaunch {
     workgroups: usize,
     units: usize,
     trips: usize,
 }
 
-impl LaunchShape {
+impl UnitLaunch {
     fn of(m: usize, n: usize, k: usize, plane: usize) -> Self {
         let scale = |axis: usize| if axis < 512 { 2 } else { 4 };
         let units = 8 * plane;
@@ -79,7 +80,7 @@ fn near_square(n: usize) -> (usize, usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{LaunchShape, near_square};
+    use super::{UnitLaunch, near_square};
 
     /// Planes of 32 make 256 units in 16 × 16; a tile of 8 × 8 (m < 512) or 16 × 8 values, so a
     /// workgroup covers 128 or 256 rows and 128 columns; stages of 8 or 16 values of k.
@@ -87,8 +88,8 @@ mod tests {
     fn the_launch_follows_cubek_s_selection() {
         assert_eq!(near_square(256), (16, 16));
         assert_eq!(near_square(32), (8, 4));
-        assert_eq!(LaunchShape::of(384, 1152, 16_384, 32), LaunchShape { workgroups: 3 * 9, units: 256, trips: 16_384 });
-        assert_eq!(LaunchShape::of(16_384, 384, 384, 32), LaunchShape { workgroups: 64 * 3, units: 256, trips: 384 });
-        assert_eq!(LaunchShape::of(100, 100, 100, 32), LaunchShape { workgroups: 1, units: 256, trips: 104 });
+        assert_eq!(UnitLaunch::of(384, 1152, 16_384, 32), UnitLaunch { workgroups: 3 * 9, units: 256, trips: 16_384 });
+        assert_eq!(UnitLaunch::of(16_384, 384, 384, 32), UnitLaunch { workgroups: 64 * 3, units: 256, trips: 384 });
+        assert_eq!(UnitLaunch::of(100, 100, 100, 32), UnitLaunch { workgroups: 1, units: 256, trips: 104 });
     }
 }

@@ -112,6 +112,12 @@ pub(crate) fn empty(like: &CubeTensor, shape: impl Into<burn::tensor::Shape>) ->
     burn_cubecl::ops::numeric::empty_device_dtype(like.client.clone(), like.device.clone(), shape.into(), burn::tensor::DType::F32)
 }
 
+/// Storage buffers a kernel may bind on `client`'s device beside the one CubeCL keeps for its
+/// metadata: what kernels that take several tensors a launch size their launches by.
+pub(crate) fn bindable(client: &cubecl::client::Client) -> usize {
+    (client.properties().hardware.max_bindings as usize).saturating_sub(1)
+}
+
 /// One unit per item, `items` of them: the cubes to launch and their shape.
 pub(crate) fn units(client: &cubecl::client::Client, items: usize) -> (cubecl::CubeCount, cubecl::CubeDim) {
     let cube_dim = cubecl::CubeDim::new(client, items);

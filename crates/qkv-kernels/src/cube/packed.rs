@@ -42,9 +42,10 @@ fn pack_kernel(w0: &Tensor<f32>, w1: &Tensor<f32>, w2: &Tensor<f32>, packed: &mu
     }
 }
 
-/// Partial sums [`unpack_kernel`] adds up a unit: a fixed loop, so that a unit's work does not
-/// grow with the batch (more partials than this are summed down first).
-const PARTIALS: usize = 64;
+/// Partial sums [`unpack_kernel`] adds up a unit: a fixed loop, as many as a unit of
+/// `block_sum::column_sums` adds, so that a unit's work does not grow with the batch (more
+/// partials than this are summed down first, by that).
+const PARTIALS: usize = super::block_sum::COLUMN_ROWS;
 
 /// The inverse of [`pack_kernel`]: packed's columns into `w0`, `w1`, `w2` (contiguous; `w2`
 /// unwritten unless `three`), a unit a value. With `summed`, `packed` holds `runs` ≤
@@ -65,14 +66,15 @@ fn unpack_kernel(
     if index >= values {
         terminate!();
     }
-    let mut value = packed[index];
+    let mut value = 0.0f32;
     if summed {
-        value = 0.0f32;
         for s in 0..PARTIALS {
             if s < runs as usize {
                 value += packed[s * values + index];
             }
         }
+    } else {
+        value = packed[index];
     }
     let width = packed.shape(packed.rank() - 1);
     let (r, c) = (index / width, index % width);
