@@ -136,6 +136,13 @@ rm -rf "$canary"
 stage "cargo test --workspace, linted by clippy -D warnings"
 RUSTC_WORKSPACE_WRAPPER=$driver CLIPPY_ARGS=$clippy_args cargo test --workspace --locked
 
+# Burn's autotuned product (qkv-kernels' `autotune` feature, off by default: it makes tuning
+# Burn's default for every op, which takes minutes on lavapipe): the kernels' tests that take it
+# and the choice that gives it, in a second build of Burn's crates above burn-cubecl (2 minutes).
+stage "qkv-kernels' tuned product (--features autotune)"
+RUSTC_WORKSPACE_WRAPPER=$driver CLIPPY_ARGS=$clippy_args cargo test --locked -p qkv-kernels --lib --features autotune \
+  -- weight_gradient product_choice
+
 # The desktop archive a user downloads, made by scripts/package.sh from the programs the tests
 # have just built (a release build would add a second build of Burn), unpacked and run as by a
 # user without Rust: lesson 1 trains under Xvfb, `qkv compare` writes its report.

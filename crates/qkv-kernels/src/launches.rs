@@ -109,6 +109,12 @@ pub(crate) fn note_product_shape(shape: LaunchShape) {
     NOTED_PRODUCT.with(|noted| noted.set(Some(shape)));
 }
 
+/// Says that the next launch of Burn's matrix product on this thread has no modelled shape, so
+/// that it is counted without one rather than given an earlier note nobody counted.
+pub(crate) fn unknown_product_shape() {
+    NOTED_PRODUCT.with(|noted| noted.set(None));
+}
+
 /// Our kernels are named by their type's path in this crate.
 fn is_ours(kernel: &str) -> bool {
     kernel.starts_with(concat!(env!("CARGO_CRATE_NAME"), "::"))

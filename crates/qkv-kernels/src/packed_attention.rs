@@ -28,6 +28,7 @@ use burn_cubecl::tensor::CubeTensor;
 use crate::attention::Mask;
 pub use crate::cube::attention_tiled::Sharing;
 use crate::cube::attention_tiled::{self, Bases, KeyValueLayout};
+use crate::cube::burn_product::Kernel;
 use crate::cube::{self, empty, from_cube, from_cube_autodiff, to_cube, to_cube_autodiff};
 use crate::flex::{Route, backward_step_on, route};
 
@@ -68,13 +69,16 @@ pub fn packed_attention(
     mask: Mask,
 ) -> Option<Tensor<4>> {
     let shape = Shape::of(x, projections, heads, kv_heads)?;
-    let taken = matches!(route(&x.device(), x.dtype()), Route::Cube | Route::CubeAutodiff)
-        && cube::product_choice::cube_device(&x.device()).is_some_and(|device| !cube::product_choice::emulated(&device));
-    taken.then(|| packed(x, projections, shape, scale, mask))
+    if !matches!(route(&x.device(), x.dtype()), Route::Cube | Route::CubeAutodiff) {
+        return None;
+    }
+    // The packing is for Burn's product; a device given ours projects apart.
+    let kernel = cube::product_choice::product_for(&x.device()).burn_kernel()?;
+    Some(packed(x, projections, shape, kernel, scale, mask))
 }
 
-/// [`packed_attention`] on a cubecl device, whichever product it was given.
-fn packed(x: &Tensor<3>, projections: &Projections, shape: Shape, scale: f64, mask: Mask) -> Tensor<4> {
+/// [`packed_attention`] on a cubecl device, with Burn's product picking its kernel by `kernel`.
+fn packed(x: &Tensor<3>, projections: &Projections, shape: Shape, kernel: Kernel, scale: f64, mask: Mask) -> Tensor<4> {
     let causal = mask == Mask::Causal;
     let weights = projections.distinct();
     match route(&x.device(), x.dtype()) {
@@ -83,7 +87,7 @@ fn packed(x: &Tensor<3>, projections: &Projections, shape: Shape, scale: f64, ma
             let (x_flat, x_node) = x.clone().into_parts();
             let x_flat = Cube::float_reshape(x_flat, [shape.rows(), shape.n_embd].into());
             let (weights, nodes): (Vec<CubeTensor>, Vec<NodeGuard>) = weights.into_iter().map(|w| to_cube_autodiff(w).into_parts()).unzip();
-            let project = || cube::packed::forward(x_flat, &weights);
+            let project = || cube::packed::forward(x_flat, &weights, kernel);
             let mut nodes = nodes.into_iter();
             let packed = match (nodes.next(), nodes.next(), nodes.next()) {
                 (Some(q), Some(k), Some(v)) => cube::record(PackedProductBackward(shape), [x_node, q, k, v], project),
@@ -104,7 +108,7 @@ fn packed(x: &Tensor<3>, projections: &Projections, shape: Shape, scale: f64, ma
             let x = to_cube(x.clone());
             let x_flat = Cube::float_reshape(x.clone(), [shape.rows(), shape.n_embd].into());
             let weights: Vec<CubeTensor> = weights.into_iter().map(to_cube).collect();
-            let (packed, _) = cube::packed::forward(x_flat, &weights);
+            let (packed, _) = cube::packed::forward(x_flat, &weights, kernel);
             from_cube(attend((!shape.query_packed).then_some(x), packed, shape, scale as f32, causal).0)
         }
         other => unreachable!("packed attention runs on cubecl devices, not on {other:?}"),
@@ -276,10 +280,11 @@ mod tests {
                     Sharing::KeyValue => Projections { query: Some(query), key: key.clone(), value: key, sharing },
                     Sharing::All => Projections { query: Some(key.clone()), key: key.clone(), value: key, sharing },
                 };
-                // The packed path itself, whichever product the shared test device was given.
+                // The packed path itself, with Burn's default kernel (`cube::weight_gradient`'s test
+                // has the tuned one against it).
                 let out = if packed {
                     let shape = Shape::of(&x, &projections, heads, kv_heads).expect("sizes the path takes");
-                    super::packed(&x, &projections, shape, 0.3, mask)
+                    super::packed(&x, &projections, shape, Kernel::Default, 0.3, mask)
                 } else {
                     let split = |t: Tensor<3>, h: usize| t.reshape([2, time, h, d]).swap_dims(1, 2);
                     let query = projections.query.clone().map_or(x.clone(), |w| x.clone().matmul(w.unsqueeze()));

@@ -29,18 +29,14 @@ pub(crate) struct Saved {
 
 /// `a · b (+ bias)` with `product`.
 fn multiply(product: Product, a: CubeTensor, b: CubeTensor, bias: Option<CubeTensor>) -> CubeTensor {
-    match product {
-        Product::Blocked => super::product::product(a, b, bias),
-        Product::Burn => {
-            let y = super::burn_product::product(a, b);
-            match bias {
-                Some(bias) => {
-                    let outputs = bias.meta.shape()[0];
-                    Cube::float_add(y, Cube::float_reshape(bias, [1, outputs].into()))
-                }
-                None => y,
-            }
+    let Some(kernel) = product.burn_kernel() else { return super::product::product(a, b, bias) };
+    let y = super::burn_product::product(a, b, kernel);
+    match bias {
+        Some(bias) => {
+            let outputs = bias.meta.shape()[0];
+            Cube::float_add(y, Cube::float_reshape(bias, [1, outputs].into()))
         }
+        None => y,
     }
 }
 

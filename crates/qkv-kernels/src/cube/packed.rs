@@ -19,7 +19,7 @@ use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::burn_product::product as burn_product;
+use super::burn_product::{Kernel, product as burn_product};
 use super::product_choice::Product;
 use super::{empty, note, units};
 
@@ -151,29 +151,31 @@ pub(crate) fn unpack(partials: CubeTensor, widths: &[usize]) -> Vec<CubeTensor> 
     parts
 }
 
-/// What the backward pass needs: the input and the packed weights.
+/// What the backward pass needs: the input, the packed weights, and how Burn's product picked
+/// its kernel forward.
 #[derive(Debug, Clone)]
 pub(crate) struct Saved {
     x: CubeTensor,
     packed: CubeTensor,
     widths: Vec<usize>,
+    kernel: Kernel,
 }
 
 /// `x` [rows, in] times the weights side by side: P [rows, Σ out_i], in two launches (the packing,
 /// then Burn's product; one weight needs no packing).
-pub(crate) fn forward(x: CubeTensor, weights: &[CubeTensor]) -> (CubeTensor, Saved) {
+pub(crate) fn forward(x: CubeTensor, weights: &[CubeTensor], kernel: Kernel) -> (CubeTensor, Saved) {
     // One weight (Q = K = V) is its own packing.
     let packed = if let [weight] = weights { weight.clone() } else { pack(weights) };
     let widths = weights.iter().map(|w| w.meta.shape()[1]).collect();
-    let p = burn_product(x.clone(), packed.clone());
-    (p, Saved { x, packed, widths })
+    let p = burn_product(x.clone(), packed.clone(), kernel);
+    (p, Saved { x, packed, widths, kernel })
 }
 
 /// dx [rows, in] and each weight's gradient, from dP [rows, Σ out_i]: three launches.
 pub(crate) fn backward(saved: &Saved, d_p: CubeTensor) -> (CubeTensor, Vec<CubeTensor>) {
-    let Saved { x, packed, widths } = saved;
-    let dx = burn_product(d_p.clone(), Cube::float_transpose(packed.clone()));
-    let partials = super::weight_gradient::partials(Product::Burn, x.clone(), d_p);
+    let Saved { x, packed, widths, kernel } = saved;
+    let dx = burn_product(d_p.clone(), Cube::float_transpose(packed.clone()), *kernel);
+    let partials = super::weight_gradient::partials(Product::burn(*kernel), x.clone(), d_p);
     (dx, unpack(partials, widths))
 }
 
@@ -199,7 +201,7 @@ mod tests {
             let first = input([widths[0], 12], 9, &device).transpose();
             let weights: Vec<Tensor<2>> = std::iter::once(first).chain(weights.into_iter().skip(1)).collect();
             let cubes: Vec<_> = weights.iter().cloned().map(to_cube).collect();
-            let (p, saved) = super::forward(to_cube(x.clone()), &cubes);
+            let (p, saved) = super::forward(to_cube(x.clone()), &cubes, super::Kernel::Default);
             let expected = Tensor::cat(weights.iter().map(|w| x.clone().matmul(w.clone())).collect(), 1);
             assert_close(&values(from_cube::<2>(p)), &values(expected), 1e-5, &format!("P for widths {widths:?}"));
             let packed = burn_cubecl::CubeBackend::float_reshape(saved.packed.clone(), [1, 12, widths.iter().sum()].into());

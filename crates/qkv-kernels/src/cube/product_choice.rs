@@ -2,6 +2,9 @@
 //! GPUs) or ours (`super::product`, built for GPUs emulated on the CPU). Decided by timing both on
 //! the device, once, not by the adapter's name: on SwiftShader ours was 7–10× faster, on lavapipe
 //! (also a CPU) Burn's was as fast or faster, and on a real GPU Burn's is what its authors tuned.
+//! On a graphics card, in a build with the `autotune` feature, Burn's is its autotuned product
+//! (`Product::Tuned`); on an emulator (a device CubeCL finds no card behind), and without the
+//! feature, its default kernel, whose launches the kernel table can model.
 //!
 //! The timing is asynchronous (in the browser nothing may block on the device), so it is made
 //! where the engine can wait: [`choose_product`], before a session's first step. Until then, and
@@ -13,8 +16,10 @@ use std::sync::{Mutex, OnceLock};
 use burn::backend::DispatchDevice;
 use burn::tensor::{Device, Tensor};
 use burn_cubecl::CubeDevice;
+use burn_cubecl::tensor::CubeTensor;
 use web_time::Instant;
 
+use super::burn_product::{self, Kernel};
 use super::{from_cube, product::product, to_cube};
 use crate::flex::{Route, route};
 use crate::launches::read_back;
@@ -22,8 +27,12 @@ use crate::launches::read_back;
 /// A matrix product for the linear layers on a cubecl device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Product {
-    /// Burn's (cubek's), the strategy Burn picks for the device.
+    /// Burn's (cubek's), the kernel cubek picks for the device without measuring.
     Burn,
+    /// Burn's, the fastest of its candidate kernels at each kind of product, timed on the device
+    /// by Burn's autotune (`super::burn_product`; the `autotune` feature).
+    #[cfg(feature = "autotune")]
+    Tuned,
     /// Ours: a unit per 8×8 block of the output, in registers, no shared memory or barrier.
     Blocked,
 }
@@ -32,6 +41,8 @@ impl fmt::Display for Product {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Product::Burn => "Burn's matrix product",
+            #[cfg(feature = "autotune")]
+            Product::Tuned => "Burn's matrix product, autotuned",
             Product::Blocked => "QKV Lab's blocked matrix product",
         })
     }
@@ -59,11 +70,35 @@ fn chosen() -> &'static Mutex<Vec<(CubeDevice, ProductChoice)>> {
     CHOSEN.get_or_init(Default::default)
 }
 
-/// `QKV_PRODUCT=burn` or `blocked` in the environment sets the product without timing (read once).
+impl Product {
+    /// How Burn picks the kernel, where the product is Burn's.
+    pub(crate) fn burn_kernel(self) -> Option<Kernel> {
+        match self {
+            Product::Burn => Some(Kernel::Default),
+            #[cfg(feature = "autotune")]
+            Product::Tuned => Some(Kernel::Tuned),
+            Product::Blocked => None,
+        }
+    }
+
+    /// Burn's product with `kernel`.
+    pub(crate) fn burn(kernel: Kernel) -> Self {
+        match kernel {
+            Kernel::Default => Product::Burn,
+            #[cfg(feature = "autotune")]
+            Kernel::Tuned => Product::Tuned,
+        }
+    }
+}
+
+/// `QKV_PRODUCT=burn`, `tuned` (with the `autotune` feature) or `blocked` in the environment sets
+/// the product without timing (read once).
 fn pinned() -> Option<Product> {
     static PINNED: OnceLock<Option<Product>> = OnceLock::new();
     *PINNED.get_or_init(|| match std::env::var("QKV_PRODUCT").ok()?.as_str() {
         "burn" => Some(Product::Burn),
+        #[cfg(feature = "autotune")]
+        "tuned" => Some(Product::Tuned),
         "blocked" => Some(Product::Blocked),
         _ => None,
     })
@@ -99,9 +134,10 @@ fn recorded(device: &CubeDevice) -> Option<ProductChoice> {
     chosen.iter().find(|(d, _)| d == device).map(|(_, choice)| choice.clone())
 }
 
-/// Times Burn's product and ours on `device`, once per device, and gives the linear layers the
-/// faster (ours only by [`MARGIN`]); later calls answer what the first decided. On a device
-/// without the CubeCL kernels (flex, or with them turned off) there is nothing to choose.
+/// Times Burn's product (tuned on a card where the build has autotune, [`burn_kernel_for`]) and
+/// ours on `device`, once per device, and gives the linear layers the faster (ours only by
+/// [`MARGIN`]); later calls answer what the first decided. On a device without the CubeCL kernels (flex, or
+/// with them turned off) there is nothing to choose.
 pub async fn choose_product(device: &Device) -> ProductChoice {
     let untimed = |product| ProductChoice { product, timed_ms: None };
     let plain = device.clone().without_autodiff();
@@ -117,12 +153,26 @@ pub async fn choose_product(device: &Device) -> ProductChoice {
     }
     let probe_a: Tensor<2> = probe([PROBE[0], PROBE[1]], &plain);
     let probe_b: Tensor<2> = probe([PROBE[1], PROBE[2]], &plain);
-    let burn = time(|| probe_a.clone().matmul(probe_b.clone())).await;
+    let kernel = burn_kernel_for(&to_cube(probe_a.clone()));
+    let burn = time(|| from_cube(burn_product::product(to_cube(probe_a.clone()), to_cube(probe_b.clone()), kernel))).await;
     let ours = time(|| from_cube(product(to_cube(probe_a.clone()), to_cube(probe_b.clone()), None))).await;
-    let product = if ours * MARGIN < burn { Product::Blocked } else { Product::Burn };
+    let product = if ours * MARGIN < burn { Product::Blocked } else { Product::burn(kernel) };
     let choice = ProductChoice { product, timed_ms: Some((burn, ours)) };
     chosen().lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((cube_device, choice.clone()));
     choice
+}
+
+/// The kernel Burn's product takes on `like`'s device: tuned on a card where the build has
+/// autotune; the default elsewhere, and where CubeCL finds no card behind the device (lavapipe,
+/// SwiftShader: an emulator, judged by its counts, where tuning compiles every candidate on the
+/// CPU).
+#[cfg_attr(not(feature = "autotune"), allow(unused_variables))]
+fn burn_kernel_for(like: &CubeTensor) -> Kernel {
+    #[cfg(feature = "autotune")]
+    if like.client.properties().identity.physical.is_some() {
+        return Kernel::Tuned;
+    }
+    Kernel::Default
 }
 
 /// A probe operand of `shape` on `device`: values that vary, written from the host.

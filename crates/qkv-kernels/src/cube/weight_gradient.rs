@@ -39,20 +39,18 @@ pub(crate) fn partials(product: Product, x: CubeTensor, dy: CubeTensor) -> CubeT
     let d_out = dy.meta.shape()[1];
     let runs = runs(rows);
     let run = rows / runs;
-    match product {
-        Product::Blocked => super::product::product_in_runs(Cube::float_transpose(x), dy, run),
+    let Some(kernel) = product.burn_kernel() else {
+        return super::product::product_in_runs(Cube::float_transpose(x), dy, run);
+    };
+    if runs == 1 {
         // One run: the plain product, as the layers took it before there were runs.
-        Product::Burn if runs == 1 => {
-            let dw = super::burn_product::product(Cube::float_transpose(x), dy);
-            Cube::float_reshape(dw, [1, d_in, d_out].into())
-        }
-        Product::Burn => {
-            // [runs, run, in] with its last two axes swapped is [runs, in, run], read where it lies.
-            let x = Cube::float_swap_dims(Cube::float_reshape(x, [runs, run, d_in].into()), 1, 2);
-            let dy = Cube::float_reshape(dy, [runs, run, d_out].into());
-            super::burn_product::batched_product(x, dy)
-        }
+        let dw = super::burn_product::product(Cube::float_transpose(x), dy, kernel);
+        return Cube::float_reshape(dw, [1, d_in, d_out].into());
     }
+    // [runs, run, in] with its last two axes swapped is [runs, in, run], read where it lies.
+    let x = Cube::float_swap_dims(Cube::float_reshape(x, [runs, run, d_in].into()), 1, 2);
+    let dy = Cube::float_reshape(dy, [runs, run, d_out].into());
+    super::burn_product::batched_product(x, dy, kernel)
 }
 
 /// dW [in, out] from its `partials` [runs, in, out]: their sum, one launch (none for one run).
@@ -100,7 +98,12 @@ mod tests {
             let x: Tensor<2> = input([rows, 12], 1, &device);
             let dy: Tensor<2> = input([rows, 9], 2, &device);
             let expected = values(x.clone().transpose().matmul(dy.clone()));
-            for product in [Product::Burn, Product::Blocked] {
+            for product in [
+                Product::Burn,
+                #[cfg(feature = "autotune")]
+                Product::Tuned,
+                Product::Blocked,
+            ] {
                 let dw = weight_gradient(product, to_cube(x.clone()), to_cube(dy.clone()));
                 assert_close(&values(from_cube::<2>(dw)), &expected, 1e-3, &format!("{product:?} over {rows} rows"));
             }
