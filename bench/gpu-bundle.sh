@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds here what a bare GPU machine needs to measure QKV Lab with `bench/gpu.sh --prebuilt DIR`:
-# the release `qkv` (wgpu over Vulkan), stripped and compressed; the Vulkan loader (Debian's
-# libvulkan1), which such a machine may lack while its driver is there; the PyTorch reference and
-# the corpus it reads; and gpu.sh itself. Nothing in it needs cargo or a network there.
+# the release `qkv` (wgpu over Vulkan) and `qkv-tuned` (`--features autotune,vulkan`: Burn's
+# autotuned products, and SPIR-V shaders with `--backend vulkan`), stripped and compressed; the
+# Vulkan loader (Debian's libvulkan1), which such a machine may lack while its driver is there; the
+# PyTorch reference and the corpus it reads; and gpu.sh itself. Nothing in it needs cargo or a
+# network there.
 #
 #   bash bench/gpu-bundle.sh [DIR]   # DIR defaults to .gpu-bundle (ignored by git); at most 40 MB
 #
@@ -12,12 +14,17 @@ cd "$(dirname "$0")/.."
 out=${1:-.gpu-bundle}
 limit_mb=40
 
+target=${CARGO_TARGET_DIR:-target}
 echo "== cargo build --release -p qkv-cli"
 cargo build --release --locked -p qkv-cli --quiet
+# A second build of Burn, in a folder of its own so that neither build undoes the other.
+echo "== cargo build --release -p qkv-cli --features autotune,vulkan"
+cargo build --release --locked -p qkv-cli --features autotune,vulkan --quiet --target-dir "$target/tuned"
 rm -rf "$out"
 mkdir -p "$out/debs"
-strip -o "$out/qkv" "${CARGO_TARGET_DIR:-target}/release/qkv"
-xz -9 -T0 "$out/qkv"
+strip -o "$out/qkv" "$target/release/qkv"
+strip -o "$out/qkv-tuned" "$target/tuned/release/qkv"
+xz -9 -T0 "$out/qkv" "$out/qkv-tuned"
 
 # The loader for the GPU machine's processor (x86-64), whatever this one's is.
 lists=$(mktemp -d)

@@ -4,18 +4,24 @@
 # (shakespeare-char, batch 64), on wgpu, each beside its kernel launches per step and beside the
 # PyTorch reference on the same GPU (bench/pytorch_reference.py, CUDA where torch has it) with
 # each of its AdamW updates (per parameter, foreach, fused), both reading the loss back every 8
-# steps. It names the adapter and refuses to report a software one (lavapipe, llvmpipe,
-# SwiftShader: wgpu on the CPU) as a GPU figure. Writes the table to gpu-table.md beside the
-# binary, and one step's time by kernel per config to profile-<config>.txt (`qkv bench --kernels
+# steps. Each config runs qkv three ways: the default build on wgpu (WGSL shaders; Burn's product
+# with cubek's default kernel, the one `qkv bench --kernels` models), and the build with
+# `--features autotune,vulkan` on `--backend vulkan` (SPIR-V shaders, whose default product takes
+# the card's cooperative-matrix instructions where it has them) with that default product
+# (QKV_PRODUCT=burn) and with Burn's autotuned one: compiler, then tuning. It names the
+# adapter and refuses to report a software one (lavapipe, llvmpipe, SwiftShader: wgpu on the CPU)
+# as a GPU figure. Writes the table to gpu-table.md beside the binary, and one step's time by
+# kernel per config and build to profile-<config>-<build>-<backend>.txt (`qkv bench --kernels
 # --profile`), which ranks the kernels worth work next; record them in docs/performance.md, "The
 # GPU path".
 #
 #   bash bench/gpu.sh                              # builds qkv here with cargo
 #   bash DIR/gpu.sh --prebuilt DIR                 # no cargo, no network: a bundle made by
-#                                                  # bench/gpu-bundle.sh (qkv.xz, the Vulkan loader)
+#                                                  # bench/gpu-bundle.sh (qkv.xz, qkv-tuned.xz,
+#                                                  # the Vulkan loader)
 #   ... --allow-software                           # measure a software adapter anyway (checks the script)
 #   QUICK=1 ...                                    # the classroom model only, batch 2, one step
-#   FUSION=1 bash bench/gpu.sh                     # (cargo only) adds Burn's fusion and autotune,
+#   FUSION=1 bash bench/gpu.sh                     # (cargo only) adds Burn's fusion,
 #                                                  # a second build of Burn, in target/fusion
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -40,26 +46,31 @@ if [ -n "$prebuilt" ]; then
   fi
   nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia_icd" ]; then export VK_DRIVER_FILES="$nvidia_icd"; fi
-  if [ ! -x "$prebuilt/qkv" ]; then
-    if command -v xz > /dev/null; then xz -dc "$prebuilt/qkv.xz" > "$prebuilt/qkv"
-    else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$prebuilt/qkv.xz" "$prebuilt/qkv"; fi
-    chmod +x "$prebuilt/qkv"
-  fi
-  qkv="$prebuilt/qkv" reference="$prebuilt/pytorch_reference.py" corpus="$prebuilt/shakespeare.txt"
-  builds=("$qkv")
+  for binary in qkv qkv-tuned; do
+    [ -x "$prebuilt/$binary" ] || [ ! -f "$prebuilt/$binary.xz" ] && continue
+    if command -v xz > /dev/null; then xz -dc "$prebuilt/$binary.xz" > "$prebuilt/$binary"
+    else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$prebuilt/$binary.xz" "$prebuilt/$binary"; fi
+    chmod +x "$prebuilt/$binary"
+  done
+  qkv="$prebuilt/qkv" tuned="$prebuilt/qkv-tuned" reference="$prebuilt/pytorch_reference.py" corpus="$prebuilt/shakespeare.txt"
 else
   cd "$here/.."
   target="${CARGO_TARGET_DIR:-target}"
   echo "== cargo build --release -p qkv-cli"
   cargo build --release --locked -p qkv-cli --quiet
-  qkv="$target/release/qkv" reference=bench/pytorch_reference.py corpus=assets/shakespeare.txt work="$target"
-  builds=("$qkv")
+  echo "== cargo build --release -p qkv-cli --features autotune,vulkan"
+  cargo build --release --locked -p qkv-cli --features autotune,vulkan --quiet --target-dir "$target/tuned"
+  qkv="$target/release/qkv" tuned="$target/tuned/release/qkv" reference=bench/pytorch_reference.py
+  corpus=assets/shakespeare.txt work="$target"
   if [ -n "${FUSION:-}" ]; then
     echo "== cargo build --release -p qkv-cli --features fusion"
     cargo build --release --locked -p qkv-cli --features fusion --quiet --target-dir "$target/fusion"
-    builds+=("$target/fusion/release/qkv")
+    builds+=("fusion|$target/fusion/release/qkv|wgpu|")
   fi
 fi
+# build label | binary | backend | QKV_PRODUCT (empty: qkv's choice)
+builds=("default|$qkv|wgpu|" "${builds[@]}")
+[ -x "$tuned" ] && builds+=("vulkan|$tuned|vulkan|burn" "vulkan, autotune|$tuned|vulkan|")
 if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   XDG_RUNTIME_DIR=$(mktemp -d)
   export XDG_RUNTIME_DIR
@@ -92,17 +103,11 @@ configs=(
 if [ -n "${QUICK:-}" ]; then configs=("classroom classroom 2 4 64 64 2 0.0"); steps=1 rounds=1; else steps=16 rounds=3; fi
 table="$work/gpu-table.md"
 {
-  echo "| config | batch | variant | build | qkv tok/s | launches/step | pytorch ($torch_device) tok/s: per-parameter, foreach, fused AdamW | qkv / fastest pytorch |"
-  echo "|---|---:|---|---|---:|---:|---:|---:|"
+  echo "| config | batch | variant | build | backend | qkv tok/s | launches/step | pytorch ($torch_device) tok/s: per-parameter, foreach, fused AdamW | qkv / fastest pytorch |"
+  echo "|---|---:|---|---|---|---:|---:|---:|---:|"
 } > "$table"
 for config in "${configs[@]}"; do
   read -r name preset layers heads embd context batch dropout <<< "$config"
-  launches=$("$qkv" bench --kernels --json --preset "$preset" --backend wgpu --variants standard,wq-identity --batch "$batch" \
-    --steps 1 --warmup 0 --gen-tokens 1 $allow_software 2> /dev/null | field launches_per_step)
-  # One step of standard timed kernel by kernel (each launch waits for the last: the sum is not
-  # the step's time, the ranking is what counts).
-  "$qkv" bench --kernels --profile --preset "$preset" --backend wgpu --variants standard --batch "$batch" --steps 1 --warmup 2 \
-    --gen-tokens 1 $allow_software > "$work/profile-$name.txt" 2> /dev/null || echo "$name: the profile failed" >&2
   declare -A theirs=()
   for adamw in per-parameter foreach fused; do
     theirs[$adamw]=""
@@ -111,16 +116,23 @@ for config in "${configs[@]}"; do
       --layers "$layers" --heads "$heads" --embd "$embd" --context "$context" --batch "$batch" --dropout "$dropout" \
       --steps "$steps" --rounds "$rounds" --warmup 3 --read-back-every 8 --adamw "$adamw" 2> /dev/null | field train_tokens_per_sec || true)
   done
-  for binary in "${builds[@]}"; do
-    build=default
-    [ "$binary" != "$qkv" ] && build=fusion
-    if ! ours=$("$binary" bench --json --preset "$preset" --backend wgpu --variants standard,wq-identity --batch "$batch" \
+  for row in "${builds[@]}"; do
+    IFS='|' read -r build binary backend product <<< "$row"
+    export QKV_PRODUCT="$product"
+    launches=$("$binary" bench --kernels --json --preset "$preset" --backend "$backend" --variants standard,wq-identity \
+      --batch "$batch" --steps 1 --warmup 1 --gen-tokens 1 $allow_software 2> /dev/null | field launches_per_step || true)
+    # One step of standard timed kernel by kernel (each launch waits for the last: the sum is not
+    # the step's time, the ranking is what counts).
+    "$binary" bench --kernels --profile --preset "$preset" --backend "$backend" --variants standard --batch "$batch" --steps 1 \
+      --warmup 2 --gen-tokens 1 $allow_software > "$work/profile-$name-${build//[, ]/}-$backend.txt" 2> /dev/null \
+      || echo "$name ($build, $backend): the profile failed" >&2
+    if ! ours=$("$binary" bench --json --preset "$preset" --backend "$backend" --variants standard,wq-identity --batch "$batch" \
       --steps "$steps" --rounds "$rounds" --warmup 3 --gen-tokens 16 --read-back-every 8 2> "$work/gpu-bench.err" | field train_tokens_per_sec); then
-      echo "$name ($build): failed: $(tail -1 "$work/gpu-bench.err")"
+      echo "$name ($build, $backend): failed: $(tail -1 "$work/gpu-bench.err")"
       continue
     fi
     while read -r variant rate; do
-      count=$(echo "$launches" | awk -v v="$variant" '$1 == v { print $2 }')
+      count=$(echo "$launches" | awk -v v="$variant" '$1 == v { printf "%.0f", $2 }')
       refs=() best=""
       for adamw in per-parameter foreach fused; do
         ref=$(echo "${theirs[$adamw]}" | awk -v v="$variant" '$1 == v { print $2 }')
@@ -128,7 +140,7 @@ for config in "${configs[@]}"; do
         [ -n "$ref" ] && best=$(awk -v a="$ref" -v b="${best:-0}" 'BEGIN { print (a > b ? a : b) }')
       done
       ratio=$([ -n "$best" ] && awk -v a="$rate" -v b="$best" 'BEGIN { printf "%.2f", a / b }' || echo "—")
-      printf '| %s | %s | %s | %s | %.0f | %.0f | %s | %s |\n' "$name" "$batch" "$variant" "$build" "$rate" "$count" \
+      printf '| %s | %s | %s | %s | %s | %.0f | %s | %s | %s |\n' "$name" "$batch" "$variant" "$build" "$backend" "$rate" "${count:-—}" \
         "${refs[0]}, ${refs[1]}, ${refs[2]}" "$ratio" >> "$table"
     done <<< "$ours"
   done
@@ -136,5 +148,9 @@ done
 cat "$table"
 for config in "${configs[@]}"; do
   read -r name _ <<< "$config"
-  [ -s "$work/profile-$name.txt" ] && { echo; echo "== $name: one step by kernel, the longest first"; sed -n '/timed kernel by kernel/,$p' "$work/profile-$name.txt" | head -16; }
+  for profile in "$work/profile-$name"-*.txt; do
+    [ -s "$profile" ] || continue
+    echo; echo "== $(basename "$profile" .txt): one step by kernel, the longest first"
+    sed -n '/timed kernel by kernel/,$p' "$profile" | head -16
+  done
 done
