@@ -70,6 +70,11 @@ fn main() -> ExitCode {
     let mut args = std::env::args();
     let program = args.next().map(|path| program_name(&path)).unwrap_or_else(|| "qkv".into());
     let invocation = std::iter::once(program).chain(args).collect::<Vec<_>>().join(" ");
+    // A setting the GPU path reads later, checked before any work: a typo is an error, not a timing.
+    if let Err(unknown) = qkv_kernels::product_from_env() {
+        eprintln!("{}", failure::report(&unknown));
+        return ExitCode::from(2);
+    }
     let result = match &cli.command {
         Command::Params(args) => params::run(args),
         Command::Train(command) => train::run_train(command),

@@ -41,3 +41,18 @@ fn usage_errors_exit_2_and_failed_runs_exit_1() {
     }
     std::fs::remove_dir_all(out).ok();
 }
+
+/// A matrix product `QKV_PRODUCT` does not name is a setting that cannot be: 2, with the fix,
+/// before any work.
+#[test]
+fn an_unknown_product_in_the_environment_exits_2() {
+    let output = Command::new(env!("CARGO_BIN_EXE_qkv"))
+        .args(["params", "--preset", "classroom"])
+        .env("QKV_PRODUCT", "fastest")
+        .output()
+        .expect("qkv runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("error: QKV_PRODUCT=\"fastest\"") && stderr.contains("burn or blocked"), "{stderr}");
+    assert!(output.stdout.is_empty(), "no work done: {}", String::from_utf8_lossy(&output.stdout));
+}

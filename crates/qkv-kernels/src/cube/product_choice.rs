@@ -91,17 +91,40 @@ impl Product {
     }
 }
 
-/// `QKV_PRODUCT=burn`, `tuned` (with the `autotune` feature) or `blocked` in the environment sets
-/// the product without timing (read once).
+/// `QKV_PRODUCT` names a matrix product this build does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("QKV_PRODUCT={value:?} is not a matrix product of this build: {fix}")]
+pub struct UnknownProduct {
+    value: String,
+    fix: &'static str,
+}
+
+/// The product `QKV_PRODUCT` sets, if it sets one (unset or empty: none, the product is timed):
+/// `burn`, `blocked`, or `tuned` in a build with the `autotune` feature. Read by [`choose_product`]
+/// and the layers; an entry point checks it first so that a typo is an error, not a timing.
+pub fn product_from_env() -> Result<Option<Product>, UnknownProduct> {
+    let value = std::env::var("QKV_PRODUCT").unwrap_or_default();
+    parse_product(&value)
+}
+
+fn parse_product(value: &str) -> Result<Option<Product>, UnknownProduct> {
+    let unknown = |fix| Err(UnknownProduct { value: value.to_owned(), fix });
+    match value {
+        "" => Ok(None),
+        "burn" => Ok(Some(Product::Burn)),
+        "blocked" => Ok(Some(Product::Blocked)),
+        #[cfg(feature = "autotune")]
+        "tuned" => Ok(Some(Product::Tuned)),
+        #[cfg(not(feature = "autotune"))]
+        "tuned" => unknown("Burn's autotuned product needs a build with `--features autotune`"),
+        _ => unknown("set it to burn or blocked (tuned in a build with `--features autotune`), or unset it"),
+    }
+}
+
+/// [`product_from_env`], read once; a value this build cannot take sets nothing.
 fn pinned() -> Option<Product> {
     static PINNED: OnceLock<Option<Product>> = OnceLock::new();
-    *PINNED.get_or_init(|| match std::env::var("QKV_PRODUCT").ok()?.as_str() {
-        "burn" => Some(Product::Burn),
-        #[cfg(feature = "autotune")]
-        "tuned" => Some(Product::Tuned),
-        "blocked" => Some(Product::Blocked),
-        _ => None,
-    })
+    *PINNED.get_or_init(|| product_from_env().ok().flatten())
 }
 
 /// The cubecl device behind `device`, if it is one.
@@ -216,8 +239,23 @@ async fn wait_for(tensor: Tensor<2>) {
 mod tests {
     use burn::tensor::Device;
 
-    use super::{ProductChoice, choose_product, product_for};
+    use super::{Product, ProductChoice, choose_product, parse_product, product_for};
     use crate::tests::gpu;
+
+    /// `QKV_PRODUCT` sets a product this build has; unset or empty, none; anything else is an error
+    /// that says how to mend it, `tuned` too where the build has no autotune.
+    #[test]
+    fn the_products_environment_names_only_this_build_s_products() {
+        assert_eq!(parse_product(""), Ok(None));
+        assert_eq!(parse_product("burn"), Ok(Some(Product::Burn)));
+        assert_eq!(parse_product("blocked"), Ok(Some(Product::Blocked)));
+        let typo = parse_product("fastest").expect_err("not a product").to_string();
+        assert!(typo.contains("QKV_PRODUCT=\"fastest\"") && typo.contains("burn or blocked"), "{typo}");
+        #[cfg(feature = "autotune")]
+        assert_eq!(parse_product("tuned"), Ok(Some(Product::Tuned)));
+        #[cfg(not(feature = "autotune"))]
+        assert!(parse_product("tuned").expect_err("no autotune").to_string().contains("--features autotune"));
+    }
 
     #[test]
     fn a_cubecl_device_is_timed_once_and_keeps_its_product() {
