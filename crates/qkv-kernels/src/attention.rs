@@ -33,6 +33,7 @@ use burn::tensor::ops::AttentionModuleOptions;
 
 use burn_cubecl::CubeBackend as Cube;
 
+use crate::cube::attention::LogitBias;
 use crate::cube::{self, from_cube, from_cube_autodiff, to_cube, to_cube_autodiff};
 use crate::flex::{
     Route, View4, backward_step, backward_step_on, from_autodiff, from_flex, route, strided_tensor, tensor, to_autodiff, to_flex, values,
@@ -68,7 +69,9 @@ pub fn attention(query: Tensor<4>, key: Tensor<4>, value: Tensor<4>, bias: Optio
     match route {
         Route::Cube if cube_kernel => {
             let bias = bias.map(to_cube);
-            from_cube(cube::attention::forward(to_cube(query), to_cube(key), to_cube(value), bias.as_ref(), scale as f32, causal).0)
+            // No backward pass follows: the forward keeps no copy of the bias for one.
+            let bias = bias.as_ref().map(|values| LogitBias { values, for_backward: false });
+            from_cube(cube::attention::forward(to_cube(query), to_cube(key), to_cube(value), bias, scale as f32, causal).0)
         }
         Route::CubeAutodiff if cube_kernel => {
             let (query, q_node) = to_cube_autodiff(query).into_parts();
@@ -81,7 +84,8 @@ pub fn attention(query: Tensor<4>, key: Tensor<4>, value: Tensor<4>, bias: Optio
                 }
                 Some(bias) => {
                     let (bias, bias_node) = to_cube_autodiff(bias).into_parts();
-                    let run = || cube::attention::forward(query, key, value, Some(&bias), scale as f32, causal);
+                    let bias = LogitBias { values: &bias, for_backward: true };
+                    let run = || cube::attention::forward(query, key, value, Some(bias), scale as f32, causal);
                     cube::record(CubeAttentionBackward, [q_node, k_node, v_node, bias_node], run)
                 }
             };

@@ -24,6 +24,7 @@ use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
+pub(crate) use super::attention_tiled::LogitBias;
 use super::attention_tiled::row_start;
 use super::{empty, note, units};
 
@@ -247,7 +248,7 @@ pub(crate) fn forward(
     q: CubeTensor,
     k: CubeTensor,
     v: CubeTensor,
-    bias: Option<&CubeTensor>,
+    bias: Option<LogitBias>,
     scale: f32,
     causal: bool,
 ) -> (CubeTensor, Saved) {
@@ -260,16 +261,9 @@ pub(crate) fn forward(
 }
 
 /// [`forward`] with `kernels`.
-fn forward_with(
-    q: CubeTensor,
-    k: CubeTensor,
-    v: CubeTensor,
-    bias: Option<&CubeTensor>,
-    scale: f32,
-    kernels: Kernels,
-) -> (CubeTensor, Saved) {
+fn forward_with(q: CubeTensor, k: CubeTensor, v: CubeTensor, bias: Option<LogitBias>, scale: f32, kernels: Kernels) -> (CubeTensor, Saved) {
     if let Kernels::Tiled { causal } = kernels {
-        let bias_heads = bias.map(|bias| bias.meta.shape()[0]);
+        let bias_heads = bias.map(|bias| bias.values.meta.shape()[0]);
         let (out, stats) = super::attention_tiled::forward(&q, &k, &v, bias, super::attention_tiled::Bases::default(), scale, causal);
         return (out.clone(), Saved { q, k, v, out, stats, bias_heads, scale, kernels });
     }
@@ -369,7 +363,7 @@ mod tests {
     use burn_cubecl::CubeBackend as Cube;
     use burn_cubecl::tensor::CubeTensor;
 
-    use super::{Kernels, backward, forward_with};
+    use super::{Kernels, LogitBias, backward, forward_with};
     use crate::cube::{from_cube, to_cube};
     use crate::tests::{assert_close, gpu, input, values};
 
@@ -429,10 +423,23 @@ mod tests {
                 to_cube(input(shapes.0, 1, &device)),
                 to_cube(input(shapes.1, 2, &device)),
                 to_cube(input(shapes.1, 3, &device)),
-                Some(&to_cube(input(shapes.2, 4, &device))),
+                Some(LogitBias { values: &to_cube(input(shapes.2, 4, &device)), for_backward: true }),
                 0.3,
                 Kernels::Tiled { causal },
             );
+            // Without a backward pass to follow, the same output, and no copy of the bias kept.
+            let (alone, alone_saved) = forward_with(
+                to_cube(input(shapes.0, 1, &device)),
+                to_cube(input(shapes.1, 2, &device)),
+                to_cube(input(shapes.1, 3, &device)),
+                Some(LogitBias { values: &to_cube(input(shapes.2, 4, &device)), for_backward: false }),
+                0.3,
+                Kernels::Tiled { causal },
+            );
+            let rows = batch * heads * t_q;
+            assert_eq!(alone_saved.stats.meta.shape().num_elements(), 2 * rows, "statistics only");
+            assert_eq!(saved.stats.meta.shape().num_elements(), 2 * rows + bias_heads * t_q * t_k, "and the bias");
+            assert_close(&flat(alone), &flat(out.clone()), 0.0, "the output without a backward pass");
             let (d_q, d_k, d_v, d_bias) = backward(&saved, to_cube(input(shapes.0, 5, &device)));
             let tiled = [out, d_q, d_k, d_v, d_bias.expect("a bias's gradient")].map(flat);
 

@@ -143,7 +143,8 @@ fn bias_in_stats(q: &Tensor<f32>) -> usize {
 
 /// Row (b, h, i) of the output and L_i into `stats[2·row]`; the workgroup is (block, h, b).
 /// When `biased`, the logits gain `bias` [bias_heads, t_q, t_k] (contiguous), which the batch's
-/// first row's workgroups also copy behind the statistics for the backward kernels.
+/// first row's workgroups also copy behind the statistics for the backward kernels where `stats`
+/// has room for it (none where no backward pass follows).
 #[cube(launch)]
 // `biased` is known when the kernel is compiled: an `if` of its own leaves the code out, where
 // joined with a runtime condition it would be a test in the kernel.
@@ -172,7 +173,7 @@ fn attention_tiled_kernel(
     let bias_heads = bias.shape(0);
     let bias_at = bias_row(bias_heads, h, row_i, t_q, t_k);
     if biased {
-        if b == 0 && h < bias_heads {
+        if b == 0 && h < bias_heads && stats.len() > bias_in_stats(q) {
             let (first_row, tail) = (CUBE_POS_X as usize * ROWS, bias_in_stats(q));
             let mut e = UNIT_POS as usize;
             while e < ROWS * t_k {
@@ -556,14 +557,23 @@ pub(crate) struct BiasPartials {
     pub partials_at: usize,
 }
 
+/// A bias on the logits, [1 or heads, t_q, t_k], and whether a backward pass follows the forward
+/// one (which then leaves a copy of it behind the statistics for the backward kernels to read;
+/// evaluation and generation need none).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogitBias<'a> {
+    pub values: &'a CubeTensor,
+    pub for_backward: bool,
+}
+
 /// The output [batch, heads, t_q, d] (laid out [batch, t_q, heads, d]) and the rows' L in
-/// `stats` (two values a row, L first; the bias behind them when there is one). `k` and `v` are
-/// [batch, kv_heads, t_k, d], each where `bases` says; `bias`, if any, [1 or heads, t_q, t_k].
+/// `stats` (two values a row, L first; the bias behind them where a backward pass follows). `k`
+/// and `v` are [batch, kv_heads, t_k, d], each where `bases` says.
 pub(crate) fn forward(
     q: &CubeTensor,
     k: &CubeTensor,
     v: &CubeTensor,
-    bias: Option<&CubeTensor>,
+    bias: Option<LogitBias>,
     bases: Bases,
     scale: f32,
     causal: bool,
@@ -573,20 +583,23 @@ pub(crate) fn forward(
     let rows = batch * heads * t_q;
     let out = Cube::float_swap_dims(empty(q, [batch, t_q, heads, d]), 1, 2);
     let biased = bias.is_some();
+    let kept = bias.is_some_and(|bias| bias.for_backward);
     // Without a bias the kernel binds one unread value in its place.
-    let bias = bias.map_or_else(|| empty(q, [1]), |bias| super::contiguous(bias.clone()));
+    let bias = bias.map_or_else(|| empty(q, [1]), |bias| super::contiguous(bias.values.clone()));
     let bias_values = if biased { bias.meta.shape().num_elements() } else { 0 };
-    let stats = empty(q, [rows * 2 + bias_values]);
+    let kept_values = if kept { bias_values } else { 0 };
+    let stats = empty(q, [rows * 2 + kept_values]);
     let tile = tile_rows(d);
     let (count, dim) = (grid(t_q, heads, batch), cubecl::CubeDim::new_1d(ROWS as u32));
     // Each unit meets every key of its head (the last row of a causal block), d values twice, and
-    // its row's bias; the first batch row's units copy a block of it, t_k values each.
+    // its row's bias; where it is kept, the first batch row's units copy a block of it, t_k
+    // values each.
     note(
         &count,
         dim,
-        t_k * 2 * d + 2 * d + if biased { 2 * t_k } else { 0 },
+        t_k * 2 * d + 2 * d + if biased { t_k } else { 0 } + if kept { t_k } else { 0 },
         rows * d + 2 * batch * kv_heads * t_k * d + bias_values,
-        rows * d + rows + bias_values,
+        rows * d + rows + kept_values,
     );
     attention_tiled_kernel::launch(
         &q.client,
