@@ -31,6 +31,7 @@ pub fn usage(message: impl Into<String>) -> Failure {
 pub fn exit_code(failure: &Failure) -> u8 {
     use qkv_train::plan::{PlanError, StartError};
     let usage = failure.is::<Usage>()
+        || failure.is::<qkv_kernels::UnknownProduct>()
         || failure.is::<qkv_model::ConfigError>()
         || failure.is::<qkv_train::TrainingConfigError>()
         || failure.is::<PlanError>()

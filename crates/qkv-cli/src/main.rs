@@ -70,26 +70,7 @@ fn main() -> ExitCode {
     let mut args = std::env::args();
     let program = args.next().map(|path| program_name(&path)).unwrap_or_else(|| "qkv".into());
     let invocation = std::iter::once(program).chain(args).collect::<Vec<_>>().join(" ");
-    // A setting the GPU path reads later, checked before any work: a typo is an error, not a timing.
-    if let Err(unknown) = qkv_kernels::product_from_env() {
-        eprintln!("{}", failure::report(&unknown));
-        return ExitCode::from(2);
-    }
-    let result = match &cli.command {
-        Command::Params(args) => params::run(args),
-        Command::Train(command) => train::run_train(command),
-        Command::Compare(command) => train::run_compare(command, &invocation),
-        Command::Resume(command) => train::run_resume(command, &invocation),
-        Command::Sample(args) => sample::run(args),
-        Command::Inspect(args) => inspect::run(args),
-        Command::Bench(args) => bench::run(args),
-        Command::Reparam(args) => reparam::run(args),
-        Command::Export(args) => export::run(args),
-        Command::Import(args) => import::run(args),
-        Command::Serve(args) => serve::run(args),
-        Command::Experiment(args) => experiment::run(args, &invocation),
-    };
-    match result {
+    match run(&cli.command, &invocation) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => match failure.downcast_ref::<interrupt::Interrupted>() {
             // Stopped by a signal: not an error, and the run so far is kept.
@@ -102,6 +83,26 @@ fn main() -> ExitCode {
                 ExitCode::from(failure::exit_code(&failure))
             }
         },
+    }
+}
+
+/// `command`, quoted in reports as `invocation`.
+fn run(command: &Command, invocation: &str) -> Result<(), Failure> {
+    // A setting the GPU path reads later, checked before any work: a typo is an error, not a timing.
+    qkv_kernels::product_from_env()?;
+    match command {
+        Command::Params(args) => params::run(args),
+        Command::Train(command) => train::run_train(command),
+        Command::Compare(command) => train::run_compare(command, invocation),
+        Command::Resume(command) => train::run_resume(command, invocation),
+        Command::Sample(args) => sample::run(args),
+        Command::Inspect(args) => inspect::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Reparam(args) => reparam::run(args),
+        Command::Export(args) => export::run(args),
+        Command::Import(args) => import::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Experiment(args) => experiment::run(args, invocation),
     }
 }
 

@@ -159,8 +159,8 @@ fn recorded(device: &CubeDevice) -> Option<ProductChoice> {
 
 /// Times Burn's product (tuned on a card where the build has autotune, [`burn_kernel_for`]) and
 /// ours on `device`, once per device, and gives the linear layers the faster (ours only by
-/// [`MARGIN`]); later calls answer what the first decided. On a device without the CubeCL kernels (flex, or
-/// with them turned off) there is nothing to choose.
+/// [`MARGIN`]); later calls answer what the first decided. On a device without the CubeCL
+/// kernels (flex, or with them turned off) there is nothing to choose.
 pub async fn choose_product(device: &Device) -> ProductChoice {
     let untimed = |product| ProductChoice { product, timed_ms: None };
     let plain = device.clone().without_autodiff();
