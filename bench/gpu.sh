@@ -10,15 +10,22 @@
 # the card's cooperative-matrix instructions where it has them) with that default product
 # (QKV_PRODUCT=burn) and with Burn's autotuned one: compiler, then tuning. It names the
 # adapter and refuses to report a software one (lavapipe, llvmpipe, SwiftShader: wgpu on the CPU)
-# as a GPU figure. Writes the table to gpu-table.md beside the binary, and one step's time by
-# kernel per config and build to profile-<config>-<build>-<backend>.txt (`qkv bench --kernels
-# --profile`), which ranks the kernels worth work next; record them in docs/performance.md, "The
-# GPU path".
+# as a GPU figure. Writes the table to gpu-table.md, and one step's time by
+# kernel per config and build to gpu-profiles.txt (`qkv bench --kernels --profile`), which ranks
+# the kernels worth work next; record them in docs/performance.md, "The GPU path". Both files, and
+# the log, go to --out DIR, written as each row ends: at most three files, so that a lent machine
+# that returns a few files returns them all, and whatever finished before a kill.
+#
+# It keeps to a time budget (300 s unless --budget says otherwise; the builds are not counted):
+# every command gets at most what is left (`timeout`), and a row with no time left says "skipped"
+# in the table. The configs run in the order of what they tell: the classroom model (is the GPU
+# path sound), nanoGPT's GPU shape (the gap this project is judged by), then its CPU recipe.
 #
 #   bash bench/gpu.sh                              # builds qkv here with cargo
-#   bash DIR/gpu.sh --prebuilt DIR                 # no cargo, no network: a bundle made by
+#   bash DIR/gpu.sh --prebuilt DIR --out RESULTS   # no cargo, no network: a bundle made by
 #                                                  # bench/gpu-bundle.sh (qkv.xz, qkv-tuned.xz,
-#                                                  # the Vulkan loader)
+#                                                  # the Vulkan loader); RESULTS defaults to DIR
+#   ... --budget SECONDS                           # another time budget
 #   ... --allow-software                           # measure a software adapter anyway (checks the script)
 #   QUICK=1 ...                                    # the classroom model only, batch 2, one step
 #   FUSION=1 bash bench/gpu.sh                     # (cargo only) adds Burn's fusion,
@@ -26,14 +33,17 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
-prebuilt="" allow_software=""
+prebuilt="" allow_software="" out="" budget=300
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt="$(cd "${2:?--prebuilt DIR}" && pwd)"; shift 2 ;;
+    --out) out="${2:?--out DIR}"; shift 2 ;;
+    --budget) budget="${2:?--budget SECONDS}"; shift 2 ;;
     --allow-software) allow_software=--allow-software; shift ;;
-    *) echo "usage: bash bench/gpu.sh [--prebuilt DIR] [--allow-software]" >&2; exit 2 ;;
+    *) echo "usage: bash bench/gpu.sh [--prebuilt DIR] [--out DIR] [--budget SECONDS] [--allow-software]" >&2; exit 2 ;;
   esac
 done
+case "$budget" in ''|*[!0-9]*) echo "error: --budget takes whole seconds, not \"$budget\"" >&2; exit 2 ;; esac
 
 builds=()
 if [ -n "$prebuilt" ]; then
@@ -75,11 +85,28 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   XDG_RUNTIME_DIR=$(mktemp -d)
   export XDG_RUNTIME_DIR
 fi
+out="${out:-$work}"
+mkdir -p "$out"
+table="$out/gpu-table.md" profiles="$out/gpu-profiles.txt"
+: > "$profiles"
+exec > >(tee "$out/gpu-log.txt") 2>&1
+
+# The budget starts after the builds and the unpacking. `within CMD...` runs CMD with what is left
+# of it, and fails (as `timeout` does, 124) when nothing is.
+SECONDS=0
+left() { echo $((budget - SECONDS)); }
+within() {
+  local seconds
+  seconds=$(left)
+  [ "$seconds" -gt 0 ] || return 124
+  timeout "$seconds" "$@"
+}
+echo "budget: $budget s"
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/gpu: /'
 # The adapter qkv computes on, refused unless it is a GPU (or --allow-software).
-if ! "$qkv" bench --preset classroom --backend wgpu --variants standard --kernels --steps 1 --warmup 0 --gen-tokens 1 \
+if ! within "$qkv" bench --preset classroom --backend wgpu --variants standard --kernels --steps 1 --warmup 0 --gen-tokens 1 \
   --require-gpu $allow_software --json > /dev/null 2> "$work/gpu-adapter.err"; then
   grep -v XDG_RUNTIME "$work/gpu-adapter.err" | tail -3 >&2
   exit 1
@@ -97,13 +124,12 @@ field() { tr -d '\n ' | grep -o "\"variant\":\"[^\"]*\"[^}]*\"$1\":[0-9.e+-]*" |
 # name, preset, layers, heads, embd, context, batch, dropout
 configs=(
   "classroom classroom 2 4 64 64 16 0.0"
-  "nanoGPT-cpu shakespeare-char-cpu 4 4 128 64 12 0.0"
   "nanoGPT-gpu-shape shakespeare-char 6 6 384 256 64 0.2"
+  "nanoGPT-cpu shakespeare-char-cpu 4 4 128 64 12 0.0"
 )
 if [ -n "${QUICK:-}" ]; then configs=("classroom classroom 2 4 64 64 2 0.0"); steps=1 rounds=1; else steps=16 rounds=3; fi
-table="$work/gpu-table.md"
 {
-  echo "| config | batch | variant | build | backend | qkv tok/s | launches/step | pytorch ($torch_device) tok/s: per-parameter, foreach, fused AdamW | qkv / fastest pytorch |"
+  echo "| config | batch | variant | build | backend | qkv tok/s | launches/step | pytorch (${torch_device:-none}) tok/s: per-parameter, foreach, fused AdamW | qkv / fastest pytorch |"
   echo "|---|---:|---|---|---|---:|---:|---:|---:|"
 } > "$table"
 for config in "${configs[@]}"; do
@@ -112,23 +138,32 @@ for config in "${configs[@]}"; do
   for adamw in per-parameter foreach fused; do
     theirs[$adamw]=""
     [ -n "$torch_device" ] || continue
-    theirs[$adamw]=$(python3 -W "ignore:Failed to initialize NumPy" "$reference" --corpus "$corpus" --device "$torch_device" \
+    theirs[$adamw]=$(within python3 -W "ignore:Failed to initialize NumPy" "$reference" --corpus "$corpus" --device "$torch_device" \
       --layers "$layers" --heads "$heads" --embd "$embd" --context "$context" --batch "$batch" --dropout "$dropout" \
       --steps "$steps" --rounds "$rounds" --warmup 3 --read-back-every 8 --adamw "$adamw" 2> /dev/null | field train_tokens_per_sec || true)
   done
   for row in "${builds[@]}"; do
     IFS='|' read -r build binary backend product <<< "$row"
+    if [ "$(left)" -le 0 ]; then
+      echo "| $name | $batch | — | $build | $backend | skipped: the $budget s budget was spent | — | — | — |" >> "$table"
+      continue
+    fi
     export QKV_PRODUCT="$product"
-    launches=$("$binary" bench --kernels --json --preset "$preset" --backend "$backend" --variants standard,wq-identity \
+    launches=$(within "$binary" bench --kernels --json --preset "$preset" --backend "$backend" --variants standard,wq-identity \
       --batch "$batch" --steps 1 --warmup 1 --gen-tokens 1 $allow_software 2> /dev/null | field launches_per_step || true)
     # One step of standard timed kernel by kernel (each launch waits for the last: the sum is not
     # the step's time, the ranking is what counts).
-    "$binary" bench --kernels --profile --preset "$preset" --backend "$backend" --variants standard --batch "$batch" --steps 1 \
-      --warmup 2 --gen-tokens 1 $allow_software > "$work/profile-$name-${build//[, ]/}-$backend.txt" 2> /dev/null \
-      || echo "$name ($build, $backend): the profile failed" >&2
-    if ! ours=$("$binary" bench --json --preset "$preset" --backend "$backend" --variants standard,wq-identity --batch "$batch" \
-      --steps "$steps" --rounds "$rounds" --warmup 3 --gen-tokens 16 --read-back-every 8 2> "$work/gpu-bench.err" | field train_tokens_per_sec); then
-      echo "$name ($build, $backend): failed: $(tail -1 "$work/gpu-bench.err")"
+    echo "== $name, $build, $backend: one step by kernel" >> "$profiles"
+    within "$binary" bench --kernels --profile --preset "$preset" --backend "$backend" --variants standard --batch "$batch" \
+      --steps 1 --warmup 2 --gen-tokens 1 $allow_software >> "$profiles" 2> /dev/null \
+      || echo "$name ($build, $backend): the profile failed or ran out of time" | tee -a "$profiles" >&2
+    if ! ours=$(within "$binary" bench --json --preset "$preset" --backend "$backend" --variants standard,wq-identity \
+      --batch "$batch" --steps "$steps" --rounds "$rounds" --warmup 3 --gen-tokens 16 --read-back-every 8 2> "$work/gpu-bench.err" \
+      | field train_tokens_per_sec); then
+      why=$(tail -1 "$work/gpu-bench.err")
+      [ "$(left)" -le 0 ] && why="the $budget s budget ran out"
+      echo "$name ($build, $backend): failed: $why"
+      echo "| $name | $batch | — | $build | $backend | failed: ${why//|/\\|} | — | — | — |" >> "$table"
       continue
     fi
     while read -r variant rate; do
@@ -145,12 +180,7 @@ for config in "${configs[@]}"; do
     done <<< "$ours"
   done
 done
+echo "spent: $SECONDS s of $budget"
 cat "$table"
-for config in "${configs[@]}"; do
-  read -r name _ <<< "$config"
-  for profile in "$work/profile-$name"-*.txt; do
-    [ -s "$profile" ] || continue
-    echo; echo "== $(basename "$profile" .txt): one step by kernel, the longest first"
-    sed -n '/timed kernel by kernel/,$p' "$profile" | head -16
-  done
-done
+# Each profile's ranking: its heading, then the kernels from the longest, 16 lines.
+awk '/^== / { print ""; print; shown = -1; next } /timed kernel by kernel/ { shown = 0 } shown >= 0 && shown < 16 { print; shown++ }' "$profiles"
