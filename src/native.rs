@@ -208,6 +208,13 @@ impl eframe::App for Shell {
 pub fn run() -> eframe::Result {
     // A bad argument exits with clap's message and status 2; --help prints the options.
     let args = <ShellArgs as clap::Parser>::parse();
+    // `QKV_PRODUCT` pins the matrix product as an option would; a value this build has no product
+    // for stops here as a bad option does, rather than leave the product timed while the user
+    // believes it pinned.
+    if let Err(unknown) = qkv_kernels::product_from_env() {
+        eprintln!("error: {unknown}");
+        std::process::exit(2);
+    }
     // Training runs on flex's thread pool; one core stays with the window so it keeps drawing.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let _ = rayon::ThreadPoolBuilder::new().num_threads(cores.saturating_sub(1).max(1)).build_global();

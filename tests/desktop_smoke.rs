@@ -45,3 +45,13 @@ fn the_desktop_app_trains_under_xvfb_and_exits_cleanly() {
     }
     assert!(!stdout.contains("error:"), "{stdout}");
 }
+
+/// `QKV_PRODUCT` naming no product of this build stops the app before its window opens (so this
+/// needs no screen), with the fix and status 2, as a bad option does and as the CLI does.
+#[test]
+fn an_unknown_product_in_the_environment_stops_the_desktop_app_with_its_fix() {
+    let output = Command::new(env!("CARGO_BIN_EXE_qkv-lab")).env("QKV_PRODUCT", "fastest").output().expect("qkv-lab starts");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("error: QKV_PRODUCT=\"fastest\"") && stderr.contains("burn or blocked"), "{stderr}");
+}
