@@ -28,13 +28,24 @@ pub fn shared_device_options() -> eframe::egui_wgpu::WgpuConfiguration {
     if let eframe::egui_wgpu::WgpuSetup::CreateNew(create) = &mut options.wgpu_setup {
         create.device_descriptor = std::sync::Arc::new(|adapter: &wgpu::Adapter| wgpu::DeviceDescriptor {
             label: Some("QKV Lab: egui and Burn"),
-            required_features: adapter.features().difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+            required_features: shared_features(adapter.features()),
             required_limits: adapter.limits(),
             memory_hints: wgpu::MemoryHints::MemoryUsage,
             ..Default::default()
         });
     }
     options
+}
+
+/// The adapter's features the shared device asks for: all that CubeCL reads from the adapter
+/// (it takes the device to have them), less mappable primary buffers (slow for what Burn does)
+/// and wgpu's experimental features (ray queries, cooperative matrices, mesh shaders). wgpu
+/// refuses a device that asks for one of those without the caller's promise to accept their
+/// bugs, and most desktop cards list ray queries: asked for, they would stop the window from
+/// opening. Neither egui nor the WGSL that Burn compiles here uses them.
+fn shared_features(available: eframe::wgpu::Features) -> eframe::wgpu::Features {
+    use eframe::wgpu::Features;
+    available.difference(Features::MAPPABLE_PRIMARY_BUFFERS | Features::all_experimental_mask())
 }
 
 /// Whether a software GPU adapter (lavapipe, SwiftShader) comes before the CPU.
@@ -80,6 +91,19 @@ pub fn computes(cc: &eframe::CreationContext<'_>, software: SoftwareGpu) -> (Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A card that lists experimental features (most desktop cards list ray queries) still gets
+    /// a device, with what Burn's kernels read from the adapter.
+    #[test]
+    fn the_shared_device_asks_for_no_experimental_feature_and_keeps_what_burn_reads() {
+        use eframe::wgpu::Features;
+        let asked = shared_features(Features::all());
+        assert!(!asked.intersects(Features::all_experimental_mask()), "{:?}", asked & Features::all_experimental_mask());
+        assert!(!asked.contains(Features::MAPPABLE_PRIMARY_BUFFERS));
+        for kept in [Features::SHADER_INT64, Features::SUBGROUP, Features::TIMESTAMP_QUERY, Features::SHADER_FLOAT32_ATOMIC] {
+            assert!(asked.contains(kept), "{kept:?}");
+        }
+    }
 
     /// The page's options docs/teaching.md may use in its links.
     const OPTIONS: [&str; 8] = ["lesson", "present", "autotrain", "hide", "compute", "worker", "workers", "render"];
