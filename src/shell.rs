@@ -68,8 +68,14 @@ pub fn computes(cc: &eframe::CreationContext<'_>, software: SoftwareGpu) -> (Vec
     };
     let info = render.adapter.get_info();
     if info.backend == eframe::wgpu::Backend::Gl {
-        // The browser drew with WebGL: it has no WebGPU, and WebGL has no compute shaders.
-        return (vec![flex], Some("this browser has no WebGPU (the page draws with WebGL)".into()));
+        // wgpu fell back to OpenGL, which has no compute shaders: in a browser, WebGL for want of
+        // WebGPU; on a desktop, for want of a Vulkan, Metal or DX12 driver (a virtual machine).
+        let why = if cfg!(target_family = "wasm") {
+            "this browser has no WebGPU (the page draws with WebGL)"
+        } else {
+            "no Vulkan, Metal or DX12 driver answered (the window draws with OpenGL, which cannot train)"
+        };
+        return (vec![flex], Some(why.into()));
     }
     let setup = WgpuSetup {
         instance: render.instance.clone(),
