@@ -77,6 +77,14 @@ pub fn computes(cc: &eframe::CreationContext<'_>, software: SoftwareGpu) -> (Vec
         };
         return (vec![flex], Some(why.into()));
     }
+    if info.backend == eframe::wgpu::Backend::Vulkan && Backend::Vulkan.is_built() {
+        // A build with Burn's vulkan backend compiles SPIR-V for every Vulkan device, written for
+        // the Vulkan features CubeCL turns on in the devices it creates itself (cubecl-wgpu's
+        // `request_vulkan_device`: cooperative matrices, 16-bit floats, ...), which eframe's device
+        // lacks. Training takes CubeCL's own device on this GPU instead (`Compute::native_gpus`,
+        // offered first); the window draws with its own.
+        return (vec![flex], None);
+    }
     let setup = WgpuSetup {
         instance: render.instance.clone(),
         adapter: render.adapter.clone(),
