@@ -134,13 +134,15 @@ if [ -n "${QUICK:-}" ]; then configs=("classroom classroom 2 4 64 64 2 0.0"); st
 } > "$table"
 for config in "${configs[@]}"; do
   read -r name preset layers heads embd context batch dropout <<< "$config"
+  # PyTorch with each AdamW in one process: one start of torch and its device, not three.
+  reference_rows=""
+  [ -n "$torch_device" ] && reference_rows=$(within python3 -W "ignore:Failed to initialize NumPy" "$reference" --corpus "$corpus" \
+    --device "$torch_device" --layers "$layers" --heads "$heads" --embd "$embd" --context "$context" --batch "$batch" \
+    --dropout "$dropout" --steps "$steps" --rounds "$rounds" --warmup 3 --read-back-every 8 --adamw per-parameter,foreach,fused \
+    2> /dev/null || true)
   declare -A theirs=()
   for adamw in per-parameter foreach fused; do
-    theirs[$adamw]=""
-    [ -n "$torch_device" ] || continue
-    theirs[$adamw]=$(within python3 -W "ignore:Failed to initialize NumPy" "$reference" --corpus "$corpus" --device "$torch_device" \
-      --layers "$layers" --heads "$heads" --embd "$embd" --context "$context" --batch "$batch" --dropout "$dropout" \
-      --steps "$steps" --rounds "$rounds" --warmup 3 --read-back-every 8 --adamw "$adamw" 2> /dev/null | field train_tokens_per_sec || true)
+    theirs[$adamw]=$(echo "$reference_rows" | grep -F "\"adamw\": \"$adamw\"" | field train_tokens_per_sec || true)
   done
   for row in "${builds[@]}"; do
     IFS='|' read -r build binary backend product <<< "$row"

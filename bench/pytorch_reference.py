@@ -11,9 +11,10 @@ step is: forward, cross-entropy, backward, global-norm clipping to 1.0, AdamW (d
 and embeddings only), and the loss read back to the host: every step, or every K steps with
 `--read-back-every K` as `qkv bench --read-back-every K` does (each window of timed steps ends
 with one, so every step is finished within the time). `--adamw` picks PyTorch's update: one
-parameter at a time (QKV Lab's CPU path), `foreach` (PyTorch's default on CUDA) or `fused`.
+parameter at a time (QKV Lab's CPU path), `foreach` (PyTorch's default on CUDA) or `fused`, or
+several, comma-separated, timed in one process (one start of PyTorch and its device, not three).
 
-It prints one JSON object per variant on stdout, read by `bench/vs-pytorch.sh`. With
+It prints one JSON object per variant (and update) on stdout, read by `bench/vs-pytorch.sh`. With
 `--count-ops` it times nothing and prints instead what one step asks of the device, counted with
 torch.profiler: the compute ops PyTorch eager runs (leaf aten ops, views and allocations
 excluded), and on CUDA the kernels it launches (`bench/kernels.sh` sets them beside QKV Lab's
@@ -176,12 +177,16 @@ def main():
     p.add_argument("--count-ops", action="store_true", help="count one step's ops instead of timing")
     p.add_argument(
         "--adamw",
-        choices=["per-parameter", "foreach", "fused"],
         default="per-parameter",
-        help="AdamW's update: per parameter (as QKV Lab's on the CPU), multi-tensor, or fused (CUDA)",
+        help="AdamW's update: per-parameter (as QKV Lab's on the CPU), foreach (multi-tensor) or fused"
+        " (CUDA); several comma-separated",
     )
     p.add_argument("--read-back-every", type=int, default=1, help="read the loss back every K steps (default 1)")
     args = p.parse_args()
+    updates = args.adamw.split(",")
+    for update in updates:
+        if update not in ("per-parameter", "foreach", "fused"):
+            p.error(f"--adamw takes per-parameter, foreach or fused (comma-separated), not {update!r}")
 
     torch.manual_seed(1337)
     # One fixed batch, as `qkv bench` uses: the figure is the step's cost, not the data pipeline's.
@@ -208,7 +213,7 @@ def main():
         new_model = lambda variant: Gpt(len(chars), context, args.layers, args.heads, args.embd, variant, args.dropout)
 
     runs = []
-    for variant in args.variants.split(","):
+    for variant, update in ((v, u) for u in updates for v in args.variants.split(",")):
         model = new_model(variant).to(args.device)
         model.train()
         decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -218,10 +223,10 @@ def main():
             [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
             lr=1e-3,
             betas=(0.9, 0.99),
-            foreach=args.adamw == "foreach",
-            fused=args.adamw == "fused",
+            foreach=update == "foreach",
+            fused=update == "fused",
         )
-        runs.append((variant, model, opt))
+        runs.append((variant, update, model, opt))
 
     def step(model, opt, read_back=True):
         loss = model(x, y)
@@ -237,23 +242,24 @@ def main():
         for i in range(args.steps):
             step(model, opt, read_back=(i + 1) % args.read_back_every == 0 or i + 1 == args.steps)
 
-    for _, model, opt in runs:
+    for _, _, model, opt in runs:
         for _ in range(args.warmup):
             step(model, opt)
     if args.count_ops:
-        for variant, model, opt in runs:
+        for variant, update, model, opt in runs:
             counts = count_ops(lambda: step(model, opt), args.device)
-            print(json.dumps({"variant": variant, "torch": torch.__version__, **counts}))
+            print(json.dumps({"variant": variant, "adamw": update, "torch": torch.__version__, **counts}))
         return
-    rates = {variant: [] for variant, _, _ in runs}
+    rates = {(variant, update): [] for variant, update, _, _ in runs}
     tokens = args.batch * context * args.steps
-    # Rounds interleave the variants, as `qkv bench` does, so that drift hits both alike.
+    # Rounds interleave the runs, as `qkv bench` interleaves its variants, so that drift hits all
+    # alike.
     for _ in range(args.rounds):
-        for variant, model, opt in runs:
+        for variant, update, model, opt in runs:
             started = time.perf_counter()
             window(model, opt)
-            rates[variant].append(tokens / (time.perf_counter() - started))
-    for variant, values in rates.items():
+            rates[(variant, update)].append(tokens / (time.perf_counter() - started))
+    for (variant, update), values in rates.items():
         print(
             json.dumps(
                 {
@@ -261,7 +267,7 @@ def main():
                     "train_tokens_per_sec": statistics.median(values),
                     "torch": torch.__version__,
                     "threads": torch.get_num_threads(),
-                    "adamw": args.adamw,
+                    "adamw": update,
                     "read_back_every": args.read_back_every,
                 }
             )
