@@ -38,11 +38,13 @@ pub fn shared_device_options() -> eframe::egui_wgpu::WgpuConfiguration {
 }
 
 /// The adapter's features the shared device asks for: all that CubeCL reads from the adapter
-/// (it takes the device to have them), less mappable primary buffers (slow for what Burn does)
-/// and wgpu's experimental features (ray queries, cooperative matrices, mesh shaders). wgpu
-/// refuses a device that asks for one of those without the caller's promise to accept their
-/// bugs, and most desktop cards list ray queries: asked for, they would stop the window from
-/// opening. Neither egui nor the WGSL that Burn compiles here uses them.
+/// (it takes the device to have them), less mappable primary buffers (which CubeCL's own device
+/// leaves out too) and wgpu's experimental features (ray queries, cooperative matrices, mesh
+/// shaders). wgpu refuses a device that asks for one of those without the caller's promise to
+/// accept their bugs, and recent cards list some (wgpu-hal 30: cooperative matrices on Metal's
+/// Apple7 and Mac2 families, every recent Mac; ray queries where Vulkan or DX12 has them, as on
+/// NVIDIA RTX cards): asked for, they stop the window from opening. Neither egui nor the WGSL
+/// that Burn compiles here uses them.
 fn shared_features(available: eframe::wgpu::Features) -> eframe::wgpu::Features {
     use eframe::wgpu::Features;
     available.difference(Features::MAPPABLE_PRIMARY_BUFFERS | Features::all_experimental_mask())
