@@ -13,7 +13,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::block_sum::{strided_sum, workgroup_sum, workgroup_units};
-use super::{bindable, contiguous, empty, flat, note, tree_steps, units, writable};
+use super::{along_axis, bindable, contiguous, empty, flat, note, tree_steps, units, writable};
 use crate::adamw_step::AdamWStep;
 
 /// One value's update, `g` its gradient (clipped already): the moments at `i` in place, and the
@@ -420,7 +420,8 @@ impl Squares {
                 ends.push(end as u32);
                 slots.push(flat(xs.get(slot).unwrap_or(&xs[0])).into_tensor_arg());
             }
-            let (count, dim) = (cubecl::CubeCount::new_1d(cubes(group) as u32), cubecl::CubeDim::new_1d(units as u32));
+            let (count, dim) =
+                (cubecl::CubeCount::new_1d(along_axis(cubes(group), "the model's size")), cubecl::CubeDim::new_1d(units as u32));
             let values: usize = xs.iter().map(|x| x.meta.shape().num_elements()).sum();
             note(&count, dim, VALUES_PER_UNIT + tree_steps(units), values, cubes(group));
             sum_of_squares_kernel::launch(&client, count, dim, slots, partials.clone().into_tensor_arg(), offset as u32, ends, units);

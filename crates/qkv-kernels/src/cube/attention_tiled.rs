@@ -28,7 +28,7 @@ use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{empty, note};
+use super::{along_axis, empty, note};
 
 /// Rows of a workgroup (its units), on the side it takes.
 const ROWS: usize = 64;
@@ -497,7 +497,11 @@ fn write_key_value(
 
 /// The workgroups for `rows` rows of each (head, batch row): (blocks, heads, batch).
 fn grid(rows: usize, heads: usize, batch: usize) -> cubecl::CubeCount {
-    cubecl::CubeCount::new_3d(rows.div_ceil(ROWS) as u32, heads as u32, batch as u32)
+    cubecl::CubeCount::new_3d(
+        along_axis(rows.div_ceil(ROWS), "the context"),
+        along_axis(heads, "the heads"),
+        along_axis(batch, "the batch"),
+    )
 }
 
 /// Where Q, K and V lie in their buffers: each tensor's metadata gives a [batch, heads, t, d]

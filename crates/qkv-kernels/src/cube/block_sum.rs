@@ -11,7 +11,7 @@
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{contiguous, empty, note, tree_steps};
+use super::{along_axis, contiguous, empty, note, tree_steps};
 
 /// Units in a summing workgroup: 256 (WebGPU's guaranteed limit a workgroup), or the largest
 /// power of two the device allows where that is fewer. A power of two, for [`workgroup_sum`]'s
@@ -103,7 +103,7 @@ pub(crate) fn sum_runs(values: CubeTensor, run: usize) -> CubeTensor {
     let sums = empty(&values, [groups]);
     let client = values.client.clone();
     let units = workgroup_units(&client);
-    let (count, dim) = (cubecl::CubeCount::new_1d(groups as u32), cubecl::CubeDim::new_1d(units as u32));
+    let (count, dim) = (cubecl::CubeCount::new_1d(along_axis(groups, "batch × context")), cubecl::CubeDim::new_1d(units as u32));
     note(&count, dim, run.min(n).div_ceil(units) + tree_steps(units), n, groups);
     sum_runs_kernel::launch(&client, count, dim, values.into_tensor_arg(), sums.clone().into_tensor_arg(), run as u32, units);
     sums

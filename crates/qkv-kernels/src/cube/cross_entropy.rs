@@ -11,7 +11,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::block_sum::{self, workgroup_sum};
-use super::{contiguous, empty, note, tree_steps, units};
+use super::{along_axis, contiguous, empty, note, tree_steps, units};
 
 /// Row i's log Σ exp(logits) into `log_norms[i]`, and the sum over the workgroup's rows of
 /// `w_i·(log_norm − logits[target])` into `partials[workgroup]`, with w_i `weights[i]` when
@@ -124,7 +124,7 @@ pub(crate) fn forward(logits: CubeTensor, targets: CubeTensor, mask: Option<Cube
     let units = block_sum::workgroup_units(&client);
     let cubes = rows.div_ceil(units);
     let (partials, log_norms) = (empty(&logits, [cubes]), empty(&logits, [rows]));
-    let (count, dim) = (cubecl::CubeCount::new_1d(cubes as u32), cubecl::CubeDim::new_1d(units as u32));
+    let (count, dim) = (cubecl::CubeCount::new_1d(along_axis(cubes, "batch × context")), cubecl::CubeDim::new_1d(units as u32));
     let vocab = logits.meta.shape().num_elements() / rows.max(1);
     // A unit reads its row twice (maximum, then Σ exp); the logits, targets and any weights in,
     // the log-norms and the partial sums out.

@@ -111,10 +111,10 @@ pub(crate) struct DeviceGroups {
     pub span: usize,
 }
 
-/// Workgroups for `groups` groups of one launch: along x up to 65,535 (every API allows that
-/// many), then rows of them; `CUBE_POS` counts them in order.
+/// Workgroups for `groups` groups of one launch: along x up to the axis limit, then rows of
+/// them; `CUBE_POS` counts them in order.
 fn groups_grid(groups: usize) -> cubecl::CubeCount {
-    const MOST: usize = 65_535;
+    const MOST: usize = super::MOST_PER_AXIS;
     cubecl::CubeCount::new_2d(groups.clamp(1, MOST) as u32, groups.div_ceil(MOST).max(1) as u32)
 }
 

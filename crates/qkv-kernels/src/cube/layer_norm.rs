@@ -11,7 +11,7 @@ use cubecl::prelude::*;
 
 use super::block_sum::{strided_sum, workgroup_sums, workgroup_units};
 use super::dx_target::{DxTarget, store_dx};
-use super::{contiguous, empty, note, tree_steps, units};
+use super::{along_axis, contiguous, empty, note, tree_steps, units};
 
 /// y = (x − μ)·r·γ + β per row of `channels` values, and each row's μ and r = 1/√(σ² + ε) in
 /// `stats` [rows, 2].
@@ -234,7 +234,7 @@ pub(crate) fn backward_in_blocks(saved: &Saved, dy: CubeTensor, stream: Option<C
     let cubes = rows.div_ceil(ROWS_PER_CUBE);
     let target = DxTarget::new(stream, x);
     let partials = empty(x, [2 * channels, cubes]);
-    let (count, dim) = (cubecl::CubeCount::new_1d(cubes as u32), cubecl::CubeDim::new_1d(units as u32));
+    let (count, dim) = (cubecl::CubeCount::new_1d(along_axis(cubes, "batch × context")), cubecl::CubeDim::new_1d(units as u32));
     let per_unit = channels.div_ceil(units);
     // Two passes over a unit's channels of each of its rows, and a tree every ROWS_AT_ONCE rows.
     let trips = ROWS_PER_CUBE * 2 * per_unit + (ROWS_PER_CUBE / ROWS_AT_ONCE) * tree_steps(units);
@@ -258,7 +258,8 @@ pub(crate) fn backward_in_blocks(saved: &Saved, dy: CubeTensor, stream: Option<C
     // A whole workgroup whatever the batch, so that a unit's share stays one partial sum up to
     // 256 blocks (16,384 rows) and the work per unit does not change with the batch.
     let finish_units = workgroup_units(&client);
-    let (count, dim) = (cubecl::CubeCount::new_1d(channels as u32), cubecl::CubeDim::new_1d(finish_units as u32));
+    let (count, dim) =
+        (cubecl::CubeCount::new_1d(along_axis(channels, "the embedding width")), cubecl::CubeDim::new_1d(finish_units as u32));
     note(&count, dim, 2 * cubes.div_ceil(finish_units) + tree_steps(finish_units), 2 * channels * cubes, 2 * channels);
     layer_norm_d_gamma_beta_kernel::launch(
         &client,
