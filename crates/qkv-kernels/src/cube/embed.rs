@@ -114,8 +114,8 @@ pub(crate) struct DeviceGroups {
 /// Workgroups for `groups` groups of one launch: along x up to the axis limit, then rows of
 /// them; `CUBE_POS` counts them in order.
 fn groups_grid(groups: usize) -> cubecl::CubeCount {
-    const MOST: usize = super::MOST_PER_AXIS;
-    cubecl::CubeCount::new_2d(groups.clamp(1, MOST) as u32, groups.div_ceil(MOST).max(1) as u32)
+    use super::MOST_PER_AXIS;
+    cubecl::CubeCount::new_2d(groups.clamp(1, MOST_PER_AXIS) as u32, groups.div_ceil(MOST_PER_AXIS).max(1) as u32)
 }
 
 /// The token table's gradient from the output's by the batch's groups, plus the table's gradient
