@@ -27,15 +27,18 @@ pub fn usage(message: impl Into<String>) -> Failure {
 }
 
 /// The exit code of a failure: 2 for a command line or a setting that cannot be (the CLI's own
-/// checks, a model or recipe that fails validation), 1 for a run that failed.
+/// checks, a model or recipe that fails validation or does not fit), 1 for a run that failed.
 pub fn exit_code(failure: &Failure) -> u8 {
+    use qkv_train::RunError;
     use qkv_train::plan::{PlanError, StartError};
     let usage = failure.is::<Usage>()
         || failure.is::<qkv_kernels::UnknownProduct>()
         || failure.is::<qkv_model::ConfigError>()
         || failure.is::<qkv_train::TrainingConfigError>()
         || failure.is::<PlanError>()
+        || failure.downcast_ref::<RunError>().is_some_and(RunError::is_setting)
         || matches!(failure.downcast_ref::<StartError>(), Some(StartError::Plan(_)))
+        || matches!(failure.downcast_ref::<StartError>(), Some(StartError::Run(run)) if run.is_setting())
         || failure.downcast_ref::<qkv_compute::ComputeError>().is_some_and(qkv_compute::ComputeError::is_usage);
     if usage { 2 } else { 1 }
 }

@@ -56,3 +56,20 @@ fn an_unknown_product_in_the_environment_exits_2() {
     assert!(stderr.contains("error: QKV_PRODUCT=\"fastest\"") && stderr.contains("burn or blocked"), "{stderr}");
     assert!(output.stdout.is_empty(), "no work done: {}", String::from_utf8_lossy(&output.stdout));
 }
+
+/// A batch wider than a GPU's launch grid (65,535 workgroups along an axis; tiled attention
+/// gives the batch one) is a setting that cannot be: 2, with what to lower, before the model is
+/// allocated, where the launch itself would stop the program mid-step. On wgpu (lavapipe here).
+#[test]
+fn a_batch_wider_than_a_gpus_grid_exits_2_before_training() {
+    let out = std::env::temp_dir().join(format!("qkv-exit-codes-grid-{}", std::process::id()));
+    let args = ["train", "--preset", "classroom", "--backend", "wgpu", "--batch", "70000", "--context", "2", "--steps", "1"];
+    let output = qkv(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let expected = "needs 70000 workgroups along one axis, more than a GPU takes (65535): lower the batch";
+    assert!(stderr.contains(expected) && !stderr.contains("panicked"), "{stderr}");
+    // Counted by its own words: Mesa's driver may print an `error: ` line of its own.
+    assert_eq!(stderr.matches("lower the batch").count(), 1, "said once: {stderr}");
+    std::fs::remove_dir_all(out).ok();
+}

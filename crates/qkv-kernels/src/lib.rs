@@ -50,6 +50,7 @@ pub use adamw::{AdamWUpdates, SumOfSquares, adamw_update};
 pub use adamw_step::AdamWStep;
 pub use attention::{Mask, attention, repeat_kv_heads};
 pub use cross_entropy::cross_entropy;
+pub use cube::grid_limit::{LaunchTooWide, StepSize, check_launch_widths};
 pub use cube::product_choice::{Product, ProductChoice, UnknownProduct, choose_product, product_from_env, use_product};
 pub use dropout::{dropout, dropout_added};
 pub use embed::embed;

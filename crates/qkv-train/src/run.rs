@@ -54,6 +54,16 @@ pub enum RunError {
     Finished(usize),
     #[error(transparent)]
     ReadBack(#[from] qkv_kernels::ReadBackError),
+    #[error("training configuration: {0}")]
+    LaunchTooWide(#[from] qkv_kernels::LaunchTooWide),
+}
+
+impl RunError {
+    /// Whether the run's settings cannot be (a model, recipe or data that does not fit), as
+    /// opposed to a run that failed once started.
+    pub fn is_setting(&self) -> bool {
+        matches!(self, Self::Config(_) | Self::VocabTooSmall { .. } | Self::TrainingConfig(_) | Self::LaunchTooWide(_))
+    }
 }
 
 pub struct Run {
@@ -139,6 +149,19 @@ async fn read_values(tensors: Vec<Tensor<1>>) -> Result<Vec<f64>, RunError> {
     Ok(values.into_iter().map(f64::from).collect())
 }
 
+/// What a step of `spec` launches by, at its largest: the whole batch (a run spread over devices
+/// gives each a share) at the model's longest context.
+fn step_size(spec: &RunSpec) -> qkv_kernels::StepSize {
+    let model = &spec.model;
+    qkv_kernels::StepSize {
+        batch: spec.training.batch_size,
+        context: model.block_size,
+        heads: model.n_head,
+        width: model.n_embd,
+        parameters: qkv_model::ParamReport::new(model).total_params,
+    }
+}
+
 impl Run {
     /// Builds the model (seeded by the training seed) on `device` with autodiff.
     pub fn new(spec: RunSpec, dataset: &Dataset, device: &Device) -> Result<Self, RunError> {
@@ -160,6 +183,7 @@ impl Run {
         }
         dataset.check_fits(spec.model.block_size)?;
         dataset.check_model(&spec.model)?;
+        qkv_kernels::check_launch_widths(device, step_size(&spec))?;
         let device = device.clone().autodiff();
         let model = model(&spec, &device)?;
         let optimiser = Optimiser::new(&spec.training);

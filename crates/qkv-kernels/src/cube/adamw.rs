@@ -13,6 +13,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::block_sum::{strided_sum, workgroup_sum, workgroup_units};
+use super::grid_limit::Axis;
 use super::{along_axis, bindable, contiguous, empty, flat, note, tree_steps, units, writable};
 use crate::adamw_step::AdamWStep;
 
@@ -390,6 +391,18 @@ fn units_over(n: usize) -> usize {
     n.div_ceil(VALUES_PER_UNIT)
 }
 
+/// The workgroups of one Σx² launch whose tensors take these many units each (`grid_limit`).
+fn squares_axis(units_per_tensor: impl IntoIterator<Item = usize>, units: usize) -> Axis {
+    (units_per_tensor.into_iter().sum::<usize>().div_ceil(units), "the model's size")
+}
+
+/// The most workgroups a Σx² launch of a model of `parameters` values can take, at most
+/// `per_launch` tensors to a launch: all the values in one launch, with one partly filled unit
+/// a tensor.
+pub(crate) fn widest_squares(parameters: usize, units: usize, per_launch: usize) -> Axis {
+    squares_axis([units_over(parameters), per_launch], units)
+}
+
 /// The partial sums of Σx² over tensors of `sizes` values, [`tensors_per_launch`] a launch in
 /// order, and the launches' workgroups: one partial sum each. Every unit of a launch adds up
 /// at most [`VALUES_PER_UNIT`] values; the finish adds up ⌈partials / units⌉ a unit.
@@ -407,7 +420,8 @@ impl Squares {
         let units = workgroup_units(&client);
         let per_launch = tensors_per_launch(&client);
         let launches: Vec<&[CubeTensor]> = xs.chunks(per_launch).collect();
-        let cubes = |group: &[CubeTensor]| group.iter().map(|x| units_over(x.meta.shape().num_elements())).sum::<usize>().div_ceil(units);
+        let axis = |group: &[CubeTensor]| squares_axis(group.iter().map(|x| units_over(x.meta.shape().num_elements())), units);
+        let cubes = |group: &[CubeTensor]| axis(group).0;
         let partials = empty(first, [launches.iter().map(|group| cubes(group)).sum::<usize>()]);
         let mut offset = 0;
         for group in launches {
@@ -420,8 +434,7 @@ impl Squares {
                 ends.push(end as u32);
                 slots.push(flat(xs.get(slot).unwrap_or(&xs[0])).into_tensor_arg());
             }
-            let (count, dim) =
-                (cubecl::CubeCount::new_1d(along_axis(cubes(group), "the model's size")), cubecl::CubeDim::new_1d(units as u32));
+            let (count, dim) = (cubecl::CubeCount::new_1d(along_axis(axis(group))), cubecl::CubeDim::new_1d(units as u32));
             let values: usize = xs.iter().map(|x| x.meta.shape().num_elements()).sum();
             note(&count, dim, VALUES_PER_UNIT + tree_steps(units), values, cubes(group));
             sum_of_squares_kernel::launch(&client, count, dim, slots, partials.clone().into_tensor_arg(), offset as u32, ends, units);

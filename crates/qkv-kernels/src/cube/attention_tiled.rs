@@ -28,6 +28,7 @@ use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
+use super::grid_limit::Axis;
 use super::{along_axis, empty, note};
 
 /// Rows of a workgroup (its units), on the side it takes.
@@ -497,11 +498,13 @@ fn write_key_value(
 
 /// The workgroups for `rows` rows of each (head, batch row): (blocks, heads, batch).
 fn grid(rows: usize, heads: usize, batch: usize) -> cubecl::CubeCount {
-    cubecl::CubeCount::new_3d(
-        along_axis(rows.div_ceil(ROWS), "the context"),
-        along_axis(heads, "the heads"),
-        along_axis(batch, "the batch"),
-    )
+    let [blocks, heads, batch] = grid_axes(rows, heads, batch).map(along_axis);
+    cubecl::CubeCount::new_3d(blocks, heads, batch)
+}
+
+/// [`grid`]'s axes, each with the setting that sets it (`grid_limit`).
+pub(crate) fn grid_axes(rows: usize, heads: usize, batch: usize) -> [Axis; 3] {
+    [(rows.div_ceil(ROWS), "the context"), (heads, "the heads"), (batch, "the batch")]
 }
 
 /// Where Q, K and V lie in their buffers: each tensor's metadata gives a [batch, heads, t, d]

@@ -11,6 +11,7 @@
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
+use super::grid_limit::Axis;
 use super::{along_axis, contiguous, empty, note, tree_steps};
 
 /// Units in a summing workgroup: 256 (WebGPU's guaranteed limit a workgroup), or the largest
@@ -93,17 +94,24 @@ fn sum_runs_kernel(values: &Tensor<f32>, sums: &mut Tensor<f32>, run: u32, #[com
     }
 }
 
+/// [`sum_runs`]' workgroups over `n` values, one a run of `run` (`grid_limit`): the values are a
+/// batch's rows (the loss mask's) or their partial sums.
+pub(crate) fn run_groups(n: usize, run: usize) -> Axis {
+    (n.div_ceil(run), "batch × context")
+}
+
 /// The sums of `values`' runs of `run` values, in order (the last run may be shorter), as a
 /// tensor of one sum a run: one launch, each unit adding up ⌈run / units⌉ values.
 pub(crate) fn sum_runs(values: CubeTensor, run: usize) -> CubeTensor {
     let values = contiguous(values);
     let n = values.meta.shape().num_elements();
     assert!(n > 0 && run > 0, "sums of runs of {run} over {n} values");
-    let groups = n.div_ceil(run);
+    let axis = run_groups(n, run);
+    let groups = axis.0;
     let sums = empty(&values, [groups]);
     let client = values.client.clone();
     let units = workgroup_units(&client);
-    let (count, dim) = (cubecl::CubeCount::new_1d(along_axis(groups, "batch × context")), cubecl::CubeDim::new_1d(units as u32));
+    let (count, dim) = (cubecl::CubeCount::new_1d(along_axis(axis)), cubecl::CubeDim::new_1d(units as u32));
     note(&count, dim, run.min(n).div_ceil(units) + tree_steps(units), n, groups);
     sum_runs_kernel::launch(&client, count, dim, values.into_tensor_arg(), sums.clone().into_tensor_arg(), run as u32, units);
     sums

@@ -11,6 +11,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::block_sum::{self, workgroup_sum};
+use super::grid_limit::Axis;
 use super::{along_axis, contiguous, empty, note, tree_steps, units};
 
 /// Row i's log Σ exp(logits) into `log_norms[i]`, and the sum over the workgroup's rows of
@@ -110,6 +111,11 @@ pub(crate) fn takes(targets: &CubeTensor) -> bool {
     targets.dtype == DType::I32
 }
 
+/// The forward's workgroups over `rows` rows, a row to each of `units` units (`grid_limit`).
+pub(crate) fn row_groups(rows: usize, units: usize) -> Axis {
+    (rows.div_ceil(units), "batch × context")
+}
+
 /// The loss [1] (the mean, weighted by `mask` when given) and what the backward pass needs.
 pub(crate) fn forward(logits: CubeTensor, targets: CubeTensor, mask: Option<CubeTensor>) -> (CubeTensor, Saved) {
     let logits = contiguous(logits);
@@ -122,9 +128,10 @@ pub(crate) fn forward(logits: CubeTensor, targets: CubeTensor, mask: Option<Cube
     });
     let client = logits.client.clone();
     let units = block_sum::workgroup_units(&client);
-    let cubes = rows.div_ceil(units);
+    let groups = row_groups(rows, units);
+    let cubes = groups.0;
     let (partials, log_norms) = (empty(&logits, [cubes]), empty(&logits, [rows]));
-    let (count, dim) = (cubecl::CubeCount::new_1d(along_axis(cubes, "batch × context")), cubecl::CubeDim::new_1d(units as u32));
+    let (count, dim) = (cubecl::CubeCount::new_1d(along_axis(groups)), cubecl::CubeDim::new_1d(units as u32));
     let vocab = logits.meta.shape().num_elements() / rows.max(1);
     // A unit reads its row twice (maximum, then Σ exp); the logits, targets and any weights in,
     // the log-norms and the partial sums out.

@@ -114,7 +114,7 @@ pub(crate) struct DeviceGroups {
 /// Workgroups for `groups` groups of one launch: along x up to the axis limit, then rows of
 /// them; `CUBE_POS` counts them in order.
 fn groups_grid(groups: usize) -> cubecl::CubeCount {
-    use super::MOST_PER_AXIS;
+    use super::grid_limit::MOST_PER_AXIS;
     cubecl::CubeCount::new_2d(groups.clamp(1, MOST_PER_AXIS) as u32, groups.div_ceil(MOST_PER_AXIS).max(1) as u32)
 }
 

@@ -11,6 +11,7 @@ use cubecl::prelude::*;
 
 use super::block_sum::{strided_sum, workgroup_sums, workgroup_units};
 use super::dx_target::{DxTarget, store_dx};
+use super::grid_limit::Axis;
 use super::{along_axis, contiguous, empty, note, tree_steps, units};
 
 /// y = (x − μ)·r·γ + β per row of `channels` values, and each row's μ and r = 1/√(σ² + ε) in
@@ -222,6 +223,12 @@ pub(crate) fn backward(saved: &Saved, dy: CubeTensor, stream: Option<CubeTensor>
     backward_in_blocks(saved, dy, stream)
 }
 
+/// The axes of [`backward_in_blocks`]' two launches over `rows` rows of `channels`: a workgroup
+/// per block of rows, then one per channel (`grid_limit`).
+pub(crate) fn backward_axes(rows: usize, channels: usize) -> [Axis; 2] {
+    [(rows.div_ceil(ROWS_PER_CUBE), "batch × context"), (channels, "the embedding width")]
+}
+
 /// [`backward`] by blocks of rows, with workgroup trees.
 pub(crate) fn backward_in_blocks(saved: &Saved, dy: CubeTensor, stream: Option<CubeTensor>) -> (CubeTensor, CubeTensor, CubeTensor) {
     let Saved { x, gamma, stats } = saved;
@@ -231,10 +238,11 @@ pub(crate) fn backward_in_blocks(saved: &Saved, dy: CubeTensor, stream: Option<C
     let client = x.client.clone();
     // A workgroup no wider than the row (down to 32, a warp), so few units idle on narrow rows.
     let units = workgroup_units(&client).min(channels.next_power_of_two().max(32));
-    let cubes = rows.div_ceil(ROWS_PER_CUBE);
+    let [blocks, finish] = backward_axes(rows, channels);
+    let cubes = blocks.0;
     let target = DxTarget::new(stream, x);
     let partials = empty(x, [2 * channels, cubes]);
-    let (count, dim) = (cubecl::CubeCount::new_1d(along_axis(cubes, "batch × context")), cubecl::CubeDim::new_1d(units as u32));
+    let (count, dim) = (cubecl::CubeCount::new_1d(along_axis(blocks)), cubecl::CubeDim::new_1d(units as u32));
     let per_unit = channels.div_ceil(units);
     // Two passes over a unit's channels of each of its rows, and a tree every ROWS_AT_ONCE rows.
     let trips = ROWS_PER_CUBE * 2 * per_unit + (ROWS_PER_CUBE / ROWS_AT_ONCE) * tree_steps(units);
@@ -258,8 +266,7 @@ pub(crate) fn backward_in_blocks(saved: &Saved, dy: CubeTensor, stream: Option<C
     // A whole workgroup whatever the batch, so that a unit's share stays one partial sum up to
     // 256 blocks (16,384 rows) and the work per unit does not change with the batch.
     let finish_units = workgroup_units(&client);
-    let (count, dim) =
-        (cubecl::CubeCount::new_1d(along_axis(channels, "the embedding width")), cubecl::CubeDim::new_1d(finish_units as u32));
+    let (count, dim) = (cubecl::CubeCount::new_1d(along_axis(finish)), cubecl::CubeDim::new_1d(finish_units as u32));
     note(&count, dim, 2 * cubes.div_ceil(finish_units) + tree_steps(finish_units), 2 * channels * cubes, 2 * channels);
     layer_norm_d_gamma_beta_kernel::launch(
         &client,

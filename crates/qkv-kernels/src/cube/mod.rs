@@ -14,6 +14,7 @@ pub(crate) mod dropout;
 pub(crate) mod dx_target;
 pub(crate) mod embed;
 pub(crate) mod gelu;
+pub(crate) mod grid_limit;
 pub(crate) mod layer_norm;
 pub(crate) mod layer_norm_serial;
 pub(crate) mod linear;
@@ -30,6 +31,8 @@ use burn::backend::{Autodiff, BackendTypes};
 use burn::tensor::{Int, Tensor};
 use burn_cubecl::CubeBackend as Cube;
 use burn_cubecl::tensor::CubeTensor;
+
+pub(crate) use grid_limit::along_axis;
 
 /// A cubecl device with autodiff, as `Device::wgpu(..).autodiff()` builds it.
 pub(crate) type CubeAutodiff = Autodiff<Cube, NoCheckpointing>;
@@ -118,23 +121,6 @@ pub(crate) fn bindable(client: &cubecl::client::Client) -> usize {
     (client.properties().hardware.max_bindings as usize).saturating_sub(1)
 }
 
-/// The most workgroups one launch may have along an axis on any GPU API (WebGPU's, Vulkan's and
-/// Metal's least maximum). [`units`]' launches spread over the axes below it; launches shaped by
-/// hand check theirs with [`along_axis`].
-pub(crate) const MOST_PER_AXIS: usize = 65_535;
-
-/// `count` workgroups along one axis of a launch, as the launch takes it. Over
-/// [`MOST_PER_AXIS`] it stops, with a message that names what to lower (`lower`: "the batch",
-/// say), before wgpu would refuse the dispatch with a validation error that names neither; the
-/// session reports the message and keeps running.
-pub(crate) fn along_axis(count: usize, lower: &str) -> u32 {
-    assert!(
-        count <= MOST_PER_AXIS,
-        "this model's launch needs {count} workgroups along one axis, more than a GPU takes ({MOST_PER_AXIS}): lower {lower}"
-    );
-    count as u32
-}
-
 /// One unit per item, `items` of them: the cubes to launch and their shape.
 pub(crate) fn units(client: &cubecl::client::Client, items: usize) -> (cubecl::CubeCount, cubecl::CubeDim) {
     let cube_dim = cubecl::CubeDim::new(client, items);
@@ -179,19 +165,6 @@ pub(crate) fn contiguous(tensor: CubeTensor) -> CubeTensor {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    /// A launch at the axis limit goes as it is; one over it stops with what to lower, which the
-    /// session shows (its first line) in place of wgpu's validation error.
-    #[test]
-    fn a_launch_wider_than_a_gpu_takes_says_what_to_lower() {
-        assert_eq!(along_axis(MOST_PER_AXIS, "the batch"), 65_535);
-        let over = std::panic::catch_unwind(|| along_axis(MOST_PER_AXIS + 1, "the batch")).expect_err("over the limit");
-        let message = over.downcast_ref::<String>().expect("a formatted message");
-        assert!(message.contains("65536 workgroups") && message.ends_with("lower the batch"), "{message}");
-        assert_eq!(message.lines().count(), 1, "the session shows a panic's first line");
-    }
-
     /// No kernel of ours needs atomics: browsers have no float atomics, so a step's kernels and
     /// their shapes (`crate::launches`) are the same there as natively, where Burn's sums used
     /// them.
