@@ -6,9 +6,11 @@
 //! cross-entropy's row groups and the mask's sum, the gradient norm's squares.
 //!
 //! A run checks its step's sizes against these launches before it allocates anything
-//! ([`check_launch_widths`], through each launch's own width function, so the check and the
-//! launch cannot disagree), and each launch checks its axis again as it is made ([`along_axis`])
-//! for any size the first check did not foresee.
+//! ([`check_launch_widths`]). It sizes each axis with the width function the launch itself
+//! takes, so the two count alike; it takes the largest a step can ask (the whole batch at the
+//! longest context, every launch whichever the device picks, all the parameters in one Σx²
+//! launch), so it may refuse a hair early, never late. Each launch still checks its axis as it is
+//! made ([`along_axis`]), for any size the first check did not foresee.
 
 use burn::tensor::Device;
 
