@@ -78,6 +78,26 @@ fn a_checkpoint_saved_on_wgpu_continues_on_the_cpu() {
     assert_eq!(Checkpoint::from_bytes("again.qkv", &again).unwrap().header.step, 5);
 }
 
+/// A plan too wide for a GPU's launch grid (a batch over 65,535: tiled attention gives the batch
+/// one axis) is refused as it loads, with what to lower, before a model is allocated; the session
+/// then loads and trains the next plan as if nothing had happened (the app keeps running).
+#[test]
+fn a_batch_too_wide_for_the_grid_is_refused_and_the_session_goes_on() {
+    let mut session = Session::new(wgpu_device(), ComputeId::first(Backend::Wgpu));
+    let mut wide = plan(Preset::Classroom, AttentionVariant::Standard);
+    (wide.training.batch_size, wide.model.block_size) = (Some(70_000), Some(2));
+    let loaded = handle(&mut session, Command::Load(wide));
+    let refusal = loaded.iter().find_map(|message| match message {
+        Message::Failed(problem) => Some(problem.message.as_str()),
+        _ => None,
+    });
+    assert!(refusal.is_some_and(|why| why.ends_with("more than a GPU takes (65535): lower the batch")), "{loaded:?}");
+    handle(&mut session, Command::Load(plan(Preset::Classroom, AttentionVariant::Standard)));
+    let stepped = handle(&mut session, Command::Step);
+    assert!(!stepped.iter().any(|message| matches!(message, Message::Failed(_))), "{stepped:?}");
+    assert_eq!(session.experiment().expect("the next plan loaded").runs[0].step, 1);
+}
+
 #[test]
 fn w_q_is_eliminated_from_a_run_on_wgpu_and_both_train_on() {
     let mut session = Session::new(wgpu_device(), ComputeId::first(Backend::Wgpu));

@@ -21,6 +21,7 @@ pub(crate) mod linear;
 pub(crate) mod packed;
 pub(crate) mod product;
 pub(crate) mod product_choice;
+pub(crate) mod step_size;
 pub(crate) mod weight_gradient;
 
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
