@@ -37,8 +37,7 @@ pub fn exit_code(failure: &Failure) -> u8 {
         || failure.is::<qkv_train::TrainingConfigError>()
         || failure.is::<PlanError>()
         || failure.downcast_ref::<RunError>().is_some_and(RunError::is_setting)
-        || matches!(failure.downcast_ref::<StartError>(), Some(StartError::Plan(_)))
-        || matches!(failure.downcast_ref::<StartError>(), Some(StartError::Run(run)) if run.is_setting())
+        || failure.downcast_ref::<StartError>().is_some_and(StartError::is_setting)
         || failure.downcast_ref::<qkv_compute::ComputeError>().is_some_and(qkv_compute::ComputeError::is_usage);
     if usage { 2 } else { 1 }
 }

@@ -296,6 +296,18 @@ pub enum StartError {
     Run(#[from] RunError),
 }
 
+impl StartError {
+    /// Whether the plan's settings cannot be (the plan's own, or a run's that does not fit,
+    /// [`RunError::is_setting`]), as opposed to data that could not be read or a run that failed.
+    pub fn is_setting(&self) -> bool {
+        match self {
+            Self::Plan(_) => true,
+            Self::Run(run) => run.is_setting(),
+            Self::Data(_) => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
